@@ -1,0 +1,6 @@
+add_library(rpsim_warnings INTERFACE)
+target_compile_options(rpsim_warnings INTERFACE -Wall -Wextra $<$<BOOL:${RPSIM_WERROR}>:-Werror>)
+if(RPSIM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,47 @@
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "commands.hpp"
+#include "rpsim/formats/testfloat.hpp"
+
+namespace rpsim::cli {
+
+void add_testfloat(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("testfloat", "Check Berkeley TestFloat vector lines (stdin or FILE)");
+  auto op = std::make_shared<std::string>();
+  auto rounding = std::make_shared<std::string>("rne");
+  auto file = std::make_shared<std::string>();
+  auto show = std::make_shared<std::size_t>(10);
+  cmd->add_option("OP", *op, "operation, TestFloat names: f16_add, f32_mulAdd, f64_to_f16, bf16_mul, e4m3_to_f32, ...")
+      ->required();
+  cmd->add_option("FILE", *file, "vector file (default: standard input)");
+  cmd->add_option("-r,--rounding", *rounding, "rne rna rtz rd ru rodd")->capture_default_str();
+  cmd->add_option("--show", *show, "mismatches to print")->capture_default_str();
+  cmd->callback([=, &action] {
+    action = [=]() -> int {
+      const testfloat::Operation operation = testfloat::parse_operation(*op);
+      Rounding r;
+      r.mode = parse_rounding(*rounding);
+      if (r.mode == RoundingMode::stochastic)
+        throw UsageError("--rounding sr: TestFloat vectors are for deterministic modes only");
+      testfloat::Summary s;
+      if (file->empty()) {
+        s = testfloat::check_stream(operation, std::cin, "<stdin>", r, *show);
+      } else {
+        std::ifstream in(*file);
+        if (!in) throw UsageError(fmt::format("cannot open vector file '{}'", *file));
+        s = testfloat::check_stream(operation, in, *file, r, *show);
+      }
+      if (operation.loose_nan)
+        fmt::print("note: {} NaN results compared as NaN with the same sign (SoftFloat bf16 payload quirk)\n",
+                   operation.name);
+      for (const auto& line : s.first_failures) fmt::print("mismatch: {}\n", line);
+      fmt::print("{} passed, {} failed\n", s.passed, s.failed);
+      return s.failed == 0 ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace rpsim::cli

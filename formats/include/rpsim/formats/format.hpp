@@ -1,0 +1,99 @@
+// The format descriptor: every format, IEEE or not, is one row of data.
+// Modelled on LLVM's fltSemantics: adding a format is adding a row (and tests).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rpsim {
+
+// What the largest exponent field means.
+enum class NonFinite : std::uint8_t {
+  ieee,        // top exponent field holds infinities and NaNs
+  nan_only,    // no infinities; NaN has its own encoding (see NanEncoding)
+  finite_only  // every encoding is a finite number (OCP MX FP6/FP4)
+};
+
+enum class NanEncoding : std::uint8_t {
+  ieee,           // exponent all ones, fraction non-zero; top fraction bit = quiet
+  all_ones,       // exponent and fraction all ones, either sign (OCP E4M3FN, E8M0)
+  negative_zero,  // the pattern of -0 is the only NaN (the "fnuz" formats)
+  none
+};
+
+// What a result beyond the largest finite value becomes when the rounding
+// direction points away from zero.
+enum class Overflow : std::uint8_t { infinity, nan, saturate };
+
+struct Format {
+  std::string name;
+  int exp_bits = 0;
+  int man_bits = 0;  // stored fraction bits, without the implicit bit
+  int bias = 0;
+  bool has_sign = true;
+  bool has_zero = true;    // false for E8M0: exponent field 0 is 2^-127
+  bool subnormals = true;  // false: tiny values round to 0 or the smallest normal
+  NonFinite nonfinite = NonFinite::ieee;
+  NanEncoding nan = NanEncoding::ieee;
+  Overflow overflow = Overflow::infinity;
+
+  // Derived by finalize(); never set by hand.
+  int bits = 0;       // storage width of one encoding
+  int emin = 0;       // exponent of the smallest normal
+  int emax = 0;       // exponent of the largest finite
+  std::uint64_t max_significand = 0;  // of the largest finite, implicit bit included
+
+  int precision() const { return man_bits + 1; }
+  bool has_inf() const { return nonfinite == NonFinite::ieee; }
+  bool has_nan() const { return nan != NanEncoding::none; }
+  std::uint64_t bit_mask() const { return bits >= 64 ? ~0ull : (1ull << bits) - 1; }
+  std::uint64_t sign_bit() const { return has_sign ? 1ull << (bits - 1) : 0; }
+  std::uint64_t man_mask() const { return (1ull << man_bits) - 1; }
+  std::uint64_t exp_field_max() const { return (1ull << exp_bits) - 1; }
+
+  std::uint64_t inf_bits(bool negative) const;  // requires has_inf()
+  std::uint64_t max_finite_bits(bool negative) const;
+  std::uint64_t zero_bits(bool negative) const;
+  std::uint64_t min_positive_bits() const;  // smallest positive (subnormal if any)
+  double max_finite() const;
+  double min_normal() const;
+  double min_positive() const;
+
+  // Computes the derived fields and checks that the row makes sense;
+  // throws FormatError naming the field otherwise.
+  void finalize();
+};
+
+class FormatError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Named formats: binary64 binary32 tf32 binary16 bfloat16 e5m2 e4m3 e4m3fnuz
+// e5m2fnuz e3m2 e2m3 e2m1 e8m0, plus aliases (fp32, f16, bf16, half, ...).
+const std::vector<Format>& named_formats();
+
+// A named format, an alias, or a spec string:
+//   "e5m10"            IEEE-like: 5 exponent bits, 10 fraction bits, bias 15
+//   "e4m3fn"/"e5m2fnuz" OCP / fnuz variants of any widths
+//   "exp=5,man=10,bias=15,subnormals=no,nonfinite=ieee,overflow=saturate,sign=yes"
+// Throws FormatError with the offending text.
+Format parse_format(std::string_view spec);
+
+// Convenience for the fixed table; the reference lives as long as the program.
+const Format& format(std::string_view name);
+
+namespace formats {
+const Format& binary64();
+const Format& binary32();
+const Format& tf32();
+const Format& binary16();
+const Format& bfloat16();
+const Format& e5m2();
+const Format& e4m3();
+}  // namespace formats
+
+}  // namespace rpsim

@@ -1,0 +1,361 @@
+#include "rpsim/formats/format.hpp"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace rpsim {
+namespace {
+
+Format ieee_like(std::string name, int e, int m) {
+  Format f;
+  f.name = std::move(name);
+  f.exp_bits = e;
+  f.man_bits = m;
+  f.bias = (1 << (e - 1)) - 1;
+  f.finalize();
+  return f;
+}
+
+// OCP 8-bit floating point spec (2023) and OCP MX v1.0, section 5.3.
+Format ocp_fn(std::string name, int e, int m, int bias) {
+  Format f;
+  f.name = std::move(name);
+  f.exp_bits = e;
+  f.man_bits = m;
+  f.bias = bias;
+  f.nonfinite = NonFinite::nan_only;
+  f.nan = NanEncoding::all_ones;
+  f.overflow = Overflow::nan;
+  f.finalize();
+  return f;
+}
+
+// The "fnuz" formats of Graphcore/AMD (LLVM Float8E4M3FNUZ): no -0, whose
+// pattern is the single NaN, and a bias one larger than OCP's.
+Format fnuz(std::string name, int e, int m) {
+  Format f;
+  f.name = std::move(name);
+  f.exp_bits = e;
+  f.man_bits = m;
+  f.bias = 1 << (e - 1);
+  f.nonfinite = NonFinite::nan_only;
+  f.nan = NanEncoding::negative_zero;
+  f.overflow = Overflow::nan;
+  f.finalize();
+  return f;
+}
+
+// OCP MX FP6/FP4 element formats: no infinities or NaNs; conversions saturate.
+Format mx_finite(std::string name, int e, int m) {
+  Format f;
+  f.name = std::move(name);
+  f.exp_bits = e;
+  f.man_bits = m;
+  f.bias = (1 << (e - 1)) - 1;
+  f.nonfinite = NonFinite::finite_only;
+  f.nan = NanEncoding::none;
+  f.overflow = Overflow::saturate;
+  f.finalize();
+  return f;
+}
+
+std::vector<Format> build_table() {
+  std::vector<Format> t;
+  t.push_back(ieee_like("binary64", 11, 52));
+  t.push_back(ieee_like("binary32", 8, 23));
+  t.push_back(ieee_like("tf32", 8, 10));  // 19-bit encoding; NVIDIA TF32
+  t.push_back(ieee_like("binary16", 5, 10));
+  t.push_back(ieee_like("bfloat16", 8, 7));
+  t.push_back(ieee_like("e5m2", 5, 2));  // OCP E5M2 is IEEE-like
+  t.push_back(ocp_fn("e4m3", 4, 3, 7));  // OCP E4M3FN: max 448, NaN S.1111.111
+  t.push_back(fnuz("e4m3fnuz", 4, 3));
+  t.push_back(fnuz("e5m2fnuz", 5, 2));
+  t.push_back(mx_finite("e3m2", 3, 2));
+  t.push_back(mx_finite("e2m3", 2, 3));
+  t.push_back(mx_finite("e2m1", 2, 1));
+  // OCP MX E8M0 scale: unsigned powers of two 2^-127..2^127, 0xFF is NaN.
+  Format e8m0;
+  e8m0.name = "e8m0";
+  e8m0.exp_bits = 8;
+  e8m0.man_bits = 0;
+  e8m0.bias = 127;
+  e8m0.has_sign = false;
+  e8m0.has_zero = false;
+  e8m0.subnormals = false;
+  e8m0.nonfinite = NonFinite::nan_only;
+  e8m0.nan = NanEncoding::all_ones;
+  e8m0.overflow = Overflow::nan;
+  e8m0.finalize();
+  t.push_back(e8m0);
+  return t;
+}
+
+const std::map<std::string, std::string, std::less<>>& aliases() {
+  static const std::map<std::string, std::string, std::less<>> a = {
+      {"fp64", "binary64"},   {"f64", "binary64"},     {"double", "binary64"},
+      {"fp32", "binary32"},   {"f32", "binary32"},     {"float", "binary32"},
+      {"fp16", "binary16"},   {"f16", "binary16"},     {"half", "binary16"},
+      {"bf16", "bfloat16"},   {"e4m3fn", "e4m3"},      {"fp8e4m3", "e4m3"},
+      {"fp8e5m2", "e5m2"},    {"float8_e4m3fn", "e4m3"}, {"float8_e5m2", "e5m2"},
+      {"fp6e3m2", "e3m2"},    {"fp6e2m3", "e2m3"},     {"fp4", "e2m1"},
+      {"fp4e2m1", "e2m1"},    {"tensorfloat32", "tf32"}, {"e8m0fnu", "e8m0"},
+  };
+  return a;
+}
+
+[[noreturn]] void bad(std::string_view spec, const std::string& why) {
+  throw FormatError("format '" + std::string(spec) + "': " + why);
+}
+
+int parse_int(std::string_view spec, std::string_view text, const char* field) {
+  if (text.empty()) bad(spec, std::string("field '") + field + "' has no value");
+  int v = 0;
+  bool neg = false;
+  std::size_t i = 0;
+  if (text[0] == '-') {
+    neg = true;
+    i = 1;
+  }
+  if (i == text.size()) bad(spec, std::string("field '") + field + "' is not an integer");
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9' || v > 100000)
+      bad(spec, std::string("field '") + field + "' is not an integer: '" + std::string(text) + "'");
+    v = v * 10 + (text[i] - '0');
+  }
+  return neg ? -v : v;
+}
+
+bool parse_bool(std::string_view spec, std::string_view text, const char* field) {
+  if (text == "yes" || text == "true" || text == "1" || text == "on") return true;
+  if (text == "no" || text == "false" || text == "0" || text == "off") return false;
+  bad(spec, std::string("field '") + field + "' must be yes/no, got '" + std::string(text) + "'");
+}
+
+// "e5m10", "e4m3fn", "e5m2fnuz"
+bool parse_short(std::string_view spec, Format& f) {
+  if (spec.size() < 4 || spec[0] != 'e') return false;
+  std::size_t m = spec.find('m');
+  if (m == std::string_view::npos || m < 2) return false;
+  std::string_view es = spec.substr(1, m - 1);
+  std::string_view rest = spec.substr(m + 1);
+  std::size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+  if (digits == 0) return false;
+  for (char c : es)
+    if (c < '0' || c > '9') return false;
+  std::string_view ms = rest.substr(0, digits);
+  std::string_view suffix = rest.substr(digits);
+  f.exp_bits = parse_int(spec, es, "exponent bits");
+  f.man_bits = parse_int(spec, ms, "fraction bits");
+  if (f.exp_bits < 1 || f.exp_bits > 11) bad(spec, "exponent bits must be 1..11");
+  f.bias = (1 << (f.exp_bits - 1)) - 1;
+  if (suffix.empty()) {
+  } else if (suffix == "fn") {
+    f.nonfinite = NonFinite::nan_only;
+    f.nan = NanEncoding::all_ones;
+    f.overflow = Overflow::nan;
+  } else if (suffix == "fnuz") {
+    f.bias += 1;
+    f.nonfinite = NonFinite::nan_only;
+    f.nan = NanEncoding::negative_zero;
+    f.overflow = Overflow::nan;
+  } else if (suffix == "f") {  // finite only, as the MX FP6/FP4 formats
+    f.nonfinite = NonFinite::finite_only;
+    f.nan = NanEncoding::none;
+    f.overflow = Overflow::saturate;
+  } else {
+    bad(spec, "unknown suffix '" + std::string(suffix) + "' (expected fn, fnuz or f)");
+  }
+  return true;
+}
+
+void parse_fields(std::string_view spec, Format& f) {
+  bool have_exp = false, have_man = false, have_bias = false;
+  std::string_view rest = spec;
+  while (!rest.empty()) {
+    std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) bad(spec, "expected key=value, got '" + std::string(item) + "'");
+    std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (key == "exp" || key == "exp_bits") {
+      f.exp_bits = parse_int(spec, val, "exp");
+      have_exp = true;
+    } else if (key == "man" || key == "man_bits" || key == "frac") {
+      f.man_bits = parse_int(spec, val, "man");
+      have_man = true;
+    } else if (key == "bias") {
+      f.bias = parse_int(spec, val, "bias");
+      have_bias = true;
+    } else if (key == "subnormals") {
+      f.subnormals = parse_bool(spec, val, "subnormals");
+    } else if (key == "sign") {
+      f.has_sign = parse_bool(spec, val, "sign");
+    } else if (key == "nonfinite") {
+      if (val == "ieee") {
+        f.nonfinite = NonFinite::ieee;
+        f.nan = NanEncoding::ieee;
+      } else if (val == "nan_only" || val == "fn") {
+        f.nonfinite = NonFinite::nan_only;
+        f.nan = NanEncoding::all_ones;
+      } else if (val == "fnuz") {
+        f.nonfinite = NonFinite::nan_only;
+        f.nan = NanEncoding::negative_zero;
+      } else if (val == "finite_only" || val == "none") {
+        f.nonfinite = NonFinite::finite_only;
+        f.nan = NanEncoding::none;
+      } else {
+        bad(spec, "nonfinite must be ieee, fn, fnuz or finite_only, got '" + std::string(val) + "'");
+      }
+    } else if (key == "overflow") {
+      if (val == "infinity" || val == "inf") f.overflow = Overflow::infinity;
+      else if (val == "nan") f.overflow = Overflow::nan;
+      else if (val == "saturate") f.overflow = Overflow::saturate;
+      else bad(spec, "overflow must be infinity, nan or saturate, got '" + std::string(val) + "'");
+    } else if (key == "name") {
+      f.name = std::string(val);
+    } else {
+      bad(spec, "unknown field '" + std::string(key) + "'");
+    }
+  }
+  if (!have_exp) bad(spec, "missing field 'exp'");
+  if (!have_man) bad(spec, "missing field 'man'");
+  if (f.exp_bits < 1 || f.exp_bits > 11) bad(spec, "exp must be 1..11");
+  if (!have_bias) f.bias = (1 << (f.exp_bits - 1)) - 1 + (f.nan == NanEncoding::negative_zero);
+  // A default that cannot be honoured follows the non-finite behaviour.
+  if (f.overflow == Overflow::infinity && !f.has_inf())
+    f.overflow = f.has_nan() ? Overflow::nan : Overflow::saturate;
+  if (f.overflow == Overflow::nan && !f.has_nan()) f.overflow = Overflow::saturate;
+}
+
+}  // namespace
+
+void Format::finalize() {
+  const std::string who = "format '" + name + "': ";
+  if (exp_bits < 1 || exp_bits > 11) throw FormatError(who + "exponent bits must be 1..11");
+  if (man_bits < 0 || man_bits > 52) throw FormatError(who + "fraction bits must be 0..52");
+  bits = int(has_sign) + exp_bits + man_bits;
+  if (bits > 64) throw FormatError(who + "more than 64 bits");
+  if (nonfinite == NonFinite::ieee && man_bits == 0)
+    throw FormatError(who + "an IEEE-style format needs at least one fraction bit for NaN");
+  if (nan == NanEncoding::negative_zero && !has_sign)
+    throw FormatError(who + "fnuz NaN encoding needs a sign bit");
+  if (nonfinite == NonFinite::nan_only && nan == NanEncoding::all_ones && man_bits == 0 &&
+      exp_bits < 2 && has_zero)
+    throw FormatError(who + "too few bits for a NaN");
+  if (nonfinite == NonFinite::finite_only) nan = NanEncoding::none;
+  if (overflow == Overflow::infinity && !has_inf()) overflow = has_nan() ? Overflow::nan : Overflow::saturate;
+  if (overflow == Overflow::nan && !has_nan()) overflow = Overflow::saturate;
+
+  const int top_field = int(exp_field_max());
+  emin = (has_zero ? 1 : 0) - bias;
+  const std::uint64_t full = (1ull << (man_bits + 1)) - 1;
+  switch (nonfinite) {
+    case NonFinite::ieee:
+      emax = top_field - 1 - bias;
+      max_significand = full;
+      break;
+    case NonFinite::nan_only:
+      emax = top_field - bias;
+      // all_ones: the all-ones fraction at the top exponent is NaN.
+      max_significand = nan == NanEncoding::all_ones ? full - 1 : full;
+      if (nan == NanEncoding::all_ones && man_bits == 0) {
+        emax -= 1;  // E8M0: 0xFF is NaN, 0xFE is 2^127
+        max_significand = 1;
+      }
+      break;
+    case NonFinite::finite_only:
+      emax = top_field - bias;
+      max_significand = full;
+      break;
+  }
+  if (emax < emin) throw FormatError(who + "no finite normal numbers (emax < emin)");
+}
+
+std::uint64_t Format::inf_bits(bool negative) const {
+  return (negative ? sign_bit() : 0) | (exp_field_max() << man_bits);
+}
+
+std::uint64_t Format::max_finite_bits(bool negative) const {
+  std::uint64_t field = std::uint64_t(emax + bias);
+  return (negative ? sign_bit() : 0) | (field << man_bits) |
+         (max_significand & man_mask());
+}
+
+std::uint64_t Format::zero_bits(bool negative) const {
+  if (!has_zero) return 0;  // E8M0 has no zero; callers do not ask
+  if (nan == NanEncoding::negative_zero) return 0;
+  return negative ? sign_bit() : 0;
+}
+
+std::uint64_t Format::min_positive_bits() const {
+  if (!has_zero) return 0;
+  if (subnormals && man_bits > 0) return 1;
+  return 1ull << man_bits;
+}
+
+double Format::max_finite() const {
+  return std::ldexp(double(max_significand), emax - man_bits);
+}
+double Format::min_normal() const { return std::ldexp(1.0, emin); }
+double Format::min_positive() const {
+  return subnormals && has_zero ? std::ldexp(1.0, emin - man_bits) : std::ldexp(1.0, emin);
+}
+
+const std::vector<Format>& named_formats() {
+  static const std::vector<Format> table = build_table();
+  return table;
+}
+
+namespace {
+const Format* find_named(std::string_view name) {
+  std::string_view canonical = name;
+  if (auto it = aliases().find(name); it != aliases().end()) canonical = it->second;
+  for (const Format& f : named_formats())
+    if (f.name == canonical) return &f;
+  return nullptr;
+}
+}  // namespace
+
+Format parse_format(std::string_view spec) {
+  if (spec.empty()) throw FormatError("format '': empty format name");
+  if (const Format* f = find_named(spec)) return *f;
+  Format f;
+  f.name = std::string(spec);
+  if (spec.find('=') != std::string_view::npos) {
+    parse_fields(spec, f);
+  } else if (!parse_short(spec, f)) {
+    std::string known;
+    for (const Format& n : named_formats()) known += " " + n.name;
+    bad(spec, "unknown format (named formats:" + known +
+                  "; or a spec like e5m10, e4m3fn, e5m2fnuz, exp=5,man=10)");
+  }
+  f.finalize();
+  return f;
+}
+
+const Format& format(std::string_view name) {
+  if (const Format* f = find_named(name)) return *f;
+  // Custom formats are interned so that references stay valid.
+  static std::map<std::string, Format, std::less<>> interned;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = interned.find(name); it != interned.end()) return it->second;
+  Format f = parse_format(name);
+  return interned.emplace(std::string(name), std::move(f)).first->second;
+}
+
+namespace formats {
+const Format& binary64() { return named_formats()[0]; }
+const Format& binary32() { return named_formats()[1]; }
+const Format& tf32() { return named_formats()[2]; }
+const Format& binary16() { return named_formats()[3]; }
+const Format& bfloat16() { return named_formats()[4]; }
+const Format& e5m2() { return named_formats()[5]; }
+const Format& e4m3() { return named_formats()[6]; }
+}  // namespace formats
+
+}  // namespace rpsim

@@ -1,0 +1,41 @@
+#include "rpsim/formats/print.hpp"
+
+#include <cmath>
+
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/formats/unpacked.hpp"
+
+namespace rpsim {
+
+std::string hex_bits(const Format& f, std::uint64_t bits) {
+  return fmt::format("0x{:0{}X}", bits & f.bit_mask(), (f.bits + 3) / 4);
+}
+
+std::string binary_fields(const Format& f, std::uint64_t bits) {
+  std::string s;
+  if (f.has_sign) s += (bits & f.sign_bit()) ? "1 " : "0 ";
+  const std::uint64_t field = (bits >> f.man_bits) & f.exp_field_max();
+  s += fmt::format("{:0{}b}", field, f.exp_bits);
+  if (f.man_bits > 0) s += fmt::format(" {:0{}b}", bits & f.man_mask(), f.man_bits);
+  return s;
+}
+
+std::string classify(const Format& f, std::uint64_t bits) {
+  const Unpacked u = unpack(f, bits);
+  switch (u.cls) {
+    case Class::zero: return "zero";
+    case Class::infinity: return "infinity";
+    case Class::quiet_nan: return "quiet NaN";
+    case Class::signaling_nan: return "signalling NaN";
+    case Class::finite: break;
+  }
+  return is_subnormal(f, bits) ? "subnormal" : "normal";
+}
+
+std::string decimal(const Format& f, std::uint64_t bits) {
+  const double v = to_double(f, bits);
+  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
+  return fmt::format("{}", v);
+}
+
+}  // namespace rpsim

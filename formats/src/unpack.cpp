@@ -1,0 +1,71 @@
+#include "rpsim/formats/unpacked.hpp"
+
+namespace rpsim {
+
+Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals) {
+  Unpacked u;
+  bits &= fmt.bit_mask();
+  const std::uint64_t man = bits & fmt.man_mask();
+  const std::uint64_t field = (bits >> fmt.man_bits) & fmt.exp_field_max();
+  u.sign = fmt.has_sign && (bits & fmt.sign_bit());
+  const int p = fmt.precision();
+
+  auto make_nan = [&](bool quiet) {
+    u.cls = quiet ? Class::quiet_nan : Class::signaling_nan;
+    // Payload without the quiet bit, aligned to bit 63.
+    if (fmt.nan == NanEncoding::ieee && fmt.man_bits > 1)
+      u.payload = (man & (fmt.man_mask() >> 1)) << (64 - (fmt.man_bits - 1));
+    return u;
+  };
+
+  switch (fmt.nan) {
+    case NanEncoding::ieee:
+      if (field == fmt.exp_field_max()) {
+        if (man == 0) {
+          u.cls = Class::infinity;
+          return u;
+        }
+        return make_nan((man >> (fmt.man_bits - 1)) & 1);
+      }
+      break;
+    case NanEncoding::all_ones:
+      if (field == fmt.exp_field_max() && man == fmt.man_mask()) return make_nan(true);
+      break;
+    case NanEncoding::negative_zero:
+      if (bits == fmt.sign_bit()) {
+        u.sign = false;
+        return make_nan(true);
+      }
+      break;
+    case NanEncoding::none:
+      break;
+  }
+  if (field == 0 && fmt.has_zero) {
+    if (man == 0 || flush_subnormals || !fmt.subnormals) {
+      u.cls = Class::zero;
+      return u;
+    }
+    u.cls = Class::finite;
+    u.significand = man;
+    u.exponent = std::int64_t(fmt.emin) - (p - 1);
+    return u;
+  }
+  u.cls = Class::finite;
+  u.significand = man | (std::uint64_t(1) << fmt.man_bits);
+  u.exponent = std::int64_t(field) - fmt.bias - (p - 1);
+  return u;
+}
+
+bool is_subnormal(const Format& fmt, std::uint64_t bits) {
+  if (!fmt.has_zero || !fmt.subnormals) return false;
+  const std::uint64_t field = (bits >> fmt.man_bits) & fmt.exp_field_max();
+  return field == 0 && (bits & fmt.man_mask()) != 0;
+}
+
+bool is_nan(const Format& fmt, std::uint64_t bits) { return unpack(fmt, bits).is_nan(); }
+
+bool is_signaling_nan(const Format& fmt, std::uint64_t bits) {
+  return unpack(fmt, bits).cls == Class::signaling_nan;
+}
+
+}  // namespace rpsim
