@@ -70,6 +70,7 @@ int explain(const std::string& value_text, const std::string& format_name, const
 
 }  // namespace
 
+namespace {
 void add_explain(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("explain", "Show how a value rounds to a format");
   auto value = std::make_shared<std::string>();
@@ -81,5 +82,8 @@ void add_explain(CLI::App& app, Action& action) {
   cmd->add_option("-r,--rounding", *mode, "rne rna rtz rd ru rodd sr")->capture_default_str();
   cmd->callback([=, &action] { action = [=] { return explain(*value, *fmt_name, *mode); }; });
 }
+
+const Registrar registered("explain", add_explain);
+}  // namespace
 
 }  // namespace rpsim::cli

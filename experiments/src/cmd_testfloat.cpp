@@ -8,6 +8,7 @@
 
 namespace rpsim::cli {
 
+namespace {
 void add_testfloat(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("testfloat", "Check Berkeley TestFloat vector lines (stdin or FILE)");
   auto op = std::make_shared<std::string>();
@@ -43,5 +44,8 @@ void add_testfloat(CLI::App& app, Action& action) {
     };
   });
 }
+
+const Registrar registered("testfloat", add_testfloat);
+}  // namespace
 
 }  // namespace rpsim::cli

@@ -1,10 +1,13 @@
-// Each subcommand of `rpsim` registers itself from its own file.
+// Each subcommand of `rpsim` registers itself from its own file:
+//   static const rpsim::cli::Registrar reg("name", add_name);
+// so that adding a command touches no shared file.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rpsim::cli {
 
@@ -16,7 +19,12 @@ class UsageError : public std::runtime_error {
 
 // A subcommand's action returns the process exit status.
 using Action = std::function<int()>;
-void add_explain(CLI::App& app, Action& action);
-void add_testfloat(CLI::App& app, Action& action);
+using AddCommand = void (*)(CLI::App& app, Action& action);
+
+struct Registrar {
+  Registrar(const char* name, AddCommand add);
+};
+// In registration order sorted by name, so `rpsim --help` is stable.
+std::vector<std::pair<std::string, AddCommand>>& registry();
 
 }  // namespace rpsim::cli

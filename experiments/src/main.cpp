@@ -1,18 +1,28 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <exception>
 
 #include "commands.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/testfloat.hpp"
 
+namespace rpsim::cli {
+std::vector<std::pair<std::string, AddCommand>>& registry() {
+  static std::vector<std::pair<std::string, AddCommand>> r;
+  return r;
+}
+Registrar::Registrar(const char* name, AddCommand add) { registry().emplace_back(name, add); }
+}  // namespace rpsim::cli
+
 int main(int argc, char** argv) {
   CLI::App app{"rpsim: bit-exact simulation of reduced-precision arithmetic in deep learning"};
   app.require_subcommand(1);
   rpsim::cli::Action action;
-  rpsim::cli::add_explain(app, action);
-  rpsim::cli::add_testfloat(app, action);
+  auto commands = rpsim::cli::registry();
+  std::sort(commands.begin(), commands.end());
+  for (const auto& [name, add] : commands) add(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -31,6 +41,11 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());
   } catch (const rpsim::cli::UsageError& e) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "rpsim: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rpsim: internal error: {}\n", e.what());
+    return 3;
   }
   return 2;
 }

@@ -1,0 +1,69 @@
+// Results are written atomically: to a temporary file beside the target,
+// then renamed, so a reader (or an interrupted run) never sees half a CSV.
+#pragma once
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+
+namespace rpsim::io {
+
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Creates `dir` (and parents) and checks that a file can be created in it;
+// throws IoError naming the directory otherwise. Call before any work.
+inline void ensure_writable_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError("output directory '" + dir.string() + "': " + ec.message());
+  const auto probe = dir / (".rpsim-write-test-" + std::to_string(::getpid()));
+  std::ofstream out(probe);
+  if (!out) throw IoError("output directory '" + dir.string() + "' is not writable");
+  out.close();
+  std::filesystem::remove(probe, ec);
+}
+
+// Writes `content` to `path` via `path.tmp.<pid>` + fsync-free rename (rename
+// is atomic on POSIX file systems within one directory).
+inline void write_atomic(const std::filesystem::path& path, const std::string& content) {
+  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw IoError("cannot write '" + tmp + "'");
+    out << content;
+    out.flush();
+    if (!out) throw IoError("write failed for '" + tmp + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw IoError("cannot rename '" + tmp + "' to '" + path.string() + "'");
+  }
+}
+
+// SIGINT/SIGTERM set a flag that long loops poll; they stop at a step
+// boundary, write nothing partial, and say where they stopped.
+inline std::atomic<bool>& interrupted() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+inline void install_interrupt_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { interrupted().store(true); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace rpsim::io

@@ -1,0 +1,32 @@
+// Runs the real `rpsim` binary and captures its exit status and output.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+#include "shared_data.hpp"
+
+namespace rpsim::test {
+
+struct CliResult {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// `args` is appended to the binary path as-is (shell syntax).
+inline CliResult run_cli(const std::string& args) {
+  CliResult r;
+  const std::string cmd = rpsim_binary() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+}  // namespace rpsim::test
