@@ -1,0 +1,27 @@
+# The two commands of the README:
+#   make demo   install what is missing, build (Release), run the default study
+#               suite and render the figures into results/figures/
+#   make test   install what is missing, build with -Werror, pass every test
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: deps configure build demo test clean
+
+deps:
+	bash .ci/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPSIM_WERROR=ON $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	bash experiments/demo.sh $(BUILD)
+
+test: build
+	cd $(BUILD) && OMP_NUM_THREADS=2 ctest --output-on-failure -j 1 --timeout 1200
+
+clean:
+	rm -rf $(BUILD)
