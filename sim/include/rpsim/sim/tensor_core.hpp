@@ -1,0 +1,91 @@
+// The NVIDIA Tensor Core block-FMA model: ONE parameterised model and thin
+// named presets per GPU and instruction (tensor_core_presets.cpp).
+//
+// What one block FMA step does (Fasi, Higham, Mikaitis & Pranesh 2021;
+// Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores", ACM TACO 2025),
+// every part a field below so that a preset is a handful of numbers:
+//   1. the n = terms_per_step products a_i*b_i are exact;
+//   2. every product and C are aligned to the largest exponent among them
+//      (a product's exponent is ea+eb, its significand in [1,4));
+//   3. aligned terms keep `fraction_bits` bits below that exponent, the rest
+//      truncated (magnitude toward zero);
+//   4. the aligned terms are summed exactly (fixed point, no rounding);
+//   5. one normalisation at the end, rounded (`final_rounding`) to
+//      `result_fraction_bits` and written out in the output format.
+// Longer K is a chain of steps: the result of step j is C of step j+1, so it is
+// rounded to the output format between steps.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+
+namespace rpsim::sim {
+
+// How C enters a block FMA step.
+enum class CJoin : std::uint8_t {
+  aligned_with_products,  // C is one more term of the fused multi-term sum (NVIDIA)
+  after_products          // products summed and normalised first, then C added with one rounding
+};
+
+struct TensorCoreModel {
+  std::string name;  // e.g. "h100 mma.sync fp16->fp32"
+  Format input;      // fp16, bf16, tf32, e4m3, e5m2
+  Format output;     // binary32 or binary16 (the accumulator/C/D format)
+  int terms_per_step = 16;
+  // Bits kept below the leading bit of the largest exponent when aligning:
+  // 23 + the extra alignment bits (V100 0, A100/Ada 1, H100/B200 2).
+  int fraction_bits = 25;
+  // Precision of the final normalisation, fraction bits; -1: the output
+  // format's own (FP8 on Ada/H100 keeps only 13 in an fp32 accumulator).
+  int result_fraction_bits = -1;
+  RoundingMode final_rounding = RoundingMode::toward_zero;
+  bool subnormal_inputs = true;   // false: subnormal inputs read as zero
+  bool subnormal_outputs = true;  // false: subnormal results flushed to zero
+  // The alignment exponent is never taken below this (products tinier than
+  // 2^floor share the grid of 2^floor); a very negative value disables it.
+  int alignment_exponent_floor = -100000;
+  CJoin c_join = CJoin::aligned_with_products;
+
+  // Fraction bits of the final normalisation after resolving -1.
+  int result_bits() const { return result_fraction_bits < 0 ? output.man_bits : result_fraction_bits; }
+  // Checks the fields (formats representable, widths in range); throws
+  // std::invalid_argument naming the field.
+  void validate() const;
+};
+
+// Preset names, lower case: v100 t4 a100 a2 a30 ada l40s h100 h200 b200.
+const std::vector<std::string>& tensor_core_preset_names();
+
+// The preset for one GPU and instruction with the given input and output
+// formats. `instruction` is "" (the default: mma.sync/WMMA), "mma.sync" or
+// "wgmma" (Hopper). Throws std::invalid_argument naming the preset, or the
+// format that GPU does not take.
+TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
+                                   std::string_view instruction = "");
+
+// The preset a golden-data folder name means: V100 -> v100, A100 -> a100,
+// Ada -> ada, H100 -> h100, ... (case-insensitive); "" when unknown.
+std::string preset_for_gpu_folder(std::string_view folder);
+
+// Inputs are doubles holding values exactly representable in model.input;
+// c and the result hold values of model.output. Non-finite inputs follow IEEE
+// (NaN if any NaN or inf - inf, else the infinity).
+//
+// One block FMA step over n <= terms_per_step products (fewer: zero-padded).
+double tensor_core_step(const TensorCoreModel& model, const double* a, const double* b, int n, double c);
+// The full chain over K = a.size(): steps of terms_per_step, the result of each
+// step rounded to the output format and fed as C to the next.
+double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, std::span<const double> b,
+                       double c);
+// The same, returning the output format's encoding (for bit-exact checks:
+// keeps the sign of zero).
+std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,
+                                   std::span<const double> b, double c);
+
+}  // namespace rpsim::sim
