@@ -1,0 +1,89 @@
+// Host interface to rpsim's reference CUDA kernels. Plain C++: callers never
+// see CUDA types, so the rest of rpsim builds without a CUDA compiler (then
+// RPSIM_HAVE_CUDA is undefined and these functions do not exist).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rpsim::cuda {
+
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceInfo {
+  bool present = false;
+  std::string name;
+  int major = 0, minor = 0;      // compute capability
+  int driver_version = 0;        // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;       // cudaRuntimeGetVersion
+  std::string why_absent;        // when !present
+};
+DeviceInfo device_info();
+
+// Conversion intrinsics, one kernel each. Inputs and outputs are bit patterns
+// widened to 32 bits.
+enum class Conversion {
+  f32_to_f16_rn, f32_to_f16_rz, f32_to_f16_rd, f32_to_f16_ru,          // __float2half_*
+  f32_to_bf16_rn, f32_to_bf16_rz, f32_to_bf16_rd, f32_to_bf16_ru,      // __float2bfloat16_*
+  f32_to_e4m3_sat, f32_to_e4m3_nosat, f32_to_e5m2_sat, f32_to_e5m2_nosat,  // __nv_cvt_float_to_fp8
+  f16_to_f32, bf16_to_f32,                                              // __half2float, __bfloat162float
+  e4m3_to_f16, e5m2_to_f16,                                             // __nv_cvt_fp8_to_halfraw
+};
+struct ConversionInfo {
+  Conversion op;
+  const char* name;       // the intrinsic, e.g. "__float2half_rz"
+  const char* from;       // rpsim format names
+  const char* to;
+  const char* rounding;   // rne rtz rd ru
+  bool saturate;          // FP8 __NV_SATFINITE
+};
+const std::vector<ConversionInfo>& conversions();
+void convert(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n);
+
+// Half and bfloat16 arithmetic intrinsics (all round to nearest even).
+enum class Arithmetic { hadd_f16, hsub_f16, hmul_f16, hfma_f16, hadd_bf16, hsub_bf16, hmul_bf16, hfma_bf16 };
+struct ArithmeticInfo {
+  Arithmetic op;
+  const char* name;
+  const char* format;
+  int operands;
+};
+const std::vector<ArithmeticInfo>& arithmetics();
+void arithmetic(Arithmetic op, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                std::uint32_t* out, std::size_t n);
+
+// One mma.sync instruction per case (a chain of them when K is a multiple of
+// the instruction's k): row 0 of A holds the case's a, column 0 of B its b,
+// C[0][0] its c, and D[0][0] is read back. Layout of a/b/c/d as in
+// ../shared/tc-golden: binary32 bit patterns, fp16 results widened exactly.
+enum class Mma {
+  m16n8k16_f16_f32, m16n8k16_f16_f16, m16n8k16_bf16_f32, m16n8k8_tf32_f32,
+  m16n8k32_e4m3_f32, m16n8k32_e5m2_f32,
+};
+struct MmaInfo {
+  Mma op;
+  const char* name;   // PTX instruction shape and types
+  const char* input;  // rpsim format names
+  const char* output;
+  int k;              // K of one instruction
+  int min_sm;         // compute capability x 10
+};
+const std::vector<MmaInfo>& mmas();
+void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+         std::uint32_t* d, std::size_t cases);
+
+// Tiled GEMM on mma.sync m16n8k16 (fp16 in, fp32 accumulate): D = A*B + C,
+// A MxK row-major, B KxN column-major, C/D MxN row-major, M%16 == 0, N%8 == 0,
+// K%16 == 0. K order: for each output tile, k-blocks of 16 in increasing
+// order, each one mma.sync whose C is the previous D — so the emulator
+// reproduces it with a tensor-core chain of 16-term steps.
+void gemm_f16_f32(int M, int N, int K, const std::uint16_t* A, const std::uint16_t* B, const float* C,
+                  float* D);
+
+}  // namespace rpsim::cuda
