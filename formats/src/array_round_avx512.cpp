@@ -1,0 +1,38 @@
+// The array rounding kernel built for avx512, chosen at run time by
+// array_round.cpp when the CPU supports it. AVX-512 (F, BW, DQ, VL): 8 binary64 lanes, 64-bit multiplies for
+// the counter RNG (vpmullq) and narrowing stores (vpmovqw). The target attribute sits on the wrapper only:
+// round_block is inlined into it, and nothing else in this file is compiled for avx512.
+#include "array_kernel.hpp"
+
+namespace rpsim::array_detail {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+struct Avx512 {
+  template <class Fixed, int Kind, class In, class Out>
+  __attribute__((
+      target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma,prefer-vector-width=512"))) static void
+  run(const KernelParams& kp, const In* in, Out* out, std::size_t n, std::uint64_t index0) {
+    round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
+  }
+};
+
+}  // namespace
+
+template <class In, class Out>
+KernelFn<In, Out> pick_avx512(const KernelParams& kp) {
+  return pick_specialised<Avx512, In, Out>(kp);
+}
+#else
+template <class In, class Out>
+KernelFn<In, Out> pick_avx512(const KernelParams&) {
+  return nullptr;
+}
+#endif
+
+#define RPSIM_INSTANTIATE(In, Out) template KernelFn<In, Out> pick_avx512<In, Out>(const KernelParams&);
+RPSIM_ARRAY_FOR_EACH_PAIR(RPSIM_INSTANTIATE)
+#undef RPSIM_INSTANTIATE
+
+}  // namespace rpsim::array_detail
