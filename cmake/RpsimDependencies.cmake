@@ -13,3 +13,6 @@ endif()
 if(RPSIM_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
+
+# MPI is optional: `rpsim sweep` runs under mpirun when it is found.
+find_package(MPI COMPONENTS CXX QUIET)

@@ -15,10 +15,10 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-// `args` is appended to the binary path as-is (shell syntax).
-inline CliResult run_cli(const std::string& args) {
+// Runs a shell command line, stdout and stderr together.
+inline CliResult run_shell(const std::string& command) {
   CliResult r;
-  const std::string cmd = rpsim_binary() + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -28,5 +28,8 @@ inline CliResult run_cli(const std::string& args) {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
 }
+
+// `args` is appended to the binary path as-is (shell syntax).
+inline CliResult run_cli(const std::string& args) { return run_shell(rpsim_binary() + " " + args); }
 
 }  // namespace rpsim::test
