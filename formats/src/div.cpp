@@ -22,7 +22,11 @@ std::uint64_t div(const Format& f, std::uint64_t a, std::uint64_t b, const Round
       return default_nan(f, r.nan_policy);
     }
     fl |= flag_infinite;
-    return f.has_inf() ? f.inf_bits(sign) : round_pack(f, sign, 1 << 20, 1, false, r, fl);
+    if (f.has_inf()) return f.inf_bits(sign);
+    // The exact quotient is an infinity, not an overflow: a format without
+    // infinities gets what a converted infinity gets (NaN, or saturation),
+    // whatever the rounding direction.
+    return convert(f, formats::binary64(), sign ? 0xFFF0000000000000ull : 0x7FF0000000000000ull, r, fl);
   }
   if (x.cls == Class::zero) return round_pack(f, sign, 0, 0, false, r, fl);
   // Shift the dividend to the top so the quotient has >= 74 bits: more than
