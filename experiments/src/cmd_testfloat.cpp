@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -15,7 +18,8 @@ void add_testfloat(CLI::App& app, Action& action) {
   auto rounding = std::make_shared<std::string>("rne");
   auto file = std::make_shared<std::string>();
   auto show = std::make_shared<std::size_t>(10);
-  cmd->add_option("OP", *op, "operation, TestFloat names: f16_add, f32_mulAdd, f64_to_f16, bf16_mul, e4m3_to_f32, ...")
+  cmd->add_option("OP", *op,
+                  "operation, TestFloat names: f16_add, f32_mulAdd, f64_to_f16, bf16_mul, e4m3_to_f32, ...")
       ->required();
   cmd->add_option("FILE", *file, "vector file (default: standard input)");
   cmd->add_option("-r,--rounding", *rounding, "rne rna rtz rd ru rodd")->capture_default_str();
@@ -31,10 +35,17 @@ void add_testfloat(CLI::App& app, Action& action) {
       if (file->empty()) {
         s = testfloat::check_stream(operation, std::cin, "<stdin>", r, *show);
       } else {
+        std::error_code ec;
+        if (std::filesystem::is_directory(*file, ec))
+          throw UsageError(fmt::format("vector file '{}' is a directory", *file));
         std::ifstream in(*file);
-        if (!in) throw UsageError(fmt::format("cannot open vector file '{}'", *file));
+        if (!in)
+          throw UsageError(fmt::format("cannot open vector file '{}': {}", *file, std::strerror(errno)));
         s = testfloat::check_stream(operation, in, *file, r, *show);
       }
+      // A run that checked nothing must not read as a pass.
+      if (s.passed + s.failed == 0)
+        throw UsageError(fmt::format("no vectors in '{}'", file->empty() ? "<stdin>" : *file));
       if (operation.loose_nan)
         fmt::print("note: {} NaN results compared as NaN with the same sign (SoftFloat bf16 payload quirk)\n",
                    operation.name);
