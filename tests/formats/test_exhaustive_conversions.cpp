@@ -38,7 +38,8 @@ std::string mismatch(const Format& from, const Format& to, std::uint64_t in, Rou
 
 // All 2^16 encodings of `from` into `to`; the inputs are split over threads
 // (MPFR keeps its exponent range per thread when built with TLS).
-void sweep(const Format& from, const Format& to, RoundingMode mode, bool ftz, Tally& tally) {
+void sweep(const Format& from, const Format& to, RoundingMode mode, bool ftz, Tally& tally,
+           bool daz = false) {
   std::uint64_t failed = 0;
   std::vector<std::string> notes;
 #pragma omp parallel for schedule(static) reduction(+ : failed) if (mpfr_buildopt_tls_p())
@@ -47,10 +48,12 @@ void sweep(const Format& from, const Format& to, RoundingMode mode, bool ftz, Ta
     Rounding r;
     r.mode = mode;
     r.flush_subnormal_outputs = ftz;
+    r.flush_subnormal_inputs = daz;
     Flags got_flags = 0;
     const std::uint64_t got = convert(to, from, in, r, got_flags);
     oracle::Options opt;
     opt.flush_subnormal_outputs = ftz;
+    opt.flush_subnormal_inputs = daz;
     const oracle::Expected want = oracle::convert(to, from, in, mode, opt);
     if (got != want.bits || got_flags != want.flags) {
       ++failed;
@@ -95,6 +98,16 @@ TEST_CASE("conversions that flush subnormal outputs match MPFR with FTZ", "[conv
     for (const char* name : {"binary16", "bfloat16", "e4m3", "e5m2", "e2m1"})
       for (RoundingMode mode : kModes) sweep(*from, format(name), mode, true, t);
   CHECK(t.checked == 2u * 5u * 6u * 65536u);
+  report(t);
+}
+
+TEST_CASE("conversions that read subnormal inputs as zero match MPFR with DAZ", "[convert][mpfr]") {
+  Tally t;
+  for (const Format* from : {&formats::binary16(), &formats::bfloat16()})
+    for (const char* name : {"binary32", "e4m3", "e5m2", "e8m0"})
+      for (RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::down, RoundingMode::odd})
+        sweep(*from, format(name), mode, false, t, true);
+  CHECK(t.checked == 2u * 4u * 3u * 65536u);
   report(t);
 }
 

@@ -55,7 +55,8 @@ std::string mismatch(Op op, const Format& f, const Operands& x, RoundingMode mod
   return s.str();
 }
 
-void check(Op op, const Format& f, RoundingMode mode, const std::vector<Operands>& cases, Tally& tally) {
+void check(Op op, const Format& f, RoundingMode mode, const std::vector<Operands>& cases, Tally& tally,
+           bool daz_ftz = false) {
   std::uint64_t failed = 0;
   std::vector<std::string> notes;
   const auto n = std::int64_t(cases.size());
@@ -64,9 +65,12 @@ void check(Op op, const Format& f, RoundingMode mode, const std::vector<Operands
     const Operands& x = cases[std::size_t(i)];
     Rounding r;
     r.mode = mode;
+    r.flush_subnormal_inputs = r.flush_subnormal_outputs = daz_ftz;
     Flags got_flags = 0;
     const std::uint64_t got = run_core(op, f, x, r, got_flags);
-    const oracle::Expected want = oracle::arithmetic(op, f, x[0], x[1], x[2], mode);
+    oracle::Options opt;
+    opt.flush_subnormal_inputs = opt.flush_subnormal_outputs = daz_ftz;
+    const oracle::Expected want = oracle::arithmetic(op, f, x[0], x[1], x[2], mode, opt);
     if (got != want.bits || got_flags != want.flags) {
       ++failed;
 #pragma omp critical
@@ -249,6 +253,30 @@ TEST_CASE("8-bit and smaller formats: every operand pair of add sub mul div matc
     INFO(name);
     CHECK(t.checked == 4 * 6 * pairs.size());
     report(t);
+  }
+}
+
+TEST_CASE("with DAZ and FTZ, every e4m3 and e5m2 pair and sampled binary16/32 match MPFR", "[arith][mpfr]") {
+  for (const char* name : {"e4m3", "e5m2"}) {
+    const Format& f = format(name);
+    const auto pairs = all_pairs(f);
+    Tally t;
+    for (Op op : kBinaryOps)
+      for (RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::up})
+        check(op, f, mode, pairs, t, true);
+    INFO(name);
+    report(t);
+  }
+  for (const char* name : {"binary16", "binary32"}) {
+    const Format& f = format(name);
+    for (Op op : {Op::add, Op::mul, Op::div, Op::sqrt, Op::fma}) {
+      const auto cases = sampled(f, op, 8000, 0xDA2 + std::uint64_t(op));
+      Tally t;
+      for (RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::down})
+        check(op, f, mode, cases, t, true);
+      INFO(name << " " << oracle::op_name(op));
+      report(t);
+    }
   }
 }
 

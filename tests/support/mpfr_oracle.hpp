@@ -53,6 +53,7 @@ struct Expected {
 };
 
 struct Options {
+  bool flush_subnormal_inputs = false;   // DAZ: a subnormal operand reads as a signed zero
   bool flush_subnormal_outputs = false;  // FTZ: a tiny result becomes a signed zero
   std::optional<Overflow> overflow;      // unset: the format's own
 };
@@ -88,7 +89,7 @@ inline int smallest_normal_exponent(const Format& f) {
   return (f.has_zero ? 1 : 0) - f.bias;
 }
 
-inline Decoded decode(const Format& f, std::uint64_t bits) {
+inline Decoded decode(const Format& f, std::uint64_t bits, bool flush_subnormals = false) {
   Decoded d;
   const std::uint64_t mask = width(f) >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << width(f)) - 1;
   bits &= mask;
@@ -122,7 +123,7 @@ inline Decoded decode(const Format& f, std::uint64_t bits) {
     case NanEncoding::none: break;
   }
   if (field == 0 && f.has_zero) {
-    if (fraction == 0 || !f.subnormals) {  // a format without subnormals reads them as zero
+    if (fraction == 0 || !f.subnormals || flush_subnormals) {  // without subnormals they read as zero
       d.kind = Kind::zero;
       return d;
     }
@@ -346,7 +347,7 @@ inline Expected round_exact(const Format& f, mpfr_srcptr x, RoundingMode mode, c
 //   give NaN with invalid. An unsigned target turns -inf into invalid NaN.
 inline Expected convert(const Format& to, const Format& from, std::uint64_t bits, RoundingMode mode,
                         const Options& opt = {}) {
-  const Decoded d = decode(from, bits);
+  const Decoded d = decode(from, bits, opt.flush_subnormal_inputs);
   if (d.is_nan()) {
     Flags fl = d.kind == Kind::signaling_nan || to.nan == NanEncoding::none ? flag_invalid : 0;
     if (to.nan != NanEncoding::ieee) return {nan_encoding(to, d.sign), fl};
@@ -447,7 +448,8 @@ inline Expected infinite_result(const Format& f, bool negative, const Options& o
 inline Expected arithmetic(Op op, const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
                            RoundingMode mode, const Options& opt = {}) {
   using detail::propagate;
-  const Decoded x = decode(f, a), y = decode(f, b), z = decode(f, c);
+  const bool daz = opt.flush_subnormal_inputs;
+  const Decoded x = decode(f, a, daz), y = decode(f, b, daz), z = decode(f, c, daz);
   const Expected invalid{default_nan(f), flag_invalid};
   const mpfr_prec_t P = detail::working_precision(f);
   Real ex(64), ey(64), ez(64), r(P);

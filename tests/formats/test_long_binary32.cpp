@@ -1,0 +1,126 @@
+// All 2^32 binary32 encodings through rpsim's scalar convert to binary16 and
+// bfloat16, in RNE and RTZ, against x86 hardware: F16C VCVTPS2PH with its
+// rounding immediate for binary16, AVX512-BF16 VCVTNEPS2BF16 for bfloat16 RNE
+// (when the CPU has it), and truncation of the top 16 bits for bfloat16 RTZ.
+#include <immintrin.h>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rpsim/formats/ops.hpp"
+
+using namespace rpsim;
+
+namespace {
+
+constexpr int kChunkBits = 16;
+constexpr std::size_t kChunk = std::size_t(1) << kChunkBits;
+
+// Both binary16 roundings of 8 floats per instruction; imm8 bits 1:0 select
+// the rounding (0 nearest even, 3 toward zero) and bit 2 clear ignores MXCSR.
+__attribute__((target("avx,f16c"))) void f16c_convert(const std::uint32_t* in, std::uint16_t* rne,
+                                                      std::uint16_t* rtz, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 8) {
+    const __m256 v = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(rne + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(rtz + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_ZERO));
+  }
+}
+
+// VCVTNEPS2BF16 rounds to nearest even, quiets NaNs keeping the top payload
+// bits, and reads binary32 subnormal inputs as zero (Intel SDM, "VCVTNEPS2BF16").
+__attribute__((target("avx512f,avx512bf16"))) void avx512_bf16_convert(const std::uint32_t* in,
+                                                                       std::uint16_t* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_castsi512_ps(_mm512_loadu_si512(in + i));
+    const __m256bh h = _mm512_cvtneps_pbh(v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(h));
+  }
+}
+
+bool is_nan32(std::uint32_t x) {
+  return (x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu) != 0;
+}
+bool is_subnormal32(std::uint32_t x) {
+  return (x & 0x7F800000u) == 0 && (x & 0x7FFFFFu) != 0;
+}
+
+// bfloat16 as the top half of binary32: a NaN keeps its top payload bits and
+// gets the quiet bit (as hardware does); otherwise truncate, or add half a
+// unit and the parity bit first (round to nearest even, carries included).
+std::uint16_t bf16_truncate(std::uint32_t x) {
+  return is_nan32(x) ? std::uint16_t((x >> 16) | 0x40) : std::uint16_t(x >> 16);
+}
+std::uint16_t bf16_nearest_even(std::uint32_t x) {
+  if (is_nan32(x)) return std::uint16_t((x >> 16) | 0x40);
+  return std::uint16_t((std::uint64_t(x) + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+struct Failures {
+  std::uint64_t count = 0;
+  std::vector<std::string> first;
+};
+
+}  // namespace
+
+TEST_CASE("every binary32 converts to binary16 and bfloat16 as x86 hardware does", "[long][convert]") {
+  if (!__builtin_cpu_supports("f16c")) {
+    WARN("skipped: this CPU has no F16C");
+    return;
+  }
+  const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+  if (!has_bf16) WARN("no AVX512-BF16: bfloat16 RNE is checked against the integer rounding only");
+
+  const Format& f32 = formats::binary32();
+  const Format& f16 = formats::binary16();
+  const Format& bf16 = formats::bfloat16();
+  std::uint64_t failed = 0, checked = 0;
+  std::vector<std::string> notes;
+
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : failed, checked)
+  for (std::int64_t chunk = 0; chunk < (std::int64_t(1) << (32 - kChunkBits)); ++chunk) {
+    std::vector<std::uint32_t> in(kChunk);
+    std::vector<std::uint16_t> hw_rne(kChunk), hw_rtz(kChunk), hw_bf16(kChunk);
+    for (std::size_t i = 0; i < kChunk; ++i) in[i] = std::uint32_t(std::uint64_t(chunk) << kChunkBits | i);
+    f16c_convert(in.data(), hw_rne.data(), hw_rtz.data(), kChunk);
+    if (has_bf16) avx512_bf16_convert(in.data(), hw_bf16.data(), kChunk);
+
+    Rounding rne, rtz, rne_daz;
+    rtz.mode = RoundingMode::toward_zero;
+    rne_daz.flush_subnormal_inputs = true;
+    auto expect = [&](const char* what, std::uint32_t x, std::uint64_t got, std::uint64_t want) {
+      ++checked;
+      if (got == want) return;
+      ++failed;
+#pragma omp critical
+      if (notes.size() < 12) {
+        std::ostringstream s;
+        s << what << " of binary32 0x" << std::hex << x << ": rpsim 0x" << got << ", hardware 0x" << want;
+        notes.push_back(s.str());
+      }
+    };
+    for (std::size_t i = 0; i < kChunk; ++i) {
+      const std::uint32_t x = in[i];
+      Flags fl = 0;
+      expect("binary16 rne", x, convert(f16, f32, x, rne, fl), hw_rne[i]);
+      expect("binary16 rtz", x, convert(f16, f32, x, rtz, fl), hw_rtz[i]);
+      const std::uint64_t b_rne = convert(bf16, f32, x, rne, fl);
+      expect("bfloat16 rne (integer rounding)", x, b_rne, bf16_nearest_even(x));
+      if (has_bf16) {
+        if (is_subnormal32(x))  // the instruction reads subnormals as zero: so must rpsim with DAZ
+          expect("bfloat16 rne daz", x, convert(bf16, f32, x, rne_daz, fl), hw_bf16[i]);
+        else
+          expect("bfloat16 rne", x, b_rne, hw_bf16[i]);
+      }
+      expect("bfloat16 rtz", x, convert(bf16, f32, x, rtz, fl), bf16_truncate(x));
+    }
+  }
+  std::string text;
+  for (const auto& n : notes) text += "\n  " + n;
+  INFO(failed << " of " << checked << " conversions differ:" << text);
+  CHECK(checked >= 4 * (std::uint64_t(1) << 32));
+  CHECK(failed == 0);
+}
