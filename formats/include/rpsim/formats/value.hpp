@@ -12,6 +12,10 @@
 // Also: std::numeric_limits, Eigen::NumTraits (declared here without
 // including Eigen), sqrt/abs/fma/isnan/isinf/isfinite/signbit by ADL, and an
 // fmt formatter ("{}" decimal, "{:x}" hex bits, "{:b}" fields).
+//
+// The rounding environment is per thread: Eigen's GEMM, when built with
+// OpenMP, runs blocks on worker threads that do not see the caller's
+// ScopedRounding. Call Eigen::setNbThreads(1) when the mode is not RNE.
 #pragma once
 
 #include <algorithm>
@@ -210,7 +214,8 @@ Float<Tag> exact_value(double v) {
 }  // namespace rpsim
 
 // The formats are rows of run-time data (format.hpp), so the integer members
-// are computed from the row on first use rather than being constexpr.
+// are computed from the row during dynamic initialisation rather than being
+// constexpr (do not read them from another static initialiser).
 template <rpsim::FormatTag Tag>
 struct std::numeric_limits<rpsim::Float<Tag>> {
  private:
