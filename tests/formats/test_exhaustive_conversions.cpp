@@ -3,7 +3,9 @@
 #include <mpfr.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,47 @@ TEST_CASE("conversions that read subnormal inputs as zero match MPFR with DAZ", 
       for (RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::down, RoundingMode::odd})
         sweep(*from, format(name), mode, false, t, true);
   CHECK(t.checked == 2u * 4u * 3u * 65536u);
+  report(t);
+}
+
+TEST_CASE("random binary64 and binary32 values convert to every format as MPFR rounds them",
+          "[convert][mpfr]") {
+  // Exponents drawn around each target's range (deep underflow to overflow),
+  // significands often short so that exact and midpoint cases come up.
+  std::mt19937_64 rng(0xC0417);
+  Tally t;
+  for (const Format* from : {&formats::binary64(), &formats::binary32()}) {
+    for (const char* name : kTargets) {
+      const Format& to = format(name);
+      for (RoundingMode mode : kModes) {
+        std::uint64_t failed = 0;
+        for (int i = 0; i < 6000; ++i) {
+          const int span = to.emax - to.emin + to.man_bits + 12;
+          int e = to.emin - to.man_bits - 6 + int(rng() % std::uint64_t(span));
+          if (i % 16 == 0) e = int(rng() % 600) - 300;
+          e = std::clamp(e, 1 - from->bias, from->bias);
+          std::uint64_t fraction = rng() & from->man_mask();
+          if (i % 3 == 0) fraction &= ~(from->man_mask() >> (to.man_bits + 2 + int(rng() % 3)));
+          std::uint64_t in = std::uint64_t(e + from->bias) << from->man_bits | fraction;
+          if (rng() & 1) in |= from->sign_bit();
+          if (i % 64 == 0) in = rng() & from->bit_mask();  // NaNs, infinities, subnormals
+          Rounding r;
+          r.mode = mode;
+          Flags got_flags = 0;
+          const std::uint64_t got = convert(to, *from, in, r, got_flags);
+          const oracle::Expected want = oracle::convert(to, *from, in, mode);
+          ++t.checked;
+          if (got != want.bits || got_flags != want.flags) {
+            ++failed;
+            if (t.first_failures.size() < 12)
+              t.first_failures.push_back(mismatch(*from, to, in, mode, false, want, got, got_flags));
+          }
+        }
+        t.failed += failed;
+      }
+    }
+  }
+  CHECK(t.checked == 2u * 13u * 6u * 6000u);
   report(t);
 }
 
