@@ -281,3 +281,37 @@ TEST_CASE("SR with counter-based draws is byte-identical for 1 and 2 OpenMP thre
   CHECK(differs_from_rne > n / 10);
   CHECK(differs_by_seed > n / 10);
 }
+
+TEST_CASE("typed values under SR in OpenMP: a guard keyed by element gives thread-count-free results",
+          "[stochastic][omp]") {
+  // The pattern for typed code: each element opens a guard whose stream is
+  // the element's index, so its draws are counter_random(seed, i, 0, 1, ...)
+  // whichever thread runs it.
+  constexpr std::int64_t n = 100'000;
+  auto run = [&](int threads) {
+    std::vector<std::uint16_t> out(n);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 101)
+    for (std::int64_t i = 0; i < n; ++i) {
+      ScopedRounding sr(RoundingMode::stochastic, 0xABC, std::uint64_t(i));
+      const half a(1.0 + double(i % 1000) * 0x1p-14), b(0.1);
+      out[std::size_t(i)] = std::uint16_t(fma(a, b, a).bits());  // three draws: a, b, then the fma
+    }
+    return out;
+  };
+  const auto one = run(1), two = run(2);
+  CHECK(one == two);
+  // Each element's first draw is counter_random(seed, i, 0), as documented.
+  std::int64_t agree = 0, rounded_up = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = 1.0 + double(i % 1000) * 0x1p-14;
+    ScopedRounding sr(RoundingMode::stochastic, 0xABC, std::uint64_t(i));
+    Flags fl = 0;
+    const std::uint64_t expected =
+        round_double(formats::binary16(), x, stochastic(counter_random(0xABC, std::uint64_t(i), 0)), fl);
+    const half h(x);
+    agree += h.bits() == expected;
+    rounded_up += double(h) > x;
+  }
+  CHECK(agree == n);
+  CHECK(rounded_up > n / 10);  // SR really happened
+}
