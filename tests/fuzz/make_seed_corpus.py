@@ -63,3 +63,20 @@ specs = ["e5m10", "e4m3fn", "e5m2fnuz", "e3m2f", "e8m0", "binary64", "bf16",
 for i, spec in enumerate(specs):
     operands = b"".join(struct.pack(">Q", rng.getrandbits(64)) for _ in range(6))
     write("format_spec", f"spec{i:02d}", spec.encode() + b"\0" + operands)
+
+# array_vs_scalar: format, mode, options, 8-byte seed, then raw elements
+# (binary64, or binary32 when options bit 5 is set): special values first.
+arng = random.Random(7)
+specials = [0.0, -0.0, 1.0, -1.5, 65504.0, 65520.0, 448.0, 464.0, 5.96e-8, 2.98e-8, 1e-40,
+            float("inf"), float("-inf"), float("nan"), 3.4e38, 1e300, 2**-1074, 0.1, 1 / 3]
+for fmt in range(N_FORMATS):
+    for mode in (0, 6):
+        opts = arng.randrange(64) if fmt % 3 == 0 else 0
+        vals = specials + [arng.uniform(-2, 2) * 2.0 ** arng.randrange(-30, 30) for _ in range(13)]
+        data = bytes([fmt, mode | (arng.randrange(32) << 3), opts & ~0x20]) + struct.pack("<Q", arng.getrandbits(64))
+        data += b"".join(struct.pack("<d", v) for v in vals)
+        write("array_vs_scalar", f"f{fmt:02d}m{mode}", data)
+        if fmt % 4 == 1:
+            data = bytes([fmt, mode, 0x20]) + struct.pack("<Q", 1)
+            data += b"".join(struct.pack("<f", v) for v in specials[:13])
+            write("array_vs_scalar", f"f{fmt:02d}m{mode}_f32", data)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) and runs each from its
+# committed seed corpus for a bounded time. Exits non-zero on a crash, a
+# sanitizer report or a differential mismatch (the input is left as
+# crash-<hash> in the working directory and the case is printed).
+#
+#   .ci/fuzz.sh                      ~60 s in all (CI)
+#   .ci/fuzz.sh --seconds 3600       a longer run: SECONDS per target
+#   .ci/fuzz.sh --target formats_vs_mpfr --seconds 3600
+# New inputs go to build-fuzz/corpus/<target> (the committed corpus stays
+# read-only); merge the useful ones with
+#   build-fuzz/tests/fuzz/fuzz_T -merge=1 tests/fuzz/corpus/T build-fuzz/corpus/T
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build-fuzz
+seconds=""
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --target) only=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "usage: $0 [--seconds N] [--target NAME] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPSIM_FUZZ=ON \
+  -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_WERROR=ON >/dev/null
+ninja -C "$build" -j "${RPSIM_JOBS:-$(nproc)}" fuzzers
+
+targets=$(cd tests/fuzz/corpus && ls)
+[ -n "$only" ] && targets=$only
+# Default budget: 60 s across the targets, most of it for the differential one.
+budget() {
+  if [ -n "$seconds" ]; then echo "$seconds"; return; fi
+  case "$1" in formats_vs_mpfr) echo 30 ;; *) echo 10 ;; esac
+}
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+status=0
+for t in $targets; do
+  bin="$build/tests/fuzz/fuzz_$t"
+  [ -x "$bin" ] || { echo "fuzz: no target $bin" >&2; status=1; continue; }
+  mkdir -p "$build/corpus/$t"
+  echo "== fuzz_$t: $(budget "$t") s"
+  if ! "$bin" -max_total_time="$(budget "$t")" -print_final_stats=1 -timeout=20 \
+       "$build/corpus/$t" "tests/fuzz/corpus/$t" 2>"$build/fuzz_$t.log"; then
+    tail -n 40 "$build/fuzz_$t.log" >&2
+    echo "fuzz: fuzz_$t FAILED (log: $build/fuzz_$t.log)" >&2
+    status=1
+  else
+    grep -E '^(Done|stat::number_of_executed_units|differential:|formats_vs_mpfr:)' "$build/fuzz_$t.log" | tail -n 3
+  fi
+done
+exit $status

@@ -1,0 +1,191 @@
+// Bad input through the real command line: every case must exit with status 2,
+// print an error that names the offending input, finish within a time limit
+// (no hang), and leave no file behind (no partial result, no temporary).
+//
+// Each case runs in a fresh empty working folder holding only `a-file` (a
+// regular file) and `a-dir/` (an empty folder), so that default output paths
+// (results/...) land there and any new file is seen. Static inputs are in
+// tests/data/bad_input/. Placeholders in the arguments: {data} = that folder,
+// {tmp} = the working folder.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "run_cli.hpp"
+#include "shared_data.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BadInput {
+  const char* command;  // the subcommand, which must exist in this build
+  const char* args;     // after `rpsim`, with {data} and {tmp}
+  const char* names;    // text the message must contain (the file, field or value)
+};
+
+// clang-format off
+const BadInput kCases[] = {
+    // --- formats: names of formats and rounding modes, custom specs
+    {"explain", "explain 1.5 -f e4m3x", "e4m3x"},
+    {"explain", "explain 1.5 -f binary16 -r rnz", "rnz"},
+    {"explain", "explain 1.5abc -f binary16", "1.5abc"},
+    {"explain", "explain 1 -f e0m3", "e0m3"},                              // 0 exponent bits
+    {"explain", "explain 1 -f exp=0,man=3", "exp=0,man=3"},
+    {"explain", "explain 1 -f exp=11,man=60", "exp=11,man=60"},           // more than 64 bits
+    {"explain", "explain 1 -f e12m52", "e12m52"},                          // 65 bits
+    {"explain", "explain 1 -f e5m0", "e5m0"},                              // IEEE format without NaN room
+    {"explain", "explain 1 -f exp=5,man=2,colour=red", "colour"},
+    {"explain", "explain 1 -f exp=5,man=2,bias=x", "bias"},
+    {"explain", "explain 1 -f exp=5,man=2,overflow=wrap", "wrap"},
+    {"explain", "explain 1 -f exp=5,man=2,bias=100", "exp=5,man=2,bias=100"},  // emax < emin
+    {"explain", "explain 1 -f ''", "format"},
+    // --- TestFloat vector files
+    {"testfloat", "testfloat f16_frobnicate {data}/tf_f16_add_bad_hex.tv", "frobnicate"},
+    {"testfloat", "testfloat f99_add {data}/tf_f16_add_bad_hex.tv", "f99"},
+    {"testfloat", "testfloat f16_add {tmp}/missing.tv", "missing.tv"},
+    {"testfloat", "testfloat f16_add {tmp}/a-dir", "a-dir"},               // unreadable: a folder
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_too_few_fields.tv", "tf_f16_add_too_few_fields.tv:2"},
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_too_many_fields.tv", "tf_f16_add_too_many_fields.tv:1"},
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_bad_hex.tv", "BAZ0"},
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_operand_too_wide.tv", "13447"},
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_bad_flags.tv", "FF"},
+    {"testfloat", "testfloat f16_add {data}/tf_f16_add_truncated.tv", "tf_f16_add_truncated.tv:2"},
+    {"testfloat", "testfloat f32_mulAdd {data}/tf_f16_add_bad_hex.tv", "tf_f16_add_bad_hex.tv:1"},  // wrong operation
+    {"testfloat", "testfloat f16_add -r sr {data}/tf_f16_add_bad_hex.tv", "sr"},
+    {"testfloat", "testfloat f16_add -r banker {data}/tf_f16_add_bad_hex.tv", "banker"},
+    // --- loss scaler: policies, out-of-range values, NaN/inf, event files, output
+    {"scaler", "scaler --policy nope --events {data}/events_nan.txt", "nope"},
+    {"scaler", "scaler --policy pytorch --init-scale -1 --events {data}/events_bad_token.txt", "init"},
+    {"scaler", "scaler --policy pytorch --init-scale 0 --events {data}/events_bad_token.txt", "init"},
+    {"scaler", "scaler --policy pytorch --init-scale nan --events {data}/events_bad_token.txt", "init"},
+    {"scaler", "scaler --policy pytorch --init-scale inf --events {data}/events_bad_token.txt", "init"},
+    {"scaler", "scaler --policy pytorch --growth-interval 0 --events {data}/events_bad_token.txt", "growth"},
+    {"scaler", "scaler --policy pytorch --growth-interval -5 --events {data}/events_bad_token.txt", "growth"},
+    {"scaler", "scaler --policy pytorch --growth-factor 0.5 --events {data}/events_bad_token.txt", "growth"},
+    {"scaler", "scaler --policy pytorch --backoff-factor 2 --events {data}/events_bad_token.txt", "backoff"},
+    {"scaler", "scaler --policy pytorch --backoff-factor nan --events {data}/events_bad_token.txt", "backoff"},
+    {"scaler", "scaler --policy deepspeed --min-scale -1 --events {data}/events_bad_token.txt", "min"},
+    {"scaler", "scaler --policy apex --min-scale 8 --max-scale 2 --events {data}/events_bad_token.txt", "scale"},
+    {"scaler", "scaler --policy pytorch --growth-interval abc --events {data}/events_bad_token.txt", "abc"},
+    {"scaler", "scaler --policy pytorch --events {tmp}/missing.events", "missing.events"},
+    {"scaler", "scaler --policy pytorch --events {tmp}/a-dir", "a-dir"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_bad_token.txt", "events_bad_token.txt:4"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_nan.txt", "events_nan.txt:2"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_inf.txt", "events_inf.txt:2"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_nul.txt", "events_nul.txt:3"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_bad_token.txt -o {tmp}/out.csv", "events_bad_token.txt"},
+    // (events valid, output not writable)
+    {"scaler", "scaler --policy pytorch --events {data}/events_valid.txt -o {tmp}/a-file/out.csv", "a-file"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_valid.txt -o {tmp}/a-dir", "a-dir"},
+    // --- tensor-core golden folders
+    {"tc-validate", "tc-validate {tmp}/missing-gpu", "missing-gpu"},
+    {"tc-validate", "tc-validate {tmp}/a-file", "a-file"},
+    {"tc-validate", "tc-validate {tmp}/a-dir", "a-dir"},                     // no input-format folders
+    {"tc-validate", "tc-validate {data}/tc_wrong_k/H100", "K"},              // K = 3 where H100 fp16 has 16
+    {"tc-validate", "tc-validate {data}/tc_ragged/H100", "a_H100_fp16.txt:2"},
+    {"tc-validate", "tc-validate {data}/tc_bad_hex/H100", "ZZZZ0000"},
+    {"tc-validate", "tc-validate {data}/tc_bad_c/H100", "c_H100_fp16_fp32.txt:1"},
+    {"tc-validate", "tc-validate {data}/tc_line_count/H100", "d_H100_fp16_fp32.txt"},
+    {"tc-validate", "tc-validate {data}/tc_missing_d/H100", "d_H100"},
+    {"tc-validate", "tc-validate {data}/tc_not_representable/H100", "3F800001"},
+    {"tc-validate", "tc-validate {data}/tc_unknown_format/H100", "fp12"},
+    {"tc-validate", "tc-validate --model nope {data}/tc_valid/H100", "nope"},
+    // --- study configs (malformed, unknown keys, wrong types, out of range)
+    {"study", "study nope --quick --out {tmp}/out", "nope"},
+    {"study", "study summation --quick --config {tmp}/missing.json --out {tmp}/out", "missing.json"},
+    {"study", "study summation --quick --config {tmp}/a-dir --out {tmp}/out", "a-dir"},
+    {"study", "study summation --quick --config {data}/config_truncated.json --out {tmp}/out", "config_truncated.json"},
+    {"study", "study summation --quick --config {data}/config_empty.json --out {tmp}/out", "config_empty.json"},
+    {"study", "study summation --quick --config {data}/config_not_object.json --out {tmp}/out", "config_not_object.json"},
+    {"study", "study summation --quick --config {data}/config_unknown_key.json --out {tmp}/out", "colour"},
+    {"study", "study summation --quick --config {data}/config_wrong_type.json --out {tmp}/out", "seed"},
+    {"study", "study summation --quick --config {data}/config_negative_trials.json --out {tmp}/out", "sr_trials"},
+    {"study", "study summation --quick --config {data}/config_zero_terms.json --out {tmp}/out", "stagnation_max_terms"},
+    {"study", "study summation --quick --config {data}/config_unknown_format.json --out {tmp}/out", "binary17"},
+    {"study", "study summation --quick --config {data}/config_unknown_model.json --out {tmp}/out", "fp17"},
+    {"study", "study summation --quick --config {data}/config_nmin_gt_nmax.json --out {tmp}/out", "error_n"},
+    {"study", "study summation --quick --config {data}/config_string_scale.json --out {tmp}/out", "data_scale"},
+    {"study", "study summation --quick --config {data}/config_infinite_scale.json --out {tmp}/out", "data_scale"},
+    {"study", "study summation --quick --out {tmp}/a-file/out", "a-file"},
+};
+// clang-format on
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+std::set<std::string> tree(const fs::path& root) {
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    names.insert(fs::relative(e.path(), root).string());
+  return names;
+}
+
+// Runs `rpsim ARGS` in `dir` under a time limit; 124 = timed out (timeout(1)).
+rpsim::test::CliResult run_in(const fs::path& dir, const std::string& args, int seconds) {
+  rpsim::test::CliResult r;
+  const std::string cmd = "cd '" + dir.string() + "' && timeout -k 5 " + std::to_string(seconds) + " " +
+                          rpsim::test::rpsim_binary() + " " + args + " 2>&1 </dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+bool command_exists(const std::string& name) {
+  static std::string help;
+  if (help.empty()) help = rpsim::test::run_cli("--help").output;
+  return help.find("\n  " + name + " ") != std::string::npos ||
+         help.find("\n  " + name + "\n") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("bad input: exit 2, a message naming the input, no hang, no file left behind", "[cli][bad_input]") {
+  const fs::path data = rpsim::test::source_dir() / "tests" / "data" / "bad_input";
+  REQUIRE(fs::is_directory(data));
+  REQUIRE(sizeof(kCases) / sizeof(kCases[0]) >= 30);
+  const fs::path base = fs::temp_directory_path() / ("rpsim-bad-input-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  std::size_t index = 0, ran = 0;
+  for (const BadInput& c : kCases) {
+    ++index;
+    if (!command_exists(c.command)) {
+      WARN("rpsim has no command '" << c.command << "' in this build; case not run: " << c.args);
+      continue;
+    }
+    const fs::path tmp = base / std::to_string(index);
+    fs::create_directories(tmp / "a-dir");
+    std::ofstream(tmp / "a-file") << "x\n";
+    const auto before = tree(tmp);
+    const std::string args = replace_all(replace_all(c.args, "{data}", data.string()), "{tmp}", tmp.string());
+    const std::string names =
+        replace_all(replace_all(c.names, "{data}", data.string()), "{tmp}", tmp.string());
+    const auto r = run_in(tmp, args, 120);
+    ++ran;
+    INFO("case " << index << ": rpsim " << args << "\n--- output ---\n" << r.output);
+    CHECK(r.status != 124);  // no hang
+    CHECK(r.status == 2);
+    CHECK((r.output.find("error") != std::string::npos || r.output.find("Error") != std::string::npos));
+    CHECK(r.output.find(names) != std::string::npos);
+    CHECK(r.output.find("internal error") == std::string::npos);
+    CHECK(tree(tmp) == before);  // nothing written: no partial result, no temporary
+  }
+  fs::remove_all(base);
+  CHECK(ran > 0);
+}
