@@ -1,0 +1,126 @@
+// The study suite: each study answers one published question by running the
+// simulator, and writes CSV tables plus meta.json into one folder
+// (results/<study>/ by default) that the numbered notebooks read.
+//
+// A study is a function from options (quick or full, its config file) to
+// tables; this file holds what every study shares: the registry, the config
+// reader that names the file and field of a bad value, CSV tables, and the
+// writer that puts every file down atomically, meta.json last (its presence
+// means the folder is complete).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rpsim::sim::study {
+
+// A study's config file (experiments/configs/study-NAME.json). Top-level
+// fields are the full run; an optional "quick" object overrides fields for
+// --quick. Getters throw std::invalid_argument naming the file and field.
+class StudyConfig {
+ public:
+  StudyConfig() = default;
+  StudyConfig(nlohmann::json file_json, std::string path, bool quick);
+  static StudyConfig load(const std::filesystem::path& path, bool quick);
+
+  const nlohmann::json& values() const { return effective_; }  // after the quick overrides
+  const std::string& path() const { return path_; }
+
+  bool has(std::string_view field) const;
+  std::int64_t integer(std::string_view field) const;
+  double number(std::string_view field) const;
+  bool boolean(std::string_view field) const;
+  std::string string(std::string_view field) const;
+  std::vector<std::string> strings(std::string_view field) const;
+  std::vector<double> numbers(std::string_view field) const;
+  // An error naming this file and `field`, for checks the getters cannot make.
+  std::invalid_argument error(std::string_view field, std::string_view what) const;
+
+ private:
+  const nlohmann::json& at(std::string_view field) const;
+  nlohmann::json effective_ = nlohmann::json::object();
+  std::string path_ = "<built-in>";
+};
+
+// A table of results built in memory; every value is written with enough
+// digits to round-trip (doubles with 17 significant digits).
+class CsvTable {
+ public:
+  explicit CsvTable(std::vector<std::string> columns) : columns_(std::move(columns)) {}
+
+  template <class... Values>
+  void row(const Values&... values) {
+    static_assert(sizeof...(Values) > 0);
+    std::vector<std::string> cells;
+    cells.reserve(sizeof...(Values));
+    (cells.push_back(cell(values)), ...);
+    add_row(std::move(cells));
+  }
+  void add_row(std::vector<std::string> cells);  // throws if the width is wrong
+
+  const std::vector<std::string>& columns() const { return columns_; }
+  std::size_t size() const { return rows_.size(); }
+  std::string str() const;
+
+ private:
+  static std::string cell(const std::string& s) { return s; }
+  static std::string cell(const char* s) { return s; }
+  static std::string cell(std::string_view s) { return std::string(s); }
+  static std::string cell(bool b) { return b ? "true" : "false"; }
+  static std::string cell(double v);
+  static std::string cell(float v) { return cell(double(v)); }
+  template <class Int>
+  requires std::is_integral_v<Int>
+  static std::string cell(Int v) { return std::to_string(v); }
+
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+struct StudyOptions {
+  bool quick = false;
+  std::filesystem::path out_dir;  // the study's own folder
+  StudyConfig config;
+};
+
+// What a study produced; `meta` holds its own facts (formats, data_set, seed,
+// models) and run_study adds the common ones.
+struct StudyOutput {
+  std::vector<std::pair<std::string, CsvTable>> tables;  // file name -> table
+  nlohmann::json meta = nlohmann::json::object();
+  std::vector<std::string> findings;  // one line each, printed by the CLI
+
+  CsvTable& table(const std::string& file, std::vector<std::string> columns);
+};
+
+using StudyFunction = StudyOutput (*)(const StudyOptions&);
+
+struct StudyInfo {
+  std::string name;      // "summation": the CLI name, folder and config file stem
+  std::string question;  // the one question it answers
+  StudyFunction run;
+};
+
+// The default suite, in reading order (the notebooks' numbering).
+const std::vector<StudyInfo>& studies();
+// Throws std::invalid_argument listing the known names.
+const StudyInfo& find_study(std::string_view name);
+
+// Runs `info` and writes its tables then meta.json atomically into
+// options.out_dir. meta.json: study, question, quick, config_file, config,
+// seed, git_commit, formats, data_set, wall_time_s, files, findings, plus the
+// study's own fields.
+StudyOutput run_study(const StudyInfo& info, const StudyOptions& options);
+
+// The commit of the source tree this binary was built from (git rev-parse at
+// run time, then $RPSIM_GIT_COMMIT); "unknown" if neither answers.
+std::string git_commit();
+
+}  // namespace rpsim::sim::study

@@ -1,0 +1,23 @@
+// The default suite, in the notebooks' reading order.
+#include "rpsim/sim/study/study.hpp"
+#include "rpsim/sim/study/summation.hpp"
+#include "rpsim/sim/study/tensor_cores.hpp"
+
+namespace rpsim::sim::study {
+
+const std::vector<StudyInfo>& studies() {
+  static const std::vector<StudyInfo> suite = {
+      {"summation",
+       "How does rounding error grow with the number of terms, and what do stochastic rounding, blocking, "
+       "compensation and tensor cores change?",
+       run_summation},
+      {"tensor-cores",
+       "Which numerical features (terms per step, alignment bits, rounding, subnormals, FP8 accumulator "
+       "width) do "
+       "black-box probes find in each tensor-core model, and how does its GEMM error grow with K?",
+       run_tensor_cores},
+  };
+  return suite;
+}
+
+}  // namespace rpsim::sim::study
