@@ -16,8 +16,8 @@
 namespace rpsim::sim::train {
 
 struct Translation {
-  nlohmann::json config;           // an rpsim training config (parse_config's input)
-  std::string kind = "rpsim";      // "rpsim" or "deepspeed"
+  nlohmann::json config;             // an rpsim training config (parse_config's input)
+  std::string kind = "rpsim";        // "rpsim" or "deepspeed"
   std::vector<std::string> ignored;  // fields read but meaningless in a simulator
   std::vector<std::string> notes;    // how a field was mapped where it is not one to one
 };

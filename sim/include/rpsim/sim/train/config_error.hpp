@@ -1,0 +1,72 @@
+// Errors in a training configuration. The message starts with the key path
+// ("optimizer.lr: expected a number, got \"x\""); the CLI prefixes the file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace rpsim::sim::train {
+
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+namespace config_json {
+
+inline std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+[[noreturn]] inline void fail(const std::string& path, const std::string& message) {
+  throw ConfigError(path + ": " + message);
+}
+
+inline std::string describe(const nlohmann::json& j) {
+  std::string text = j.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+inline void expect_object(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) fail(path, "expected an object, got " + describe(j));
+}
+
+// Every key of `j` must be in `allowed`; names the first that is not.
+inline void check_keys(const nlohmann::json& j, const std::set<std::string>& allowed,
+                       const std::string& path) {
+  expect_object(j, path);
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!allowed.count(it.key())) {
+      std::string known;
+      for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+      fail(join(path, it.key()), "unknown key (known: " + known + ")");
+    }
+}
+
+inline double number(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_number()) fail(path, "expected a number, got " + describe(j));
+  return j.get<double>();
+}
+
+inline long long integer(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_number_integer() &&
+      !(j.is_number_float() && j.get<double>() == double((long long)j.get<double>())))
+    fail(path, "expected an integer, got " + describe(j));
+  return j.is_number_integer() ? j.get<long long>() : (long long)j.get<double>();
+}
+
+inline bool boolean(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_boolean()) fail(path, "expected true or false, got " + describe(j));
+  return j.get<bool>();
+}
+
+inline std::string string(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_string()) fail(path, "expected a string, got " + describe(j));
+  return j.get<std::string>();
+}
+
+}  // namespace config_json
+}  // namespace rpsim::sim::train

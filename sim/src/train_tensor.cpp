@@ -1,0 +1,207 @@
+// Rounding of whole tensors and matmuls under an accumulation model.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/sim/train/tensor.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+bool same_layout(const Format& a, const Format& b) {
+  return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
+         a.has_sign == b.has_sign && a.has_zero == b.has_zero && a.subnormals == b.subnormals &&
+         a.nonfinite == b.nonfinite && a.overflow == b.overflow;
+}
+
+enum class FastKind { identity, binary32, grid, none };
+
+FastKind fast_kind(const Format& fmt) {
+  if (same_layout(fmt, formats::binary64())) return FastKind::identity;
+  if (same_layout(fmt, formats::binary32())) return FastKind::binary32;
+  if (fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.man_bits <= 50 && fmt.emin > -1000 &&
+      fmt.emax < 1000)
+    return FastKind::grid;
+  return FastKind::none;
+}
+
+double pow2(int k) {
+  return std::bit_cast<double>(std::uint64_t(1023 + k) << 52);
+}
+
+double exact_round(const Format& fmt, double x) {
+  return to_double(fmt, round_double(fmt, x));
+}
+
+// Round to nearest even on the grid of the format: the quantum of x's binade
+// (or of the subnormal range) is 2^(max(E, emin) - man_bits); x scaled by its
+// inverse is rounded to an integer with the 2^52 trick, which is exact RNE
+// for magnitudes below 2^52. Results beyond the largest finite value, and
+// NaN/infinity, go to the exact core so overflow follows the format's rules.
+double grid_round(const Format& fmt, double x) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int biased = int((bits >> 52) & 0x7ff);
+  if (biased == 0x7ff) return exact_round(fmt, x);
+  if (x == 0) return x;
+  const int e = biased == 0 ? -1022 : biased - 1023;
+  const int q = (e > fmt.emin ? e : fmt.emin) - fmt.man_bits;
+  const double t = std::fabs(x) * pow2(-q);
+  const double big = 4503599627370496.0;  // 2^52
+  const double r = (t + big) - big;       // not folded: no -ffast-math in this build
+  const double y = std::copysign(r * pow2(q), x);
+  if (std::fabs(y) > fmt.max_finite()) return exact_round(fmt, x);
+  return y;
+}
+
+}  // namespace
+
+double round_value(const Format& fmt, double x) {
+  switch (fast_kind(fmt)) {
+    case FastKind::identity: return x;
+    case FastKind::binary32: return double(float(x));
+    case FastKind::grid: return grid_round(fmt, x);
+    case FastKind::none: break;
+  }
+  return exact_round(fmt, x);
+}
+
+double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t random_bits) {
+  if (mode == RoundingMode::nearest_even) return round_value(fmt, x);
+  Rounding r;
+  r.mode = mode;
+  r.random_bits = random_bits;
+  Flags flags = 0;
+  return to_double(fmt, round_double(fmt, x, r, flags));
+}
+
+void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode, RandomStream random) {
+  double* p = m.data();
+  const Eigen::Index n = m.size();
+  if (mode == RoundingMode::nearest_even) {
+    switch (fast_kind(fmt)) {
+      case FastKind::identity: return;
+      case FastKind::binary32:
+        for (Eigen::Index i = 0; i < n; ++i) p[i] = double(float(p[i]));
+        return;
+      case FastKind::grid:
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (Eigen::Index i = 0; i < n; ++i) p[i] = grid_round(fmt, p[i]);
+        return;
+      case FastKind::none: break;
+    }
+    for (Eigen::Index i = 0; i < n; ++i) p[i] = exact_round(fmt, p[i]);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (Eigen::Index i = 0; i < n; ++i)
+    p[i] = round_value(fmt, p[i], mode, counter_random(random.seed, random.stream, std::uint64_t(i)));
+}
+
+Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStream random) {
+  Matrix r = m;
+  round_in_place(fmt, r, mode, random);
+  return r;
+}
+
+std::string AccumulationModel::name() const {
+  return "sequential:" + format->name + ":rne";
+}
+
+AccumulationModel parse_accumulation(const std::string& spec) {
+  std::string fmt_name = spec;
+  if (spec.rfind("sequential:", 0) == 0) {
+    fmt_name = spec.substr(11);
+    const auto colon = fmt_name.find(':');
+    if (colon != std::string::npos) {
+      const std::string mode = fmt_name.substr(colon + 1);
+      if (mode != "rne")
+        throw std::invalid_argument("accumulation model '" + spec +
+                                    "': only round-to-nearest-even accumulation is modelled");
+      fmt_name = fmt_name.substr(0, colon);
+    }
+  }
+  return AccumulationModel{&format(fmt_name)};
+}
+
+namespace {
+
+Matrix matmul_binary32(const Matrix& a, const Matrix& b) {
+  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
+  std::vector<float> af(std::size_t(m * k)), bf(std::size_t(k * n));
+  for (Eigen::Index i = 0; i < m; ++i)
+    for (Eigen::Index p = 0; p < k; ++p) af[std::size_t(i * k + p)] = float(a(i, p));
+  for (Eigen::Index p = 0; p < k; ++p)
+    for (Eigen::Index j = 0; j < n; ++j) bf[std::size_t(p * n + j)] = float(b(p, j));
+  Matrix c(m, n);
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<std::size_t>(n));
+#pragma omp for schedule(static)
+    for (Eigen::Index i = 0; i < m; ++i) {
+      float* acc = row.data();
+      for (Eigen::Index j = 0; j < n; ++j) acc[j] = 0.0f;
+      const float* arow = af.data() + i * k;
+      for (Eigen::Index p = 0; p < k; ++p) {
+        const float x = arow[p];
+        const float* brow = bf.data() + p * n;
+#pragma omp simd
+        for (Eigen::Index j = 0; j < n; ++j) acc[j] += x * brow[j];
+      }
+      for (Eigen::Index j = 0; j < n; ++j) c(i, j) = double(acc[j]);
+    }
+  }
+  return c;
+}
+
+// Fixed row blocks: Eigen's kernel then runs single-threaded on the same
+// shapes whatever the thread count, so results do not depend on it.
+Matrix matmul_binary64(const Matrix& a, const Matrix& b) {
+  const Eigen::Index m = a.rows();
+  constexpr Eigen::Index block = 64;
+  const Eigen::Index blocks = (m + block - 1) / block;
+  Matrix c(m, b.cols());
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index t = 0; t < blocks; ++t) {
+    const Eigen::Index r0 = t * block, len = std::min(block, m - r0);
+    c.middleRows(r0, len).noalias() = a.middleRows(r0, len) * b;
+  }
+  return c;
+}
+
+Matrix matmul_generic(const Matrix& a, const Matrix& b, const Format& fmt) {
+  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
+  Matrix c(m, n);
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index i = 0; i < m; ++i)
+    for (Eigen::Index j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (Eigen::Index p = 0; p < k; ++p) acc = round_value(fmt, acc + round_value(fmt, a(i, p) * b(p, j)));
+      c(i, j) = acc;
+    }
+  return c;
+}
+
+}  // namespace
+
+Matrix matmul(const Matrix& a, const Matrix& b, const AccumulationModel& acc) {
+  if (a.cols() != b.rows())
+    throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
+                                std::to_string(b.rows()) + ")");
+  switch (fast_kind(*acc.format)) {
+    case FastKind::identity: return matmul_binary64(a, b);
+    case FastKind::binary32: return matmul_binary32(a, b);
+    default: return matmul_generic(a, b, *acc.format);
+  }
+}
+
+double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {
+  if (count == 0) return 0.0;
+  double acc = values[0];
+  for (Eigen::Index i = 1; i < count; ++i) acc = round_value(fmt, acc + values[i * stride]);
+  return acc;
+}
+
+}  // namespace rpsim::sim::train
