@@ -6,8 +6,9 @@
 //   fma[:FMT[:RND]]          recursive summation with fused multiply-add
 //   pairwise[:FMT[:RND]]     pairwise (tree) summation of the rounded products
 //   blocked:B[:FMT[:RND]]    blocked summation, block size B (Blanchard,
-//                            Higham & Mary, SISC 2020): FMA chain inside each
-//                            block, block sums added recursively
+//                            Higham & Mary, SISC 2020): recursive summation of
+//                            the rounded products inside each block, the
+//                            block sums added recursively
 //   kahan[:FMT[:RND]]        compensated (Kahan) summation of rounded products
 //   exact[:FMT[:RND]]        no rounding until one final rounding to FMT
 //                            (default binary64); the ground truth

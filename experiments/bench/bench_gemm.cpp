@@ -1,0 +1,97 @@
+// Throughput of the Tensor Core model GEMM (512x512x512, fp16 inputs, H100
+// preset, one thread) against Eigen's native float GEMM of the same size (one
+// thread), in one process. The ratio is reported as a counter and printed.
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <cstdio>
+#include <random>
+
+#include "rpsim/sim/accumulation.hpp"
+#include "rpsim/sim/gemm.hpp"
+
+namespace {
+
+using rpsim::sim::Matrix;
+constexpr Eigen::Index kSize = 512;
+
+struct Inputs {
+  Matrix a, b, c;
+  Eigen::MatrixXf af, bf;
+  Inputs() {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> nd(0, 1);
+    a.resize(kSize, kSize);
+    b.resize(kSize, kSize);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = nd(rng);
+    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = nd(rng);
+    a = rpsim::sim::round_to_format(a, rpsim::formats::binary16());
+    b = rpsim::sim::round_to_format(b, rpsim::formats::binary16());
+    c = Matrix::Zero(kSize, kSize);
+    af = a.cast<float>();
+    bf = b.cast<float>();
+  }
+};
+
+const Inputs& inputs() {
+  static const Inputs in;
+  return in;
+}
+
+double g_native_seconds = 0, g_model_seconds = 0;
+
+void BM_native_float_gemm(benchmark::State& state) {
+  Eigen::setNbThreads(1);
+  const auto& in = inputs();
+  Eigen::MatrixXf d(kSize, kSize);
+  for (auto _ : state) {
+    d.noalias() = in.af * in.bf;
+    benchmark::DoNotOptimize(d.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * kSize * kSize * kSize, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_tensor_core_h100_gemm(benchmark::State& state) {
+  const auto& in = inputs();
+  const auto model = rpsim::sim::AccumulationModel::parse("tc:h100:fp16:fp32");
+  for (auto _ : state) {
+    Matrix d = rpsim::sim::gemm(model, in.a, in.b, in.c, rpsim::sim::GemmOptions{1});
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * kSize * kSize * kSize, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Reports the measured times of the two benchmarks above and their ratio.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      if (r.run_type != Run::RT_Iteration || r.iterations == 0) continue;
+      const double per_iter = r.real_accumulated_time / static_cast<double>(r.iterations);
+      if (r.benchmark_name().find("native_float") != std::string::npos) g_native_seconds = per_iter;
+      if (r.benchmark_name().find("tensor_core") != std::string::npos) g_model_seconds = per_iter;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+BENCHMARK(BM_native_float_gemm)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_tensor_core_h100_gemm)->Unit(benchmark::kMillisecond);
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  if (g_native_seconds > 0 && g_model_seconds > 0)
+    std::printf(
+        "tensor-core model / native float GEMM throughput ratio: 1/%.1f (native %.3f ms, model %.3f ms; "
+        "target >= 1/50, aim 1/10)\n",
+        g_model_seconds / g_native_seconds, g_native_seconds * 1e3, g_model_seconds * 1e3);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,158 @@
+// GEMM under an accumulation model. The Tensor Core model has its own path:
+// A's rows and B's columns are decoded once into (value, alignment exponent)
+// arrays, then every output element runs the block-FMA kernel over K in steps.
+#include "rpsim/sim/gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "rpsim/formats/random.hpp"
+#include "tensor_core_finish.hpp"
+#include "tensor_core_kernel.hpp"
+
+namespace rpsim::sim {
+
+namespace {
+
+void check_shapes(const Matrix& a, const Matrix& b, const Matrix& c) {
+  if (a.cols() != b.rows())
+    throw std::invalid_argument(
+        fmt::format("gemm: A is {}x{} but B is {}x{} (A's columns must equal B's rows)", a.rows(), a.cols(),
+                    b.rows(), b.cols()));
+  if (c.rows() != a.rows() || c.cols() != b.cols())
+    throw std::invalid_argument(
+        fmt::format("gemm: C is {}x{} but A*B is {}x{}", c.rows(), c.cols(), a.rows(), b.cols()));
+}
+
+bool all_finite(const Matrix& m) {
+  return m.allFinite();
+}
+
+// Decoded operands, K-contiguous, structure of arrays so the kernel loops vectorise.
+struct DecodedPanel {
+  std::vector<double> value;
+  std::vector<int> exponent;
+};
+
+Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
+                        const GemmOptions& options) {
+  const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
+  Matrix d(m, n);
+  if (!all_finite(a) || !all_finite(b) || !all_finite(c)) {
+    // Non-finite operands: the per-element model handles IEEE special cases.
+    std::vector<double> row(static_cast<std::size_t>(k));
+    for (Eigen::Index i = 0; i < m; ++i) {
+      for (Eigen::Index t = 0; t < k; ++t) row[static_cast<std::size_t>(t)] = a(i, t);
+      for (Eigen::Index j = 0; j < n; ++j)
+        d(i, j) = tensor_core_dot(
+            model, row, std::span<const double>(b.col(j).data(), static_cast<std::size_t>(k)), c(i, j));
+    }
+    return d;
+  }
+  const tc_detail::Finisher fin(model);
+  const std::size_t kk = static_cast<std::size_t>(k);
+  auto decode = [&](double x, double& v, int& e) {
+    const auto o = tc_detail::decode_operand(x, fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
+    v = o.value;
+    e = o.exponent;
+  };
+  DecodedPanel bp;  // all columns of B, column j at [j*K, (j+1)*K)
+  bp.value.resize(kk * static_cast<std::size_t>(n));
+  bp.exponent.resize(bp.value.size());
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index t = 0; t < k; ++t) {
+      const std::size_t idx = static_cast<std::size_t>(j) * kk + static_cast<std::size_t>(t);
+      decode(b(t, j), bp.value[idx], bp.exponent[idx]);
+    }
+  const int steps = static_cast<int>((kk + static_cast<std::size_t>(model.terms_per_step) - 1) /
+                                     static_cast<std::size_t>(model.terms_per_step));
+  const int tps = model.terms_per_step;
+  const int frac = model.fraction_bits;
+  const int floor = model.alignment_exponent_floor;
+
+#pragma omp parallel for schedule(dynamic, 4) num_threads(options.threads > 0 ? options.threads : 1)
+  for (Eigen::Index i = 0; i < m; ++i) {
+    std::vector<double> av(kk);
+    std::vector<int> ae(kk);
+    for (Eigen::Index t = 0; t < k; ++t)
+      decode(a(i, t), av[static_cast<std::size_t>(t)], ae[static_cast<std::size_t>(t)]);
+    for (Eigen::Index j = 0; j < n; ++j) {
+      const double* bv = bp.value.data() + static_cast<std::size_t>(j) * kk;
+      const int* be = bp.exponent.data() + static_cast<std::size_t>(j) * kk;
+      double acc = c(i, j);
+      bool all_negative_zero = std::signbit(acc);
+      for (int s = 0; s < steps; ++s) {
+        const std::size_t base = static_cast<std::size_t>(s) * static_cast<std::size_t>(tps);
+        const int cnt = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(tps), kk - base));
+        const double* pav = av.data() + base;
+        const int* pae = ae.data() + base;
+        const double* pbv = bv + base;
+        const int* pbe = be + base;
+        int emax = 0;
+        const std::int64_t sum = tc_detail::aligned_sum(
+            cnt, [&](int q) { return pav[q]; }, [&](int q) { return pae[q]; }, [&](int q) { return pbv[q]; },
+            [&](int q) { return pbe[q]; }, acc, tc_detail::c_exponent(acc), frac, floor, emax);
+        if (sum != 0) {
+          acc = fin.finish(sum, emax - frac);
+          all_negative_zero = false;
+        } else {
+          // Exact zero: -0 only if every term is -0 (IEEE 754 clause 6.3).
+          bool neg = all_negative_zero && emax < tc_detail::kAllZeroThreshold;
+          for (int q = 0; q < cnt && neg; ++q) neg = std::signbit(pav[q]) != std::signbit(pbv[q]);
+          acc = neg ? -0.0 : 0.0;
+          all_negative_zero = neg;
+        }
+      }
+      d(i, j) = acc;
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
+            const GemmOptions& options) {
+  check_shapes(a, b, c);
+  if (const auto* tc = std::get_if<TensorCoreModel>(&model.variant()))
+    return gemm_tensor_core(*tc, a, b, c, options);
+  const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
+  Matrix d(m, n);
+#pragma omp parallel for schedule(dynamic, 4) num_threads(options.threads > 0 ? options.threads : 1)
+  for (Eigen::Index i = 0; i < m; ++i) {
+    std::vector<double> row(static_cast<std::size_t>(k));
+    for (Eigen::Index t = 0; t < k; ++t) row[static_cast<std::size_t>(t)] = a(i, t);
+    for (Eigen::Index j = 0; j < n; ++j)
+      d(i, j) = model.dot_strided(
+          row.data(), 1, b.col(j).data(), 1, static_cast<std::size_t>(k), c(i, j),
+          static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(j));
+  }
+  return d;
+}
+
+Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const GemmOptions& options) {
+  return gemm(model, a, b, Matrix::Zero(a.rows(), b.cols()), options);
+}
+
+Matrix round_to_format(const Matrix& m, const Format& fmt, RoundingMode mode, std::uint64_t seed) {
+  Matrix r(m.rows(), m.cols());
+  Rounding rnd;
+  rnd.mode = mode;
+  for (Eigen::Index idx = 0; idx < m.size(); ++idx) {
+    const double x = m.data()[idx];
+    if (!std::isfinite(x)) {
+      r.data()[idx] = x;
+      continue;
+    }
+    if (mode == RoundingMode::stochastic)
+      rnd.random_bits = counter_random(seed, 0, static_cast<std::uint64_t>(idx));
+    Flags f = 0;
+    r.data()[idx] = to_double(fmt, round_double(fmt, x, rnd, f));
+  }
+  return r;
+}
+
+}  // namespace rpsim::sim
