@@ -47,7 +47,7 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
       {"--set batch_size=0", "batch_size: must be at least 1"},
       {"--set optimizer.betaz=1", "optimizer.betaz: unknown key"},
       {"--set policy=fp12-amp", "policy: unknown policy \"fp12-amp\""},
-      {"--set policy.name=bf16-amp --set policy.weights=bf17", "policy.weights: unknown format"},
+      {"--set 'policy={\"name\":\"bf16-amp\",\"weights\":\"bf17\"}'", "policy.weights: unknown format"},
       {"--set loss_scaler.policy=magic", "loss_scaler"},
       {"--set epochs='\"two\"'", "epochs: expected an integer, got \"two\""},
   };
