@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPSIM_FUZZ=ON \
-  -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_WERROR=ON >/dev/null
+  -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_CUDA=OFF -DRPSIM_WERROR=ON >/dev/null
 ninja -C "$build" -j "${RPSIM_JOBS:-$(nproc)}" fuzzers
 
 targets=$(cd tests/fuzz/corpus && ls)
@@ -33,7 +33,7 @@ targets=$(cd tests/fuzz/corpus && ls)
 # Default budget: 60 s across the targets, most of it for the differential one.
 budget() {
   if [ -n "$seconds" ]; then echo "$seconds"; return; fi
-  case "$1" in formats_vs_mpfr) echo 30 ;; *) echo 10 ;; esac
+  case "$1" in formats_vs_mpfr) echo 20 ;; *) echo 8 ;; esac
 }
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the rpsim binary and
 # the test programs, then every ctest test except the `long` and `gpu` labels.
-# Budget: ~8 minutes on 2 cores (builds the test programs only, no benchmarks).
+# Budget: ~8 minutes on 2 cores: builds only rpsim and the test programs (no
+# benchmarks, no CUDA kernels: the `gpu` label is not run here).
 #
 #   .ci/sanitize.sh [BUILD_DIR]      (default: build-asan)
 set -euo pipefail
@@ -10,7 +11,7 @@ build=${1:-build-asan}
 jobs=${RPSIM_JOBS:-$(nproc)}
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPSIM_SANITIZE=ON \
-  -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_WERROR=ON >/dev/null
+  -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_CUDA=OFF -DRPSIM_WERROR=ON >/dev/null
 # The programs ctest runs: rpsim (driven by the CLI tests) and test_<area>.
 targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(rpsim\|test_[a-z_]*\): .*/\1/p' | sort -u)
 ninja -C "$build" -j "$jobs" $targets

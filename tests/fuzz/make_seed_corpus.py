@@ -80,3 +80,17 @@ for fmt in range(N_FORMATS):
             data = bytes([fmt, mode, 0x20]) + struct.pack("<Q", 1)
             data += b"".join(struct.pack("<f", v) for v in specials[:13])
             write("array_vs_scalar", f"f{fmt:02d}m{mode}_f32", data)
+
+# train_config: an optional `key=value` override line, then a training config
+# (the shipped ones and the broken ones of the bad-input table).
+import glob
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+overrides = ["", "optimizer.lr=0.1", "policy=bf16-amp", "loss_scaler.growth_interval=0", "batch_size=x", "a.b.c=1"]
+configs = sorted(glob.glob(os.path.join(REPO, "experiments", "configs", "*.json")))
+configs = [c for c in configs if not os.path.basename(c).startswith(("study-", "sweep-"))]
+configs += sorted(glob.glob(os.path.join(REPO, "tests", "data", "bad_input", "train_*.json")))
+for i, path in enumerate(configs):
+    with open(path, "rb") as f:
+        text = f.read()
+    write("train_config", f"config{i:02d}", overrides[i % len(overrides)].encode() + b"\n" + text)
