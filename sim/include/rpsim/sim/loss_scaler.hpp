@@ -87,8 +87,9 @@ std::vector<std::string> loss_scaler_policies();
 // `config` with every unset field that `config.policy` uses filled with that
 // policy's upstream default. Throws std::invalid_argument naming the field for
 // an unknown policy, a field the policy does not use, or a bad value
-// (non-positive or non-finite scale, growth_factor < 1, backoff_factor outside
-// (0,1], growth_interval < 1, hysteresis < 1, min_scale > init_scale, ...).
+// (non-positive or non-finite scale, growth_factor <= 1, backoff_factor outside
+// (0,1), growth_interval < 1, hysteresis < 1, min_scale > init_scale,
+// max_scale < init_scale, static without init_scale).
 ScalerConfig resolve_scaler_config(const ScalerConfig& config);
 
 std::unique_ptr<LossScaler> make_loss_scaler(const ScalerConfig& config);
