@@ -80,42 +80,46 @@ TEST_CASE("every binary32 converts to binary16 and bfloat16 as x86 hardware does
   std::uint64_t failed = 0, checked = 0;
   std::vector<std::string> notes;
 
-#pragma omp parallel for schedule(dynamic, 16) reduction(+ : failed, checked)
-  for (std::int64_t chunk = 0; chunk < (std::int64_t(1) << (32 - kChunkBits)); ++chunk) {
+#pragma omp parallel reduction(+ : failed, checked)
+  {
+    // Buffers per thread, reused for every chunk.
     std::vector<std::uint32_t> in(kChunk);
     std::vector<std::uint16_t> hw_rne(kChunk), hw_rtz(kChunk), hw_bf16(kChunk);
-    for (std::size_t i = 0; i < kChunk; ++i) in[i] = std::uint32_t(std::uint64_t(chunk) << kChunkBits | i);
-    f16c_convert(in.data(), hw_rne.data(), hw_rtz.data(), kChunk);
-    if (has_bf16) avx512_bf16_convert(in.data(), hw_bf16.data(), kChunk);
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t chunk = 0; chunk < (std::int64_t(1) << (32 - kChunkBits)); ++chunk) {
+      for (std::size_t i = 0; i < kChunk; ++i) in[i] = std::uint32_t(std::uint64_t(chunk) << kChunkBits | i);
+      f16c_convert(in.data(), hw_rne.data(), hw_rtz.data(), kChunk);
+      if (has_bf16) avx512_bf16_convert(in.data(), hw_bf16.data(), kChunk);
 
-    Rounding rne, rtz, rne_daz;
-    rtz.mode = RoundingMode::toward_zero;
-    rne_daz.flush_subnormal_inputs = true;
-    auto expect = [&](const char* what, std::uint32_t x, std::uint64_t got, std::uint64_t want) {
-      ++checked;
-      if (got == want) return;
-      ++failed;
+      Rounding rne, rtz, rne_daz;
+      rtz.mode = RoundingMode::toward_zero;
+      rne_daz.flush_subnormal_inputs = true;
+      auto expect = [&](const char* what, std::uint32_t x, std::uint64_t got, std::uint64_t want) {
+        ++checked;
+        if (got == want) return;
+        ++failed;
 #pragma omp critical
-      if (notes.size() < 12) {
-        std::ostringstream s;
-        s << what << " of binary32 0x" << std::hex << x << ": rpsim 0x" << got << ", hardware 0x" << want;
-        notes.push_back(s.str());
+        if (notes.size() < 12) {
+          std::ostringstream s;
+          s << what << " of binary32 0x" << std::hex << x << ": rpsim 0x" << got << ", hardware 0x" << want;
+          notes.push_back(s.str());
+        }
+      };
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        const std::uint32_t x = in[i];
+        Flags fl = 0;
+        expect("binary16 rne", x, convert(f16, f32, x, rne, fl), hw_rne[i]);
+        expect("binary16 rtz", x, convert(f16, f32, x, rtz, fl), hw_rtz[i]);
+        const std::uint64_t b_rne = convert(bf16, f32, x, rne, fl);
+        expect("bfloat16 rne (integer rounding)", x, b_rne, bf16_nearest_even(x));
+        if (has_bf16) {
+          if (is_subnormal32(x))  // the instruction reads subnormals as zero: so must rpsim with DAZ
+            expect("bfloat16 rne daz", x, convert(bf16, f32, x, rne_daz, fl), hw_bf16[i]);
+          else
+            expect("bfloat16 rne", x, b_rne, hw_bf16[i]);
+        }
+        expect("bfloat16 rtz", x, convert(bf16, f32, x, rtz, fl), bf16_truncate(x));
       }
-    };
-    for (std::size_t i = 0; i < kChunk; ++i) {
-      const std::uint32_t x = in[i];
-      Flags fl = 0;
-      expect("binary16 rne", x, convert(f16, f32, x, rne, fl), hw_rne[i]);
-      expect("binary16 rtz", x, convert(f16, f32, x, rtz, fl), hw_rtz[i]);
-      const std::uint64_t b_rne = convert(bf16, f32, x, rne, fl);
-      expect("bfloat16 rne (integer rounding)", x, b_rne, bf16_nearest_even(x));
-      if (has_bf16) {
-        if (is_subnormal32(x))  // the instruction reads subnormals as zero: so must rpsim with DAZ
-          expect("bfloat16 rne daz", x, convert(bf16, f32, x, rne_daz, fl), hw_bf16[i]);
-        else
-          expect("bfloat16 rne", x, b_rne, hw_bf16[i]);
-      }
-      expect("bfloat16 rtz", x, convert(bf16, f32, x, rtz, fl), bf16_truncate(x));
     }
   }
   std::string text;
