@@ -111,6 +111,7 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   const Format& accf = *rule.accumulation.format;
   x_ = x;
   x_format_ = &x_format;
+  saved_format_ = f.compute;
   Matrix acc;
   if (block_fp8(rule, pol)) {
     acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1),
@@ -122,7 +123,9 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
                  rule.accumulation);
     dequantize(acc, x_scale_, w_scale_, accf);
   } else {
-    acc = matmul(rounded(*f.compute, x), rounded(*f.compute, weight.value), rule.accumulation);
+    xc_ = rounded(*f.compute, x);
+    wc_ = rounded(*f.compute, weight.value);
+    acc = matmul(xc_, wc_, rule.accumulation);
   }
   // Bias added in the accumulation format, as a GEMM epilogue does.
   const Eigen::RowVectorXd b =
@@ -139,8 +142,9 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
   const Formats f = resolve(rule, *x_format_);
   const Format& accf = *rule.accumulation.format;
   Matrix dw, dx, dy_used;
-  const Matrix xt = x_.transpose();
-  const Matrix wt = weight.value.transpose();
+  const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
+  const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
+  const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
   if (block_fp8(rule, pol)) {
     const int bs = pol.fp8.block_size;
     dw = matmul(mx_quantize(xt, *f.compute, bs, 1), mx_quantize(dy, *f.backward, bs, 0), rule.accumulation);
@@ -159,8 +163,9 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
     dy_used = dy;  // Transformer Engine reduces dbias from the unquantised gradient
   } else {
     dy_used = rounded(*f.backward, dy);
-    dw = matmul(rounded(*f.compute, xt), dy_used, rule.accumulation);
-    if (need_input_grad) dx = matmul(dy_used, rounded(*f.compute, wt), rule.accumulation);
+    // The casts saved by forward (autocast saves the low-precision copies).
+    dw = matmul(xc_.transpose(), dy_used, rule.accumulation);
+    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation);
   }
   // The weight gradient leaves the op in its output format and is stored in
   // the policy's gradient format (autocast: fp16 grad cast back to fp32).
@@ -190,7 +195,9 @@ Tensor Linear::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> Linear::saved() const {
-  return {{x_.size(), x_format_}};
+  // What autograd keeps: the input cast to the compute format (FP8: its
+  // quantised copy, one byte per element).
+  return {{x_.size(), saved_format_}};
 }
 
 // ---- ReLU, GELU ----------------------------------------------------------

@@ -69,8 +69,10 @@ class Linear : public Layer {
 
  private:
   std::string op_name_ = "linear";
-  Matrix x_;  // input as given
+  Matrix x_;        // input as given
+  Matrix xc_, wc_;  // input and weight cast to the compute format (non-FP8 path)
   const Format* x_format_ = nullptr;
+  const Format* saved_format_ = nullptr;
   double x_scale_ = 1, w_scale_ = 1;
   AmaxHistory x_history_, w_history_, dy_history_;
 
