@@ -79,34 +79,47 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
     std::vector<int> ae(kk);
     for (Eigen::Index t = 0; t < k; ++t)
       decode(a(i, t), av[static_cast<std::size_t>(t)], ae[static_cast<std::size_t>(t)]);
-    for (Eigen::Index j = 0; j < n; ++j) {
-      const double* bv = bp.value.data() + static_cast<std::size_t>(j) * kk;
-      const int* be = bp.exponent.data() + static_cast<std::size_t>(j) * kk;
-      double acc = c(i, j);
-      bool all_negative_zero = std::signbit(acc);
+    // Four output elements at a time: each one is a serial chain of steps (the
+    // result of a step is C of the next), so interleaving independent chains
+    // hides their latency.
+    constexpr int kLanes = 4;
+    for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
+      const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
+      const double* bv[kLanes];
+      const int* be[kLanes];
+      double acc[kLanes];
+      bool all_negative_zero[kLanes];
+      for (int l = 0; l < lanes; ++l) {
+        bv[l] = bp.value.data() + static_cast<std::size_t>(j0 + l) * kk;
+        be[l] = bp.exponent.data() + static_cast<std::size_t>(j0 + l) * kk;
+        acc[l] = c(i, j0 + l);
+        all_negative_zero[l] = std::signbit(acc[l]);
+      }
       for (int s = 0; s < steps; ++s) {
         const std::size_t base = static_cast<std::size_t>(s) * static_cast<std::size_t>(tps);
         const int cnt = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(tps), kk - base));
         const double* pav = av.data() + base;
         const int* pae = ae.data() + base;
-        const double* pbv = bv + base;
-        const int* pbe = be + base;
-        int emax = 0;
-        const std::int64_t sum = tc_detail::aligned_sum(
-            cnt, [&](int q) { return pav[q]; }, [&](int q) { return pae[q]; }, [&](int q) { return pbv[q]; },
-            [&](int q) { return pbe[q]; }, acc, tc_detail::c_exponent(acc), frac, floor, emax);
-        if (sum != 0) {
-          acc = fin.finish(sum, emax - frac);
-          all_negative_zero = false;
-        } else {
-          // Exact zero: -0 only if every term is -0 (IEEE 754 clause 6.3).
-          bool neg = all_negative_zero && emax < tc_detail::kAllZeroThreshold;
-          for (int q = 0; q < cnt && neg; ++q) neg = std::signbit(pav[q]) != std::signbit(pbv[q]);
-          acc = neg ? -0.0 : 0.0;
-          all_negative_zero = neg;
+        for (int l = 0; l < lanes; ++l) {
+          const double* pbv = bv[l] + base;
+          const int* pbe = be[l] + base;
+          int emax = 0;
+          const double sum_d = tc_detail::aligned_sum_arrays(
+              cnt, pav, pae, pbv, pbe, acc[l], tc_detail::c_exponent(acc[l]), frac, floor, emax);
+          const auto sum = static_cast<std::int64_t>(sum_d);
+          if (sum != 0) {
+            acc[l] = fin.finish(sum, emax - frac);
+            all_negative_zero[l] = false;
+          } else {
+            // Exact zero: -0 only if every term is -0 (IEEE 754 clause 6.3).
+            bool neg = all_negative_zero[l] && emax < tc_detail::kAllZeroThreshold;
+            for (int q = 0; q < cnt && neg; ++q) neg = std::signbit(pav[q]) != std::signbit(pbv[q]);
+            acc[l] = neg ? -0.0 : 0.0;
+            all_negative_zero[l] = neg;
+          }
         }
       }
-      d(i, j) = acc;
+      for (int l = 0; l < lanes; ++l) d(i, j0 + l) = acc[l];
     }
   }
   return d;
