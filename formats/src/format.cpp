@@ -237,6 +237,10 @@ void Format::finalize() {
   const std::string who = "format '" + name + "': ";
   if (exp_bits < 1 || exp_bits > 11) throw FormatError(who + "exponent bits must be 1..11");
   if (man_bits < 0 || man_bits > 52) throw FormatError(who + "fraction bits must be 0..52");
+  // A bias outside the exponent field's range leaves 1.0 unrepresentable
+  // and the format meaningless as an arithmetic format.
+  if (bias < 0 || bias > int(exp_field_max()))
+    throw FormatError(who + "bias " + std::to_string(bias) + " outside 0.." + std::to_string(exp_field_max()));
   bits = int(has_sign) + exp_bits + man_bits;
   if (bits > 64) throw FormatError(who + "more than 64 bits");
   if (nonfinite == NonFinite::ieee && man_bits == 0)
