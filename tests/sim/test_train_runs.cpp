@@ -17,8 +17,8 @@ nlohmann::json small_config(const std::string& policy) {
   return nlohmann::json::parse(R"({
     "name": "test", "seed": 3, "policy": ")" +
                                policy + R"(",
-    "model": {"type": "mlp", "hidden": [32]},
-    "data": {"name": "synthetic", "synthetic_train_size": 512, "synthetic_test_size": 128},
+    "model": {"type": "mlp", "hidden": [16]},
+    "data": {"name": "synthetic", "synthetic_train_size": 256, "synthetic_test_size": 64},
     "optimizer": {"type": "sgd", "lr": 0.1, "momentum": 0.9},
     "batch_size": 64, "steps": 12,
     "telemetry": {"histogram_steps": [0, 11]}
