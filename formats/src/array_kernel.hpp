@@ -262,13 +262,17 @@ KernelFn<In, Out> pick_avx2(const KernelParams& kp);
 template <class In, class Out>
 KernelFn<In, Out> pick_avx512(const KernelParams& kp);
 
-#define RPSIM_ARRAY_FOR_EACH_PAIR(X)                                                             \
-  X(double, std::uint8_t)                                                                        \
-  X(double, std::uint16_t)                                                                       \
-  X(double, std::uint32_t)                                                                       \
-  X(double, std::uint64_t)                                                                       \
-  X(double, double)                                                                              \
-  X(float, std::uint8_t) X(float, std::uint16_t) X(float, std::uint32_t) X(float, std::uint64_t) \
-      X(float, float)
+// binary32 -> binary16 / bfloat16 by the conversion instructions where they
+// round exactly as the scalar core (array_round_avx512.cpp); nullptr otherwise.
+KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp);
+
+#define RPSIM_ARRAY_FOR_EACH_PAIR(X) \
+  X(double, std::uint8_t)            \
+  X(double, std::uint16_t)           \
+  X(double, std::uint32_t)           \
+  X(double, std::uint64_t)           \
+  X(double, double)                  \
+  X(float, std::uint8_t)             \
+  X(float, std::uint16_t) X(float, std::uint32_t) X(float, std::uint64_t) X(float, float)
 
 }  // namespace rpsim::array_detail

@@ -156,8 +156,13 @@ void round_array(const char* function, const Format& fmt, std::span<const In> in
   if (o.threads < 0) throw std::invalid_argument(who + "threads = " + std::to_string(o.threads) + " < 0");
 
   const KernelParams kp = make_params(fmt, o, binary32_output);
-  const KernelFn<In, Out> kernel =
+  KernelFn<In, Out> kernel =
       kernel_handles(fmt, o.rounding, value_output) ? choose_kernel<In, Out>(kp, o.isa) : nullptr;
+  if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
+    if (kernel && resolve(o.isa) == ArrayIsa::avx512) {
+      if (auto hardware = pick_hardware_avx512(kp)) kernel = hardware;
+    }
+  }
   const In* src = in.data();
   Out* dst = out.data();
   const bool in_place = static_cast<const void*>(src) == static_cast<const void*>(dst);
