@@ -2,6 +2,7 @@
 #include "rpsim/sim/study/study.hpp"
 #include "rpsim/sim/study/summation.hpp"
 #include "rpsim/sim/study/tensor_cores.hpp"
+#include "rpsim/sim/study/training_runs.hpp"
 
 namespace rpsim::sim::study {
 
@@ -16,6 +17,15 @@ const std::vector<StudyInfo>& studies() {
        "width) do "
        "black-box probes find in each tensor-core model, and how does its GEMM error grow with K?",
        run_tensor_cores},
+      {"underflow",
+       "How many fp16 gradients underflow in mixed-precision training, and how many does each loss scale "
+       "recover before it overflows?",
+       run_underflow},
+      {"loss-scale",
+       "How do the frameworks' loss scalers move the scale, and how many steps do they skip, when overflows "
+       "are provoked?",
+       run_loss_scale},
+      {"accuracy", "How close to fp32 and to an FP64 shadow does each precision policy train?", run_accuracy},
   };
   return suite;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -93,7 +94,8 @@ struct StudyOptions {
 // What a study produced; `meta` holds its own facts (formats, data_set, seed,
 // models) and run_study adds the common ones.
 struct StudyOutput {
-  std::vector<std::pair<std::string, CsvTable>> tables;  // file name -> table
+  // A deque: table() hands out references that later tables must not move.
+  std::deque<std::pair<std::string, CsvTable>> tables;  // file name -> table
   nlohmann::json meta = nlohmann::json::object();
   std::vector<std::string> findings;  // one line each, printed by the CLI
 

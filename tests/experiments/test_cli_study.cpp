@@ -1,0 +1,157 @@
+// `rpsim study`: bad input exits 2 naming what is wrong; `study all --quick`
+// writes every study's tables with the facts they must reproduce; the
+// notebooks execute on those results.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "run_cli.hpp"
+#include "study_csv.hpp"
+
+namespace fs = std::filesystem;
+using rpsim::test::number;
+using rpsim::test::read_csv;
+using rpsim::test::read_json;
+using rpsim::test::run_cli;
+
+namespace {
+
+// One quick run of the whole suite, shared by the test cases below.
+const fs::path& quick_results() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::temp_directory_path() / ("rpsim-study-all-" + std::to_string(::getpid()));
+    const auto r = run_cli("study all --quick --out " + d.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("rpsim study rejects bad input with exit status 2", "[study][cli]") {
+  auto r = run_cli("study no-such-study --quick");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("no-such-study") != std::string::npos);
+
+  r = run_cli("study summation --quick --config /nonexistent/study.json --out /tmp/rpsim-study-unused");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("/nonexistent/study.json") != std::string::npos);
+
+  const fs::path bad =
+      fs::temp_directory_path() / ("rpsim-study-bad-" + std::to_string(::getpid()) + ".json");
+  std::ifstream in(rpsim::test::source_dir() / "experiments/configs/study-summation.json");
+  auto config = nlohmann::json::parse(in);
+  config["sr_sigmas"] = "six";
+  std::ofstream(bad) << config.dump();
+  r = run_cli("study summation --quick --config " + bad.string() + " --out /tmp/rpsim-study-unused");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("sr_sigmas") != std::string::npos);
+  CHECK(r.output.find(bad.string()) != std::string::npos);
+  fs::remove(bad);
+}
+
+TEST_CASE("study all --quick: every study writes meta.json with the common fields", "[study][cli]") {
+  for (const char* study : {"summation", "tensor-cores", "underflow", "loss-scale", "accuracy"}) {
+    INFO(study);
+    const auto meta = read_json(quick_results() / study / "meta.json");
+    for (const char* field : {"config", "seed", "git_commit", "formats", "data_set", "wall_time_s", "files"})
+      CHECK(meta.contains(field));
+    CHECK(meta.at("quick") == true);
+    for (const auto& file : meta.at("files"))
+      CHECK(fs::exists(quick_results() / study / file.get<std::string>()));
+  }
+  const auto stagnation = read_csv(quick_results() / "summation" / "stagnation.csv");
+  CHECK(number(stagnation.where("format", "binary16").at(0), "stagnation_value") == 2048);
+  CHECK(number(stagnation.where("format", "bfloat16").at(0), "stagnation_value") == 256);
+}
+
+TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts", "[study][cli]") {
+  const auto summary = read_csv(quick_results() / "underflow" / "summary.csv");
+  std::vector<std::map<std::string, std::string>> statics;
+  for (const auto& row : summary.rows)
+    if (number(row, "static_scale") > 0) statics.push_back(row);
+  REQUIRE(statics.size() >= 4);
+  std::sort(statics.begin(), statics.end(), [](const auto& a, const auto& b) {
+    return number(a, "static_scale") < number(b, "static_scale");
+  });
+  CHECK(number(statics.front(), "static_scale") == 1);
+  for (std::size_t i = 1; i < statics.size(); ++i) {
+    if (number(statics[i], "activation_grad_nonfinite_step0") > 0 || number(statics[i], "overflow_steps") > 0)
+      break;
+    INFO("scale " << statics[i].at("static_scale"));
+    // Step 0: identical weights and batch in every run, so only the scale differs.
+    CHECK(number(statics[i], "activation_grad_underflow_step0") <=
+          number(statics[i - 1], "activation_grad_underflow_step0"));
+    CHECK(number(statics[i], "weight_grad_underflow_step0") <=
+          number(statics[i - 1], "weight_grad_underflow_step0"));
+  }
+  // 2^24 pushes fp16 gradients past 65504: overflow is seen and the steps skipped.
+  const auto huge = summary.where("loss_scale", "16777216");
+  REQUIRE(huge.size() == 1);
+  CHECK(number(huge[0], "overflow_steps") > 0);
+  // The prediction from FP64 magnitudes is monotone in the scale by construction
+  // of rounding; check the table agrees.
+  const auto pred = read_csv(quick_results() / "underflow" / "predicted.csv");
+  double last = 2;
+  for (const auto& row : pred.where("tensor", "activation_grad")) {
+    if (row.at("step") != "0") continue;
+    CHECK(number(row, "underflow_fraction") <= last);
+    last = number(row, "underflow_fraction");
+  }
+}
+
+TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli]") {
+  const auto trace = read_csv(quick_results() / "loss-scale" / "scale_trace.csv");
+  const auto summary = read_csv(quick_results() / "loss-scale" / "summary.csv");
+  REQUIRE(summary.rows.size() >= 3);
+  for (const auto& row : trace.rows) {
+    INFO(row.at("scaler") << " step " << row.at("step"));
+    if (row.at("scaler") == "pytorch" || row.at("scaler") == "static")
+      CHECK(row.at("skipped") == row.at("overflow_found"));           // no hysteresis
+    if (row.at("scaler") == "none") CHECK(row.at("skipped") == "0");  // without a scaler nothing is skipped
+    if (row.at("scaler") == "static") CHECK(number(row, "loss_scale") == 1024);
+    if (row.at("scaler") == "none") CHECK(number(row, "loss_scale") == 1);
+  }
+  // Injected overflows make every dynamic scaler back off at least once.
+  for (const auto& row : summary.rows)
+    if (row.at("scaler") != "none" && row.at("scaler") != "static") {
+      INFO(row.at("scaler"));
+      CHECK(number(row, "overflow_steps") > 0);
+      CHECK(number(row, "min_loss_scale") < number(row, "max_loss_scale"));
+    }
+}
+
+TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", "[study][cli]") {
+  const auto summary = read_csv(quick_results() / "accuracy" / "summary.csv");
+  REQUIRE(summary.rows.size() == 7);
+  for (const auto& row : summary.rows) {
+    INFO(row.at("run"));
+    CHECK(number(row, "test_accuracy_percent") > 10);  // better than chance
+    CHECK(number(row, "fp64_test_accuracy_percent") > 10);
+    CHECK(std::isfinite(number(row, "final_weight_rel_distance_from_fp64")));
+  }
+  // fp32 stays closer to the FP64 shadow than pure bf16 does.
+  CHECK(number(summary.where("run", "fp32").at(0), "final_weight_rel_distance_from_fp64") <
+        number(summary.where("run", "bf16-pure-rne").at(0), "final_weight_rel_distance_from_fp64"));
+}
+
+TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks]") {
+  if (!fs::exists("/usr/bin/jupyter-nbconvert")) {
+    WARN("/usr/bin/jupyter-nbconvert absent: notebooks not executed");
+    return;
+  }
+  const std::string cmd = (rpsim::test::source_dir() / "notebooks/render.sh").string() + " " +
+                          quick_results().string() + " 01 02 03 04 05 2>&1";
+  const int status = std::system(cmd.c_str());
+  CHECK(status == 0);
+  for (const char* png : {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png",
+                          "05-accuracy.png"})
+    CHECK(fs::exists(quick_results() / "figures" / png));
+}
