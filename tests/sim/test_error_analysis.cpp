@@ -48,8 +48,8 @@ TEST_CASE("condition number, comparison statistics and dot bounds", "[error]") {
   CHECK(s.count == 3);
   CHECK(s.max_abs == std::ldexp(1, -20));
   CHECK(s.mean_abs == Approx((std::ldexp(1, -22) + std::ldexp(1, -20)) / 3));
-  CHECK(s.max_ulps == 1.0);  // both errors are one ulp of the exact value
-  CHECK(s.mean_ulps == Approx(2.0 / 3));
+  CHECK(s.max_ulps == 2.0);           // 2^-20 at |exact| in [4, 8), where the binary32 ulp is 2^-21
+  CHECK(s.mean_ulps == Approx(1.0));  // (0 + 1 + 2) / 3
   CHECK(s.max_rel == Approx(std::ldexp(1, -22)).epsilon(1e-5));  // 2^-20 / (4 + 2^-20)
   Eigen::MatrixXd m1(1, 2), m2(2, 1);
   CHECK_THROWS_WITH(compare(m1, m2, formats::binary32()), Catch::Contains("1x2"));

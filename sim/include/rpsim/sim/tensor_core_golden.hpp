@@ -43,8 +43,9 @@ struct GoldenSet {
 std::vector<GoldenSet> load_golden_gpu(const std::filesystem::path& gpu_dir);
 
 // The measurement's conventions applied to a case: the C the GPU used
-// (binary16 output: C rounded to binary16, nearest even; Hopper FP8 was
-// measured with wgmma and C = 0).
+// (binary16 output: C rounded to binary16, nearest even; Hopper FP8 with
+// binary32 output was measured with wgmma and C = 0; with binary16 output the
+// vectors show that C was used — mma.sync, as the publishers' CUDA source).
 double golden_c(const GoldenSet& set, const GoldenCase& c);
 bool golden_uses_wgmma(const GoldenSet& set);
 
