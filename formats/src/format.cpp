@@ -277,6 +277,11 @@ void Format::finalize() {
       break;
   }
   if (emax < emin) throw FormatError(who + "no finite normal numbers (emax < emin)");
+  // Every value must be a binary64 value: to_double, comparisons and the
+  // array path rely on it (a bias of 1 with 11 exponent bits would not).
+  if (emax > 1023 || (subnormals ? emin - man_bits : emin) < -1074)
+    throw FormatError(who + "range beyond binary64 (emax " + std::to_string(emax) + ", emin " +
+                      std::to_string(emin) + ")");
 }
 
 std::uint64_t Format::inf_bits(bool negative) const {
