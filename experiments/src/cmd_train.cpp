@@ -1,6 +1,7 @@
 // rpsim train CONFIG.json [--set key=value ...] [--out DIR]: one training run
 // under a precision policy with its FP64 shadow (sim/train/trainer.hpp).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,6 +12,7 @@
 
 #include "commands.hpp"
 #include "rpsim/sim/results_io.hpp"
+#include "rpsim/sim/train/framework_config.hpp"
 #include "rpsim/sim/train/config_error.hpp"
 #include "rpsim/sim/train/trainer.hpp"
 
@@ -50,11 +52,20 @@ void add_train(CLI::App& app, Action& action) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(text.str());
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
+        // parse_error, and out_of_range for a number such as 1e999.
         throw UsageError(fmt::format("{}: not valid JSON: {}", *file, e.what()));
       }
       sim::train::Config config;
       try {
+        // A DeepSpeed config, Keras policy names, GradScaler keywords and TE
+        // recipe fields become rpsim's own config first; --set applies after.
+        const sim::train::Translation t = sim::train::translate_framework_config(j, *file);
+        j = t.config;
+        if (t.kind == "deepspeed") j["name"] = std::filesystem::path(*file).stem().string();
+        if (!t.ignored.empty())
+          fmt::print("{}: ignored (no meaning in a simulator): {}\n", *file, fmt::join(t.ignored, ", "));
+        for (const auto& n : t.notes) fmt::print("{}: {}\n", *file, n);
         for (const auto& s : *sets) sim::train::apply_override(j, s);
         if (!j.contains("name") && j.is_object()) j["name"] = std::filesystem::path(*file).stem().string();
         config = sim::train::parse_config(j);

@@ -155,7 +155,8 @@ bool looks_like_deepspeed(const nlohmann::json& j) {
   if (!j.is_object()) return false;
   bool deepspeed = false;
   for (const auto& [key, value] : j.items()) {
-    if (rpsim_keys().count(key)) return false;
+    // "optimizer" is a key of both; any other rpsim key makes it rpsim's.
+    if (key != "optimizer" && rpsim_keys().count(key)) return false;
     if (key == "train_batch_size" || key == "fp16" || key == "bf16" || key == "gradient_accumulation_steps" ||
         key == "train_micro_batch_size_per_gpu" || key == "zero_optimization" || key == "gradient_clipping")
       deepspeed = true;
