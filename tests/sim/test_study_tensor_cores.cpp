@@ -52,16 +52,16 @@ TEST_CASE("probes recover hand-set tensor-core parameters", "[study][tensor-core
     CHECK(f.subnormal_inputs == false);
     CHECK_FALSE(f.subnormal_outputs);
   }
-  SECTION("a narrow accumulator (13 fraction bits) and round up") {
+  SECTION("a narrow accumulator (13 fraction bits), as Ada/Hopper FP8") {
     m.input = formats::e4m3();
     m.terms_per_step = 16;
     m.fraction_bits = 25;
     m.result_fraction_bits = 13;
-    m.final_rounding = RoundingMode::up;
+    m.final_rounding = RoundingMode::toward_zero;
     const DetectedFeatures f = detect(m);
     CHECK(f.accumulator_fraction_bits == 13);
     CHECK(f.terms_per_step == 16);
-    CHECK(f.final_rounding == RoundingMode::up);
+    CHECK(f.final_rounding == RoundingMode::toward_zero);
   }
 }
 

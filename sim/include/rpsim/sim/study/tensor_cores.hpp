@@ -27,6 +27,9 @@ struct DetectedFeatures {
   // Fraction bits that survive c + one small product (min of the alignment
   // width and the final normalisation width): 23 for an fp32 accumulator,
   // 13 for the FP8 accumulator of Ada/Hopper (Khattak & Mikaitis 2025).
+  // Assumes a final rounding that does not round up a tiny remainder (RZ or
+  // RN, as on every GPU measured): under round-up it reports the alignment
+  // width instead.
   int accumulator_fraction_bits = -1;
   // Products fused into one step before the result is rounded to the output
   // format; nullopt if no rounding was seen within max_terms.
