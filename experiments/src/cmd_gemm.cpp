@@ -40,6 +40,8 @@ sim::Matrix read_matrix(const std::string& path) {
         used = 0;
       }
       if (used != tok.size()) throw UsageError(fmt::format("{}:{}: '{}' is not a number", path, n, tok));
+      // An error against exact needs finite inputs; say so instead of printing NaN errors.
+      if (!std::isfinite(v)) throw UsageError(fmt::format("{}:{}: '{}' is not finite", path, n, tok));
       row.push_back(v);
     }
     if (!rows.empty() && row.size() != rows[0].size())

@@ -2,6 +2,9 @@
 // `all` of them) and writes results/<study>/*.csv + meta.json.
 #include <fmt/format.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +40,21 @@ int run_one(const st::StudyInfo& info, bool quick, const fs::path& out_dir, cons
   options.quick = quick;
   options.out_dir = out_dir;
   options.config = st::StudyConfig::load(config, quick);
+  // A user's config may only set fields the study's own config has: a typo
+  // would otherwise be silently ignored.
+  fs::path reference;
+  try {
+    reference = config_path(info.name, "");
+  } catch (const UsageError&) {
+  }
+  if (!reference.empty() && fs::exists(reference) && fs::absolute(reference) != fs::absolute(config)) {
+    const st::StudyConfig known = st::StudyConfig::load(reference, false);
+    std::ifstream in(config);
+    const auto given = nlohmann::json::parse(in);
+    for (const auto& [key, value] : given.items())
+      if (key != "quick" && key != "comment" && !known.has(key))
+        throw UsageError(fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));
+  }
   fmt::print("study {}{}: {}\n", info.name, quick ? " (quick)" : "", info.question);
   const auto start = std::chrono::steady_clock::now();
   const st::StudyOutput out = st::run_study(info, options);

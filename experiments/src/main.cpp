@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/testfloat.hpp"
+#include "rpsim/sim/results_io.hpp"
 
 namespace rpsim::cli {
 std::vector<std::pair<std::string, AddCommand>>& registry() {
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
   } catch (const rpsim::testfloat::ParseError& e) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());
   } catch (const rpsim::cli::UsageError& e) {
+    fmt::print(stderr, "rpsim: error: {}\n", e.what());
+  } catch (const rpsim::io::IoError& e) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());

@@ -31,12 +31,14 @@ StudyConfig::StudyConfig(json file_json, std::string path, bool quick) : path_(s
 }
 
 StudyConfig StudyConfig::load(const std::filesystem::path& path, bool quick) {
+  if (std::filesystem::is_directory(path))
+    throw std::invalid_argument(fmt::format("config '{}' is a directory, not a file", path.string()));
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("cannot open config file '{}'", path.string()));
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw std::invalid_argument(fmt::format("config '{}': not valid JSON: {}", path.string(), e.what()));
   }
   return StudyConfig(std::move(j), path.string(), quick);

@@ -52,6 +52,7 @@ void stagnation_table(const StudyConfig& cfg, StudyOutput& out) {
   auto& table = out.table("stagnation.csv", {"format", "rounding", "addend", "max_terms", "stagnation_terms",
                                              "stagnation_value", "final_sum", "predicted_value"});
   const auto max_terms = cfg.integer("stagnation_max_terms");
+  if (max_terms <= 0) throw cfg.error("stagnation_max_terms", "must be positive");
   for (const std::string& name : cfg.strings("stagnation_formats")) {
     const Format& f = format(name);
     const ConstantSum s = recursive_constant_sum(f, 1.0, max_terms, RoundingMode::nearest_even);
@@ -76,6 +77,8 @@ void stochastic_tables(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& 
                                        "sigmas", "bound", "within_bound", "rne_sum"});
   const auto trials = cfg.integer("sr_trials");
   const double sigmas = cfg.number("sr_sigmas");
+  if (trials <= 0) throw cfg.error("sr_trials", "must be positive");
+  if (!(sigmas > 0)) throw cfg.error("sr_sigmas", "must be positive");
   const Rounding default_rounding;
   if (!cfg.has("sr_cases") || !cfg.values().at("sr_cases").is_array())
     throw cfg.error("sr_cases", "must be an array of objects");
@@ -128,10 +131,16 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
       throw cfg.error("error_models", fmt::format("has a bad model '{}': {}", spec, e.what()));
     }
   }
+  if (cfg.integer("error_n_min") < 1) throw cfg.error("error_n_min", "must be at least 1");
+  if (cfg.integer("error_n_min") > cfg.integer("error_n_max"))
+    throw cfg.error("error_n_min", fmt::format("must not exceed error_n_max ({})", cfg.integer("error_n_max")));
+  if (cfg.integer("error_points_per_decade") <= 0) throw cfg.error("error_points_per_decade", "must be positive");
   const auto n_values = log_spaced(cfg.integer("error_n_min"), cfg.integer("error_n_max"),
                                    int(cfg.integer("error_points_per_decade")));
   const auto trials = cfg.integer("error_trials");
   const double scale = cfg.number("data_scale");
+  if (trials <= 0) throw cfg.error("error_trials", "must be positive");
+  if (!(scale > 0) || !std::isfinite(scale)) throw cfg.error("data_scale", "must be a positive finite number");
   const std::vector<std::string> operations = {"sum", "dot"};
   struct Job {
     std::size_t model;

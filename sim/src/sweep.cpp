@@ -17,12 +17,13 @@
 namespace rpsim::sim::sweep {
 namespace {
 
-nlohmann::json read_json(const std::filesystem::path& file, const std::string& what) {
+// Ordered, so that grid axes keep the order the user wrote them in.
+nlohmann::ordered_json read_json(const std::filesystem::path& file, const std::string& what) {
   std::ifstream in(file);
   if (!in) throw std::invalid_argument(fmt::format("{} '{}': cannot open", what, file.string()));
   try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::ordered_json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("{} '{}': not valid JSON: {}", what, file.string(), e.what()));
   }
 }
@@ -103,7 +104,7 @@ double column_mean(const std::string& csv, const std::string& needle) {
 }  // namespace
 
 Sweep load(const std::filesystem::path& file) {
-  const nlohmann::json j = read_json(file, "sweep");
+  const nlohmann::ordered_json j = read_json(file, "sweep");
   const std::string where = file.string();
   if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
   for (const auto& [key, value] : j.items())
@@ -120,9 +121,9 @@ Sweep load(const std::filesystem::path& file) {
   if (!j.contains("base")) throw std::invalid_argument(where + ": base: missing (a config object or file)");
   if (j["base"].is_string()) {
     const std::filesystem::path base = file.parent_path() / j["base"].get<std::string>();
-    s.base = read_json(base, "base config");
+    s.base = nlohmann::json::parse(read_json(base, "base config").dump());
   } else if (j["base"].is_object()) {
-    s.base = j["base"];
+    s.base = nlohmann::json::parse(j["base"].dump());
   } else {
     throw std::invalid_argument(where + ": base: expected an object or a file name");
   }
@@ -133,7 +134,7 @@ Sweep load(const std::filesystem::path& file) {
     if (!values.is_array() || values.empty())
       throw std::invalid_argument(fmt::format("{}: grid.{}: expected a non-empty array of values", where, key));
     Axis a{key, {}};
-    for (const auto& v : values) a.values.push_back(v);
+    for (const auto& v : values) a.values.push_back(nlohmann::json::parse(v.dump()));
     total *= a.values.size();
     if (total > 100000) throw std::invalid_argument(where + ": grid: more than 100000 runs");
     s.axes.push_back(std::move(a));

@@ -76,6 +76,25 @@ const Format& input_format_of(const std::string& folder, const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+// K per line in ../shared/tc-golden (its README's table); 0 when not listed.
+std::size_t published_k(const std::string& gpu, const std::string& folder) {
+  struct Row {
+    const char* gpu;
+    std::size_t fp16, bf16, tf32, fp8;
+  };
+  static const Row rows[] = {{"V100", 4, 0, 0, 0}, {"A100", 8, 8, 4, 0}, {"Ada", 8, 8, 4, 32}, {"H100", 16, 16, 4, 32}};
+  for (const Row& r : rows) {
+    if (gpu != r.gpu) continue;
+    if (folder == "fp16") return r.fp16;
+    if (folder == "bf16") return r.bf16;
+    if (folder == "tf32") return r.tf32;
+    if (folder == "E4M3" || folder == "E5M2") return r.fp8;
+  }
+  return 0;
+}
+}  // namespace
+
 std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (!fs::is_directory(gpu_dir))
     throw GoldenDataError(fmt::format("'{}' is not a folder of golden vectors", gpu_dir.string()));
@@ -140,6 +159,11 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
         gc.d_bits = parse_binary_line(d_lines[i], d_path, i + 1);
         set.cases.push_back(std::move(gc));
       }
+      // The published layout fixes K per GPU and format (tc-golden README);
+      // a different K there means the files do not belong to that folder.
+      if (const std::size_t want = published_k(gpu, folder); want != 0 && set.k != want)
+        throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}", a_path.string(),
+                                          set.k, gpu, folder, want));
       sets.push_back(std::move(set));
     }
     if (!any_d)

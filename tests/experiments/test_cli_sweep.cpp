@@ -1,0 +1,115 @@
+// A 2x3x2 sweep gives the same summary locally, under MPI with 2 ranks and as
+// 3 merged Slurm-style shards; completed runs are skipped on a rerun.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "run_cli.hpp"
+
+using rpsim::test::run_cli;
+using rpsim::test::run_shell;
+
+namespace {
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// summary.csv without its last column (wall_time_s, the one timing field).
+std::string without_wall_time(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("rpsim-sweep-" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+const std::string sweep_file = (rpsim::test::source_dir() / "experiments/configs/sweep-ci.json").string();
+
+}  // namespace
+
+TEST_CASE("a sweep is identical locally, under mpirun -np 2, and as 3 merged shards", "[sweep]") {
+  const auto local = scratch("local");
+  auto r = run_cli("sweep " + sweep_file + " --jobs 2 --out " + local.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string summary = read(local / "summary.csv");
+  std::istringstream lines(summary);
+  std::string header, row;
+  std::getline(lines, header);
+  CHECK_THAT(header, Catch::StartsWith("run_id,policy,optimizer.lr,seed,"));
+  CHECK_THAT(header, Catch::EndsWith(",wall_time_s"));
+  int rows = 0;
+  while (std::getline(lines, row)) ++rows;
+  CHECK(rows == 12);
+  CHECK(std::filesystem::exists(local / "r00-policy=fp16-amp_optimizer.lr=0.01_seed=0" / "steps.csv"));
+
+  // Resume: everything complete, nothing rerun, same summary.
+  r = run_cli("sweep " + sweep_file + " --jobs 2 --out " + local.string());
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("(0 run now, 12 already complete)"));
+  CHECK(without_wall_time(read(local / "summary.csv")) == without_wall_time(summary));
+
+  // Three shards, then a merge.
+  const auto sharded = scratch("shards");
+  for (int i = 0; i < 3; ++i) {
+    r = run_cli("sweep " + sweep_file + " --shard " + std::to_string(i) + "/3 --jobs 1 --out " + sharded.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+  }
+  r = run_cli("sweep " + sweep_file + " --merge --out " + sharded.string());
+  REQUIRE(r.status == 0);
+  CHECK(without_wall_time(read(sharded / "summary.csv")) == without_wall_time(summary));
+  const std::string run = "r07-policy=bf16-amp_optimizer.lr=0.01_seed=1";
+  CHECK(read(sharded / run / "steps.csv") == read(local / run / "steps.csv"));
+
+  // MPI, when this machine has mpirun (Debian's OpenMPI).
+  if (run_shell("command -v mpirun").status != 0) {
+    WARN("skipped the MPI part: no mpirun");
+    return;
+  }
+  const auto mpi = scratch("mpi");
+  r = run_shell("mpirun --oversubscribe --allow-run-as-root -np 2 " + rpsim::test::rpsim_binary() + " sweep " +
+                sweep_file + " --out " + mpi.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("on 2 MPI ranks"));
+  CHECK(without_wall_time(read(mpi / "summary.csv")) == without_wall_time(summary));
+  std::filesystem::remove_all(local.parent_path());
+}
+
+TEST_CASE("bad sweep files are named and nothing runs", "[sweep]") {
+  const auto dir = scratch("bad");
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto r = run_cli("sweep " + write("a.json", "{\"name\": \"x\", \"base\": {}, \"grid\": {\"seed\": []}}"));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("grid.seed"));
+  r = run_cli("sweep " + write("b.json", "{\"name\": \"x\", \"base\": {}, \"grid\": {\"policy\": [\"fp13\"]}}"));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("policy"));
+  r = run_cli("sweep " + write("c.json", "{\"name\": \"x\", \"grid\": {}, \"bogus\": 1}"));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("bogus"));
+  r = run_cli("sweep " + (dir / "missing.json").string());
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("missing.json"));
+  r = run_cli("sweep " + sweep_file + " --shard 3/3");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("--shard"));
+  CHECK(!std::filesystem::exists(dir / "results"));
+  std::filesystem::remove_all(dir.parent_path());
+}
