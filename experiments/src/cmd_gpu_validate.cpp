@@ -29,6 +29,7 @@ struct Options {
   bool exhaustive = false;
 };
 
+#ifdef RPSIM_HAVE_CUDA
 void report(const sim::BitCheck& c, nlohmann::json& json, std::size_t& passed, std::size_t& failed) {
   fmt::print("{}: {}/{} bit-exact\n", c.name, c.passed, c.total);
   for (const auto& m : c.first_mismatches) fmt::print("  mismatch {}\n", m);
@@ -37,7 +38,6 @@ void report(const sim::BitCheck& c, nlohmann::json& json, std::size_t& passed, s
   json["checks"].push_back({{"name", c.name}, {"passed", c.passed}, {"total", c.total}});
 }
 
-#ifdef RPSIM_HAVE_CUDA
 int validate(const Options& o, const cuda::DeviceInfo& dev) {
   io::ensure_writable_dir(o.out);
   const std::string preset = o.model.empty() ? sim::preset_for_device(dev.name, dev.major, dev.minor) : o.model;
