@@ -3,8 +3,8 @@
 // batch 128, SGD with momentum, measured in the same process.
 #include <benchmark/benchmark.h>
 
-#include <Eigen/Core>
 #include <omp.h>
+#include <Eigen/Core>
 
 #include <chrono>
 #include <ctime>

@@ -40,25 +40,29 @@ void report(const sim::BitCheck& c, nlohmann::json& json, std::size_t& passed, s
 
 int validate(const Options& o, const cuda::DeviceInfo& dev) {
   io::ensure_writable_dir(o.out);
-  const std::string preset = o.model.empty() ? sim::preset_for_device(dev.name, dev.major, dev.minor) : o.model;
+  const std::string preset =
+      o.model.empty() ? sim::preset_for_device(dev.name, dev.major, dev.minor) : o.model;
   if (preset.empty())
-    throw UsageError(fmt::format("no tensor-core preset for '{}' (cc {}.{}); choose one with --model", dev.name,
-                                 dev.major, dev.minor));
+    throw UsageError(fmt::format("no tensor-core preset for '{}' (cc {}.{}); choose one with --model",
+                                 dev.name, dev.major, dev.minor));
   const int cc = dev.major * 10 + dev.minor;
-  nlohmann::json json = {{"gpu", dev.name},
-                         {"compute_capability", fmt::format("{}.{}", dev.major, dev.minor)},
-                         {"driver_version", dev.driver_version},
-                         {"runtime_version", dev.runtime_version},
-                         {"preset", preset},
-                         {"cases", o.cases},
-                         {"seed", o.seed},
-                         {"nan_rule", "NaN results compare as NaN with any payload (CUDA returns its canonical NaN)"},
-                         {"checks", nlohmann::json::array()}};
-  fmt::print("GPU {} (cc {}.{}, driver {}), preset {}\n", dev.name, dev.major, dev.minor, dev.driver_version, preset);
+  nlohmann::json json = {
+      {"gpu", dev.name},
+      {"compute_capability", fmt::format("{}.{}", dev.major, dev.minor)},
+      {"driver_version", dev.driver_version},
+      {"runtime_version", dev.runtime_version},
+      {"preset", preset},
+      {"cases", o.cases},
+      {"seed", o.seed},
+      {"nan_rule", "NaN results compare as NaN with any payload (CUDA returns its canonical NaN)"},
+      {"checks", nlohmann::json::array()}};
+  fmt::print("GPU {} (cc {}.{}, driver {}), preset {}\n", dev.name, dev.major, dev.minor, dev.driver_version,
+             preset);
   std::size_t passed = 0, failed = 0;
 
   for (const cuda::ConversionInfo& ci : cuda::conversions()) {
-    sim::ConversionSpec spec{ci.name, format(ci.from), format(ci.to), parse_rounding(ci.rounding), ci.saturate};
+    sim::ConversionSpec spec{ci.name, format(ci.from), format(ci.to), parse_rounding(ci.rounding),
+                             ci.saturate};
     sim::BitCheck check;
     auto run_chunk = [&](const std::vector<std::uint32_t>& in) {
       std::vector<std::uint32_t> got(in.size());
@@ -98,10 +102,12 @@ int validate(const Options& o, const cuda::DeviceInfo& dev) {
                                                      : fma(f, a[i], b[i], c[i], r, fl);
       const bool ok = want == got[i] || (is_nan(f, want) && is_nan(f, got[i]));
       ++check.total;
-      if (ok) ++check.passed;
+      if (ok)
+        ++check.passed;
       else if (check.first_mismatches.size() < 5)
-        check.first_mismatches.push_back(fmt::format("index {}: a 0x{:04X} b 0x{:04X} c 0x{:04X} expected 0x{:04X} got 0x{:04X}",
-                                                     i, a[i], b[i], c[i], want, got[i]));
+        check.first_mismatches.push_back(
+            fmt::format("index {}: a 0x{:04X} b 0x{:04X} c 0x{:04X} expected 0x{:04X} got 0x{:04X}", i, a[i],
+                        b[i], c[i], want, got[i]));
     }
     report(check, json, passed, failed);
   }
@@ -158,9 +164,11 @@ int validate(const Options& o, const cuda::DeviceInfo& dev) {
         const std::uint64_t want = sim::tensor_core_dot_bits(model, row, col, C[std::size_t(i) * N + j]);
         const std::uint32_t got = std::bit_cast<std::uint32_t>(D[std::size_t(i) * N + j]);
         ++check.total;
-        if (want == got) ++check.passed;
+        if (want == got)
+          ++check.passed;
         else if (check.first_mismatches.size() < 5)
-          check.first_mismatches.push_back(fmt::format("D[{}][{}]: expected 0x{:08X} got 0x{:08X}", i, j, want, got));
+          check.first_mismatches.push_back(
+              fmt::format("D[{}][{}]: expected 0x{:08X} got 0x{:08X}", i, j, want, got));
       }
     report(check, json, passed, failed);
   }
@@ -189,13 +197,15 @@ int run(const Options& o) {
 }
 
 void add_gpu_validate(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("gpu-validate", "Run rpsim's CUDA kernels and check every bit against the emulator");
+  auto* cmd =
+      app.add_subcommand("gpu-validate", "Run rpsim's CUDA kernels and check every bit against the emulator");
   auto o = std::make_shared<Options>();
   cmd->add_option("--out", o->out, "folder for golden files and report.json")->capture_default_str();
   cmd->add_option("--cases", o->cases, "random cases per kernel (plus patterns)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the case generator")->capture_default_str();
   cmd->add_option("--model", o->model, "tensor-core preset (default: from the device)");
-  cmd->add_flag("--exhaustive-conversions", o->exhaustive, "all 2^32 binary32 inputs for each conversion intrinsic");
+  cmd->add_flag("--exhaustive-conversions", o->exhaustive,
+                "all 2^32 binary32 inputs for each conversion intrinsic");
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }
 

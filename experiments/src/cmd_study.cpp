@@ -53,7 +53,8 @@ int run_one(const st::StudyInfo& info, bool quick, const fs::path& out_dir, cons
     const auto given = nlohmann::json::parse(in);
     for (const auto& [key, value] : given.items())
       if (key != "quick" && key != "comment" && !known.has(key))
-        throw UsageError(fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));
+        throw UsageError(
+            fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));
   }
   fmt::print("study {}{}: {}\n", info.name, quick ? " (quick)" : "", info.question);
   const auto start = std::chrono::steady_clock::now();

@@ -30,7 +30,8 @@ std::pair<int, int> parse_shard(const std::string& text) {
     if (slash == std::string::npos) throw std::invalid_argument("");
     std::size_t p1 = 0, p2 = 0;
     const int i = std::stoi(text.substr(0, slash), &p1), n = std::stoi(text.substr(slash + 1), &p2);
-    if (p1 != slash || p2 != text.size() - slash - 1 || n < 1 || i < 0 || i >= n) throw std::invalid_argument("");
+    if (p1 != slash || p2 != text.size() - slash - 1 || n < 1 || i < 0 || i >= n)
+      throw std::invalid_argument("");
     return {i, n};
   } catch (const std::exception&) {
     throw UsageError(fmt::format("--shard '{}': expected I/N with 0 <= I < N", text));
@@ -53,7 +54,8 @@ int run(const Options& o) {
 
   if (o.merge_only) {
     sim::sweep::merge(s);
-    fmt::print("sweep {}: merged {} runs into {}\n", s.name, s.runs.size(), (s.out_dir / "summary.csv").string());
+    fmt::print("sweep {}: merged {} runs into {}\n", s.name, s.runs.size(),
+               (s.out_dir / "summary.csv").string());
     return 0;
   }
 
@@ -71,7 +73,8 @@ int run(const Options& o) {
       fmt::print(stderr, "sweep {}: interrupted; completed runs are kept, rerun to resume\n", s.name);
       return 130;
     }
-    fmt::print("sweep {}: shard {}/{} ran {} of its {} runs; merge with --merge\n", s.name, i, n, ran, mine.size());
+    fmt::print("sweep {}: shard {}/{} ran {} of its {} runs; merge with --merge\n", s.name, i, n, ran,
+               mine.size());
     return 0;
   }
 
@@ -106,26 +109,31 @@ int run(const Options& o) {
 #endif
   }
 
-  const std::size_t ran = sim::sweep::execute(s, [&] {
-    std::vector<const sim::sweep::Run*> all;
-    for (const auto& r : s.runs) all.push_back(&r);
-    return all;
-  }(), jobs, stdout);
+  const std::size_t ran = sim::sweep::execute(
+      s,
+      [&] {
+        std::vector<const sim::sweep::Run*> all;
+        for (const auto& r : s.runs) all.push_back(&r);
+        return all;
+      }(),
+      jobs, stdout);
   if (io::interrupted()) {
     fmt::print(stderr, "sweep {}: interrupted; completed runs are kept, rerun to resume\n", s.name);
     return 130;
   }
   sim::sweep::merge(s);
-  fmt::print("sweep {}: {} runs ({} run now, {} already complete), summary in {}\n", s.name, s.runs.size(), ran,
-             s.runs.size() - ran, (s.out_dir / "summary.csv").string());
+  fmt::print("sweep {}: {} runs ({} run now, {} already complete), summary in {}\n", s.name, s.runs.size(),
+             ran, s.runs.size() - ran, (s.out_dir / "summary.csv").string());
   return 0;
 }
 
 void add_sweep(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("sweep", "Run a grid of training runs (locally, under mpirun, or as Slurm shards)");
+  auto* cmd =
+      app.add_subcommand("sweep", "Run a grid of training runs (locally, under mpirun, or as Slurm shards)");
   auto o = std::make_shared<Options>();
   cmd->add_option("SWEEP", o->file, "sweep file (JSON: name, base, grid)")->required();
-  cmd->add_option("--shard", o->shard, "run one shard I/N (default: SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT)");
+  cmd->add_option("--shard", o->shard,
+                  "run one shard I/N (default: SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT)");
   cmd->add_flag("--merge", o->merge_only, "only build summary.csv from completed runs");
   cmd->add_option("-j,--jobs", o->jobs, "runs at once (default: the machine's cores)");
   cmd->add_option("--out", o->out, "output folder (default: the sweep's, results/<name>)");

@@ -12,8 +12,8 @@
 
 #include "commands.hpp"
 #include "rpsim/sim/results_io.hpp"
-#include "rpsim/sim/train/framework_config.hpp"
 #include "rpsim/sim/train/config_error.hpp"
+#include "rpsim/sim/train/framework_config.hpp"
 #include "rpsim/sim/train/trainer.hpp"
 
 namespace rpsim::cli {

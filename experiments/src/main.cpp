@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 
 #include "commands.hpp"
@@ -14,7 +14,9 @@ std::vector<std::pair<std::string, AddCommand>>& registry() {
   static std::vector<std::pair<std::string, AddCommand>> r;
   return r;
 }
-Registrar::Registrar(const char* name, AddCommand add) { registry().emplace_back(name, add); }
+Registrar::Registrar(const char* name, AddCommand add) {
+  registry().emplace_back(name, add);
+}
 }  // namespace rpsim::cli
 
 int main(int argc, char** argv) {

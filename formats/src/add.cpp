@@ -17,8 +17,7 @@ Exact exact_sum(Exact x, Exact y, RoundingMode mode) {
   x.exponent -= sx;
   y.significand <<= sy;
   y.exponent -= sy;
-  if (y.exponent > x.exponent || (y.exponent == x.exponent && y.significand > x.significand))
-    std::swap(x, y);
+  if (y.exponent > x.exponent || (y.exponent == x.exponent && y.significand > x.significand)) std::swap(x, y);
   const std::int64_t d = x.exponent - y.exponent;
   bool lost = y.sticky;  // bits of y below x's last place
   u128 small;
@@ -46,8 +45,8 @@ Exact exact_sum(Exact x, Exact y, RoundingMode mode) {
 
 namespace {
 
-std::uint64_t add_signed(const Format& f, std::uint64_t a, std::uint64_t b, bool negate_b,
-                         const Rounding& r, Flags& fl) {
+std::uint64_t add_signed(const Format& f, std::uint64_t a, std::uint64_t b, bool negate_b, const Rounding& r,
+                         Flags& fl) {
   const Unpacked x = unpack(f, a, r.flush_subnormal_inputs);
   const Unpacked y = unpack(f, b, r.flush_subnormal_inputs);
   if (x.is_nan() || y.is_nan()) return propagate_nan(f, a, b, r.nan_policy, fl);

@@ -11,8 +11,7 @@ enum class Order { less, equal, greater, unordered };
 Order order(const Format& f, std::uint64_t a, std::uint64_t b, bool signaling, Flags& fl) {
   const Unpacked x = unpack(f, a), y = unpack(f, b);
   if (x.is_nan() || y.is_nan()) {
-    if (signaling || x.cls == Class::signaling_nan || y.cls == Class::signaling_nan)
-      fl |= flag_invalid;
+    if (signaling || x.cls == Class::signaling_nan || y.cls == Class::signaling_nan) fl |= flag_invalid;
     return Order::unordered;
   }
   const double dx = to_double(f, a), dy = to_double(f, b);

@@ -22,7 +22,9 @@ inline int msb_index(u128 x) {
   return 63 - std::countl_zero(std::uint64_t(x));
 }
 
-inline Exact exact_of(const Unpacked& u) { return {u.sign, u.exponent, u.significand, false}; }
+inline Exact exact_of(const Unpacked& u) {
+  return {u.sign, u.exponent, u.significand, false};
+}
 
 // x + y exactly, except that bits more than ~70 places below the leading bit of
 // the larger operand fold into sticky, which cannot change any rounding of a

@@ -5,8 +5,8 @@ namespace rpsim {
 
 // NaN and infinity handling follows SoftFloat's s_mulAdd: a NaN among a, b
 // wins over one in c; inf * 0 is invalid even when c is a quiet NaN.
-std::uint64_t fma(const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
-                  const Rounding& r, Flags& fl) {
+std::uint64_t fma(const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c, const Rounding& r,
+                  Flags& fl) {
   const Unpacked x = unpack(f, a, r.flush_subnormal_inputs);
   const Unpacked y = unpack(f, b, r.flush_subnormal_inputs);
   const Unpacked z = unpack(f, c, r.flush_subnormal_inputs);

@@ -94,13 +94,12 @@ std::vector<Format> build_table() {
 
 const std::map<std::string, std::string, std::less<>>& aliases() {
   static const std::map<std::string, std::string, std::less<>> a = {
-      {"fp64", "binary64"},   {"f64", "binary64"},     {"double", "binary64"},
-      {"fp32", "binary32"},   {"f32", "binary32"},     {"float", "binary32"},
-      {"fp16", "binary16"},   {"f16", "binary16"},     {"half", "binary16"},
-      {"bf16", "bfloat16"},   {"e4m3fn", "e4m3"},      {"fp8e4m3", "e4m3"},
-      {"fp8e5m2", "e5m2"},    {"float8_e4m3fn", "e4m3"}, {"float8_e5m2", "e5m2"},
-      {"fp6e3m2", "e3m2"},    {"fp6e2m3", "e2m3"},     {"fp4", "e2m1"},
-      {"fp4e2m1", "e2m1"},    {"tensorfloat32", "tf32"}, {"e8m0fnu", "e8m0"},
+      {"fp64", "binary64"}, {"f64", "binary64"},       {"double", "binary64"},  {"fp32", "binary32"},
+      {"f32", "binary32"},  {"float", "binary32"},     {"fp16", "binary16"},    {"f16", "binary16"},
+      {"half", "binary16"}, {"bf16", "bfloat16"},      {"e4m3fn", "e4m3"},      {"fp8e4m3", "e4m3"},
+      {"fp8e5m2", "e5m2"},  {"float8_e4m3fn", "e4m3"}, {"float8_e5m2", "e5m2"}, {"fp6e3m2", "e3m2"},
+      {"fp6e2m3", "e2m3"},  {"fp4", "e2m1"},           {"fp4e2m1", "e2m1"},     {"tensorfloat32", "tf32"},
+      {"e8m0fnu", "e8m0"},
   };
   return a;
 }
@@ -211,10 +210,14 @@ void parse_fields(std::string_view spec, Format& f) {
         bad(spec, "nonfinite must be ieee, fn, fnuz or finite_only, got '" + std::string(val) + "'");
       }
     } else if (key == "overflow") {
-      if (val == "infinity" || val == "inf") f.overflow = Overflow::infinity;
-      else if (val == "nan") f.overflow = Overflow::nan;
-      else if (val == "saturate") f.overflow = Overflow::saturate;
-      else bad(spec, "overflow must be infinity, nan or saturate, got '" + std::string(val) + "'");
+      if (val == "infinity" || val == "inf")
+        f.overflow = Overflow::infinity;
+      else if (val == "nan")
+        f.overflow = Overflow::nan;
+      else if (val == "saturate")
+        f.overflow = Overflow::saturate;
+      else
+        bad(spec, "overflow must be infinity, nan or saturate, got '" + std::string(val) + "'");
     } else if (key == "name") {
       f.name = std::string(val);
     } else {
@@ -240,15 +243,16 @@ void Format::finalize() {
   // A bias outside the exponent field's range leaves 1.0 unrepresentable
   // and the format meaningless as an arithmetic format.
   if (bias < 0 || bias > int(exp_field_max()))
-    throw FormatError(who + "bias " + std::to_string(bias) + " outside 0.." + std::to_string(exp_field_max()));
+    throw FormatError(who + "bias " + std::to_string(bias) + " outside 0.." +
+                      std::to_string(exp_field_max()));
   bits = int(has_sign) + exp_bits + man_bits;
   if (bits > 64) throw FormatError(who + "more than 64 bits");
   if (nonfinite == NonFinite::ieee && man_bits == 0)
     throw FormatError(who + "an IEEE-style format needs at least one fraction bit for NaN");
   if (nan == NanEncoding::negative_zero && !has_sign)
     throw FormatError(who + "fnuz NaN encoding needs a sign bit");
-  if (nonfinite == NonFinite::nan_only && nan == NanEncoding::all_ones && man_bits == 0 &&
-      exp_bits < 2 && has_zero)
+  if (nonfinite == NonFinite::nan_only && nan == NanEncoding::all_ones && man_bits == 0 && exp_bits < 2 &&
+      has_zero)
     throw FormatError(who + "too few bits for a NaN");
   if (nonfinite == NonFinite::finite_only) nan = NanEncoding::none;
   if (overflow == Overflow::infinity && !has_inf()) overflow = has_nan() ? Overflow::nan : Overflow::saturate;
@@ -290,8 +294,7 @@ std::uint64_t Format::inf_bits(bool negative) const {
 
 std::uint64_t Format::max_finite_bits(bool negative) const {
   std::uint64_t field = std::uint64_t(emax + bias);
-  return (negative ? sign_bit() : 0) | (field << man_bits) |
-         (max_significand & man_mask());
+  return (negative ? sign_bit() : 0) | (field << man_bits) | (max_significand & man_mask());
 }
 
 std::uint64_t Format::zero_bits(bool negative) const {
@@ -309,7 +312,9 @@ std::uint64_t Format::min_positive_bits() const {
 double Format::max_finite() const {
   return std::ldexp(double(max_significand), emax - man_bits);
 }
-double Format::min_normal() const { return std::ldexp(1.0, emin); }
+double Format::min_normal() const {
+  return std::ldexp(1.0, emin);
+}
 double Format::min_positive() const {
   return subnormals && has_zero ? std::ldexp(1.0, emin - man_bits) : std::ldexp(1.0, emin);
 }
@@ -339,8 +344,8 @@ Format parse_format(std::string_view spec) {
   } else if (!parse_short(spec, f)) {
     std::string known;
     for (const Format& n : named_formats()) known += " " + n.name;
-    bad(spec, "unknown format (named formats:" + known +
-                  "; or a spec like e5m10, e4m3fn, e5m2fnuz, exp=5,man=10)");
+    bad(spec,
+        "unknown format (named formats:" + known + "; or a spec like e5m10, e4m3fn, e5m2fnuz, exp=5,man=10)");
   }
   f.finalize();
   return f;
@@ -358,13 +363,27 @@ const Format& format(std::string_view name) {
 }
 
 namespace formats {
-const Format& binary64() { return named_formats()[0]; }
-const Format& binary32() { return named_formats()[1]; }
-const Format& tf32() { return named_formats()[2]; }
-const Format& binary16() { return named_formats()[3]; }
-const Format& bfloat16() { return named_formats()[4]; }
-const Format& e5m2() { return named_formats()[5]; }
-const Format& e4m3() { return named_formats()[6]; }
+const Format& binary64() {
+  return named_formats()[0];
+}
+const Format& binary32() {
+  return named_formats()[1];
+}
+const Format& tf32() {
+  return named_formats()[2];
+}
+const Format& binary16() {
+  return named_formats()[3];
+}
+const Format& bfloat16() {
+  return named_formats()[4];
+}
+const Format& e5m2() {
+  return named_formats()[5];
+}
+const Format& e4m3() {
+  return named_formats()[6];
+}
 }  // namespace formats
 
 }  // namespace rpsim

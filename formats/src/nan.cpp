@@ -5,7 +5,9 @@
 namespace rpsim {
 namespace {
 
-std::uint64_t quiet_bit(const Format& fmt) { return std::uint64_t(1) << (fmt.man_bits - 1); }
+std::uint64_t quiet_bit(const Format& fmt) {
+  return std::uint64_t(1) << (fmt.man_bits - 1);
+}
 
 std::uint64_t canonical_nan(const Format& fmt, bool negative) {
   switch (fmt.nan) {
@@ -13,10 +15,8 @@ std::uint64_t canonical_nan(const Format& fmt, bool negative) {
       return (negative ? fmt.sign_bit() : 0) | (fmt.exp_field_max() << fmt.man_bits) | quiet_bit(fmt);
     case NanEncoding::all_ones:
       return (negative ? fmt.sign_bit() : 0) | (fmt.exp_field_max() << fmt.man_bits) | fmt.man_mask();
-    case NanEncoding::negative_zero:
-      return fmt.sign_bit();
-    case NanEncoding::none:
-      break;
+    case NanEncoding::negative_zero: return fmt.sign_bit();
+    case NanEncoding::none: break;
   }
   // No NaN in this format (OCP MX FP6/FP4): the value is lost; return +0 and
   // let the caller's invalid flag say so.
@@ -59,8 +59,7 @@ std::uint64_t propagate_nan(const Format& fmt, std::uint64_t a, std::uint64_t b,
       if (sa) return quieted(fmt, a);
       if (sb) return quieted(fmt, b);
       return quieted(fmt, ua.is_nan() ? a : b);
-    case NanPolicy::riscv:
-      break;
+    case NanPolicy::riscv: break;
   }
   return default_nan(fmt, policy);
 }

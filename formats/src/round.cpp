@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "rpsim/formats/rounding.hpp"
 #include "rpsim/formats/ops.hpp"
+#include "rpsim/formats/rounding.hpp"
 #include "rpsim/formats/unpacked.hpp"
 
 namespace rpsim {
@@ -39,29 +39,22 @@ Decision decide(u128 sig, bool sticky, std::int64_t shift, bool sign, const Roun
     kept = sig >> shift;
     rem = sig & ((u128(1) << shift) - 1);
     const u128 h = u128(1) << (shift - 1);
-    if (rem > h || (rem == h && sticky)) above_half = true;
-    else if (rem == h) half = true;
-    else below_half_nonzero = rem != 0 || sticky;
-    if (rnd.mode == RoundingMode::stochastic)
-      frac_k = shift <= k ? rem << (k - shift) : rem >> (shift - k);
+    if (rem > h || (rem == h && sticky))
+      above_half = true;
+    else if (rem == h)
+      half = true;
+    else
+      below_half_nonzero = rem != 0 || sticky;
+    if (rnd.mode == RoundingMode::stochastic) frac_k = shift <= k ? rem << (k - shift) : rem >> (shift - k);
   }
   const bool inexact = above_half || half || below_half_nonzero;
   bool up = false;
   switch (rnd.mode) {
-    case RoundingMode::nearest_even:
-      up = above_half || (half && (kept & 1));
-      break;
-    case RoundingMode::nearest_away:
-      up = above_half || half;
-      break;
-    case RoundingMode::toward_zero:
-      break;
-    case RoundingMode::down:
-      up = inexact && sign;
-      break;
-    case RoundingMode::up:
-      up = inexact && !sign;
-      break;
+    case RoundingMode::nearest_even: up = above_half || (half && (kept & 1)); break;
+    case RoundingMode::nearest_away: up = above_half || half; break;
+    case RoundingMode::toward_zero: break;
+    case RoundingMode::down: up = inexact && sign; break;
+    case RoundingMode::up: up = inexact && !sign; break;
     case RoundingMode::odd:
       if (inexact) kept |= 1;
       break;
@@ -78,14 +71,10 @@ bool overflow_goes_to_infinity(RoundingMode mode, bool sign) {
   switch (mode) {
     case RoundingMode::nearest_even:
     case RoundingMode::nearest_away:
-    case RoundingMode::stochastic:
-      return true;
-    case RoundingMode::up:
-      return !sign;
-    case RoundingMode::down:
-      return sign;
-    default:
-      return false;
+    case RoundingMode::stochastic: return true;
+    case RoundingMode::up: return !sign;
+    case RoundingMode::down: return sign;
+    default: return false;
   }
 }
 
@@ -118,9 +107,12 @@ std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u1
   const std::int64_t E = msb + exponent;  // exponent of the leading bit
   std::int64_t q;                         // exponent of the last kept bit
   const bool tiny_before = E < fmt.emin;
-  if (!tiny_before) q = E - (p - 1);
-  else if (fmt.subnormals) q = std::int64_t(fmt.emin) - (p - 1);
-  else q = fmt.emin;
+  if (!tiny_before)
+    q = E - (p - 1);
+  else if (fmt.subnormals)
+    q = std::int64_t(fmt.emin) - (p - 1);
+  else
+    q = fmt.emin;
 
   Decision d = decide(sig, sticky, q - exponent, sign, rnd);
   u128 kept = d.kept;
@@ -182,15 +174,11 @@ std::uint64_t round_double(const Format& fmt, double value, const Rounding& rnd,
 double to_double(const Format& fmt, std::uint64_t bits) {
   Unpacked u = unpack(fmt, bits);
   switch (u.cls) {
-    case Class::zero:
-      return u.sign ? -0.0 : 0.0;
-    case Class::infinity:
-      return u.sign ? -HUGE_VAL : HUGE_VAL;
+    case Class::zero: return u.sign ? -0.0 : 0.0;
+    case Class::infinity: return u.sign ? -HUGE_VAL : HUGE_VAL;
     case Class::quiet_nan:
-    case Class::signaling_nan:
-      return u.sign ? -std::nan("") : std::nan("");
-    case Class::finite:
-      break;
+    case Class::signaling_nan: return u.sign ? -std::nan("") : std::nan("");
+    case Class::finite: break;
   }
   const double m = std::ldexp(double(u.significand), int(u.exponent));
   return u.sign ? -m : m;

@@ -16,25 +16,37 @@ struct Named {
   int operands;
 };
 constexpr Named kOps[] = {
-    {"add", OpKind::add, 2},          {"sub", OpKind::sub, 2},
-    {"mul", OpKind::mul, 2},          {"div", OpKind::div, 2},
-    {"sqrt", OpKind::sqrt, 1},        {"mulAdd", OpKind::mul_add, 3},
-    {"eq", OpKind::eq, 2},            {"le", OpKind::le, 2},
-    {"lt", OpKind::lt, 2},            {"eq_signaling", OpKind::eq_signaling, 2},
-    {"le_quiet", OpKind::le_quiet, 2}, {"lt_quiet", OpKind::lt_quiet, 2},
+    {"add", OpKind::add, 2},
+    {"sub", OpKind::sub, 2},
+    {"mul", OpKind::mul, 2},
+    {"div", OpKind::div, 2},
+    {"sqrt", OpKind::sqrt, 1},
+    {"mulAdd", OpKind::mul_add, 3},
+    {"eq", OpKind::eq, 2},
+    {"le", OpKind::le, 2},
+    {"lt", OpKind::lt, 2},
+    {"eq_signaling", OpKind::eq_signaling, 2},
+    {"le_quiet", OpKind::le_quiet, 2},
+    {"lt_quiet", OpKind::lt_quiet, 2},
 };
 
-bool is_compare(OpKind k) { return k >= OpKind::eq; }
+bool is_compare(OpKind k) {
+  return k >= OpKind::eq;
+}
 
 bool parse_hex(std::string_view s, std::uint64_t& v) {
   if (s.empty() || s.size() > 16) return false;
   v = 0;
   for (char c : s) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return false;
     v = v << 4 | std::uint64_t(d);
   }
   return true;
@@ -106,8 +118,8 @@ Case parse_line(const Operation& op, std::string_view line, std::string_view whe
   Case c;
   for (int k = 0; k < op.operands; ++k) {
     if (!parse_hex(fields[k], c.operand[k]) || (c.operand[k] & ~op.format->bit_mask()))
-      throw fail(fmt::format("operand {} '{}' is not a {}-bit hex pattern", k + 1, fields[k],
-                             op.format->bits));
+      throw fail(
+          fmt::format("operand {} '{}' is not a {}-bit hex pattern", k + 1, fields[k], op.format->bits));
   }
   const std::uint64_t result_mask = is_compare(op.kind) ? 1 : op.result->bit_mask();
   if (!parse_hex(fields[op.operands], c.expected) || (c.expected & ~result_mask))
@@ -146,8 +158,8 @@ Outcome run(const Operation& op, const Case& c, const Rounding& r) {
   return o;
 }
 
-Summary check_stream(const Operation& op, std::istream& in, std::string_view source,
-                     const Rounding& r, std::size_t keep) {
+Summary check_stream(const Operation& op, std::istream& in, std::string_view source, const Rounding& r,
+                     std::size_t keep) {
   Summary s;
   std::string line;
   std::uint64_t lineno = 0;
@@ -166,9 +178,9 @@ Summary check_stream(const Operation& op, std::istream& in, std::string_view sou
     if (s.first_failures.size() < keep) {
       std::string ops;
       for (int k = 0; k < op.operands; ++k) ops += fmt::format("{:0{}X} ", c.operand[k], width);
-      s.first_failures.push_back(fmt::format(
-          "{}:{}: {}-> expected {:0{}X} flags {:02X}, got {:0{}X} flags {:02X}", source, lineno, ops,
-          c.expected, rwidth, c.expected_flags, o.result, rwidth, o.flags));
+      s.first_failures.push_back(
+          fmt::format("{}:{}: {}-> expected {:0{}X} flags {:02X}, got {:0{}X} flags {:02X}", source, lineno,
+                      ops, c.expected, rwidth, c.expected_flags, o.result, rwidth, o.flags));
     }
   }
   return s;

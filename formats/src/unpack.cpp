@@ -37,8 +37,7 @@ Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals) {
         return make_nan(true);
       }
       break;
-    case NanEncoding::none:
-      break;
+    case NanEncoding::none: break;
   }
   if (field == 0 && fmt.has_zero) {
     if (man == 0 || flush_subnormals || !fmt.subnormals) {
@@ -62,7 +61,9 @@ bool is_subnormal(const Format& fmt, std::uint64_t bits) {
   return field == 0 && (bits & fmt.man_mask()) != 0;
 }
 
-bool is_nan(const Format& fmt, std::uint64_t bits) { return unpack(fmt, bits).is_nan(); }
+bool is_nan(const Format& fmt, std::uint64_t bits) {
+  return unpack(fmt, bits).is_nan();
+}
 
 bool is_signaling_nan(const Format& fmt, std::uint64_t bits) {
   return unpack(fmt, bits).cls == Class::signaling_nan;

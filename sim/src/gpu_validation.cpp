@@ -133,7 +133,12 @@ GoldenSet generate_mma_cases(const std::string& gpu, const Format& input, const 
     }
     // C is a binary32 value; for binary16 output the GPU rounds it (golden_c).
     double c = random_value(formats::binary32(), counter_random(seed, 3, i));
-    if (i % 7 == 0) c = -[&] { double s = 0; for (std::size_t j = 0; j < k; ++j) s += a[j] * b[j]; return double(float(s)); }();
+    if (i % 7 == 0)
+      c = -[&] {
+        double s = 0;
+        for (std::size_t j = 0; j < k; ++j) s += a[j] * b[j];
+        return double(float(s));
+      }();
     add_case(set, std::move(a), std::move(b), c);
   }
   return set;
@@ -202,14 +207,15 @@ void check_conversion(const ConversionSpec& spec, const std::vector<std::uint32_
     if (ok) {
       ++check.passed;
     } else if (check.first_mismatches.size() < show) {
-      check.first_mismatches.push_back(fmt::format("index {}: input 0x{:0{}X} expected 0x{:0{}X} got 0x{:0{}X}", i,
-                                                   in[i], (spec.from.bits + 3) / 4, want, (spec.to.bits + 3) / 4,
-                                                   got[i], (spec.to.bits + 3) / 4));
+      check.first_mismatches.push_back(fmt::format(
+          "index {}: input 0x{:0{}X} expected 0x{:0{}X} got 0x{:0{}X}", i, in[i], (spec.from.bits + 3) / 4,
+          want, (spec.to.bits + 3) / 4, got[i], (spec.to.bits + 3) / 4));
     }
   }
 }
 
-std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::size_t random, std::uint64_t seed) {
+std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::size_t random,
+                                             std::uint64_t seed) {
   std::vector<std::uint32_t> v;
   const Format& from = spec.from;
   const std::uint64_t n_from = from.bits >= 32 ? 0 : (std::uint64_t(1) << from.bits);
@@ -218,8 +224,8 @@ std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::si
     return v;
   }
   // Wide source (binary32): specials, the target's rounding boundaries, random.
-  for (std::uint32_t s : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u,
-                          0x00000001u, 0x807FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu})
+  for (std::uint32_t s : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u,
+                          0x7F800001u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu})
     v.push_back(s);
   const Format& to = spec.to;
   const std::uint64_t n_to = std::uint64_t(1) << std::min(to.bits, 16);

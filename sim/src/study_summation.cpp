@@ -133,14 +133,17 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
   }
   if (cfg.integer("error_n_min") < 1) throw cfg.error("error_n_min", "must be at least 1");
   if (cfg.integer("error_n_min") > cfg.integer("error_n_max"))
-    throw cfg.error("error_n_min", fmt::format("must not exceed error_n_max ({})", cfg.integer("error_n_max")));
-  if (cfg.integer("error_points_per_decade") <= 0) throw cfg.error("error_points_per_decade", "must be positive");
+    throw cfg.error("error_n_min",
+                    fmt::format("must not exceed error_n_max ({})", cfg.integer("error_n_max")));
+  if (cfg.integer("error_points_per_decade") <= 0)
+    throw cfg.error("error_points_per_decade", "must be positive");
   const auto n_values = log_spaced(cfg.integer("error_n_min"), cfg.integer("error_n_max"),
                                    int(cfg.integer("error_points_per_decade")));
   const auto trials = cfg.integer("error_trials");
   const double scale = cfg.number("data_scale");
   if (trials <= 0) throw cfg.error("error_trials", "must be positive");
-  if (!(scale > 0) || !std::isfinite(scale)) throw cfg.error("data_scale", "must be a positive finite number");
+  if (!(scale > 0) || !std::isfinite(scale))
+    throw cfg.error("data_scale", "must be a positive finite number");
   const std::vector<std::string> operations = {"sum", "dot"};
   struct Job {
     std::size_t model;

@@ -45,12 +45,16 @@ void set_path(nlohmann::json& j, const std::string& key, const nlohmann::json& v
   }
 }
 
-std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string value_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 // Letters, digits and -_.= stay; anything else becomes '_'.
 std::string safe(const std::string& s) {
   std::string r;
-  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '=') ? c : '_';
+  for (char c : s)
+    r += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '=') ? c
+                                                                                                       : '_';
   return r;
 }
 
@@ -65,7 +69,9 @@ std::string csv_field(const std::string& s) {
   return r;
 }
 
-std::string number(double v) { return fmt::format("{}", v); }
+std::string number(double v) {
+  return fmt::format("{}", v);
+}
 
 // Mean over rows and over every column whose name contains `needle`.
 double column_mean(const std::string& csv, const std::string& needle) {
@@ -109,13 +115,15 @@ Sweep load(const std::filesystem::path& file) {
   if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "name" && key != "base" && key != "grid" && key != "out")
-      throw std::invalid_argument(fmt::format("{}: unknown key '{}' (expected name, base, grid, out)", where, key));
+      throw std::invalid_argument(
+          fmt::format("{}: unknown key '{}' (expected name, base, grid, out)", where, key));
   Sweep s;
   s.source = file;
   if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
     throw std::invalid_argument(where + ": name: expected a non-empty string");
   s.name = j["name"].get<std::string>();
-  if (safe(s.name) != s.name) throw std::invalid_argument(where + ": name: only letters, digits, - _ . allowed");
+  if (safe(s.name) != s.name)
+    throw std::invalid_argument(where + ": name: only letters, digits, - _ . allowed");
   s.out_dir = j.contains("out") ? std::filesystem::path(j["out"].get<std::string>())
                                 : std::filesystem::path("results") / s.name;
   if (!j.contains("base")) throw std::invalid_argument(where + ": base: missing (a config object or file)");
@@ -132,7 +140,8 @@ Sweep load(const std::filesystem::path& file) {
   std::size_t total = 1;
   for (const auto& [key, values] : j["grid"].items()) {
     if (!values.is_array() || values.empty())
-      throw std::invalid_argument(fmt::format("{}: grid.{}: expected a non-empty array of values", where, key));
+      throw std::invalid_argument(
+          fmt::format("{}: grid.{}: expected a non-empty array of values", where, key));
     Axis a{key, {}};
     for (const auto& v : values) a.values.push_back(nlohmann::json::parse(v.dump()));
     total *= a.values.size();
@@ -183,7 +192,8 @@ std::vector<const Run*> shard(const Sweep& s, int index, int count) {
 
 bool run_complete(const Sweep& s, const Run& r) {
   const auto dir = s.out_dir / r.id;
-  if (!std::filesystem::exists(dir / "meta.json") || !std::filesystem::exists(dir / "sweep_run.json")) return false;
+  if (!std::filesystem::exists(dir / "meta.json") || !std::filesystem::exists(dir / "sweep_run.json"))
+    return false;
   try {
     std::ifstream in(dir / "sweep_run.json");
     const auto j = nlohmann::json::parse(in);
@@ -220,25 +230,28 @@ std::size_t execute(const Sweep& s, const std::vector<const Run*>& runs, int par
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (res.interrupted) return;
         const double acc = res.evaluations.empty() ? -1 : res.evaluations.back().test_accuracy_percent;
-        const double acc64 = res.evaluations.empty() ? -1 : res.evaluations.back().shadow_test_accuracy_percent;
-        nlohmann::json summary = {
-            {"steps", res.steps_done},
-            {"skipped_steps", res.skipped_steps},
-            {"final_loss", res.final_loss},
-            {"final_loss_scale", res.final_loss_scale},
-            {"test_accuracy_percent", acc},
-            {"fp64_test_accuracy_percent", acc64},
-            {"underflow_fraction_mean", column_mean(res.steps_csv, "underflow")},
-            {"nonfinite_fraction_mean", column_mean(res.steps_csv, "nonfinite")},
-            {"weight_rel_distance_mean", column_mean(res.steps_csv, "dist")},
-            {"synthetic_data", res.synthetic_data}};
-        nlohmann::json record = {{"id", r.id}, {"index", r.index}, {"config", r.config}, {"summary", summary},
+        const double acc64 =
+            res.evaluations.empty() ? -1 : res.evaluations.back().shadow_test_accuracy_percent;
+        nlohmann::json summary = {{"steps", res.steps_done},
+                                  {"skipped_steps", res.skipped_steps},
+                                  {"final_loss", res.final_loss},
+                                  {"final_loss_scale", res.final_loss_scale},
+                                  {"test_accuracy_percent", acc},
+                                  {"fp64_test_accuracy_percent", acc64},
+                                  {"underflow_fraction_mean", column_mean(res.steps_csv, "underflow")},
+                                  {"nonfinite_fraction_mean", column_mean(res.steps_csv, "nonfinite")},
+                                  {"weight_rel_distance_mean", column_mean(res.steps_csv, "dist")},
+                                  {"synthetic_data", res.synthetic_data}};
+        nlohmann::json record = {{"id", r.id},
+                                 {"index", r.index},
+                                 {"config", r.config},
+                                 {"summary", summary},
                                  {"wall_time_s", wall}};
         io::write_atomic(opt.out_dir / "sweep_run.json", record.dump(2) + "\n");
         if (log) {
           std::lock_guard<std::mutex> lock(log_mu);
-          fmt::print(log, "sweep {}: {} done in {:.1f} s (accuracy {:.2f}%, fp64 {:.2f}%)\n", s.name, r.id, wall, acc,
-                     acc64);
+          fmt::print(log, "sweep {}: {} done in {:.1f} s (accuracy {:.2f}%, fp64 {:.2f}%)\n", s.name, r.id,
+                     wall, acc, acc64);
           std::fflush(log);
         }
       } catch (...) {
@@ -265,8 +278,8 @@ std::string merge(const Sweep& s) {
   for (const Run& r : s.runs) {
     const auto file = s.out_dir / r.id / "sweep_run.json";
     if (!run_complete(s, r))
-      throw std::invalid_argument(fmt::format("sweep {}: run {} has no complete results in '{}'", s.name, r.id,
-                                              (s.out_dir / r.id).string()));
+      throw std::invalid_argument(fmt::format("sweep {}: run {} has no complete results in '{}'", s.name,
+                                              r.id, (s.out_dir / r.id).string()));
     std::ifstream in(file);
     const auto j = nlohmann::json::parse(in);
     const auto& m = j.at("summary");
@@ -276,9 +289,10 @@ std::string merge(const Sweep& s) {
     csv += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{}\n", m.at("steps").get<std::int64_t>(),
                        m.at("skipped_steps").get<std::int64_t>(), number(m.at("final_loss")),
                        number(m.at("final_loss_scale")), number(acc), number(acc64),
-                       acc64 < 0 ? std::string("") : number(acc64 - acc), number(m.at("underflow_fraction_mean")),
-                       number(m.at("nonfinite_fraction_mean")), number(m.at("weight_rel_distance_mean")),
-                       m.at("synthetic_data").get<bool>() ? 1 : 0, fmt::format("{:.3f}", j.at("wall_time_s").get<double>()));
+                       acc64 < 0 ? std::string("") : number(acc64 - acc),
+                       number(m.at("underflow_fraction_mean")), number(m.at("nonfinite_fraction_mean")),
+                       number(m.at("weight_rel_distance_mean")), m.at("synthetic_data").get<bool>() ? 1 : 0,
+                       fmt::format("{:.3f}", j.at("wall_time_s").get<double>()));
   }
   io::write_atomic(s.out_dir / "summary.csv", csv);
   return csv;

@@ -83,7 +83,8 @@ std::size_t published_k(const std::string& gpu, const std::string& folder) {
     const char* gpu;
     std::size_t fp16, bf16, tf32, fp8;
   };
-  static const Row rows[] = {{"V100", 4, 0, 0, 0}, {"A100", 8, 8, 4, 0}, {"Ada", 8, 8, 4, 32}, {"H100", 16, 16, 4, 32}};
+  static const Row rows[] = {
+      {"V100", 4, 0, 0, 0}, {"A100", 8, 8, 4, 0}, {"Ada", 8, 8, 4, 32}, {"H100", 16, 16, 4, 32}};
   for (const Row& r : rows) {
     if (gpu != r.gpu) continue;
     if (folder == "fp16") return r.fp16;
@@ -162,8 +163,8 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
       // The published layout fixes K per GPU and format (tc-golden README);
       // a different K there means the files do not belong to that folder.
       if (const std::size_t want = published_k(gpu, folder); want != 0 && set.k != want)
-        throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}", a_path.string(),
-                                          set.k, gpu, folder, want));
+        throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}",
+                                          a_path.string(), set.k, gpu, folder, want));
       sets.push_back(std::move(set));
     }
     if (!any_d)

@@ -32,23 +32,67 @@ bool flag(const nlohmann::json& v, const std::string& where, const std::string& 
 // DeepSpeed's documented top-level sections that a single-process numerical
 // simulator has nothing to do with (parallelism, I/O, logging, memory).
 const std::set<std::string>& deepspeed_ignored() {
-  static const std::set<std::string> s = {
-      "train_micro_batch_size_per_gpu", "steps_per_print", "wall_clock_breakdown", "dump_state",
-      "zero_optimization", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
-      "communication_data_type", "prescale_gradients", "gradient_predivide_factor", "sparse_gradients",
-      "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
-      "comms_logger", "elasticity", "aio", "checkpoint", "data_types", "autotuning", "pipeline",
-      "compression_training", "data_efficiency", "curriculum_learning", "memory_breakdown",
-      "disable_allgather", "scheduler", "amp", "timers", "monitor_config", "seq_parallel_communication_data_type",
-      "graph_harvesting", "use_data_before_expert_parallelism", "torch_autocast"};
+  static const std::set<std::string> s = {"train_micro_batch_size_per_gpu",
+                                          "steps_per_print",
+                                          "wall_clock_breakdown",
+                                          "dump_state",
+                                          "zero_optimization",
+                                          "zero_allow_untested_optimizer",
+                                          "zero_force_ds_cpu_optimizer",
+                                          "communication_data_type",
+                                          "prescale_gradients",
+                                          "gradient_predivide_factor",
+                                          "sparse_gradients",
+                                          "activation_checkpointing",
+                                          "flops_profiler",
+                                          "tensorboard",
+                                          "wandb",
+                                          "csv_monitor",
+                                          "comet",
+                                          "comms_logger",
+                                          "elasticity",
+                                          "aio",
+                                          "checkpoint",
+                                          "data_types",
+                                          "autotuning",
+                                          "pipeline",
+                                          "compression_training",
+                                          "data_efficiency",
+                                          "curriculum_learning",
+                                          "memory_breakdown",
+                                          "disable_allgather",
+                                          "scheduler",
+                                          "amp",
+                                          "timers",
+                                          "monitor_config",
+                                          "seq_parallel_communication_data_type",
+                                          "graph_harvesting",
+                                          "use_data_before_expert_parallelism",
+                                          "torch_autocast"};
   return s;
 }
 
 const std::set<std::string>& rpsim_keys() {
-  static const std::set<std::string> s = {"name", "comment", "seed", "policy", "model", "data", "optimizer",
-                                          "loss", "batch_size", "epochs", "steps", "max_grad_norm", "loss_scaler",
-                                          "shadow", "telemetry", "inject_overflow_steps", "eval_batch_size",
-                                          "evaluate", "grad_scaler", "fp8_recipe"};
+  static const std::set<std::string> s = {"name",
+                                          "comment",
+                                          "seed",
+                                          "policy",
+                                          "model",
+                                          "data",
+                                          "optimizer",
+                                          "loss",
+                                          "batch_size",
+                                          "epochs",
+                                          "steps",
+                                          "max_grad_norm",
+                                          "loss_scaler",
+                                          "shadow",
+                                          "telemetry",
+                                          "inject_overflow_steps",
+                                          "eval_batch_size",
+                                          "evaluate",
+                                          "grad_scaler",
+                                          "fp8_recipe"};
   return s;
 }
 
@@ -79,35 +123,46 @@ Translation from_deepspeed(const nlohmann::json& ds, const std::string& where) {
       if (!value.value("enabled", false)) continue;
       c["policy"] = "fp16-amp";
       nlohmann::json s = {{"policy", "deepspeed"}};
-      const double loss_scale = value.contains("loss_scale") ? num(value["loss_scale"], where, "fp16.loss_scale") : 0;
+      const double loss_scale =
+          value.contains("loss_scale") ? num(value["loss_scale"], where, "fp16.loss_scale") : 0;
       if (loss_scale < 0) bad(where, "fp16.loss_scale", "must be >= 0 (0 = dynamic)");
       if (loss_scale > 0) {
         s = {{"policy", "static"}, {"init_scale", loss_scale}};
       } else {
         // DeepSpeed defaults: initial_scale_power 16, window 1000, hysteresis 2, min 1.
-        s["init_scale"] = std::ldexp(1.0, int(value.contains("initial_scale_power")
-                                                   ? integer(value["initial_scale_power"], where, "fp16.initial_scale_power")
-                                                   : 16));
-        s["growth_interval"] =
-            value.contains("loss_scale_window") ? integer(value["loss_scale_window"], where, "fp16.loss_scale_window") : 1000;
-        s["hysteresis"] = value.contains("hysteresis") ? integer(value["hysteresis"], where, "fp16.hysteresis") : 2;
+        s["init_scale"] =
+            std::ldexp(1.0, int(value.contains("initial_scale_power")
+                                    ? integer(value["initial_scale_power"], where, "fp16.initial_scale_power")
+                                    : 16));
+        s["growth_interval"] = value.contains("loss_scale_window")
+                                   ? integer(value["loss_scale_window"], where, "fp16.loss_scale_window")
+                                   : 1000;
+        s["hysteresis"] =
+            value.contains("hysteresis") ? integer(value["hysteresis"], where, "fp16.hysteresis") : 2;
         if (value.contains("consecutive_hysteresis"))
-          s["consecutive_hysteresis"] = flag(value["consecutive_hysteresis"], where, "fp16.consecutive_hysteresis");
-        s["min_scale"] = value.contains("min_loss_scale") ? num(value["min_loss_scale"], where, "fp16.min_loss_scale") : 1.0;
+          s["consecutive_hysteresis"] =
+              flag(value["consecutive_hysteresis"], where, "fp16.consecutive_hysteresis");
+        s["min_scale"] = value.contains("min_loss_scale")
+                             ? num(value["min_loss_scale"], where, "fp16.min_loss_scale")
+                             : 1.0;
         if (value.contains("raise_error_at_min_scale"))
-          s["raise_at_min_scale"] = flag(value["raise_error_at_min_scale"], where, "fp16.raise_error_at_min_scale");
+          s["raise_at_min_scale"] =
+              flag(value["raise_error_at_min_scale"], where, "fp16.raise_error_at_min_scale");
       }
       c["loss_scaler"] = s;
       if (value.contains("auto_cast")) t.ignored.push_back("fp16.auto_cast");
-      if (value.contains("fp16_master_weights_and_grads")) t.ignored.push_back("fp16.fp16_master_weights_and_grads");
-      t.notes.push_back("fp16.enabled: fp16 compute with fp32 master weights in the optimizer (policy fp16-amp)");
+      if (value.contains("fp16_master_weights_and_grads"))
+        t.ignored.push_back("fp16.fp16_master_weights_and_grads");
+      t.notes.push_back(
+          "fp16.enabled: fp16 compute with fp32 master weights in the optimizer (policy fp16-amp)");
     } else if (key == "bf16" || key == "bfloat16") {
       for (const auto& [k, v] : value.items())
         if (k != "enabled" && k != "immediate_grad_update" && k != "check_grad_overflow")
           bad(where, key + "." + k, "unknown DeepSpeed bf16 field");
       if (value.value("enabled", false)) c["policy"] = "bf16-amp";
     } else if (key == "optimizer") {
-      if (!value.is_object() || !value.contains("type")) bad(where, "optimizer", "expected {\"type\": ..., \"params\": {...}}");
+      if (!value.is_object() || !value.contains("type"))
+        bad(where, "optimizer", "expected {\"type\": ..., \"params\": {...}}");
       std::string type = value["type"].get<std::string>();
       for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
       nlohmann::json o;
@@ -119,10 +174,12 @@ Translation from_deepspeed(const nlohmann::json& ds, const std::string& where) {
       } else if (type == "sgd") {
         o["type"] = "sgd";
       } else {
-        bad(where, "optimizer.type", "\"" + value["type"].get<std::string>() + "\" is not simulated (Adam, AdamW, SGD)");
+        bad(where, "optimizer.type",
+            "\"" + value["type"].get<std::string>() + "\" is not simulated (Adam, AdamW, SGD)");
       }
       for (const auto& [k, v] : params.items()) {
-        if (k == "lr" || k == "weight_decay" || k == "eps" || k == "momentum" || k == "betas" || k == "nesterov")
+        if (k == "lr" || k == "weight_decay" || k == "eps" || k == "momentum" || k == "betas" ||
+            k == "nesterov")
           o[k] = v;
         else if (k == "adam_w_mode" || k == "torch_adam" || k == "bias_correction" || k == "amsgrad")
           t.ignored.push_back("optimizer.params." + k);
@@ -143,8 +200,8 @@ Translation from_deepspeed(const nlohmann::json& ds, const std::string& where) {
   if (global <= 0) global = 128;
   c["batch_size"] = global;
   if (accumulation > 1)
-    t.notes.push_back(fmt::format("gradient_accumulation_steps {}: one optimizer step per batch of {}", accumulation,
-                                  global));
+    t.notes.push_back(fmt::format("gradient_accumulation_steps {}: one optimizer step per batch of {}",
+                                  accumulation, global));
   t.config = c;
   return t;
 }
@@ -189,18 +246,21 @@ Translation translate_framework_config(const nlohmann::json& j, const std::strin
   if (c.contains("grad_scaler")) {
     const nlohmann::json g = c["grad_scaler"];
     c.erase("grad_scaler");
-    if (c.contains("loss_scaler")) bad(where, "grad_scaler", "give either grad_scaler or loss_scaler, not both");
+    if (c.contains("loss_scaler"))
+      bad(where, "grad_scaler", "give either grad_scaler or loss_scaler, not both");
     if (!g.is_object()) bad(where, "grad_scaler", "expected an object of GradScaler keyword arguments");
     nlohmann::json s = {{"policy", "pytorch"}};
     for (const auto& [k, v] : g.items()) {
       if (k == "enabled") {
         if (!flag(v, where, "grad_scaler.enabled")) s = {{"policy", "none"}};
-      } else if (k == "init_scale" || k == "growth_factor" || k == "backoff_factor" || k == "growth_interval") {
+      } else if (k == "init_scale" || k == "growth_factor" || k == "backoff_factor" ||
+                 k == "growth_interval") {
         s[k] = v;
       } else if (k == "device") {
         t.ignored.push_back("grad_scaler.device");
       } else {
-        bad(where, "grad_scaler." + k, "not a GradScaler keyword (init_scale growth_factor backoff_factor growth_interval enabled)");
+        bad(where, "grad_scaler." + k,
+            "not a GradScaler keyword (init_scale growth_factor backoff_factor growth_interval enabled)");
       }
     }
     if (s["policy"] == "none") s = {{"policy", "none"}};

@@ -209,9 +209,9 @@ TEST_CASE("bad input: exit 2, a message naming the input, no hang, no file left 
     fs::create_directories(tmp / "a-dir");
     std::ofstream(tmp / "a-file") << "x\n";
     const auto before = files(tmp);
-    const std::string args = replace_all(
-        replace_all(replace_all(c.args, "{data}", data.string()), "{tmp}", tmp.string()), "{source}",
-        rpsim::test::source_dir().string());
+    const std::string args =
+        replace_all(replace_all(replace_all(c.args, "{data}", data.string()), "{tmp}", tmp.string()),
+                    "{source}", rpsim::test::source_dir().string());
     const std::string names =
         replace_all(replace_all(c.names, "{data}", data.string()), "{tmp}", tmp.string());
     const auto r = run_in(tmp, args, 120);

@@ -1,7 +1,7 @@
 // Each framework example config runs unchanged through the real rpsim train.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <unistd.h>
 
 #include "run_cli.hpp"
 
@@ -17,10 +17,11 @@ TEST_CASE("framework example configs run unchanged through rpsim train", "[frame
     const char* file;
     const char* says;
   };
-  for (const Expect& e : {Expect{"deepspeed-fp16.json", "policy fp16-amp"}, Expect{"deepspeed-bf16.json", "policy bf16-amp"},
-                          Expect{"keras-mixed-float16.json", "policy fp16-amp"},
-                          Expect{"pytorch-gradscaler.json", "final loss scale 65536"},
-                          Expect{"te-fp8-delayed.json", "policy fp8"}}) {
+  for (const Expect& e :
+       {Expect{"deepspeed-fp16.json", "policy fp16-amp"}, Expect{"deepspeed-bf16.json", "policy bf16-amp"},
+        Expect{"keras-mixed-float16.json", "policy fp16-amp"},
+        Expect{"pytorch-gradscaler.json", "final loss scale 65536"},
+        Expect{"te-fp8-delayed.json", "policy fp8"}}) {
     const auto dir = out / e.file;
     const auto r = run_cli("train " + (configs / e.file).string() + quick + " --out " + dir.string());
     INFO(e.file << "\n" << r.output);
@@ -29,7 +30,9 @@ TEST_CASE("framework example configs run unchanged through rpsim train", "[frame
     CHECK(std::filesystem::exists(dir / "steps.csv"));
     CHECK(std::filesystem::exists(dir / "meta.json"));
   }
-  const auto r = run_cli("train " + (configs / "deepspeed-fp16.json").string() + quick + " --out " + (out / "x").string());
-  CHECK_THAT(r.output, Catch::Contains("ignored (no meaning in a simulator): fp16.auto_cast, zero_optimization"));
+  const auto r = run_cli("train " + (configs / "deepspeed-fp16.json").string() + quick + " --out " +
+                         (out / "x").string());
+  CHECK_THAT(r.output,
+             Catch::Contains("ignored (no meaning in a simulator): fp16.auto_cast, zero_optimization"));
   std::filesystem::remove_all(out);
 }

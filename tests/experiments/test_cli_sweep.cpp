@@ -1,10 +1,10 @@
 // A 2x3x2 sweep gives the same summary locally, under MPI with 2 ranks and as
 // 3 merged Slurm-style shards; completed runs are skipped on a rerun.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "run_cli.hpp"
 
@@ -60,10 +60,24 @@ TEST_CASE("a sweep is identical locally, under mpirun -np 2, and as 3 merged sha
   CHECK_THAT(r.output, Catch::Contains("(0 run now, 12 already complete)"));
   CHECK(without_wall_time(read(local / "summary.csv")) == without_wall_time(summary));
 
+  // The sweep notebook draws the grid from this summary (Debian's Jupyter).
+  if (std::filesystem::exists("/usr/bin/jupyter-nbconvert")) {
+    const auto nb =
+        run_shell("RPSIM_RESULTS=" + local.string() + " RPSIM_SWEEP=" + local.string() +
+                  " MPLBACKEND=Agg /usr/bin/jupyter-nbconvert --to notebook --execute --output-dir " +
+                  local.string() + " " + (rpsim::test::source_dir() / "notebooks/06-sweep.ipynb").string());
+    INFO(nb.output);
+    CHECK(nb.status == 0);
+    CHECK(std::filesystem::exists(local / "figures" / "06-sweep.png"));
+  } else {
+    WARN("skipped notebook 06: /usr/bin/jupyter-nbconvert is absent");
+  }
+
   // Three shards, then a merge.
   const auto sharded = scratch("shards");
   for (int i = 0; i < 3; ++i) {
-    r = run_cli("sweep " + sweep_file + " --shard " + std::to_string(i) + "/3 --jobs 1 --out " + sharded.string());
+    r = run_cli("sweep " + sweep_file + " --shard " + std::to_string(i) + "/3 --jobs 1 --out " +
+                sharded.string());
     INFO(r.output);
     REQUIRE(r.status == 0);
   }
@@ -79,8 +93,8 @@ TEST_CASE("a sweep is identical locally, under mpirun -np 2, and as 3 merged sha
     return;
   }
   const auto mpi = scratch("mpi");
-  r = run_shell("mpirun --oversubscribe --allow-run-as-root -np 2 " + rpsim::test::rpsim_binary() + " sweep " +
-                sweep_file + " --out " + mpi.string());
+  r = run_shell("mpirun --oversubscribe --allow-run-as-root -np 2 " + rpsim::test::rpsim_binary() +
+                " sweep " + sweep_file + " --out " + mpi.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Catch::Contains("on 2 MPI ranks"));
@@ -98,7 +112,8 @@ TEST_CASE("bad sweep files are named and nothing runs", "[sweep]") {
   auto r = run_cli("sweep " + write("a.json", "{\"name\": \"x\", \"base\": {}, \"grid\": {\"seed\": []}}"));
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("grid.seed"));
-  r = run_cli("sweep " + write("b.json", "{\"name\": \"x\", \"base\": {}, \"grid\": {\"policy\": [\"fp13\"]}}"));
+  r = run_cli("sweep " +
+              write("b.json", "{\"name\": \"x\", \"base\": {}, \"grid\": {\"policy\": [\"fp13\"]}}"));
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("policy"));
   r = run_cli("sweep " + write("c.json", "{\"name\": \"x\", \"grid\": {}, \"bogus\": 1}"));

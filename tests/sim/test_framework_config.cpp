@@ -39,7 +39,9 @@ TEST_CASE("the DeepSpeed documentation's fp16 config maps field by field", "[fra
 }
 
 TEST_CASE("DeepSpeed: static loss scale, bf16, clipping, batch arithmetic, unknown fields", "[framework]") {
-  json ds = {{"train_batch_size", 64}, {"fp16", {{"enabled", true}, {"loss_scale", 128}}}, {"gradient_clipping", 1.0}};
+  json ds = {{"train_batch_size", 64},
+             {"fp16", {{"enabled", true}, {"loss_scale", 128}}},
+             {"gradient_clipping", 1.0}};
   Config c = parse_config(translate_framework_config(ds, "x.json").config);
   CHECK(c.loss_scaler.policy == "static");
   CHECK(c.loss_scaler.init_scale.value() == 128);
@@ -53,11 +55,14 @@ TEST_CASE("DeepSpeed: static loss scale, bf16, clipping, batch arithmetic, unkno
   CHECK(c.optimizer.weight_decay == Approx(0.01));
   CHECK(!b.notes.empty());
 
-  ds = {{"train_micro_batch_size_per_gpu", 16}, {"gradient_accumulation_steps", 2}, {"bf16", {{"enabled", true}}}};
+  ds = {{"train_micro_batch_size_per_gpu", 16},
+        {"gradient_accumulation_steps", 2},
+        {"bf16", {{"enabled", true}}}};
   CHECK(parse_config(translate_framework_config(ds, "y.json").config).batch_size == 32);
 
   ds = {{"train_batch_size", 8}, {"fp16", {{"enabled", true}}}, {"frobnicate", 1}};
-  CHECK_THROWS_WITH(translate_framework_config(ds, "z.json"), Catch::Contains("z.json") && Catch::Contains("frobnicate"));
+  CHECK_THROWS_WITH(translate_framework_config(ds, "z.json"),
+                    Catch::Contains("z.json") && Catch::Contains("frobnicate"));
   ds = {{"train_batch_size", 8}, {"fp16", {{"enabled", true}, {"loss_scale", -1}}}};
   CHECK_THROWS_WITH(translate_framework_config(ds, "z.json"), Catch::Contains("fp16.loss_scale"));
   ds = {{"train_batch_size", 8}, {"optimizer", {{"type", "Lamb"}, {"params", {{"lr", 0.1}}}}}};
@@ -75,7 +80,9 @@ TEST_CASE("Keras policy names, GradScaler keywords and TE recipe fields", "[fram
   CHECK(c.loss_scaler.policy == "pytorch");
   CHECK(c.loss_scaler.init_scale.value() == 65536.0);
   CHECK(c.loss_scaler.growth_interval.value() == 2000);
-  c = parse_config(translate_framework_config(json{{"policy", "fp16-amp"}, {"grad_scaler", {{"enabled", false}}}}, "p").config);
+  c = parse_config(
+      translate_framework_config(json{{"policy", "fp16-amp"}, {"grad_scaler", {{"enabled", false}}}}, "p")
+          .config);
   CHECK(c.loss_scaler.policy == "none");
   CHECK_THROWS_WITH(translate_framework_config(json{{"grad_scaler", {{"init_scal", 2}}}}, "p.json"),
                     Catch::Contains("grad_scaler.init_scal"));

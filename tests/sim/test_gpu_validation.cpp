@@ -2,10 +2,10 @@
 // and with this CPU's own conversion instructions standing in for a GPU.
 #include <immintrin.h>
 
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <fstream>
-#include <unistd.h>
 
 #include "rpsim/formats/ops.hpp"
 #include "rpsim/sim/gpu_validation.hpp"
@@ -41,7 +41,8 @@ TEST_CASE("generated tensor-core cases are representable, sized and deterministi
   }
 }
 
-TEST_CASE("golden files written by gpu-validate read back identically and still validate", "[gpu-validation]") {
+TEST_CASE("golden files written by gpu-validate read back identically and still validate",
+          "[gpu-validation]") {
   const auto h100 = test::shared_dir() / "tc-golden" / "H100";
   if (!std::filesystem::exists(h100)) {
     WARN("skipped: " << h100 << " is absent");

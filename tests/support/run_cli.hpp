@@ -1,10 +1,10 @@
 // Runs the real `rpsim` binary and captures its exit status and output.
 #pragma once
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 #include "shared_data.hpp"
 
@@ -30,6 +30,8 @@ inline CliResult run_shell(const std::string& command) {
 }
 
 // `args` is appended to the binary path as-is (shell syntax).
-inline CliResult run_cli(const std::string& args) { return run_shell(rpsim_binary() + " " + args); }
+inline CliResult run_cli(const std::string& args) {
+  return run_shell(rpsim_binary() + " " + args);
+}
 
 }  // namespace rpsim::test

@@ -13,7 +13,11 @@ inline std::filesystem::path shared_dir() {
   return RPSIM_SHARED_DIR;
 }
 
-inline std::filesystem::path source_dir() { return RPSIM_SOURCE_DIR; }
-inline std::string rpsim_binary() { return RPSIM_BINARY; }
+inline std::filesystem::path source_dir() {
+  return RPSIM_SOURCE_DIR;
+}
+inline std::string rpsim_binary() {
+  return RPSIM_BINARY;
+}
 
 }  // namespace rpsim::test

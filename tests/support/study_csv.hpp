@@ -19,7 +19,8 @@ struct CsvFile {
   std::vector<std::map<std::string, std::string>> rows;
 
   // Rows whose `column` equals `value` (every row if column is empty).
-  std::vector<std::map<std::string, std::string>> where(const std::string& column, const std::string& value) const {
+  std::vector<std::map<std::string, std::string>> where(const std::string& column,
+                                                        const std::string& value) const {
     std::vector<std::map<std::string, std::string>> out;
     for (const auto& r : rows)
       if (column.empty() || r.at(column) == value) out.push_back(r);
@@ -34,9 +35,12 @@ inline std::vector<std::string> split_csv_line(const std::string& line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cell += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cell += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cell += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        cell += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -58,7 +62,8 @@ inline CsvFile read_csv(const std::filesystem::path& path) {
   f.columns = split_csv_line(line);
   while (std::getline(in, line)) {
     const auto cells = split_csv_line(line);
-    if (cells.size() != f.columns.size()) throw std::runtime_error("ragged row in " + path.string() + ": " + line);
+    if (cells.size() != f.columns.size())
+      throw std::runtime_error("ragged row in " + path.string() + ": " + line);
     std::map<std::string, std::string> row;
     for (std::size_t i = 0; i < cells.size(); ++i) row[f.columns[i]] = cells[i];
     f.rows.push_back(std::move(row));

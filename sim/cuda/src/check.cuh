@@ -33,6 +33,8 @@ class DeviceBuffer {
   std::size_t n_;
 };
 
-inline unsigned blocks_for(std::size_t n, unsigned threads) { return unsigned((n + threads - 1) / threads); }
+inline unsigned blocks_for(std::size_t n, unsigned threads) {
+  return unsigned((n + threads - 1) / threads);
+}
 
 }  // namespace rpsim::cuda

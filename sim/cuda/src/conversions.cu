@@ -9,7 +9,9 @@
 namespace rpsim::cuda {
 namespace {
 
-__device__ float as_float(std::uint32_t b) { return __uint_as_float(b); }
+__device__ float as_float(std::uint32_t b) {
+  return __uint_as_float(b);
+}
 
 __global__ void convert_kernel(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n) {
   const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -25,9 +27,13 @@ __global__ void convert_kernel(Conversion op, const std::uint32_t* in, std::uint
     case Conversion::f32_to_bf16_rz: r = __bfloat16_as_ushort(__float2bfloat16_rz(as_float(x))); break;
     case Conversion::f32_to_bf16_rd: r = __bfloat16_as_ushort(__float2bfloat16_rd(as_float(x))); break;
     case Conversion::f32_to_bf16_ru: r = __bfloat16_as_ushort(__float2bfloat16_ru(as_float(x))); break;
-    case Conversion::f32_to_e4m3_sat: r = __nv_cvt_float_to_fp8(as_float(x), __NV_SATFINITE, __NV_E4M3); break;
+    case Conversion::f32_to_e4m3_sat:
+      r = __nv_cvt_float_to_fp8(as_float(x), __NV_SATFINITE, __NV_E4M3);
+      break;
     case Conversion::f32_to_e4m3_nosat: r = __nv_cvt_float_to_fp8(as_float(x), __NV_NOSAT, __NV_E4M3); break;
-    case Conversion::f32_to_e5m2_sat: r = __nv_cvt_float_to_fp8(as_float(x), __NV_SATFINITE, __NV_E5M2); break;
+    case Conversion::f32_to_e5m2_sat:
+      r = __nv_cvt_float_to_fp8(as_float(x), __NV_SATFINITE, __NV_E5M2);
+      break;
     case Conversion::f32_to_e5m2_nosat: r = __nv_cvt_float_to_fp8(as_float(x), __NV_NOSAT, __NV_E5M2); break;
     case Conversion::f16_to_f32: r = __float_as_uint(__half2float(__ushort_as_half(std::uint16_t(x)))); break;
     case Conversion::bf16_to_f32:
@@ -52,13 +58,16 @@ __global__ void arithmetic_kernel(Arithmetic op, const std::uint32_t* a, const s
   const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const __half ha = __ushort_as_half(std::uint16_t(a[i])), hb = __ushort_as_half(std::uint16_t(b[i]));
-  const __nv_bfloat16 ba = __ushort_as_bfloat16(std::uint16_t(a[i])), bb = __ushort_as_bfloat16(std::uint16_t(b[i]));
+  const __nv_bfloat16 ba = __ushort_as_bfloat16(std::uint16_t(a[i])),
+                      bb = __ushort_as_bfloat16(std::uint16_t(b[i]));
   std::uint32_t r = 0;
   switch (op) {
     case Arithmetic::hadd_f16: r = __half_as_ushort(__hadd(ha, hb)); break;
     case Arithmetic::hsub_f16: r = __half_as_ushort(__hsub(ha, hb)); break;
     case Arithmetic::hmul_f16: r = __half_as_ushort(__hmul(ha, hb)); break;
-    case Arithmetic::hfma_f16: r = __half_as_ushort(__hfma(ha, hb, __ushort_as_half(std::uint16_t(c[i])))); break;
+    case Arithmetic::hfma_f16:
+      r = __half_as_ushort(__hfma(ha, hb, __ushort_as_half(std::uint16_t(c[i]))));
+      break;
     case Arithmetic::hadd_bf16: r = __bfloat16_as_ushort(__hadd(ba, bb)); break;
     case Arithmetic::hsub_bf16: r = __bfloat16_as_ushort(__hsub(ba, bb)); break;
     case Arithmetic::hmul_bf16: r = __bfloat16_as_ushort(__hmul(ba, bb)); break;
@@ -95,10 +104,14 @@ const std::vector<ConversionInfo>& conversions() {
 
 const std::vector<ArithmeticInfo>& arithmetics() {
   static const std::vector<ArithmeticInfo> table = {
-      {Arithmetic::hadd_f16, "__hadd(half)", "binary16", 2},   {Arithmetic::hsub_f16, "__hsub(half)", "binary16", 2},
-      {Arithmetic::hmul_f16, "__hmul(half)", "binary16", 2},   {Arithmetic::hfma_f16, "__hfma(half)", "binary16", 3},
-      {Arithmetic::hadd_bf16, "__hadd(bf16)", "bfloat16", 2},  {Arithmetic::hsub_bf16, "__hsub(bf16)", "bfloat16", 2},
-      {Arithmetic::hmul_bf16, "__hmul(bf16)", "bfloat16", 2},  {Arithmetic::hfma_bf16, "__hfma(bf16)", "bfloat16", 3},
+      {Arithmetic::hadd_f16, "__hadd(half)", "binary16", 2},
+      {Arithmetic::hsub_f16, "__hsub(half)", "binary16", 2},
+      {Arithmetic::hmul_f16, "__hmul(half)", "binary16", 2},
+      {Arithmetic::hfma_f16, "__hfma(half)", "binary16", 3},
+      {Arithmetic::hadd_bf16, "__hadd(bf16)", "bfloat16", 2},
+      {Arithmetic::hsub_bf16, "__hsub(bf16)", "bfloat16", 2},
+      {Arithmetic::hmul_bf16, "__hmul(bf16)", "bfloat16", 2},
+      {Arithmetic::hfma_bf16, "__hfma(bf16)", "bfloat16", 3},
   };
   return table;
 }
@@ -114,7 +127,8 @@ void convert(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::si
 void arithmetic(Arithmetic op, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
                 std::uint32_t* out, std::size_t n) {
   DeviceBuffer<std::uint32_t> da(a, n), db(b, n), dc(c, c ? n : 0), dout(n);
-  arithmetic_kernel<<<blocks_for(n, 256), 256>>>(op, da.get(), db.get(), c ? dc.get() : da.get(), dout.get(), n);
+  arithmetic_kernel<<<blocks_for(n, 256), 256>>>(op, da.get(), db.get(), c ? dc.get() : da.get(), dout.get(),
+                                                 n);
   check(cudaGetLastError(), "arithmetic kernel launch");
   check(cudaDeviceSynchronize(), "arithmetic kernel");
   dout.to_host(out);

@@ -11,10 +11,18 @@
 namespace rpsim::cuda {
 namespace {
 
-__device__ float f32(std::uint32_t b) { return __uint_as_float(b); }
-__device__ std::uint32_t f16_bits(std::uint32_t b) { return __half_as_ushort(__float2half_rn(f32(b))); }
-__device__ std::uint32_t bf16_bits(std::uint32_t b) { return __bfloat16_as_ushort(__float2bfloat16_rn(f32(b))); }
-__device__ std::uint32_t pack2(std::uint32_t lo, std::uint32_t hi) { return lo | hi << 16; }
+__device__ float f32(std::uint32_t b) {
+  return __uint_as_float(b);
+}
+__device__ std::uint32_t f16_bits(std::uint32_t b) {
+  return __half_as_ushort(__float2half_rn(f32(b)));
+}
+__device__ std::uint32_t bf16_bits(std::uint32_t b) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f32(b)));
+}
+__device__ std::uint32_t pack2(std::uint32_t lo, std::uint32_t hi) {
+  return lo | hi << 16;
+}
 
 // Element of row 0 of A / column 0 of B, zero elsewhere.
 struct Operand {
@@ -39,8 +47,8 @@ __device__ void mma_f16_f32(const std::uint32_t A[4], const std::uint32_t B[2], 
   }
 }
 
-__global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-                           std::uint32_t* d, std::size_t cases) {
+__global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b,
+                           const std::uint32_t* c, std::uint32_t* d, std::size_t cases) {
   const std::size_t cs = std::size_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (cs >= cases) return;  // whole warps exit together
   const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
@@ -138,8 +146,8 @@ __global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uin
 
 // Tiled GEMM: one warp per 16x8 output tile, k-blocks of 16 in increasing
 // order (the order gemm_f16_f32's comment documents).
-__global__ void gemm_kernel(int M, int N, int K, const std::uint16_t* A, const std::uint16_t* B, const float* C,
-                            float* D) {
+__global__ void gemm_kernel(int M, int N, int K, const std::uint16_t* A, const std::uint16_t* B,
+                            const float* C, float* D) {
   const int tile = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int tiles_n = N / 8;
   if (tile >= (M / 16) * tiles_n) return;
@@ -150,10 +158,11 @@ __global__ void gemm_kernel(int M, int N, int K, const std::uint16_t* A, const s
   for (int k0 = 0; k0 < K; k0 += 16) {
     auto a = [&](int r, int k) { return std::uint32_t(A[(m0 + r) * K + k0 + k]); };
     auto b = [&](int k, int c) { return std::uint32_t(B[(n0 + c) * K + k0 + k]); };  // column-major
-    const std::uint32_t Af[4] = {pack2(a(g, 2 * t), a(g, 2 * t + 1)), pack2(a(g + 8, 2 * t), a(g + 8, 2 * t + 1)),
-                                 pack2(a(g, 2 * t + 8), a(g, 2 * t + 9)),
-                                 pack2(a(g + 8, 2 * t + 8), a(g + 8, 2 * t + 9))};
-    const std::uint32_t Bf[2] = {pack2(b(2 * t, g), b(2 * t + 1, g)), pack2(b(2 * t + 8, g), b(2 * t + 9, g))};
+    const std::uint32_t Af[4] = {
+        pack2(a(g, 2 * t), a(g, 2 * t + 1)), pack2(a(g + 8, 2 * t), a(g + 8, 2 * t + 1)),
+        pack2(a(g, 2 * t + 8), a(g, 2 * t + 9)), pack2(a(g + 8, 2 * t + 8), a(g + 8, 2 * t + 9))};
+    const std::uint32_t Bf[2] = {pack2(b(2 * t, g), b(2 * t + 1, g)),
+                                 pack2(b(2 * t + 8, g), b(2 * t + 9, g))};
     mma_f16_f32(Af, Bf, acc, false);
   }
   D[(m0 + g) * N + n0 + 2 * t] = acc[0];
@@ -176,8 +185,8 @@ const std::vector<MmaInfo>& mmas() {
   return table;
 }
 
-void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
-         std::size_t cases) {
+void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+         std::uint32_t* d, std::size_t cases) {
   DeviceBuffer<std::uint32_t> da(a, cases * K), db(b, cases * K), dc(c, cases), dd(cases);
   constexpr unsigned warps = 4;
   mma_kernel<<<blocks_for(cases, warps), warps * 32>>>(op, K, da.get(), db.get(), dc.get(), dd.get(), cases);
@@ -186,7 +195,8 @@ void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const st
   dd.to_host(d);
 }
 
-void gemm_f16_f32(int M, int N, int K, const std::uint16_t* A, const std::uint16_t* B, const float* C, float* D) {
+void gemm_f16_f32(int M, int N, int K, const std::uint16_t* A, const std::uint16_t* B, const float* C,
+                  float* D) {
   if (M % 16 || N % 8 || K % 16) throw CudaError("gemm_f16_f32: M%16, N%8 and K%16 must be 0");
   DeviceBuffer<std::uint16_t> dA(A, std::size_t(M) * K), dB(B, std::size_t(K) * N);
   DeviceBuffer<float> dC(C, std::size_t(M) * N), dD(std::size_t(M) * N);

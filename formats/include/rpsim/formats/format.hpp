@@ -41,9 +41,9 @@ struct Format {
   Overflow overflow = Overflow::infinity;
 
   // Derived by finalize(); never set by hand.
-  int bits = 0;       // storage width of one encoding
-  int emin = 0;       // exponent of the smallest normal
-  int emax = 0;       // exponent of the largest finite
+  int bits = 0;                       // storage width of one encoding
+  int emin = 0;                       // exponent of the smallest normal
+  int emax = 0;                       // exponent of the largest finite
   std::uint64_t max_significand = 0;  // of the largest finite, implicit bit included
 
   int precision() const { return man_bits + 1; }

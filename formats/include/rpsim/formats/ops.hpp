@@ -17,11 +17,10 @@ std::uint64_t mul(const Format& f, std::uint64_t a, std::uint64_t b, const Round
 std::uint64_t div(const Format& f, std::uint64_t a, std::uint64_t b, const Rounding& r, Flags& fl);
 std::uint64_t sqrt(const Format& f, std::uint64_t a, const Rounding& r, Flags& fl);
 // a * b + c with a single rounding.
-std::uint64_t fma(const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
-                  const Rounding& r, Flags& fl);
+std::uint64_t fma(const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c, const Rounding& r,
+                  Flags& fl);
 
-std::uint64_t convert(const Format& to, const Format& from, std::uint64_t bits, const Rounding& r,
-                      Flags& fl);
+std::uint64_t convert(const Format& to, const Format& from, std::uint64_t bits, const Rounding& r, Flags& fl);
 
 // IEEE comparisons: the quiet ones raise invalid only for a signalling NaN,
 // the signalling ones for any NaN.

@@ -10,7 +10,7 @@
 
 namespace rpsim {
 
-std::string hex_bits(const Format& f, std::uint64_t bits);     // "0x3C00"
+std::string hex_bits(const Format& f, std::uint64_t bits);       // "0x3C00"
 std::string binary_fields(const Format& f, std::uint64_t bits);  // "0 01111 0000000000"
 // "normal", "subnormal", "zero", "infinity", "NaN" (quiet/signalling)
 std::string classify(const Format& f, std::uint64_t bits);

@@ -58,8 +58,8 @@ struct Rounding {
 // for non-zero bits below the significand's last bit. Rounds it to `fmt`,
 // accumulating flags, and returns the encoding. significand may be 0 (exact
 // zero, or only-sticky).
-std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u128 significand,
-                         bool sticky, const Rounding& rnd, Flags& flags);
+std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u128 significand, bool sticky,
+                         const Rounding& rnd, Flags& flags);
 
 // Rounds a binary64 value (NaN and infinities included) to `fmt`.
 std::uint64_t round_double(const Format& fmt, double value, const Rounding& rnd, Flags& flags);

@@ -13,7 +13,21 @@
 
 namespace rpsim::testfloat {
 
-enum class OpKind { add, sub, mul, div, sqrt, mul_add, convert, eq, le, lt, eq_signaling, le_quiet, lt_quiet };
+enum class OpKind {
+  add,
+  sub,
+  mul,
+  div,
+  sqrt,
+  mul_add,
+  convert,
+  eq,
+  le,
+  lt,
+  eq_signaling,
+  le_quiet,
+  lt_quiet
+};
 
 struct Operation {
   std::string name;  // as given: f16_add, f32_to_bf16, e4m3_to_f32, ...
@@ -55,7 +69,7 @@ struct Summary {
   std::vector<std::string> first_failures;  // formatted, at most `keep`
 };
 // Checks every line of `in`; blank lines are skipped.
-Summary check_stream(const Operation& op, std::istream& in, std::string_view source,
-                     const Rounding& r, std::size_t keep = 10);
+Summary check_stream(const Operation& op, std::istream& in, std::string_view source, const Rounding& r,
+                     std::size_t keep = 10);
 
 }  // namespace rpsim::testfloat

@@ -20,8 +20,8 @@ namespace rpsim::sim {
 // plus the detection patterns of Fasi et al. 2021 and Khattak & Mikaitis 2025
 // (extra alignment bits, normalisation rounding, terms per step, subnormals in
 // and out, FP8 accumulator width). Deterministic in `seed`. d_bits are 0.
-GoldenSet generate_mma_cases(const std::string& gpu, const Format& input, const Format& output,
-                             std::size_t k, std::size_t random_cases, std::uint64_t seed);
+GoldenSet generate_mma_cases(const std::string& gpu, const Format& input, const Format& output, std::size_t k,
+                             std::size_t random_cases, std::uint64_t seed);
 
 // Writes a/b/c/d files for `sets` (same input folder, different outputs share
 // a, b and c) under dir/<gpu>/<input folder>/, atomically. Returns the folder.
@@ -54,6 +54,7 @@ void check_conversion(const ConversionSpec& spec, const std::vector<std::uint32_
 // Inputs for conversion checks: every special value of the source format,
 // the rounding boundaries of the target (midpoints and their neighbours),
 // and `random` random patterns.
-std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::size_t random, std::uint64_t seed);
+std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::size_t random,
+                                             std::uint64_t seed);
 
 }  // namespace rpsim::sim

@@ -2,6 +2,7 @@
 // then renamed, so a reader (or an interrupted run) never sees half a CSV.
 #pragma once
 
+#include <unistd.h>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -10,7 +11,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 
 namespace rpsim::io {
 

@@ -13,15 +13,15 @@
 namespace rpsim::sim::sweep {
 
 struct Axis {
-  std::string key;                  // a config key path, e.g. "policy" or "loss_scaler.init_scale"
+  std::string key;  // a config key path, e.g. "policy" or "loss_scaler.init_scale"
   std::vector<nlohmann::json> values;
 };
 
 struct Run {
-  std::size_t index = 0;             // position in the grid (row-major over axes)
-  std::string id;                    // "r003-policy=fp16-amp,seed=1" made filesystem-safe
+  std::size_t index = 0;               // position in the grid (row-major over axes)
+  std::string id;                      // "r003-policy=fp16-amp,seed=1" made filesystem-safe
   std::vector<nlohmann::json> values;  // one per axis
-  nlohmann::json config;             // the base config with the values applied
+  nlohmann::json config;               // the base config with the values applied
 };
 
 struct Sweep {

@@ -19,29 +19,40 @@ class CudaError : public std::runtime_error {
 struct DeviceInfo {
   bool present = false;
   std::string name;
-  int major = 0, minor = 0;      // compute capability
-  int driver_version = 0;        // cudaDriverGetVersion, e.g. 13000
-  int runtime_version = 0;       // cudaRuntimeGetVersion
-  std::string why_absent;        // when !present
+  int major = 0, minor = 0;  // compute capability
+  int driver_version = 0;    // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;   // cudaRuntimeGetVersion
+  std::string why_absent;    // when !present
 };
 DeviceInfo device_info();
 
 // Conversion intrinsics, one kernel each. Inputs and outputs are bit patterns
 // widened to 32 bits.
 enum class Conversion {
-  f32_to_f16_rn, f32_to_f16_rz, f32_to_f16_rd, f32_to_f16_ru,          // __float2half_*
-  f32_to_bf16_rn, f32_to_bf16_rz, f32_to_bf16_rd, f32_to_bf16_ru,      // __float2bfloat16_*
-  f32_to_e4m3_sat, f32_to_e4m3_nosat, f32_to_e5m2_sat, f32_to_e5m2_nosat,  // __nv_cvt_float_to_fp8
-  f16_to_f32, bf16_to_f32,                                              // __half2float, __bfloat162float
-  e4m3_to_f16, e5m2_to_f16,                                             // __nv_cvt_fp8_to_halfraw
+  f32_to_f16_rn,
+  f32_to_f16_rz,
+  f32_to_f16_rd,
+  f32_to_f16_ru,  // __float2half_*
+  f32_to_bf16_rn,
+  f32_to_bf16_rz,
+  f32_to_bf16_rd,
+  f32_to_bf16_ru,  // __float2bfloat16_*
+  f32_to_e4m3_sat,
+  f32_to_e4m3_nosat,
+  f32_to_e5m2_sat,
+  f32_to_e5m2_nosat,  // __nv_cvt_float_to_fp8
+  f16_to_f32,
+  bf16_to_f32,  // __half2float, __bfloat162float
+  e4m3_to_f16,
+  e5m2_to_f16,  // __nv_cvt_fp8_to_halfraw
 };
 struct ConversionInfo {
   Conversion op;
-  const char* name;       // the intrinsic, e.g. "__float2half_rz"
-  const char* from;       // rpsim format names
+  const char* name;  // the intrinsic, e.g. "__float2half_rz"
+  const char* from;  // rpsim format names
   const char* to;
-  const char* rounding;   // rne rtz rd ru
-  bool saturate;          // FP8 __NV_SATFINITE
+  const char* rounding;  // rne rtz rd ru
+  bool saturate;         // FP8 __NV_SATFINITE
 };
 const std::vector<ConversionInfo>& conversions();
 void convert(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n);
@@ -63,16 +74,20 @@ void arithmetic(Arithmetic op, const std::uint32_t* a, const std::uint32_t* b, c
 // C[0][0] its c, and D[0][0] is read back. Layout of a/b/c/d as in
 // ../shared/tc-golden: binary32 bit patterns, fp16 results widened exactly.
 enum class Mma {
-  m16n8k16_f16_f32, m16n8k16_f16_f16, m16n8k16_bf16_f32, m16n8k8_tf32_f32,
-  m16n8k32_e4m3_f32, m16n8k32_e5m2_f32,
+  m16n8k16_f16_f32,
+  m16n8k16_f16_f16,
+  m16n8k16_bf16_f32,
+  m16n8k8_tf32_f32,
+  m16n8k32_e4m3_f32,
+  m16n8k32_e5m2_f32,
 };
 struct MmaInfo {
   Mma op;
   const char* name;   // PTX instruction shape and types
   const char* input;  // rpsim format names
   const char* output;
-  int k;              // K of one instruction
-  int min_sm;         // compute capability x 10
+  int k;       // K of one instruction
+  int min_sm;  // compute capability x 10
 };
 const std::vector<MmaInfo>& mmas();
 void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,

@@ -18,9 +18,12 @@ inline RoundingMode model_rounding(const AccumulationModel& model) {
   return std::visit(
       [](const auto& m) -> RoundingMode {
         using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, TensorCoreModel>) return m.final_rounding;
-        else if constexpr (std::is_same_v<T, Exact>) return m.rounding;
-        else return m.acc.rounding;
+        if constexpr (std::is_same_v<T, TensorCoreModel>)
+          return m.final_rounding;
+        else if constexpr (std::is_same_v<T, Exact>)
+          return m.rounding;
+        else
+          return m.acc.rounding;
       },
       model.variant());
 }
