@@ -8,6 +8,14 @@
 
 #include "array_kernel.hpp"
 
+// GCC widens the auto-vectorised kernel to 512 bits only when asked; clang
+// rejects the whole target attribute if it sees this option, so it gets none.
+#if defined(__clang__)
+#define RPSIM_PREFER_512 ""
+#else
+#define RPSIM_PREFER_512 ",prefer-vector-width=512"
+#endif
+
 namespace rpsim::array_detail {
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -16,7 +24,7 @@ namespace {
 struct Avx512 {
   template <class Fixed, int Kind, class In, class Out>
   __attribute__((
-      target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma,prefer-vector-width=512"))) static void
+      target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma" RPSIM_PREFER_512))) static void
   run(const KernelParams& kp, const In* in, Out* out, std::size_t n, std::uint64_t index0) {
     round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
   }
@@ -59,7 +67,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,f16c"))) void binary16_by_vcvtp
 // instruction treats subnormal inputs as zero, which round_pack does not, so a
 // block holding one goes to the bit kernel; everything else (overflow to
 // infinity, NaN quieted with its top payload bits) is what round_pack gives.
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,bmi2,fma,prefer-vector-width=512"))) void
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,bmi2,fma" RPSIM_PREFER_512))) void
 bfloat16_by_vcvtneps2bf16(const KernelParams& kp, const float* in, std::uint16_t* out, std::size_t n,
                           std::uint64_t index0) {
   const __m512i exponent = _mm512_set1_epi32(0x7F800000), fraction = _mm512_set1_epi32(0x007FFFFF);
@@ -91,7 +99,12 @@ bfloat16_by_vcvtneps2bf16(const KernelParams& kp, const float* in, std::uint16_t
 }  // namespace
 
 KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp) {
+#if defined(__clang__)
+  // clang 14's __builtin_cpu_supports has no "f16c"; every AVX-512F processor has F16C.
+  static const bool f16c = __builtin_cpu_supports("avx512f") &&
+#else
   static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx512f") &&
+#endif
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   static const bool bf16 = f16c && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq");
   const Rounding& r = kp.rounding;

@@ -15,7 +15,8 @@
 //    propagation are TestFloat's business); a format without NaN returns +0;
 //  - an unsigned format (E8M0) gives invalid + NaN for any non-zero negative
 //    result, and its smallest encoding stands in for an exact zero;
-//  - a format without infinity: x/0 raises divide-by-zero and then overflows;
+//  - a format without infinity: x/0 raises divide-by-zero and gives what
+//    converting an infinity gives (NaN with invalid, or saturation);
 //  - without subnormals, the field-0 encodings read as zero and tiny results
 //    round to 0 or the smallest normal.
 #pragma once
@@ -187,7 +188,13 @@ class Reference {
           out.flags |= flag_infinite;
           if (f.has_inf()) return exact(out, inf_bits(f, s));
           if (!f.has_sign && s) return invalid_nan();
-          return overflow(f, rnd, s, out);
+          // The exact result is an infinity the format lacks: as converting
+          // one, NaN (invalid) unless the format saturates, in every mode.
+          if (rnd.overflow.value_or(f.overflow) == Overflow::saturate || !f.has_nan()) {
+            out.flags |= flag_overflow | flag_inexact;
+            return exact(out, max_finite_bits(f, s));
+          }
+          return invalid_nan();
         }
         if (ka == Kind::zero) return exact_zero(f, rnd, s, out);
         const int t = mpfr_div(r_, a_, b_, MPFR_RNDZ);
