@@ -1,5 +1,6 @@
 // Correctly rounded accumulator operations (see accumulation_arith.hpp).
 #include "accumulation_arith.hpp"
+#include "rpsim/formats/unpacked.hpp"
 
 #include <bit>
 #include <cmath>
@@ -15,19 +16,6 @@ namespace {
 bool same_format(const Format& a, const Format& b) {
   return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
          a.subnormals == b.subnormals && a.nonfinite == b.nonfinite && a.has_sign == b.has_sign;
-}
-
-// x = mantissa * 2^exponent, mantissa an integer below 2^53 (x finite, non-zero).
-void split(double x, std::uint64_t& mantissa, int& exponent) {
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
-  const int field = static_cast<int>((bits >> 52) & 0x7ff);
-  mantissa = bits & ((1ull << 52) - 1);
-  if (field == 0) {
-    exponent = -1074;
-  } else {
-    mantissa |= 1ull << 52;
-    exponent = field - 1075;
-  }
 }
 
 }  // namespace
@@ -75,8 +63,8 @@ double Arith::mul(double a, double b, std::uint64_t index) const {
   // The exact 106-bit product, rounded once.
   std::uint64_t ma, mb;
   int ea, eb;
-  split(a, ma, ea);
-  split(b, mb, eb);
+  split_binary64(a, ma, ea);
+  split_binary64(b, mb, eb);
   const u128 prod = static_cast<u128>(ma) * mb;
   return to_double(*fmt_, round_pack(*fmt_, std::signbit(a) != std::signbit(b), ea + eb, prod, false, r, f));
 }

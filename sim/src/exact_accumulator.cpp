@@ -10,23 +10,6 @@
 
 namespace rpsim::sim {
 
-namespace {
-
-// x = mantissa * 2^exponent with an integer mantissa below 2^53 (x finite, non-zero).
-void split(double x, std::uint64_t& mantissa, int& exponent) {
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
-  const int field = static_cast<int>((bits >> 52) & 0x7ff);
-  mantissa = bits & ((1ull << 52) - 1);
-  if (field == 0) {
-    exponent = -1074;
-  } else {
-    mantissa |= 1ull << 52;
-    exponent = field - 1075;
-  }
-}
-
-}  // namespace
-
 void ExactAccumulator::clear() {
   *this = ExactAccumulator();
 }
@@ -77,7 +60,7 @@ void ExactAccumulator::add(double x) {
   all_terms_negative_zero_ = false;
   std::uint64_t m;
   int e;
-  split(x, m, e);
+  split_binary64(x, m, e);
   add_magnitude(x < 0, 0, m, e);
 }
 
@@ -99,8 +82,8 @@ void ExactAccumulator::add_product(double x, double y) {
   all_terms_negative_zero_ = false;
   std::uint64_t mx, my;
   int ex, ey;
-  split(x, mx, ex);
-  split(y, my, ey);
+  split_binary64(x, mx, ex);
+  split_binary64(y, my, ey);
   const u128 prod = static_cast<u128>(mx) * my;
   add_magnitude(std::signbit(x) != std::signbit(y), static_cast<std::uint64_t>(prod >> 64),
                 static_cast<std::uint64_t>(prod), ex + ey);

@@ -2,6 +2,7 @@
 // formats/ but public so that sim/ can build exact intermediates.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "rpsim/formats/format.hpp"
@@ -24,6 +25,20 @@ struct Unpacked {
 };
 
 Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals = false);
+
+// x = mantissa * 2^exponent with an integer mantissa below 2^53, for a finite
+// non-zero binary64 (the hot-path form of unpack for accumulators).
+inline void split_binary64(double x, std::uint64_t& mantissa, int& exponent) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int field = static_cast<int>((bits >> 52) & 0x7ff);
+  mantissa = bits & ((1ull << 52) - 1);
+  if (field == 0) {
+    exponent = -1074;
+  } else {
+    mantissa |= 1ull << 52;
+    exponent = field - 1075;
+  }
+}
 bool is_subnormal(const Format& fmt, std::uint64_t bits);
 bool is_nan(const Format& fmt, std::uint64_t bits);
 bool is_signaling_nan(const Format& fmt, std::uint64_t bits);
