@@ -170,17 +170,8 @@ std::set<std::string> files(const fs::path& root) {
 
 // Runs `rpsim ARGS` in `dir` under a time limit; 124 = timed out (timeout(1)).
 rpsim::test::CliResult run_in(const fs::path& dir, const std::string& args, int seconds) {
-  rpsim::test::CliResult r;
-  const std::string cmd = "cd '" + dir.string() + "' && timeout -k 5 " + std::to_string(seconds) + " " +
-                          rpsim::test::rpsim_binary() + " " + args + " 2>&1 </dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  return rpsim::test::run_shell("cd '" + dir.string() + "' && timeout -k 5 " + std::to_string(seconds) + " " +
+                                rpsim::test::rpsim_binary() + " " + args + " </dev/null");
 }
 
 bool command_exists(const std::string& name) {
