@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   }
   try {
     return action();
+  } catch (const rpsim::io::Interrupted& e) {
+    fmt::print(stderr, "rpsim: interrupted: {}\n", e.what());
+    return 130;
   } catch (const rpsim::FormatError& e) {
     fmt::print(stderr, "rpsim: error: {}\n", e.what());
   } catch (const rpsim::testfloat::ParseError& e) {

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "rpsim/sim/results_io.hpp"
 #include "rpsim/sim/study/training_runs.hpp"
 #include "rpsim/sim/train/config_error.hpp"
 
@@ -71,6 +72,10 @@ TrainingRun run_training(const nlohmann::json& config, const std::string& where)
   train::RunOptions options;  // no out_dir: the study writes its own tables
   TrainingRun run;
   run.result = train::run(parsed, options);
+  // A truncated run must not become a row of the study's tables.
+  if (run.result.interrupted)
+    throw io::Interrupted(fmt::format("{}: stopped by interrupt at step {}; nothing of this study written",
+                                      where, run.result.steps_done));
   run.steps = TextTable::parse(run.result.steps_csv);
   run.histograms = TextTable::parse(run.result.histograms_csv);
   if (!run.result.evaluations.empty()) {

@@ -58,6 +58,14 @@ inline std::atomic<bool>& interrupted() {
   return flag;
 }
 
+// Thrown where a caller would otherwise go on with a run cut short by the
+// flag (a study's training runs): nothing of the study is written, and the
+// CLI exits 130 saying where it stopped.
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 inline void install_interrupt_handler() {
   struct sigaction sa {};
   sa.sa_handler = [](int) { interrupted().store(true); };
