@@ -59,17 +59,19 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
     v = o.value;
     e = o.exponent;
   };
+  // K in the order the steps take the products (step_interleave), so that
+  // every step is a contiguous run of the decoded arrays.
+  const auto sched = tc_detail::step_schedule(model, static_cast<int>(k));
+  const bool after = model.c_join == CJoin::after_products;
   DecodedPanel bp;  // all columns of B, column j at [j*K, (j+1)*K)
   bp.value.resize(kk * static_cast<std::size_t>(n));
   bp.exponent.resize(bp.value.size());
   for (Eigen::Index j = 0; j < n; ++j)
-    for (Eigen::Index t = 0; t < k; ++t) {
-      const std::size_t idx = static_cast<std::size_t>(j) * kk + static_cast<std::size_t>(t);
-      decode(b(t, j), bp.value[idx], bp.exponent[idx]);
+    for (std::size_t t = 0; t < kk; ++t) {
+      const std::size_t idx = static_cast<std::size_t>(j) * kk + t;
+      decode(b(sched.order[t], j), bp.value[idx], bp.exponent[idx]);
     }
-  const int steps = static_cast<int>((kk + static_cast<std::size_t>(model.terms_per_step) - 1) /
-                                     static_cast<std::size_t>(model.terms_per_step));
-  const int tps = model.terms_per_step;
+  const int steps = static_cast<int>(sched.begin.size()) - 1;
   const int frac = model.fraction_bits;
   const int floor = model.alignment_exponent_floor;
 
@@ -77,8 +79,7 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
   for (Eigen::Index i = 0; i < m; ++i) {
     std::vector<double> av(kk);
     std::vector<int> ae(kk);
-    for (Eigen::Index t = 0; t < k; ++t)
-      decode(a(i, t), av[static_cast<std::size_t>(t)], ae[static_cast<std::size_t>(t)]);
+    for (std::size_t t = 0; t < kk; ++t) decode(a(i, sched.order[t]), av[t], ae[t]);
     // Four output elements at a time: each one is a serial chain of steps (the
     // result of a step is C of the next), so interleaving independent chains
     // hides their latency.
@@ -87,7 +88,7 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
       const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
       const double* bv[kLanes];
       const int* be[kLanes];
-      double acc[kLanes];
+      double acc[kLanes], held[kLanes];
       bool all_negative_zero[kLanes];
       for (int l = 0; l < lanes; ++l) {
         bv[l] = bp.value.data() + static_cast<std::size_t>(j0 + l) * kk;
@@ -96,8 +97,16 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
         all_negative_zero[l] = std::signbit(acc[l]);
       }
       for (int s = 0; s < steps; ++s) {
-        const std::size_t base = static_cast<std::size_t>(s) * static_cast<std::size_t>(tps);
-        const int cnt = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(tps), kk - base));
+        const auto base = static_cast<std::size_t>(sched.begin[static_cast<std::size_t>(s)]);
+        const int cnt = sched.begin[static_cast<std::size_t>(s) + 1] - static_cast<int>(base);
+        if (after && sched.first[static_cast<std::size_t>(s)])
+          for (int l = 0; l < lanes; ++l) {
+            // The instruction's steps start from -0 (the identity of IEEE
+            // addition); C is added after them.
+            held[l] = acc[l];
+            acc[l] = -0.0;
+            all_negative_zero[l] = true;
+          }
         const double* pav = av.data() + base;
         const int* pae = ae.data() + base;
         for (int l = 0; l < lanes; ++l) {
@@ -118,6 +127,11 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
             all_negative_zero[l] = neg;
           }
         }
+        if (after && sched.last[static_cast<std::size_t>(s)])
+          for (int l = 0; l < lanes; ++l) {
+            acc[l] = fin.add_after(acc[l], held[l]);
+            all_negative_zero[l] = acc[l] == 0 && std::signbit(acc[l]);
+          }
       }
       for (int l = 0; l < lanes; ++l) d(i, j0 + l) = acc[l];
     }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -32,6 +33,16 @@ void TensorCoreModel::validate() const {
   if (output.bits > 32 || output.exp_bits > 8)
     throw std::invalid_argument(
         fmt::format("tensor core model '{}': output format {} is wider than binary32", name, output.name));
+  if (terms_per_instruction < 0 || terms_per_instruction % terms_per_step != 0 ||
+      terms_per_instruction > 1024)
+    throw std::invalid_argument(fmt::format(
+        "tensor core model '{}': terms_per_instruction {} is not 0 or a multiple of terms_per_step {} "
+        "up to 1024",
+        name, terms_per_instruction, terms_per_step));
+  if (step_interleave < 0 || (step_interleave > 0 && terms_per_step % step_interleave != 0))
+    throw std::invalid_argument(
+        fmt::format("tensor core model '{}': step_interleave {} is not 0 or a divisor of terms_per_step {}",
+                    name, step_interleave, terms_per_step));
   if (final_rounding == RoundingMode::stochastic)
     throw std::invalid_argument(
         fmt::format("tensor core model '{}': final_rounding sr is not a tensor-core mode", name));
@@ -71,6 +82,45 @@ double Finisher::finish_slow(bool negative, std::int64_t magnitude, int exponent
   const double v = to_double(f, bits);
   if (std::isinf(v)) return v;
   return v;
+}
+
+double Finisher::add_after(double x, double c) const {
+  if (!std::isfinite(x) || !std::isfinite(c)) return x + c;  // IEEE: NaN, or the infinity
+  int emax = 0;
+  const int ex = c_exponent(x);
+  const std::int64_t sum = aligned_sum(
+      1, [&](int) { return x; }, [&](int) { return ex; }, [](int) { return 1.0; }, [](int) { return 0; }, c,
+      c_exponent(c), model->fraction_bits, model->alignment_exponent_floor, emax);
+  // An exact zero: -0 only for -0 + -0 (IEEE 754 clause 6.3).
+  if (sum == 0) return x == 0 && c == 0 && std::signbit(x) && std::signbit(c) ? -0.0 : 0.0;
+  return finish(sum, emax - model->fraction_bits);
+}
+
+StepSchedule step_schedule(const TensorCoreModel& m, int k) {
+  StepSchedule s;
+  s.order.reserve(static_cast<std::size_t>(k));
+  const int per = m.instruction_terms();
+  const int tps = m.terms_per_step;
+  const int steps = per / tps;
+  // Runs of g products dealt to the steps in turn; contiguous runs are the
+  // case g = terms_per_step.
+  const int g = m.step_interleave > 0 ? m.step_interleave : tps;
+  for (int base = 0; base < k; base += per) {
+    const int n = std::min(per, k - base);
+    const std::size_t first_step = s.begin.size();
+    for (int st = 0; st < steps; ++st) {
+      const int begin = static_cast<int>(s.order.size());
+      for (int run = st; run * g < n; run += steps)
+        for (int i = run * g; i < std::min((run + 1) * g, n); ++i) s.order.push_back(base + i);
+      if (static_cast<int>(s.order.size()) == begin) continue;  // only zero padding
+      s.begin.push_back(begin);
+      s.first.push_back(s.begin.size() - 1 == first_step);
+      s.last.push_back(false);
+    }
+    if (s.last.size() > first_step) s.last.back() = true;
+  }
+  s.begin.push_back(static_cast<int>(s.order.size()));
+  return s;
 }
 
 }  // namespace tc_detail
@@ -139,13 +189,34 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
     throw std::invalid_argument(
         fmt::format("tensor core dot: a has {} elements, b has {}", a.size(), b.size()));
   const tc_detail::Finisher fin(model);
-  const std::size_t k = a.size();
-  const std::size_t t = static_cast<std::size_t>(model.terms_per_step);
-  for (std::size_t i = 0; i < k; i += t) {
-    const int n = static_cast<int>(std::min(t, k - i));
-    c = step(fin, a.data() + i, b.data() + i, n, c);
+  const bool after = model.c_join == CJoin::after_products;
+  if (model.step_interleave == 0 && !after) {
+    // Contiguous steps with C in the first: one chain of steps over K.
+    const std::size_t k = a.size();
+    const std::size_t t = static_cast<std::size_t>(model.terms_per_step);
+    for (std::size_t i = 0; i < k; i += t) {
+      const int n = static_cast<int>(std::min(t, k - i));
+      c = step(fin, a.data() + i, b.data() + i, n, c);
+    }
+    return c;
   }
-  return c;
+  const auto sched = tc_detail::step_schedule(model, static_cast<int>(a.size()));
+  std::vector<double> sa(sched.order.size()), sb(sched.order.size());
+  for (std::size_t t = 0; t < sched.order.size(); ++t) {
+    sa[t] = a[static_cast<std::size_t>(sched.order[t])];
+    sb[t] = b[static_cast<std::size_t>(sched.order[t])];
+  }
+  double acc = c, held = c;
+  for (std::size_t s = 0; s + 1 < sched.begin.size(); ++s) {
+    if (after && sched.first[s]) {
+      held = acc;
+      acc = -0.0;  // the identity of IEEE addition: the steps keep the sign rules
+    }
+    const int b0 = sched.begin[s];
+    acc = step(fin, sa.data() + b0, sb.data() + b0, sched.begin[s + 1] - b0, acc);
+    if (after && sched.last[s]) acc = fin.add_after(acc, held);
+  }
+  return acc;
 }
 
 std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,

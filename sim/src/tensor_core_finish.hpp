@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
@@ -33,6 +34,22 @@ struct Finisher {
     return finish_slow(sum < 0, sum < 0 ? -sum : sum, exponent);
   }
   double finish_slow(bool negative, std::int64_t magnitude, int exponent) const;
+  // C added to an instruction's result x (c_join = after_products): a two-term
+  // step, both aligned to the larger exponent and cut to fraction_bits, then
+  // rounded as finish() does. x and c are values of the output format.
+  double add_after(double x, double c) const;
 };
+
+// The products of one instruction in the order its steps take them
+// (step_interleave), and where each step starts: order[t] is the index in
+// [0, k) of the t-th product taken; step s of the whole chain covers
+// order[begin[s] .. begin[s+1]); first[s] / last[s] mark the first and last
+// step of an instruction. Empty steps (zero padding only) are left out.
+struct StepSchedule {
+  std::vector<int> order;
+  std::vector<int> begin;
+  std::vector<bool> first, last;
+};
+StepSchedule step_schedule(const TensorCoreModel& m, int k);
 
 }  // namespace rpsim::sim::tc_detail

@@ -149,6 +149,75 @@ TEST_CASE("tensor core: FP8 on Ada and Hopper keeps 13 fraction bits; Blackwell 
   }
 }
 
+TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp16 is two interleaved steps from zero, C added last",
+          "[tc]") {
+  // A cancelling pair 2^8*2^8 - 2^8*2^8 at k = 0, 1 and a small product
+  // t = 2^-5*2^-5 = 2^-10 at k = pos. In the pair's step t lies below the
+  // alignment grid (2^(16-25), or 2^(16-13) on the FP8 path) and is cut; in a
+  // later step it is added alone to the pair's exact 0. D == t therefore marks
+  // the positions of the later step: the step_interleave pattern.
+  const double t = std::ldexp(1, -10);
+  auto pattern = [&](const TensorCoreModel& m, std::size_t k, std::size_t first) {
+    std::vector<std::size_t> later;
+    for (std::size_t pos = first + 2; pos < first + 32; ++pos) {
+      std::vector<double> a(k, 0.0), b(k, 0.0);
+      a[first] = b[first] = b[first + 1] = 256;
+      a[first + 1] = -256;
+      a[pos] = b[pos] = std::ldexp(1, -5);
+      if (dot(m, a, b, 0) == t) later.push_back(pos - first);
+    }
+    return later;
+  };
+  const std::vector<std::size_t> pairs_2_3{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
+  for (const Format* in : {&formats::e4m3(), &formats::e5m2()}) {
+    const auto m = tensor_core_preset("h100", *in, fp16);
+    INFO(m.name);
+    CHECK(m.terms_per_step == 16);
+    CHECK(m.terms_per_instruction == 32);
+    CHECK(m.fraction_bits == 25);
+    CHECK(pattern(m, 32, 0) == pairs_2_3);
+    // K = 64: the second instruction repeats it (and the first one's exact 0
+    // is its C).
+    CHECK(pattern(m, 64, 32) == pairs_2_3);
+    // Contiguous halves would put the later step at 16..31.
+    auto contiguous = m;
+    contiguous.step_interleave = 0;
+    std::vector<std::size_t> upper(16);
+    for (std::size_t i = 0; i < 16; ++i) upper[i] = 16 + i;
+    CHECK(pattern(contiguous, 32, 0) == upper);
+    // C joins after the products: C = t next to the pair survives; aligned with
+    // the pair in the first step it would be cut.
+    std::vector<double> a(32, 0.0), b(32, 0.0);
+    a[0] = b[0] = b[1] = 256;
+    a[1] = -256;
+    CHECK(dot(m, a, b, t) == t);
+    auto c_first = m;
+    c_first.c_join = CJoin::aligned_with_products;
+    CHECK(dot(c_first, a, b, t) == 0.0);
+    // -0 + -0 stays -0 through the C join; cancellation gives +0.
+    std::vector<double> z(32, 0.0), nz(32, -0.0);
+    CHECK(std::signbit(dot(m, z, nz, -0.0)));
+    CHECK(!std::signbit(dot(m, z, z, -0.0)));
+    CHECK(!std::signbit(dot(m, a, b, -0.0)));
+    // The FP8 datapath (wgmma; fp32 output): one 32-product step, t and C cut
+    // wherever they are.
+    for (const auto& fp8 :
+         {tensor_core_preset("h100", *in, fp16, "wgmma"), tensor_core_preset("h100", *in, fp32)}) {
+      INFO(fp8.name);
+      CHECK(fp8.step_interleave == 0);
+      CHECK(pattern(fp8, 32, 0).empty());
+      CHECK(dot(fp8, a, b, t) == 0.0);
+    }
+  }
+  // The parameters are checked.
+  auto bad = tensor_core_preset("h100", formats::e4m3(), fp16);
+  bad.step_interleave = 3;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("step_interleave"));
+  bad.step_interleave = 2;
+  bad.terms_per_instruction = 24;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("terms_per_instruction"));
+}
+
 TEST_CASE("tensor core: longer K chains steps, rounding to the output between steps", "[tc]") {
   // fp16 output: step 1 gives 1 + 2^-11 -> rounds (tie) to 1 in binary16, so
   // step 2 adds its 2^-11 to 1 again: 1 (a single step would give 1 + 2^-10).
@@ -196,7 +265,7 @@ TEST_CASE("tensor core GEMM kernel equals the per-element model", "[tc][gemm]") 
   std::mt19937_64 rng(7);
   std::normal_distribution<double> nd(0, 1);
   for (const char* spec : {"tc:h100:fp16:fp32", "tc:v100:fp16:fp16", "tc:a100:bf16:fp32", "tc:ada:e4m3:fp32",
-                           "tc:h100:tf32:fp32", "tc:b200:fp16:fp16"}) {
+                           "tc:h100:tf32:fp32", "tc:b200:fp16:fp16", "tc:h100:e4m3:fp16"}) {
     const auto model = AccumulationModel::parse(spec);
     const auto& tc = std::get<TensorCoreModel>(model.variant());
     Matrix a(7, 37), b(37, 5), c(7, 5);

@@ -14,6 +14,11 @@
 //      `result_fraction_bits` and written out in the output format.
 // Longer K is a chain of steps: the result of step j is C of step j+1, so it is
 // rounded to the output format between steps.
+//
+// One instruction (mma.sync, wgmma) is usually one step. Hopper runs its FP8
+// mma.sync with a binary16 accumulator as several chained steps of its own
+// (terms_per_instruction, step_interleave) that start from zero, and adds C to
+// their result at the end (c_join = after_products): see the fields below.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +32,15 @@
 
 namespace rpsim::sim {
 
-// How C enters a block FMA step.
+// How C enters an instruction.
 enum class CJoin : std::uint8_t {
-  aligned_with_products,  // C is one more term of the fused multi-term sum (NVIDIA)
-  after_products          // products summed and normalised first, then C added with one rounding
+  // C is one more term of the first step's fused multi-term sum (NVIDIA, every
+  // measured path but the one below).
+  aligned_with_products,
+  // The instruction's steps start from zero (each rounded to the output format
+  // as usual); C is then added to their result as a two-term step (aligned
+  // with it to fraction_bits, rounded once like a step).
+  after_products
 };
 
 struct TensorCoreModel {
@@ -51,9 +61,37 @@ struct TensorCoreModel {
   // 2^floor share the grid of 2^floor); a very negative value disables it.
   int alignment_exponent_floor = -100000;
   CJoin c_join = CJoin::aligned_with_products;
+  // Products per instruction when one instruction runs as several chained
+  // steps; 0: one step per instruction (terms_per_instruction = terms_per_step).
+  // A multiple of terms_per_step. Longer K is a chain of instructions, the
+  // result of each C of the next (through c_join).
+  int terms_per_instruction = 0;
+  // Which products of an instruction each of its steps takes. 0: contiguous
+  // runs, step s the products s*terms_per_step ... (s+1)*terms_per_step-1.
+  // g > 0: runs of g products dealt to the steps in turn, step s takes the
+  // products i (counted within the instruction) with (i / g) % steps == s; g
+  // divides terms_per_step.
+  //
+  // Why: Hopper's mma.sync m16n8k32 FP8 with an f16 accumulator is not its
+  // FP8 (wgmma) datapath. The golden H100 E4M3/E5M2 -> fp16 vectors (5,000
+  // each) are reproduced bit for bit by two 16-product binary16-style steps
+  // (fraction_bits 25, RNE to binary16 between them), the first over
+  // k = 0,1, 4,5, 8,9, ..., 28,29 and the second over k = 2,3, 6,7, ...,
+  // 30,31 (g = 2, as if each thread's four FP8 values per register were
+  // unpacked into a low and a high pair of binary16 values), starting from
+  // zero, with C added last (c_join = after_products). The data pin the
+  // pattern, the step order, RNE between the steps and the late C; of the
+  // width they say only >= 18 bits (25 is the fp16 path's). Matches (E4M3,
+  // E5M2) of the alternatives: contiguous halves, even/odd k, runs of 4 or 8
+  // at most 3485, 3827; the two steps in the other order 3476, 3755; C in the
+  // first step 3113, 3153; RTZ between the steps 2322, 2911; one 32-product
+  // FP8 step 3113, 3340.
+  int step_interleave = 0;
 
   // Fraction bits of the final normalisation after resolving -1.
   int result_bits() const { return result_fraction_bits < 0 ? output.man_bits : result_fraction_bits; }
+  // Products per instruction after resolving 0.
+  int instruction_terms() const { return terms_per_instruction > 0 ? terms_per_instruction : terms_per_step; }
   // Checks the fields (formats representable, widths in range); throws
   // std::invalid_argument naming the field.
   void validate() const;
@@ -77,10 +115,14 @@ std::string preset_for_gpu_folder(std::string_view folder);
 // c and the result hold values of model.output. Non-finite inputs follow IEEE
 // (NaN if any NaN or inf - inf, else the infinity).
 //
-// One block FMA step over n <= terms_per_step products (fewer: zero-padded).
+// One block FMA step over n <= terms_per_step products (fewer: zero-padded),
+// C aligned with the products (the step itself; c_join, terms_per_instruction
+// and step_interleave act at the instruction level, in tensor_core_dot).
 double tensor_core_step(const TensorCoreModel& model, const double* a, const double* b, int n, double c);
-// The full chain over K = a.size(): steps of terms_per_step, the result of each
-// step rounded to the output format and fed as C to the next.
+// The full chain over K = a.size(): instructions of instruction_terms()
+// products (the last one zero-padded), each a chain of steps of terms_per_step
+// products picked by step_interleave, the result of each step rounded to the
+// output format and fed as C to the next; C joins each instruction per c_join.
 double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, std::span<const double> b,
                        double c);
 // The same, returning the output format's encoding (for bit-exact checks:
