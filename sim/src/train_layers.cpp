@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "rpsim/formats/random.hpp"
 #include "rpsim/sim/train/layers.hpp"
 
 namespace rpsim::sim::train {
@@ -29,6 +30,15 @@ bool per_tensor_fp8(const OpRule& r, const PrecisionPolicy& p) {
 }
 bool block_fp8(const OpRule& r, const PrecisionPolicy& p) {
   return r.scaled_inputs && p.fp8.scaling == Fp8Scaling::mx;
+}
+
+// The stochastic-rounding key of one matmul of one layer at one step
+// (`which`: 0 forward, 1 weight gradient, 2 input gradient). Only models
+// that round stochastically read it.
+RandomStream matmul_stream(const std::string& layer, const StepContext& ctx, std::uint64_t which) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the layer name
+  for (const unsigned char ch : layer) h = (h ^ ch) * 0x100000001b3ull;
+  return RandomStream{ctx.seed, mix64(h ^ mix64(ctx.step)) + which};
 }
 
 // acc * (1 / (sa * sb)) in binary32, then in the accumulation format: the
@@ -108,24 +118,26 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
   const Formats f = resolve(rule, x_format);
-  const Format& accf = *rule.accumulation.format;
+  const Format& accf = rule.accumulation.output_format();
   x_ = x;
   x_format_ = &x_format;
   saved_format_ = f.compute;
+  const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
   Matrix acc;
   if (block_fp8(rule, pol)) {
     acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1),
-                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation);
+                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation,
+                 forward_stream);
   } else if (per_tensor_fp8(rule, pol)) {
     x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_);
     w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_);
     acc = matmul(fp8_quantize(x, *f.compute, x_scale_), fp8_quantize(weight.value, *f.compute, w_scale_),
-                 rule.accumulation);
+                 rule.accumulation, forward_stream);
     dequantize(acc, x_scale_, w_scale_, accf);
   } else {
     xc_ = rounded(*f.compute, x);
     wc_ = rounded(*f.compute, weight.value);
-    acc = matmul(xc_, wc_, rule.accumulation);
+    acc = matmul(xc_, wc_, rule.accumulation, forward_stream);
   }
   // Bias added in the accumulation format, as a GEMM epilogue does.
   const Eigen::RowVectorXd b =
@@ -140,32 +152,35 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
   const Formats f = resolve(rule, *x_format_);
-  const Format& accf = *rule.accumulation.format;
+  const Format& accf = rule.accumulation.output_format();
+  const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
   Matrix dw, dx, dy_used;
   const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
   const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
   const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
   if (block_fp8(rule, pol)) {
     const int bs = pol.fp8.block_size;
-    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), mx_quantize(dy, *f.backward, bs, 0), rule.accumulation);
+    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), mx_quantize(dy, *f.backward, bs, 0), rule.accumulation,
+                dw_stream);
     if (need_input_grad)
-      dx = matmul(mx_quantize(dy, *f.backward, bs, 1), mx_quantize(wt, *f.compute, bs, 0), rule.accumulation);
+      dx = matmul(mx_quantize(dy, *f.backward, bs, 1), mx_quantize(wt, *f.compute, bs, 0), rule.accumulation,
+                  dx_stream);
     dy_used = dy;
   } else if (per_tensor_fp8(rule, pol)) {
     const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_);
     const Matrix dyq = fp8_quantize(dy, *f.backward, dy_scale);
-    dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation);
+    dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation, dw_stream);
     dequantize(dw, x_scale_, dy_scale, accf);
     if (need_input_grad) {
-      dx = matmul(dyq, fp8_quantize(wt, *f.compute, w_scale_), rule.accumulation);
+      dx = matmul(dyq, fp8_quantize(wt, *f.compute, w_scale_), rule.accumulation, dx_stream);
       dequantize(dx, dy_scale, w_scale_, accf);
     }
     dy_used = dy;  // Transformer Engine reduces dbias from the unquantised gradient
   } else {
     dy_used = rounded(*f.backward, dy);
     // The casts saved by forward (autocast saves the low-precision copies).
-    dw = matmul(xc_.transpose(), dy_used, rule.accumulation);
-    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation);
+    dw = matmul(xc_.transpose(), dy_used, rule.accumulation, dw_stream);
+    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation, dx_stream);
   }
   // The weight gradient leaves the op in its output format and is stored in
   // the policy's gradient format (autocast: fp16 grad cast back to fp32).

@@ -1,5 +1,5 @@
 // Layer derivatives against central finite differences in binary64, and the
-// rounding / matmul fast paths against the exact core.
+// rounding fast paths against the exact core (matmul: test_train_tensor.cpp).
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -142,28 +142,6 @@ TEST_CASE("train: fast rounding equals the exact core", "[train]") {
     const double tie = f.min_positive() * 2.5;
     CHECK(round_value(f, tie) == f.min_positive() * 2);
   }
-}
-
-TEST_CASE("train: binary32 matmul equals sequential binary32 accumulation", "[train]") {
-  const Matrix a = rounded(formats::binary16(), random_matrix(7, 33, 20, 4.0));
-  const Matrix b = rounded(formats::binary16(), random_matrix(33, 5, 21, 4.0));
-  const Matrix fast = matmul(a, b, parse_accumulation("sequential:fp32:rne"));
-  for (Eigen::Index i = 0; i < 7; ++i)
-    for (Eigen::Index j = 0; j < 5; ++j) {
-      double acc = 0;
-      for (Eigen::Index p = 0; p < 33; ++p)
-        acc = to_double(formats::binary32(),
-                        round_double(formats::binary32(),
-                                     acc + to_double(formats::binary32(),
-                                                     round_double(formats::binary32(), a(i, p) * b(p, j)))));
-      REQUIRE(fast(i, j) == acc);
-    }
-  // The generic path with a low-precision accumulator rounds after each add.
-  const Matrix low = matmul(a, b, AccumulationModel{&formats::binary16()});
-  double acc = 0;
-  for (Eigen::Index p = 0; p < 33; ++p)
-    acc = round_value(formats::binary16(), acc + round_value(formats::binary16(), a(0, p) * b(p, 0)));
-  CHECK(low(0, 0) == acc);
 }
 
 TEST_CASE("train: Linear under fp32 equals a native float computation", "[train]") {

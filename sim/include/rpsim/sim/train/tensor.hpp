@@ -6,10 +6,10 @@
 
 #include <Eigen/Core>
 #include <cstdint>
-#include <string>
 
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/sim/accumulation.hpp"
 
 namespace rpsim::sim::train {
 
@@ -41,22 +41,29 @@ void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode = RoundingMo
 Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
                RandomStream random = {});
 
-// How the dot products inside a matmul are accumulated: products and running
-// sums rounded to `format` after each step, in index order (sequential
-// accumulation). binary32 runs on native float arithmetic, which is
-// bit-identical to that model (products of binary16/bfloat16/FP8 inputs are
-// exact in binary32; binary32 inputs get their product rounded, as on a
-// unit without fused multiply-add). binary64 uses Eigen's blocked GEMM.
-struct AccumulationModel {
-  const Format* format = nullptr;
-  std::string name() const;
-};
-// "fp32", "binary16", "sequential:fp32:rne", ... (only rne is supported here).
-AccumulationModel parse_accumulation(const std::string& spec);
-
-// C = A * B under `acc`, result left in the accumulation format (callers
-// round it to the op's output format). Deterministic for any thread count.
-Matrix matmul(const Matrix& a, const Matrix& b, const AccumulationModel& acc);
+// C = A * B with the dot products accumulated under `model`, any of sim's
+// accumulation models (accumulation.hpp: sequential, fma, pairwise,
+// blocked, kahan, exact, tc:PRESET presets, eigen); the result is left in
+// model.output_format() (callers round it to the op's output format).
+// Deterministic for any thread count.
+//
+// Paths:
+//  - sequential:binary32:rne (not fused) on operands that are all binary32
+//    values: native float arithmetic, bit-identical to sim::gemm with that
+//    model (products of binary16/bfloat16/FP8 values are exact in binary32,
+//    binary32 products are rounded once; rpsim_sim is compiled with
+//    -ffp-contract=off, so acc + a*b never becomes an FMA);
+//  - a Tensor Core model reads its input format: operands that are not
+//    values of it are first rounded to it (nearest even), as the cast in
+//    front of a tensor-core GEMM does (an fp32 GEMM on TF32 units, say);
+//  - every model, eigen:binary64 (the FP64 shadow's) included: sim::gemm.
+// `random` keys stochastic rounding: when it is not {0, 0}, a model that
+// rounds stochastically gets its seed mixed with random.seed and
+// random.stream, so each matmul of a run draws its own bits (sim::gemm then
+// keys the output element and the term). With {0, 0} the model is used as
+// given: matmul(a, b, m) equals sim::gemm(m, a, b).
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+              RandomStream random = {});
 
 // Sum of `values` in index order with a rounding to `fmt` after each add.
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride = 1);
