@@ -120,11 +120,11 @@ bool all_binary32(const Matrix& m) {
   return true;
 }
 
-// sequential:binary32:rne, not fused: what the native float kernel computes.
-bool native_binary32(const sim::AccumulationModel& model) {
+// The accumulator of a sequential, not fused, round-to-nearest-even model.
+const Format* sequential_rne(const sim::AccumulationModel& model) {
   const auto* seq = std::get_if<sim::Sequential>(&model.variant());
-  return seq && !seq->fused && seq->acc.rounding == RoundingMode::nearest_even &&
-         same_layout(seq->acc.format, formats::binary32());
+  if (!seq || seq->fused || seq->acc.rounding != RoundingMode::nearest_even) return nullptr;
+  return &seq->acc.format;
 }
 
 // Recursive summation in float, row by row with the K loop outside the
@@ -158,6 +158,33 @@ Matrix matmul_binary32(const Matrix& a, const Matrix& b) {
   return c;
 }
 
+// Recursive summation rounded to `fmt` (a grid format with at most 25
+// significand bits) on binary64 arithmetic: with binary32 operands a*b is
+// exact in binary64, so grid_round(a*b) is the product rounded once; acc and
+// the rounded product are values of fmt, and rounding their binary64 sum to
+// fmt equals rounding the exact sum because 53 >= 2p + 2 (double rounding is
+// innocuous: Figueroa, "When is double rounding innocuous?", 1995).
+Matrix matmul_grid(const Matrix& a, const Matrix& b, const Format& fmt) {
+  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
+  Matrix c(m, n);
+#pragma omp parallel
+  {
+    std::vector<double> row(static_cast<std::size_t>(k));
+#pragma omp for schedule(static)
+    for (Eigen::Index i = 0; i < m; ++i) {
+      for (Eigen::Index p = 0; p < k; ++p) row[std::size_t(p)] = a(i, p);
+      for (Eigen::Index j = 0; j < n; ++j) {
+        const double* col = b.col(j).data();
+        double acc = 0.0;
+        for (Eigen::Index p = 0; p < k; ++p)
+          acc = grid_round(fmt, acc + grid_round(fmt, row[std::size_t(p)] * col[p]));
+        c(i, j) = acc;
+      }
+    }
+  }
+  return c;
+}
+
 // The model with its stochastic-rounding seed mixed with `random`.
 sim::AccumulationModel reseeded(const sim::AccumulationModel& model, RandomStream random) {
   if (random.seed == 0 && random.stream == 0) return model;
@@ -179,7 +206,10 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
   if (a.cols() != b.rows())
     throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
                                 std::to_string(b.rows()) + ")");
-  if (native_binary32(model) && all_binary32(a) && all_binary32(b)) return matmul_binary32(a, b);
+  if (const Format* acc = sequential_rne(model); acc && all_binary32(a) && all_binary32(b)) {
+    if (same_layout(*acc, formats::binary32())) return matmul_binary32(a, b);
+    if (fast_kind(*acc) == FastKind::grid && acc->man_bits <= 24) return matmul_grid(a, b, *acc);
+  }
   const sim::GemmOptions options{omp_get_max_threads()};
   if (const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant()))
     return sim::gemm(model, rounded(tc->input, a), rounded(tc->input, b), options);

@@ -86,6 +86,38 @@ TEST_CASE("train: native binary32 matmul equals sim::gemm sequential:fp32:rne bi
   CHECK(same_bits(matmul(a, b, fp32), sim::gemm(fp32, a, b)));
 }
 
+TEST_CASE("train: sequential low-precision accumulation on binary64 arithmetic equals sim::gemm", "[train]") {
+  // NaN is NaN: its sign and payload are not part of the model.
+  auto same = [](const Matrix& x, const Matrix& y) {
+    for (Eigen::Index i = 0; i < x.size(); ++i)
+      if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i]) &&
+          !(std::isnan(x.data()[i]) && std::isnan(y.data()[i])))
+        return false;
+    return true;
+  };
+  struct Case {
+    const char* spec;
+    const char* operands;
+    int e_lo, e_hi;
+  };
+  // [4, 12] sums overflow fp16 (to inf, then inf - inf); e4m3 saturates or
+  // gives NaN by its own rules; [-30, 0] reaches fp16 subnormals.
+  const Case cases[] = {{"sequential:fp16", "binary16", -6, 6},   {"sequential:fp16", "binary16", -30, 0},
+                        {"sequential:fp16", "binary16", 4, 12},   {"sequential:fp16", "binary32", -8, 8},
+                        {"sequential:bf16", "bfloat16", -40, 40}, {"sequential:bf16", "binary32", -20, 20},
+                        {"sequential:tf32", "binary16", -10, 10}, {"sequential:e5m2", "e5m2", -4, 4},
+                        {"sequential:e4m3", "e4m3", -3, 5}};
+  std::uint64_t stream = 400;
+  for (const Case& c : cases) {
+    const AccumulationModel model = AccumulationModel::parse(c.spec);
+    const Matrix a = random_matrix(format(c.operands), 19, 150, ++stream, c.e_lo, c.e_hi);
+    const Matrix b = random_matrix(format(c.operands), 150, 7, ++stream, c.e_lo, c.e_hi);
+    INFO(c.spec << " on " << c.operands << ", exponents " << c.e_lo << ".." << c.e_hi);
+    const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, model); });
+    CHECK(same(fast, sim::gemm(model, a, b)));
+  }
+}
+
 TEST_CASE("train: other accumulation models are sim::gemm, Tensor Cores on their input format", "[train]") {
   const Matrix a = random_matrix(formats::binary16(), 70, 96, 200, -5, 5);
   const Matrix b = random_matrix(formats::binary16(), 96, 12, 201, -5, 5);

@@ -53,10 +53,16 @@ Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingM
 //    model (products of binary16/bfloat16/FP8 values are exact in binary32,
 //    binary32 products are rounded once; rpsim_sim is compiled with
 //    -ffp-contract=off, so acc + a*b never becomes an FMA);
+//  - sequential:FMT:rne (not fused) on binary32 operands, FMT with signed
+//    zeros, subnormals and at most 25 significand bits (binary16, bfloat16,
+//    tf32, e5m2, e4m3, ...): binary64 arithmetic with the grid
+//    rounding of round_value, bit-identical to sim::gemm (products exact in
+//    binary64, double rounding of the sums innocuous since 53 >= 2*25 + 2);
 //  - a Tensor Core model reads its input format: operands that are not
 //    values of it are first rounded to it (nearest even), as the cast in
 //    front of a tensor-core GEMM does (an fp32 GEMM on TF32 units, say);
-//  - every model, eigen:binary64 (the FP64 shadow's) included: sim::gemm.
+//  - every other model, eigen:binary64 (the FP64 shadow's) included:
+//    sim::gemm.
 // `random` keys stochastic rounding: when it is not {0, 0}, a model that
 // rounds stochastically gets its seed mixed with random.seed and
 // random.stream, so each matmul of a run draws its own bits (sim::gemm then
