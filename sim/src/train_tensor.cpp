@@ -216,6 +216,16 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
   return sim::gemm(reseeded(model, random), a, b, options);
 }
 
+Mask flushed_mask(const Matrix& before, const Matrix& after) {
+  if (before.rows() != after.rows() || before.cols() != after.cols())
+    throw std::invalid_argument("flushed_mask: shapes differ");
+  return before.array() != 0.0 && after.array() == 0.0;
+}
+
+std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
+  return std::int64_t(flushed_mask(before, after).count());
+}
+
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {
   if (count == 0) return 0.0;
   double acc = values[0];

@@ -183,3 +183,40 @@ TEST_CASE("train: FP8 scaling helpers", "[train]") {
   CHECK(d(0, 2) == -96.0);  // scale 2^(6-8); -400 rounds to -384 in e4m3 -> -96
   CHECK(d(0, 3) == 0.0);    // far below the block's range
 }
+
+TEST_CASE("train: underflow is counted where a gradient is rounded to its format", "[train]") {
+  // fp16-pure: the linear op outputs fp16, gradients are stored in fp16, the
+  // matmuls accumulate in fp32. Gradients of about 2^-24 * 0.05 are nonzero in
+  // fp32 and flush to zero in fp16.
+  const PrecisionPolicy pure = named_policy("fp16-pure");
+  const StepContext ctx{&pure, 0, 0};
+  Linear l("fc", 24, 5);
+  l.weight.value = rounded(formats::binary16(), random_matrix(24, 5, 40, 0.05));
+  const Matrix x = rounded(formats::binary16(), random_matrix(6, 24, 41));
+  l.forward(Tensor{x, &formats::binary16()}, ctx);
+  Matrix dy = random_matrix(6, 5, 42, 0x1.0p-14);
+  dy.row(0) *= 0x1.0p-10;  // one sample's and one output's gradients at the
+  dy.col(0) *= 0x1.0p-10;  // bottom of fp16: dx's row 0 and dw's column 0 flush
+  round_in_place(formats::binary16(), dy);
+  const Tensor dx = l.backward(Tensor{dy, &formats::binary16()}, ctx, true);
+  const auto& acc = pure.rule("linear").accumulation;
+  const Matrix dx_fp32 = matmul(dy, l.weight.value.transpose(), acc);
+  const Matrix dw_fp32 = matmul(x.transpose(), dy, acc);
+  const Mask expect = dx_fp32.array() != 0 && dx.values.array() == 0;
+  CHECK(expect.count() > 0);
+  CHECK((dx.flushed == expect).all());
+  CHECK(l.weight.grad_underflow == count_flushed(dw_fp32, l.weight.grad));
+  CHECK(l.weight.grad_underflow > 0);
+
+  // ReLU passes on the flushed entries where its mask lets the gradient
+  // through; the masked-out zeros are not underflow.
+  ReLU relu("act");
+  Matrix pre = random_matrix(6, 24, 43);
+  round_in_place(formats::binary16(), pre);
+  relu.forward(Tensor{pre, &formats::binary16()}, ctx);
+  const Tensor back = relu.backward(dx, ctx, true);
+  CHECK((back.flushed == (dx.flushed && pre.array() > 0)).all());
+  CHECK(back.underflow_count() < dx.underflow_count());
+  CHECK(count_flushed(Matrix::Constant(1, 3, 1e-30), Matrix::Zero(1, 3)) == 3);
+  CHECK(count_flushed(Matrix::Zero(1, 3), Matrix::Zero(1, 3)) == 0);
+}

@@ -97,6 +97,28 @@ TEST_CASE("train: fp16-amp gradient underflow shrinks with loss scaling", "[trai
   CHECK(column(scaled.steps_csv, "loss_scale").front() == "1024");
 }
 
+TEST_CASE("train: underflow columns need no shadow; the shadow comparison is its own column", "[train]") {
+  auto j = small_config("fp16-amp");
+  j["loss_scaler"] = {{"policy", "static"}, {"init_scale", 1}};
+  j["optimizer"]["lr"] = 0.5;
+  const RunResult with = run_json(j);
+  j["shadow"] = false;
+  const RunResult without = run_json(j);
+  for (const char* c : {"fc0_weight_grad_underflow_fraction", "fc1_activation_grad_underflow_fraction"})
+    CHECK(column(with.steps_csv, c) == column(without.steps_csv, c));
+  CHECK(column_sum(with.steps_csv, "fc1_activation_grad_underflow_fraction") > 0);
+  for (const auto& v : column(without.steps_csv, "fc1_activation_grad_zero_vs_fp64_fraction"))
+    CHECK(v.empty());
+  // Against the shadow, the emulated run also has zeros that are not
+  // underflow (ReLU masks that differ once the runs diverge): never fewer.
+  const auto under = column(with.steps_csv, "fc0_activation_grad_underflow_fraction");
+  const auto vs = column(with.steps_csv, "fc0_activation_grad_zero_vs_fp64_fraction");
+  double su = 0, sv = 0;
+  for (std::size_t i = 0; i < under.size(); ++i) su += std::stod(under[i]), sv += std::stod(vs[i]);
+  INFO("underflow " << su << ", zero vs fp64 " << sv);
+  CHECK(sv >= su);
+}
+
 TEST_CASE("train: an injected overflow skips the step and backs off the scale", "[train]") {
   auto j = small_config("fp16-amp");
   j["inject_overflow_steps"] = {3};

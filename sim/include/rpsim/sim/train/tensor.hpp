@@ -15,10 +15,18 @@ namespace rpsim::sim::train {
 
 // Rows are samples of a batch, columns features (images flattened C,H,W).
 using Matrix = Eigen::MatrixXd;
+using Mask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
 
 struct Tensor {
   Matrix values;
   const Format* format = nullptr;  // the format every entry is representable in
+  // Gradients: the entries that are zero because a rounding flushed them
+  // (underflow): nonzero before the op that produced this tensor rounded its
+  // result to its output and storage formats, zero after; elementwise ops
+  // (activations, max pooling) pass on the flushed entries of their input
+  // gradient. Empty: none.
+  Mask flushed = Mask();
+  std::int64_t underflow_count() const { return flushed.size() ? std::int64_t(flushed.count()) : 0; }
 };
 
 // Where stochastic rounding draws its bits: counter_random(seed, stream, i)
@@ -70,6 +78,12 @@ Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingM
 // given: matmul(a, b, m) equals sim::gemm(m, a, b).
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
               RandomStream random = {});
+
+// Entries nonzero in `before` and zero in `after` (same shape): what the
+// roundings that turned one into the other flushed to zero (NaN counts as
+// nonzero).
+Mask flushed_mask(const Matrix& before, const Matrix& after);
+std::int64_t count_flushed(const Matrix& before, const Matrix& after);
 
 // Sum of `values` in index order with a rounding to `fmt` after each add.
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride = 1);
