@@ -222,9 +222,10 @@ Micikevicius et al. (*Mixed Precision Training*, ICLR 2018, Fig. 3) histogrammed
 the Multibox SSD detector: 67% of the values were zero in fp16 (below 2^-24) and scaling the loss by 8 to
 32K moved them into range without overflow. Here a Fashion-MNIST MLP is trained under `fp16-amp` beside
 an FP64 shadow, once per static loss scale (1 ... 2^24) and once with PyTorch's dynamic scaler. Two
-measures: the fraction of gradients that are non-zero in the FP64 shadow but zero in the emulated fp16 run
-(`underflow.csv`), and the paper's own method: the fraction of FP64 magnitudes that a scale S would flush
-below half the smallest fp16 subnormal or push beyond 65504 (`predicted.csv`).
+measures: the fraction of gradient entries that a rounding to fp16 flushed to zero in the emulated run,
+counted where it happens (non-zero before the rounding, zero after; `underflow.csv`), and the paper's own
+method: the fraction of FP64 magnitudes that a scale S would flush below half the smallest fp16 subnormal or
+push beyond 65504 (`predicted.csv`).
 
 Tables: `histograms.csv`, `underflow.csv`, `predicted.csv`, `summary.csv` written by `rpsim study underflow`."""),
     ("code", setup("underflow", "03-underflow.png")),
@@ -258,7 +259,7 @@ static = summary[summary.static_scale > 0]
 ax.plot(np.log2(static.static_scale), static.activation_grad_underflow_step0 * 100, "o-", label="activation grads, underflow")
 ax.plot(np.log2(static.static_scale), static.weight_grad_underflow_step0 * 100, "s-", label="weight grads, underflow")
 ax.plot(np.log2(static.static_scale), static.weight_grad_nonfinite_mean * 100, "x--", label="weight grads, overflow (mean)")
-ax.set_xlabel("log2 static loss scale"); ax.set_ylabel("% of gradients (emulated fp16 vs FP64 shadow)")
+ax.set_xlabel("log2 static loss scale"); ax.set_ylabel("% of gradients (flushed by rounding to fp16)")
 ax.set_title("(c) measured in the fp16-amp run, step 0"); ax.legend(fontsize=7)
 fig.tight_layout()"""),
     ("code", SAVE),
@@ -282,7 +283,7 @@ for scale in [8, 32768]:
                      "most recovered / no overflow", "Micikevicius et al. 2018, Sec. 3.2"))
 s1 = summary[summary.static_scale == 1]
 if len(s1):
-    rows.append(("measured activation-grad underflow at scale 1, step 0 (emulated fp16 vs FP64)",
+    rows.append(("measured activation-grad underflow at scale 1, step 0 (flushed by rounding to fp16)",
                  pct(s1.activation_grad_underflow_step0.iloc[0]), "66.8% (SSD)", "Micikevicius et al. 2018"))
 over = summary[(summary.static_scale > 0) & (summary.overflow_steps > 0)]
 rows.append(("smallest static scale with overflowing steps",

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <Eigen/Core>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -122,6 +123,14 @@ double exact(const Exact& m, const Operands& o, double c) {
   return to_double(m.output, acc.round(m.output, r, f));
 }
 
+// Eigen's vectorised inner product, then + c (see EigenGemm).
+double eigen_dot(const Operands& o, double c) {
+  if (o.k == 0) return c;
+  using Strided = Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>;
+  const auto k = static_cast<Eigen::Index>(o.k);
+  return Strided(o.a, k, Eigen::InnerStride<>(o.as)).dot(Strided(o.b, k, Eigen::InnerStride<>(o.bs))) + c;
+}
+
 double tensor_core(const TensorCoreModel& m, const Operands& o, double c) {
   std::vector<double> a(o.k), b(o.k);
   for (std::size_t i = 0; i < o.k; ++i) {
@@ -163,6 +172,13 @@ RoundingMode parse_rnd(std::string_view spec, const std::string& token) {
   } catch (const std::exception&) {
     bad(spec, fmt::format("rounding '{}' is not rne rna rtz rd ru rodd sr", token));
   }
+}
+
+bool is_binary64(const Format& f) {
+  const Format& d = formats::binary64();
+  return f.exp_bits == d.exp_bits && f.man_bits == d.man_bits && f.bias == d.bias &&
+         f.has_sign == d.has_sign && f.subnormals == d.subnormals && f.nonfinite == d.nonfinite &&
+         f.overflow == d.overflow;
 }
 
 std::string fmt_name(const Format& f) {
@@ -233,7 +249,17 @@ AccumulationModel AccumulationModel::parse(std::string_view spec) {
       bad(spec, e.what());
     }
   }
-  bad(spec, fmt::format("unknown kind '{}' (sequential fma pairwise blocked:B kahan exact tc:PRESET)", kind));
+  if (kind == "eigen") {
+    if (has_seed) bad(spec, "eigen takes no seed");
+    if (parts.size() > 1 && !is_binary64(parse_fmt(spec, parts[1])))
+      bad(spec, fmt::format("eigen computes in binary64 only, not '{}'", parts[1]));
+    if (parts.size() > 2 && parse_rnd(spec, parts[2]) != RoundingMode::nearest_even)
+      bad(spec, "eigen rounds to nearest even only");
+    if (parts.size() > 3) bad(spec, fmt::format("unexpected '{}'", parts[3]));
+    return AccumulationModel(EigenGemm{});
+  }
+  bad(spec,
+      fmt::format("unknown kind '{}' (sequential fma pairwise blocked:B kahan exact tc:PRESET eigen)", kind));
 }
 
 AccumulationModel AccumulationModel::from_json(const nlohmann::json& j) {
@@ -270,7 +296,7 @@ AccumulationModel AccumulationModel::from_json(const nlohmann::json& j) {
   }
   std::string spec = kind;
   if (kind == "blocked") spec += fmt::format(":{}", integer("block", 32));
-  const std::string format = str("format", kind == "exact" ? "binary64" : "binary32");
+  const std::string format = str("format", kind == "exact" || kind == "eigen" ? "binary64" : "binary32");
   spec += fmt::format(":{}:{}", format, str("rounding", "rne"));
   if (j.contains("seed")) spec += fmt::format(":seed={}", integer("seed", 0));
   return parse(spec);
@@ -298,7 +324,8 @@ std::string AccumulationModel::spec() const {
                    const bool wgmma = m.name.find("wgmma") != std::string::npos;
                    return fmt::format("tc:{}:{}:{}{}", gpu, m.input.name, m.output.name,
                                       wgmma ? ":wgmma" : "");
-                 }},
+                 },
+                 [&](const EigenGemm&) { return std::string("eigen:binary64"); }},
       model_);
 }
 
@@ -308,7 +335,8 @@ const Format& AccumulationModel::output_format() const {
                                [](const Blocked& m) -> const Format& { return m.acc.format; },
                                [](const Kahan& m) -> const Format& { return m.acc.format; },
                                [](const Exact& m) -> const Format& { return m.output; },
-                               [](const TensorCoreModel& m) -> const Format& { return m.output; }},
+                               [](const TensorCoreModel& m) -> const Format& { return m.output; },
+                               [](const EigenGemm&) -> const Format& { return formats::binary64(); }},
                     model_);
 }
 
@@ -321,7 +349,8 @@ double AccumulationModel::dot_strided(const double* a, std::ptrdiff_t a_stride, 
                                [&](const Blocked& m) { return blocked(m, o, c, stream); },
                                [&](const Kahan& m) { return kahan(m, o, c, stream); },
                                [&](const Exact& m) { return exact(m, o, c); },
-                               [&](const TensorCoreModel& m) { return tensor_core(m, o, c); }},
+                               [&](const TensorCoreModel& m) { return tensor_core(m, o, c); },
+                               [&](const EigenGemm&) { return eigen_dot(o, c); }},
                     model_);
 }
 

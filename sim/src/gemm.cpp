@@ -4,7 +4,9 @@
 #include "rpsim/sim/gemm.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -139,6 +141,28 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
   return d;
 }
 
+// Eigen's binary64 GEMM on fixed blocks of 64 rows: every block is one
+// single-threaded Eigen product of the same shape whatever the thread count.
+// omp_set_num_threads(1) inside the region (a per-task setting) stops Eigen
+// from parallelising a product itself, which would change its blocking over
+// K and with it the summation order.
+Matrix gemm_eigen(const Matrix& a, const Matrix& b, const Matrix& c, const GemmOptions& options) {
+  const Eigen::Index m = a.rows();
+  constexpr Eigen::Index block = 64;
+  const Eigen::Index blocks = (m + block - 1) / block;
+  Matrix d = c;
+#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
+  {
+    omp_set_num_threads(1);
+#pragma omp for schedule(static)
+    for (Eigen::Index t = 0; t < blocks; ++t) {
+      const Eigen::Index r0 = t * block, len = std::min(block, m - r0);
+      d.middleRows(r0, len).noalias() += a.middleRows(r0, len) * b;
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
@@ -146,6 +170,7 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
   check_shapes(a, b, c);
   if (const auto* tc = std::get_if<TensorCoreModel>(&model.variant()))
     return gemm_tensor_core(*tc, a, b, c, options);
+  if (std::holds_alternative<EigenGemm>(model.variant())) return gemm_eigen(a, b, c, options);
   const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
   Matrix d(m, n);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(options.threads > 0 ? options.threads : 1)

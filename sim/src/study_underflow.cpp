@@ -108,6 +108,9 @@ StudyOutput run_underflow(const StudyOptions& options) {
         if (row[h.column("log2_abs_bin")] == "nonfinite") act_nonfinite0 += count;
       }
     }
+    // Measured where it happens: the fraction of gradient entries a rounding
+    // to fp16 flushed to zero (steps.csv, see trainer.hpp), not a comparison
+    // with the shadow, which would also count diverged ReLU masks.
     const TextTable& s = r.run.steps;
     const auto act = s.columns_ending("_activation_grad_underflow_fraction");
     const auto wu = s.columns_ending("_weight_grad_underflow_fraction");

@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "rpsim/formats/random.hpp"
 #include "rpsim/sim/train/layers.hpp"
 
 namespace rpsim::sim::train {
@@ -29,6 +30,15 @@ bool per_tensor_fp8(const OpRule& r, const PrecisionPolicy& p) {
 }
 bool block_fp8(const OpRule& r, const PrecisionPolicy& p) {
   return r.scaled_inputs && p.fp8.scaling == Fp8Scaling::mx;
+}
+
+// The stochastic-rounding key of one matmul of one layer at one step
+// (`which`: 0 forward, 1 weight gradient, 2 input gradient). Only models
+// that round stochastically read it.
+RandomStream matmul_stream(const std::string& layer, const StepContext& ctx, std::uint64_t which) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the layer name
+  for (const unsigned char ch : layer) h = (h ^ ch) * 0x100000001b3ull;
+  return RandomStream{ctx.seed, mix64(h ^ mix64(ctx.step)) + which};
 }
 
 // acc * (1 / (sa * sb)) in binary32, then in the accumulation format: the
@@ -108,24 +118,26 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
   const Formats f = resolve(rule, x_format);
-  const Format& accf = *rule.accumulation.format;
+  const Format& accf = rule.accumulation.output_format();
   x_ = x;
   x_format_ = &x_format;
   saved_format_ = f.compute;
+  const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
   Matrix acc;
   if (block_fp8(rule, pol)) {
     acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1),
-                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation);
+                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation,
+                 forward_stream);
   } else if (per_tensor_fp8(rule, pol)) {
     x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_);
     w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_);
     acc = matmul(fp8_quantize(x, *f.compute, x_scale_), fp8_quantize(weight.value, *f.compute, w_scale_),
-                 rule.accumulation);
+                 rule.accumulation, forward_stream);
     dequantize(acc, x_scale_, w_scale_, accf);
   } else {
     xc_ = rounded(*f.compute, x);
     wc_ = rounded(*f.compute, weight.value);
-    acc = matmul(xc_, wc_, rule.accumulation);
+    acc = matmul(xc_, wc_, rule.accumulation, forward_stream);
   }
   // Bias added in the accumulation format, as a GEMM epilogue does.
   const Eigen::RowVectorXd b =
@@ -136,49 +148,71 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   return acc;
 }
 
-Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad) {
+Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
+                             Matrix* dx_before_rounding) {
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
   const Formats f = resolve(rule, *x_format_);
-  const Format& accf = *rule.accumulation.format;
-  Matrix dw, dx, dy_used;
+  const Format& accf = rule.accumulation.output_format();
+  const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
+  // dw_raw, dx_raw: the matmul results before any rounding (underflow telemetry).
+  Matrix dw, dx, dy_used, dw_raw, dx_raw;
   const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
   const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
   const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
   if (block_fp8(rule, pol)) {
     const int bs = pol.fp8.block_size;
-    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), mx_quantize(dy, *f.backward, bs, 0), rule.accumulation);
-    if (need_input_grad)
-      dx = matmul(mx_quantize(dy, *f.backward, bs, 1), mx_quantize(wt, *f.compute, bs, 0), rule.accumulation);
+    const Matrix dy_cols = mx_quantize(dy, *f.backward, bs, 0);
+    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), dy_cols, rule.accumulation, dw_stream);
+    dy_cast_flushed_ = flushed_mask(dy, dy_cols);
+    if (need_input_grad) {
+      const Matrix dy_rows = mx_quantize(dy, *f.backward, bs, 1);
+      dx = matmul(dy_rows, mx_quantize(wt, *f.compute, bs, 0), rule.accumulation, dx_stream);
+      dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
+    }
     dy_used = dy;
   } else if (per_tensor_fp8(rule, pol)) {
     const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_);
     const Matrix dyq = fp8_quantize(dy, *f.backward, dy_scale);
-    dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation);
+    dy_cast_flushed_ = flushed_mask(dy, dyq);
+    dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation, dw_stream);
+    dw_raw = dw;
     dequantize(dw, x_scale_, dy_scale, accf);
     if (need_input_grad) {
-      dx = matmul(dyq, fp8_quantize(wt, *f.compute, w_scale_), rule.accumulation);
+      dx = matmul(dyq, fp8_quantize(wt, *f.compute, w_scale_), rule.accumulation, dx_stream);
+      dx_raw = dx;
       dequantize(dx, dy_scale, w_scale_, accf);
     }
     dy_used = dy;  // Transformer Engine reduces dbias from the unquantised gradient
   } else {
     dy_used = rounded(*f.backward, dy);
+    dy_cast_flushed_ = flushed_mask(dy, dy_used);
     // The casts saved by forward (autocast saves the low-precision copies).
-    dw = matmul(xc_.transpose(), dy_used, rule.accumulation);
-    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation);
+    dw = matmul(xc_.transpose(), dy_used, rule.accumulation, dw_stream);
+    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation, dx_stream);
+  }
+  if (!per_tensor_fp8(rule, pol)) {
+    dw_raw = dw;
+    if (need_input_grad) dx_raw = dx;
   }
   // The weight gradient leaves the op in its output format and is stored in
   // the policy's gradient format (autocast: fp16 grad cast back to fp32).
   round_in_place(*f.output, dw);
   round_in_place(*pol.gradients, dw);
+  weight.grad_underflow = count_flushed(dw_raw, dw);
   weight.grad = std::move(dw);
   Matrix db(1, dy_used.cols());
   for (Eigen::Index j = 0; j < dy_used.cols(); ++j)
     db(0, j) = sequential_sum(accf, dy_used.col(j).data(), dy_used.rows());
+  const Matrix db_raw = db;
   round_in_place(*f.output, db);
   round_in_place(*pol.gradients, db);
+  bias.grad_underflow = count_flushed(db_raw, db);
   bias.grad = std::move(db);
-  if (need_input_grad) round_in_place(*f.output, dx);
+  if (need_input_grad) {
+    round_in_place(*f.output, dx);
+    if (dx_before_rounding) *dx_before_rounding = std::move(dx_raw);
+  }
   return dx;
 }
 
@@ -188,10 +222,12 @@ Tensor Linear::forward(const Tensor& x, const StepContext& ctx) {
 }
 
 Tensor Linear::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
-  Matrix dx = core_backward(dy.values, ctx, need_input_grad);
+  Matrix raw;
+  Matrix dx = core_backward(dy.values, ctx, need_input_grad, &raw);
   if (!need_input_grad) return Tensor{Matrix(), x_format_};
   round_in_place(*x_format_, dx);
-  return Tensor{std::move(dx), x_format_};
+  Mask flushed = flushed_mask(raw, dx);
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> Linear::saved() const {
@@ -213,9 +249,14 @@ Tensor ReLU::forward(const Tensor& x, const StepContext& ctx) {
 Tensor ReLU::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
   if (!need_input_grad) return Tensor{Matrix(), x_.format};
   const Formats f = resolve(ctx.policy->rule("relu"), *x_.format);
-  Matrix dx = (x_.values.array() > 0).select(rounded(*f.backward, dy.values), 0.0);
+  // Masking first changes nothing (rounding keeps zeros) and leaves the
+  // masked-out zeros out of the underflow count.
+  const Matrix raw = (x_.values.array() > 0).select(dy.values, 0.0);
+  Matrix dx = rounded(*f.backward, raw);
   round_in_place(*x_.format, dx);
-  return Tensor{std::move(dx), x_.format};
+  Mask flushed = flushed_mask(raw, dx);
+  if (dy.flushed.size()) flushed = flushed || (dy.flushed && x_.values.array() > 0);
+  return Tensor{std::move(dx), x_.format, std::move(flushed)};
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> ReLU::saved() const {
@@ -246,10 +287,12 @@ Tensor GELU::backward(const Tensor& dy, const StepContext& ctx, bool need_input_
   const Formats f = resolve(ctx.policy->rule("gelu"), *x_.format);
   Matrix d = x_.values.unaryExpr([](double v) { return gelu_derivative(v); });
   round_in_place(*f.backward, d);
-  Matrix dx = rounded(*f.backward, dy.values).cwiseProduct(d);
-  round_in_place(*f.backward, dx);
+  const Matrix raw = rounded(*f.backward, dy.values).cwiseProduct(d);
+  Matrix dx = rounded(*f.backward, raw);
   round_in_place(*x_.format, dx);
-  return Tensor{std::move(dx), x_.format};
+  Mask flushed = flushed_mask(raw, dx);
+  if (dy.flushed.size()) flushed = flushed || dy.flushed;
+  return Tensor{std::move(dx), x_.format, std::move(flushed)};
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> GELU::saved() const {
@@ -315,6 +358,8 @@ Tensor LayerNorm::backward(const Tensor& dy, const StepContext& ctx, bool need_i
   }
   gamma.grad = rounded(*pol.gradients, dgamma);
   beta.grad = rounded(*pol.gradients, dbeta);
+  gamma.grad_underflow = count_flushed(dgamma, gamma.grad);
+  beta.grad_underflow = count_flushed(dbeta, beta.grad);
   if (!need_input_grad) return Tensor{Matrix(), x_format_};
   Matrix dx(d.rows(), n);
   for (Eigen::Index i = 0; i < d.rows(); ++i) {
@@ -324,9 +369,11 @@ Tensor LayerNorm::backward(const Tensor& dy, const StepContext& ctx, bool need_i
     for (Eigen::Index j = 0; j < n; ++j)
       dx(i, j) = rstd_(i) / double(n) * (double(n) * dxhat(j) - s1 - xhat_(i, j) * s2);
   }
+  const Matrix raw = dx;
   round_in_place(c, dx);
   round_in_place(*x_format_, dx);
-  return Tensor{std::move(dx), x_format_};
+  Mask flushed = flushed_mask(raw, dx);
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> LayerNorm::saved() const {
@@ -385,23 +432,44 @@ Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   for (Eigen::Index b = 0; b < batch_; ++b)
     for (Eigen::Index p = 0; p < positions; ++p)
       for (int o = 0; o < oc_; ++o) d(b * positions + p, o) = dy.values(b, o * positions + p);
-  const Matrix dcols = core_backward(d, ctx, need_input_grad);
+  Matrix dcols_raw;
+  const Matrix dcols = core_backward(d, ctx, need_input_grad, &dcols_raw);
   if (!need_input_grad) return Tensor{Matrix(), x_format_};
-  Matrix dx = Matrix::Zero(batch_, Eigen::Index(c_) * h_ * w_);
-  for (Eigen::Index b = 0; b < batch_; ++b)
-    for (int oy = 0; oy < out_h_; ++oy)
-      for (int ox = 0; ox < out_w_; ++ox) {
-        const Eigen::Index r = b * positions + oy * out_w_ + ox;
-        for (int ch = 0; ch < c_; ++ch)
-          for (int ky = 0; ky < k_; ++ky)
-            for (int kx = 0; kx < k_; ++kx) {
-              const int iy = oy + ky - pad_, ix = ox + kx - pad_;
-              if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
-              dx(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix) += dcols(r, (ch * k_ + ky) * k_ + kx);
-            }
-      }
+  // col2im: overlapping patches summed in binary64.
+  auto col2im = [&](const Matrix& cols) {
+    Matrix dx = Matrix::Zero(batch_, Eigen::Index(c_) * h_ * w_);
+    for (Eigen::Index b = 0; b < batch_; ++b)
+      for (int oy = 0; oy < out_h_; ++oy)
+        for (int ox = 0; ox < out_w_; ++ox) {
+          const Eigen::Index r = b * positions + oy * out_w_ + ox;
+          for (int ch = 0; ch < c_; ++ch)
+            for (int ky = 0; ky < k_; ++ky)
+              for (int kx = 0; kx < k_; ++kx) {
+                const int iy = oy + ky - pad_, ix = ox + kx - pad_;
+                if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
+                dx(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix) += cols(r, (ch * k_ + ky) * k_ + kx);
+              }
+        }
+    return dx;
+  };
+  Matrix dx = col2im(dcols);
   round_in_place(*x_format_, dx);
-  return Tensor{std::move(dx), x_format_};
+  // Underflow: nonzero in the col2im of the unrounded matmul result, zero
+  // after the roundings (of the columns to the output format, of dx to x's).
+  Mask flushed = flushed_mask(col2im(dcols_raw), dx);
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
+}
+
+Mask Conv2d::gradient_cast_flushed() const {
+  // Back from (batch * positions, out channels) rows to the (C, H, W) layout.
+  const Mask& m = Linear::gradient_cast_flushed();
+  if (m.size() == 0) return m;
+  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  Mask out(batch_, Eigen::Index(oc_) * positions);
+  for (Eigen::Index b = 0; b < batch_; ++b)
+    for (Eigen::Index p = 0; p < positions; ++p)
+      for (int o = 0; o < oc_; ++o) out(b, o * positions + p) = m(b * positions + p, o);
+  return out;
 }
 
 // ---- MaxPool2d ------------------------------------------------------------
@@ -447,8 +515,15 @@ Tensor MaxPool2d::backward(const Tensor& dy, const StepContext&, bool need_input
   Matrix dx = Matrix::Zero(batch, in_cols_);
   for (Eigen::Index oc = 0; oc < dy.values.cols(); ++oc)
     for (Eigen::Index b = 0; b < batch; ++b) dx(b, argmax_[std::size_t(oc * batch + b)]) += dy.values(b, oc);
+  const Matrix raw = dx;
   round_in_place(*x_format_, dx);
-  return Tensor{std::move(dx), x_format_};
+  Mask flushed = flushed_mask(raw, dx);
+  // Windows do not overlap: a flushed dy entry is a zero at its argmax.
+  if (dy.flushed.size())
+    for (Eigen::Index oc = 0; oc < dy.values.cols(); ++oc)
+      for (Eigen::Index b = 0; b < batch; ++b)
+        if (dy.flushed(b, oc)) flushed(b, argmax_[std::size_t(oc * batch + b)]) = true;
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
 }
 
 // ---- Losses -------------------------------------------------------------
@@ -486,9 +561,11 @@ Tensor CrossEntropyLoss::backward(double scale, const StepContext&) {
   for (Eigen::Index i = 0; i < batch; ++i)
     d(i, labels_[std::size_t(i)]) = round_value(c, d(i, labels_[std::size_t(i)]) - 1.0);
   d *= seed;
+  const Matrix raw = d;
   round_in_place(c, d);
   round_in_place(*logits_format_, d);
-  return Tensor{std::move(d), logits_format_};
+  Mask flushed = flushed_mask(raw, d);
+  return Tensor{std::move(d), logits_format_, std::move(flushed)};
 }
 
 double MSELoss::forward(const Tensor& logits, const std::vector<int>& labels, const StepContext& ctx) {
@@ -508,9 +585,11 @@ Tensor MSELoss::backward(double scale, const StepContext&) {
   const Format& c = *compute_;
   const double seed = round_value(c, 2.0 * scale / double(diff_.size()));
   Matrix d = diff_ * seed;
+  const Matrix raw = d;
   round_in_place(c, d);
   round_in_place(*logits_format_, d);
-  return Tensor{std::move(d), logits_format_};
+  Mask flushed = flushed_mask(raw, d);
+  return Tensor{std::move(d), logits_format_, std::move(flushed)};
 }
 
 }  // namespace rpsim::sim::train

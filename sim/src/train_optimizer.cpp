@@ -103,8 +103,10 @@ double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm, co
     const double coef = round_value(c, max_norm / round_value(c, norm + 1e-6));
     if (coef < 1.0)
       for (Parameter* prm : params) {
+        const Matrix before = prm->grad;
         prm->grad *= coef;
         round_in_place(*policy.gradients, prm->grad);
+        prm->grad_underflow += count_flushed(before, prm->grad);
       }
   }
   return norm;

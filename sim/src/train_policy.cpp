@@ -21,7 +21,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 // Builds the op table: with autocast, allow-list ops cast to the low format,
 // deny-list ops to binary32, the rest follow their inputs; without it every
 // op computes and outputs in `base`. Matmuls accumulate under `acc`.
-void fill_ops(PrecisionPolicy& p, const Format& base, const AccumulationModel& acc) {
+void fill_ops(PrecisionPolicy& p, const Format& base, const sim::AccumulationModel& acc) {
   p.ops.clear();
   for (const auto& op : op_names()) {
     OpRule r;
@@ -41,11 +41,18 @@ void fill_ops(PrecisionPolicy& p, const Format& base, const AccumulationModel& a
   }
 }
 
-PrecisionPolicy uniform(const std::string& name, const Format& f) {
+// Recursive summation in binary32 with round to nearest even: what a CPU
+// float loop does (and, bit for bit, train::matmul's native float path).
+sim::AccumulationModel fp32_accumulation() {
+  return sim::AccumulationModel(
+      sim::Sequential{sim::AccumulatorSpec{formats::binary32(), RoundingMode::nearest_even, 0}, false});
+}
+
+PrecisionPolicy uniform(const std::string& name, const Format& f, const sim::AccumulationModel& acc) {
   PrecisionPolicy p;
   p.name = name;
   p.data = p.weights = p.gradients = p.optimizer_state = p.optimizer_compute = &f;
-  fill_ops(p, f, AccumulationModel{&f});
+  fill_ops(p, f, acc);
   return p;
 }
 
@@ -68,12 +75,12 @@ PrecisionPolicy autocast(const std::string& name, const Format& low, bool pure) 
     p.weights = &low;
     p.master_weights = p.gradients = p.optimizer_state = &f32;
   }
-  fill_ops(p, f32, AccumulationModel{&f32});
+  fill_ops(p, f32, fp32_accumulation());
   return p;
 }
 
 PrecisionPolicy fp8_policy(const std::string& name, Fp8Scaling scaling) {
-  PrecisionPolicy p = uniform(name, formats::binary32());
+  PrecisionPolicy p = uniform(name, formats::binary32(), fp32_accumulation());
   p.weights = &formats::e4m3();
   p.master_weights = &formats::binary32();
   p.fp8.scaling = scaling;
@@ -88,6 +95,18 @@ PrecisionPolicy fp8_policy(const std::string& name, Fp8Scaling scaling) {
   }
   p.autocast_allow = kAllow;
   return p;
+}
+
+// A sim accumulation model from a spec string or an object; errors name `path`.
+sim::AccumulationModel accumulation_at(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_string() && !j.is_object())
+    fail(path, "expected an accumulation model spec string (e.g. \"tc:h100:fp16:fp32\") or object, got " +
+                   describe(j));
+  try {
+    return sim::AccumulationModel::from_json(j);
+  } catch (const std::exception& e) {
+    fail(path, e.what());
+  }
 }
 
 const Format& format_at(const nlohmann::json& j, const std::string& path) {
@@ -121,8 +140,10 @@ const std::vector<std::string>& policy_names() {
 }
 
 PrecisionPolicy named_policy(const std::string& name) {
-  if (name == "fp32") return uniform(name, formats::binary32());
-  if (name == "fp64") return uniform(name, formats::binary64());
+  if (name == "fp32") return uniform(name, formats::binary32(), fp32_accumulation());
+  // Eigen's binary64 GEMM (sim's eigen:binary64): fast, and its summation
+  // order (Eigen's cache blocking) is honestly named rather than modelled.
+  if (name == "fp64") return uniform(name, formats::binary64(), sim::AccumulationModel(sim::EigenGemm{}));
   if (name == "fp16-amp") {
     auto p = autocast(name, formats::binary16(), false);
     p.default_loss_scaler = "dynamic";
@@ -195,14 +216,9 @@ PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& pat
   }
   if (j.contains("kahan")) p.kahan = boolean(j["kahan"], join(path, "kahan"));
   bool rebuild = false;
-  AccumulationModel acc = p.ops.at("linear").accumulation;
+  sim::AccumulationModel acc = p.ops.at("linear").accumulation;
   if (j.contains("accumulation")) {
-    const std::string k = join(path, "accumulation");
-    try {
-      acc = parse_accumulation(string(j["accumulation"], k));
-    } catch (const std::invalid_argument& e) {
-      fail(k, e.what());
-    }
+    acc = accumulation_at(j["accumulation"], join(path, "accumulation"));
     rebuild = true;
   }
   if (j.contains("autocast")) {
@@ -239,14 +255,8 @@ PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& pat
       if (it->contains("output")) r.output = &format_at((*it)["output"], join(ok, "output"));
       if (it->contains("backward_compute"))
         r.backward_compute = &format_at((*it)["backward_compute"], join(ok, "backward_compute"));
-      if (it->contains("accumulation")) {
-        const std::string ak = join(ok, "accumulation");
-        try {
-          r.accumulation = parse_accumulation(string((*it)["accumulation"], ak));
-        } catch (const std::invalid_argument& e) {
-          fail(ak, e.what());
-        }
-      }
+      if (it->contains("accumulation"))
+        r.accumulation = accumulation_at((*it)["accumulation"], join(ok, "accumulation"));
     }
   }
   if (j.contains("fp8")) {
@@ -305,7 +315,7 @@ nlohmann::json PrecisionPolicy::to_json() const {
     j["ops"][op] = {{"compute", fname(r.compute)},
                     {"output", fname(r.output)},
                     {"backward_compute", fname(r.backward_compute)},
-                    {"accumulation", r.accumulation.name()},
+                    {"accumulation", r.accumulation.spec()},
                     {"scaled_inputs", r.scaled_inputs}};
   }
   if (fp8.scaling != Fp8Scaling::none) {

@@ -1,11 +1,15 @@
 // Rounding of whole tensors and matmuls under an accumulation model.
+#include <omp.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <variant>
 #include <vector>
 
 #include "rpsim/formats/random.hpp"
+#include "rpsim/sim/gemm.hpp"
 #include "rpsim/sim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
@@ -106,28 +110,26 @@ Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStre
   return r;
 }
 
-std::string AccumulationModel::name() const {
-  return "sequential:" + format->name + ":rne";
-}
-
-AccumulationModel parse_accumulation(const std::string& spec) {
-  std::string fmt_name = spec;
-  if (spec.rfind("sequential:", 0) == 0) {
-    fmt_name = spec.substr(11);
-    const auto colon = fmt_name.find(':');
-    if (colon != std::string::npos) {
-      const std::string mode = fmt_name.substr(colon + 1);
-      if (mode != "rne")
-        throw std::invalid_argument("accumulation model '" + spec +
-                                    "': only round-to-nearest-even accumulation is modelled");
-      fmt_name = fmt_name.substr(0, colon);
-    }
-  }
-  return AccumulationModel{&format(fmt_name)};
-}
-
 namespace {
 
+// Every entry a binary32 value (or not finite): float(x) loses nothing.
+bool all_binary32(const Matrix& m) {
+  const double* p = m.data();
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    if (double(float(p[i])) != p[i] && !std::isnan(p[i])) return false;
+  return true;
+}
+
+// The accumulator of a sequential, not fused, round-to-nearest-even model.
+const Format* sequential_rne(const sim::AccumulationModel& model) {
+  const auto* seq = std::get_if<sim::Sequential>(&model.variant());
+  if (!seq || seq->fused || seq->acc.rounding != RoundingMode::nearest_even) return nullptr;
+  return &seq->acc.format;
+}
+
+// Recursive summation in float, row by row with the K loop outside the
+// vectorised j loop: every c(i, j) is still acc = acc + a(i,p)*b(p,j) in
+// index order p = 0, 1, ..., each operation rounded to binary32.
 Matrix matmul_binary32(const Matrix& a, const Matrix& b) {
   const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
   std::vector<float> af(std::size_t(m * k)), bf(std::size_t(k * n));
@@ -156,45 +158,72 @@ Matrix matmul_binary32(const Matrix& a, const Matrix& b) {
   return c;
 }
 
-// Fixed row blocks: Eigen's kernel then runs single-threaded on the same
-// shapes whatever the thread count, so results do not depend on it.
-Matrix matmul_binary64(const Matrix& a, const Matrix& b) {
-  const Eigen::Index m = a.rows();
-  constexpr Eigen::Index block = 64;
-  const Eigen::Index blocks = (m + block - 1) / block;
-  Matrix c(m, b.cols());
-#pragma omp parallel for schedule(static)
-  for (Eigen::Index t = 0; t < blocks; ++t) {
-    const Eigen::Index r0 = t * block, len = std::min(block, m - r0);
-    c.middleRows(r0, len).noalias() = a.middleRows(r0, len) * b;
+// Recursive summation rounded to `fmt` (a grid format with at most 25
+// significand bits) on binary64 arithmetic: with binary32 operands a*b is
+// exact in binary64, so grid_round(a*b) is the product rounded once; acc and
+// the rounded product are values of fmt, and rounding their binary64 sum to
+// fmt equals rounding the exact sum because 53 >= 2p + 2 (double rounding is
+// innocuous: Figueroa, "When is double rounding innocuous?", 1995).
+Matrix matmul_grid(const Matrix& a, const Matrix& b, const Format& fmt) {
+  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
+  Matrix c(m, n);
+#pragma omp parallel
+  {
+    std::vector<double> row(static_cast<std::size_t>(k));
+#pragma omp for schedule(static)
+    for (Eigen::Index i = 0; i < m; ++i) {
+      for (Eigen::Index p = 0; p < k; ++p) row[std::size_t(p)] = a(i, p);
+      for (Eigen::Index j = 0; j < n; ++j) {
+        const double* col = b.col(j).data();
+        double acc = 0.0;
+        for (Eigen::Index p = 0; p < k; ++p)
+          acc = grid_round(fmt, acc + grid_round(fmt, row[std::size_t(p)] * col[p]));
+        c(i, j) = acc;
+      }
+    }
   }
   return c;
 }
 
-Matrix matmul_generic(const Matrix& a, const Matrix& b, const Format& fmt) {
-  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
-  Matrix c(m, n);
-#pragma omp parallel for schedule(static)
-  for (Eigen::Index i = 0; i < m; ++i)
-    for (Eigen::Index j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (Eigen::Index p = 0; p < k; ++p) acc = round_value(fmt, acc + round_value(fmt, a(i, p) * b(p, j)));
-      c(i, j) = acc;
-    }
-  return c;
+// The model with its stochastic-rounding seed mixed with `random`.
+sim::AccumulationModel reseeded(const sim::AccumulationModel& model, RandomStream random) {
+  if (random.seed == 0 && random.stream == 0) return model;
+  sim::AccumulationModel::Variant v = model.variant();
+  std::visit(
+      [&](auto& m) {
+        if constexpr (requires { m.acc.seed; }) {
+          if (m.acc.rounding == RoundingMode::stochastic)
+            m.acc.seed = counter_random(m.acc.seed, random.seed, random.stream);
+        }
+      },
+      v);
+  return sim::AccumulationModel(std::move(v));
 }
 
 }  // namespace
 
-Matrix matmul(const Matrix& a, const Matrix& b, const AccumulationModel& acc) {
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
   if (a.cols() != b.rows())
     throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
                                 std::to_string(b.rows()) + ")");
-  switch (fast_kind(*acc.format)) {
-    case FastKind::identity: return matmul_binary64(a, b);
-    case FastKind::binary32: return matmul_binary32(a, b);
-    default: return matmul_generic(a, b, *acc.format);
+  if (const Format* acc = sequential_rne(model); acc && all_binary32(a) && all_binary32(b)) {
+    if (same_layout(*acc, formats::binary32())) return matmul_binary32(a, b);
+    if (fast_kind(*acc) == FastKind::grid && acc->man_bits <= 24) return matmul_grid(a, b, *acc);
   }
+  const sim::GemmOptions options{omp_get_max_threads()};
+  if (const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant()))
+    return sim::gemm(model, rounded(tc->input, a), rounded(tc->input, b), options);
+  return sim::gemm(reseeded(model, random), a, b, options);
+}
+
+Mask flushed_mask(const Matrix& before, const Matrix& after) {
+  if (before.rows() != after.rows() || before.cols() != after.cols())
+    throw std::invalid_argument("flushed_mask: shapes differ");
+  return before.array() != 0.0 && after.array() == 0.0;
+}
+
+std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
+  return std::int64_t(flushed_mask(before, after).count());
 }
 
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {

@@ -85,8 +85,10 @@ double accuracy(Model& model, const PrecisionPolicy& policy, const Dataset& test
   return test.size() ? 100.0 * double(correct) / double(test.size()) : 0.0;
 }
 
-// Fraction of entries zero in `emulated` but not in `reference`.
-double underflow_fraction(const Matrix& emulated, const Matrix& reference) {
+// Fraction of entries zero in `emulated` but nonzero (and finite) in
+// `reference`: underflow and any other divergence (a ReLU mask that differs
+// once the runs have drifted apart, say) together.
+double zero_vs_fp64_fraction(const Matrix& emulated, const Matrix& reference) {
   if (emulated.size() == 0 || emulated.size() != reference.size()) return 0;
   Eigen::Index n = 0;
   for (Eigen::Index i = 0; i < emulated.size(); ++i)
@@ -234,7 +236,8 @@ RunResult run(const Config& config, const RunOptions& options) {
   for (std::size_t i : tracked) {
     const std::string& ln = emu.model.layers[i]->name();
     steps_csv += "," + ln + "_weight_grad_underflow_fraction," + ln + "_weight_grad_nonfinite_fraction," +
-                 ln + "_activation_grad_underflow_fraction," + ln + "_weight_rel_distance_from_fp64";
+                 ln + "_activation_grad_underflow_fraction," + ln + "_weight_rel_distance_from_fp64," + ln +
+                 "_weight_grad_zero_vs_fp64_fraction," + ln + "_activation_grad_zero_vs_fp64_fraction";
   }
   steps_csv += "\n";
   std::string hist_csv = "step,layer,tensor,arithmetic,log2_abs_bin,count\n";
@@ -292,8 +295,10 @@ RunResult run(const Config& config, const RunOptions& options) {
       const double inv = round_value(formats::binary32(), 1.0 / scale);
       for (Parameter* p : params) {
         if (inv != 1.0) {
+          const Matrix before = p->grad;
           p->grad *= inv;
           round_in_place(*policy.gradients, p->grad);
+          p->grad_underflow += count_flushed(before, p->grad);
         }
         found = found || !p->grad.allFinite();
       }
@@ -333,32 +338,45 @@ RunResult run(const Config& config, const RunOptions& options) {
             histogram_rows(hist_csv, step, le.name(), "weight_grad", "fp64", ws);
           }
         }
-      std::vector<double> under, nonfin, act_under;
+      // Underflow where it happens: gradient entries the roundings to their
+      // formats flushed to zero (counted by the ops, the unscale and the
+      // clipping). The entry-by-entry comparison with the shadow is kept
+      // apart: it also counts entries the diverged runs zero differently.
+      std::vector<double> under, nonfin, act_under, zero_vs, act_zero_vs;
       for (std::size_t i : tracked) {
         auto pe = emu.model.layers[i]->parameters();
-        double u = 0, nf = 0, cnt = 0;
+        double u = 0, z = 0, nf = 0, cnt = 0;
         for (std::size_t k = 0; k < pe.size(); ++k) {
           const double sz = double(pe[k]->grad.size());
+          u += double(pe[k]->grad_underflow);
           if (config.shadow)
-            u += underflow_fraction(pe[k]->grad, shadow.model.layers[i]->parameters()[k]->grad) * sz;
+            z += zero_vs_fp64_fraction(pe[k]->grad, shadow.model.layers[i]->parameters()[k]->grad) * sz;
           nf += nonfinite_fraction(pe[k]->grad) * sz;
           cnt += sz;
         }
         under.push_back(cnt ? u / cnt : 0);
+        zero_vs.push_back(cnt ? z / cnt : 0);
         nonfin.push_back(cnt ? nf / cnt : 0);
-        act_under.push_back(config.shadow ? underflow_fraction(emu.activation_grads[i].values,
-                                                               shadow.activation_grads[i].values)
-                                          : 0);
+        // The gradient arriving at the layer: entries flushed upstream (see
+        // Tensor::flushed) or by this layer's cast of it (FP8: e5m2).
+        const Tensor& g = emu.activation_grads[i];
+        const Mask cast = emu.model.layers[i]->gradient_cast_flushed();
+        double flushed = double(g.underflow_count());
+        if (cast.size() == g.values.size() && cast.size())
+          flushed = g.flushed.size() ? double((g.flushed || cast).count()) : double(cast.count());
+        act_under.push_back(g.values.size() ? flushed / double(g.values.size()) : 0);
+        act_zero_vs.push_back(
+            config.shadow ? zero_vs_fp64_fraction(g.values, shadow.activation_grads[i].values) : 0);
       }
       if (!skipped) emu.optimizer->step(params);
       if (config.shadow) shadow.optimizer->step(sparams);
       for (std::size_t t = 0; t < tracked.size(); ++t) {
         row += ',';
-        if (config.shadow) row += num(under[t]);
+        row += num(under[t]);
         row += ',';
         row += num(nonfin[t]);
         row += ',';
-        if (config.shadow) row += num(act_under[t]);
+        row += num(act_under[t]);
         row += ',';
         if (config.shadow) {
           const Matrix we = weights_of(*emu.model.layers[tracked[t]]);
@@ -366,6 +384,10 @@ RunResult run(const Config& config, const RunOptions& options) {
           const double denom = ws.norm();
           row += num(denom > 0 ? (we - ws).norm() / denom : (we - ws).norm());
         }
+        row += ',';
+        if (config.shadow) row += num(zero_vs[t]);
+        row += ',';
+        if (config.shadow) row += num(act_zero_vs[t]);
       }
       steps_csv += row + "\n";
       result.final_loss = loss;

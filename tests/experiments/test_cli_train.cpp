@@ -50,6 +50,10 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
       {"--set 'policy={\"name\":\"bf16-amp\",\"weights\":\"bf17\"}'", "policy.weights: unknown format"},
       {"--set loss_scaler.policy=magic", "loss_scaler"},
       {"--set epochs='\"two\"'", "epochs: expected an integer, got \"two\""},
+      {"--set 'policy={\"name\":\"fp16-amp\",\"accumulation\":\"tc:h999:fp16\"}'",
+       "small.json: policy.accumulation: accumulation model 'tc:h999:fp16'"},
+      {"--set 'policy={\"name\":\"fp32\",\"ops\":{\"linear\":{\"accumulation\":\"blocked:0\"}}}'",
+       "small.json: policy.ops.linear.accumulation: accumulation model 'blocked:0'"},
   };
   for (const auto& c : cases) {
     const auto r = run_cli("train " + cfg.string() + " --quiet --out " + out.string() + " " + c.args);

@@ -281,3 +281,39 @@ TEST_CASE("GEMM under summation models equals per-element dot products", "[accum
   }
   CHECK_THROWS_WITH(gemm(AccumulationModel(), a, a, c), Catch::Contains("6x50"));
 }
+
+TEST_CASE("eigen:binary64 is Eigen's product, named as such, independent of the thread count",
+          "[accumulation][gemm]") {
+  const auto eigen = AccumulationModel::parse("eigen");
+  CHECK(eigen.spec() == "eigen:binary64");
+  CHECK(AccumulationModel::parse("eigen:fp64:rne").spec() == "eigen:binary64");
+  CHECK(AccumulationModel::from_json(nlohmann::json::parse(R"({"kind":"eigen"})")).spec() ==
+        "eigen:binary64");
+  CHECK(&eigen.output_format() == &formats::binary64());
+  CHECK_THROWS_WITH(AccumulationModel::parse("eigen:fp32"), Catch::Contains("binary64 only"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("eigen:fp64:rtz"), Catch::Contains("nearest even"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("eigen:fp64:rne:seed=1"), Catch::Contains("no seed"));
+  CHECK(eigen.dot(kStagnation, kOnes, 0.5) == 1.5 + 3 * std::ldexp(1, -24));
+  // K = 784 is past Eigen's multi-threaded depth block (320): a product that
+  // Eigen parallelised itself would sum in a different order.
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd(0, 1);
+  Matrix a(150, 784), b(784, 40), c(150, 40);
+  for (Eigen::Index i = 0; i < a.size(); ++i)
+    a.data()[i] = std::ldexp(nd(rng), static_cast<int>(rng() % 20) - 10);
+  for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = nd(rng);
+  for (Eigen::Index i = 0; i < c.size(); ++i) c.data()[i] = nd(rng);
+  const Matrix d1 = gemm(eigen, a, b, c, GemmOptions{1});
+  const Matrix d2 = gemm(eigen, a, b, c, GemmOptions{2});
+  CHECK((d1.array() == d2.array()).all());
+  // Within the deterministic bound of any summation order.
+  const double u = std::ldexp(1, -53);
+  for (Eigen::Index i = 0; i < a.rows(); i += 7)
+    for (Eigen::Index j = 0; j < b.cols(); j += 3) {
+      std::vector<double> row(a.row(i).begin(), a.row(i).end()), col(b.col(j).begin(), b.col(j).end());
+      row.push_back(c(i, j));
+      col.push_back(1.0);
+      const double exact = AccumulationModel::parse("exact").dot(row, col);
+      CHECK(std::fabs(d1(i, j) - exact) <= gamma_n(785, u) * exact_abs_dot(row, col));
+    }
+}

@@ -1,5 +1,5 @@
 // Layer derivatives against central finite differences in binary64, and the
-// rounding / matmul fast paths against the exact core.
+// rounding fast paths against the exact core (matmul: test_train_tensor.cpp).
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -144,28 +144,6 @@ TEST_CASE("train: fast rounding equals the exact core", "[train]") {
   }
 }
 
-TEST_CASE("train: binary32 matmul equals sequential binary32 accumulation", "[train]") {
-  const Matrix a = rounded(formats::binary16(), random_matrix(7, 33, 20, 4.0));
-  const Matrix b = rounded(formats::binary16(), random_matrix(33, 5, 21, 4.0));
-  const Matrix fast = matmul(a, b, parse_accumulation("sequential:fp32:rne"));
-  for (Eigen::Index i = 0; i < 7; ++i)
-    for (Eigen::Index j = 0; j < 5; ++j) {
-      double acc = 0;
-      for (Eigen::Index p = 0; p < 33; ++p)
-        acc = to_double(formats::binary32(),
-                        round_double(formats::binary32(),
-                                     acc + to_double(formats::binary32(),
-                                                     round_double(formats::binary32(), a(i, p) * b(p, j)))));
-      REQUIRE(fast(i, j) == acc);
-    }
-  // The generic path with a low-precision accumulator rounds after each add.
-  const Matrix low = matmul(a, b, AccumulationModel{&formats::binary16()});
-  double acc = 0;
-  for (Eigen::Index p = 0; p < 33; ++p)
-    acc = round_value(formats::binary16(), acc + round_value(formats::binary16(), a(0, p) * b(p, 0)));
-  CHECK(low(0, 0) == acc);
-}
-
 TEST_CASE("train: Linear under fp32 equals a native float computation", "[train]") {
   const PrecisionPolicy fp32 = named_policy("fp32");
   const StepContext ctx{&fp32, 0, 0};
@@ -204,4 +182,41 @@ TEST_CASE("train: FP8 scaling helpers", "[train]") {
   const Matrix d = mx_quantize(m, e4m3, 32, 1);
   CHECK(d(0, 2) == -96.0);  // scale 2^(6-8); -400 rounds to -384 in e4m3 -> -96
   CHECK(d(0, 3) == 0.0);    // far below the block's range
+}
+
+TEST_CASE("train: underflow is counted where a gradient is rounded to its format", "[train]") {
+  // fp16-pure: the linear op outputs fp16, gradients are stored in fp16, the
+  // matmuls accumulate in fp32. Gradients of about 2^-24 * 0.05 are nonzero in
+  // fp32 and flush to zero in fp16.
+  const PrecisionPolicy pure = named_policy("fp16-pure");
+  const StepContext ctx{&pure, 0, 0};
+  Linear l("fc", 24, 5);
+  l.weight.value = rounded(formats::binary16(), random_matrix(24, 5, 40, 0.05));
+  const Matrix x = rounded(formats::binary16(), random_matrix(6, 24, 41));
+  l.forward(Tensor{x, &formats::binary16()}, ctx);
+  Matrix dy = random_matrix(6, 5, 42, 0x1.0p-14);
+  dy.row(0) *= 0x1.0p-10;  // one sample's and one output's gradients at the
+  dy.col(0) *= 0x1.0p-10;  // bottom of fp16: dx's row 0 and dw's column 0 flush
+  round_in_place(formats::binary16(), dy);
+  const Tensor dx = l.backward(Tensor{dy, &formats::binary16()}, ctx, true);
+  const auto& acc = pure.rule("linear").accumulation;
+  const Matrix dx_fp32 = matmul(dy, l.weight.value.transpose(), acc);
+  const Matrix dw_fp32 = matmul(x.transpose(), dy, acc);
+  const Mask expect = dx_fp32.array() != 0 && dx.values.array() == 0;
+  CHECK(expect.count() > 0);
+  CHECK((dx.flushed == expect).all());
+  CHECK(l.weight.grad_underflow == count_flushed(dw_fp32, l.weight.grad));
+  CHECK(l.weight.grad_underflow > 0);
+
+  // ReLU passes on the flushed entries where its mask lets the gradient
+  // through; the masked-out zeros are not underflow.
+  ReLU relu("act");
+  Matrix pre = random_matrix(6, 24, 43);
+  round_in_place(formats::binary16(), pre);
+  relu.forward(Tensor{pre, &formats::binary16()}, ctx);
+  const Tensor back = relu.backward(dx, ctx, true);
+  CHECK((back.flushed == (dx.flushed && pre.array() > 0)).all());
+  CHECK(back.underflow_count() < dx.underflow_count());
+  CHECK(count_flushed(Matrix::Constant(1, 3, 1e-30), Matrix::Zero(1, 3)) == 3);
+  CHECK(count_flushed(Matrix::Zero(1, 3), Matrix::Zero(1, 3)) == 0);
 }

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "rpsim/sim/train/config_error.hpp"
@@ -96,6 +97,28 @@ TEST_CASE("train: fp16-amp gradient underflow shrinks with loss scaling", "[trai
   CHECK(column(scaled.steps_csv, "loss_scale").front() == "1024");
 }
 
+TEST_CASE("train: underflow columns need no shadow; the shadow comparison is its own column", "[train]") {
+  auto j = small_config("fp16-amp");
+  j["loss_scaler"] = {{"policy", "static"}, {"init_scale", 1}};
+  j["optimizer"]["lr"] = 0.5;
+  const RunResult with = run_json(j);
+  j["shadow"] = false;
+  const RunResult without = run_json(j);
+  for (const char* c : {"fc0_weight_grad_underflow_fraction", "fc1_activation_grad_underflow_fraction"})
+    CHECK(column(with.steps_csv, c) == column(without.steps_csv, c));
+  CHECK(column_sum(with.steps_csv, "fc1_activation_grad_underflow_fraction") > 0);
+  for (const auto& v : column(without.steps_csv, "fc1_activation_grad_zero_vs_fp64_fraction"))
+    CHECK(v.empty());
+  // Against the shadow, the emulated run also has zeros that are not
+  // underflow (ReLU masks that differ once the runs diverge): never fewer.
+  const auto under = column(with.steps_csv, "fc0_activation_grad_underflow_fraction");
+  const auto vs = column(with.steps_csv, "fc0_activation_grad_zero_vs_fp64_fraction");
+  double su = 0, sv = 0;
+  for (std::size_t i = 0; i < under.size(); ++i) su += std::stod(under[i]), sv += std::stod(vs[i]);
+  INFO("underflow " << su << ", zero vs fp64 " << sv);
+  CHECK(sv >= su);
+}
+
 TEST_CASE("train: an injected overflow skips the step and backs off the scale", "[train]") {
   auto j = small_config("fp16-amp");
   j["inject_overflow_steps"] = {3};
@@ -150,6 +173,34 @@ TEST_CASE("train: low-precision policies run and learn", "[train]") {
   j["policy"] = {{"name", "bf16-pure"}, {"update_rounding", "sr"}};
   const RunResult stochastic = run_json(j);
   CHECK(nearest.steps_csv != stochastic.steps_csv);
+}
+
+TEST_CASE("train: linear layers accumulate under Tensor Core and fp16 models end to end", "[train]") {
+  auto j = small_config("fp16-amp");
+  const RunResult fp32 = run_json(j);
+  const auto fp32_loss = column(fp32.steps_csv, "loss_emulated_nats");
+  for (const char* spec : {"tc:h100:fp16:fp32", "sequential:fp16"}) {
+    j["policy"] = {{"name", "fp16-amp"}, {"accumulation", spec}};
+    const int saved = omp_get_max_threads();
+    const RunResult r = run_json(j, 1);
+    const RunResult r2 = run_json(j, 2);
+    omp_set_num_threads(saved);
+    INFO(spec);
+    REQUIRE(r.steps_done == 12);
+    CHECK(r.steps_csv == r2.steps_csv);  // deterministic for any thread count
+    CHECK(r.meta["policy"]["ops"]["linear"]["accumulation"] == sim::AccumulationModel::parse(spec).spec());
+    const auto loss = column(r.steps_csv, "loss_emulated_nats");
+    REQUIRE(loss.size() == fp32_loss.size());
+    int differing = 0;
+    for (std::size_t i = 0; i < loss.size(); ++i) {
+      CHECK(std::isfinite(std::stod(loss[i])));
+      differing += loss[i] != fp32_loss[i];
+    }
+    CHECK(differing > 0);                                     // the accumulation model changes the losses
+    CHECK(std::stod(loss.back()) < std::stod(loss.front()));  // and it still learns
+    // The FP64 shadow is the same in every run.
+    CHECK(column(r.steps_csv, "loss_fp64_nats") == column(fp32.steps_csv, "loss_fp64_nats"));
+  }
 }
 
 TEST_CASE("train: a CNN with LayerNorm-free conv stack trains under fp16-amp", "[train]") {

@@ -14,6 +14,15 @@
 //                            (default binary64); the ground truth
 //   tc:PRESET[:IN[:OUT[:INSTR]]]  Tensor Core block-FMA model (tensor_core.hpp),
 //                            defaults IN=fp16, OUT=fp32; INSTR mma.sync|wgmma
+//   eigen[:binary64[:rne]]   not a summation model: Eigen's own binary64
+//                            product, in whatever order Eigen picks (GEMM:
+//                            cache-blocked panels chosen from the shapes and
+//                            the host's cache sizes, vector lanes, FMA when
+//                            the build targets it; dot: its vectorised
+//                            reduction). Deterministic for one build and host
+//                            and for any thread count, but GEMM and dot need
+//                            not agree in the last bit. The training
+//                            simulator's FP64 shadow uses it for speed.
 // RND is rne rna rtz rd ru rodd sr. A trailing `:seed=N` sets the stochastic
 // rounding seed (sr draws counter_random(seed, stream, element index)).
 // JSON: {"kind":"sequential","format":"bf16","rounding":"sr","seed":7} or
@@ -60,10 +69,12 @@ struct Exact {
   Format output = formats::binary64();
   RoundingMode rounding = RoundingMode::nearest_even;
 };
+// Eigen's binary64 product (spec "eigen:binary64"); see above.
+struct EigenGemm {};
 
 class AccumulationModel {
  public:
-  using Variant = std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, TensorCoreModel>;
+  using Variant = std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, TensorCoreModel, EigenGemm>;
 
   AccumulationModel() : model_(Sequential{}) {}
   AccumulationModel(Variant model) : model_(std::move(model)) {}  // NOLINT: implicit on purpose
@@ -75,7 +86,8 @@ class AccumulationModel {
   const Variant& variant() const { return model_; }
   // The canonical spec string (parse(spec()) gives the same model).
   std::string spec() const;
-  // The format results are in (accumulator, exact output, or TC output).
+  // The format results are in (accumulator, exact output, TC output, or
+  // binary64 for eigen).
   const Format& output_format() const;
 
   // sum_i a_i*b_i + c, with inputs exact doubles (values of the input format;

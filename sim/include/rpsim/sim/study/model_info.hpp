@@ -22,6 +22,8 @@ inline RoundingMode model_rounding(const AccumulationModel& model) {
           return m.final_rounding;
         else if constexpr (std::is_same_v<T, Exact>)
           return m.rounding;
+        else if constexpr (std::is_same_v<T, EigenGemm>)
+          return RoundingMode::nearest_even;
         else
           return m.acc.rounding;
       },

@@ -25,6 +25,10 @@ struct Parameter {
   std::string name;
   Matrix value;  // in policy.parameter_storage()
   Matrix grad;   // in policy.gradients
+  // Entries of `grad` flushed to zero by the roundings that made it: to the
+  // op's output and the gradient format in backward, then by unscaling and
+  // clipping (see Tensor::underflow).
+  std::int64_t grad_underflow = 0;
 };
 
 // Amax history of one tensor under delayed scaling (Transformer Engine).
@@ -45,6 +49,10 @@ class Layer {
   virtual std::unique_ptr<Layer> clone() const = 0;
   // Elements (for the last batch) and format of what forward saved for backward.
   virtual std::vector<std::pair<Eigen::Index, const Format*>> saved() const { return {}; }
+  // Entries of the last output gradient (dy) that backward's cast of it to
+  // the backward compute format (FP8: the quantisation) flushed to zero, in
+  // dy's layout; empty when the layer casts nothing.
+  virtual Mask gradient_cast_flushed() const { return Mask(); }
 
  private:
   std::string name_;
@@ -61,11 +69,16 @@ class Linear : public Layer {
   std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
   std::unique_ptr<Layer> clone() const override { return std::make_unique<Linear>(*this); }
   std::vector<std::pair<Eigen::Index, const Format*>> saved() const override;
+  Mask gradient_cast_flushed() const override { return dy_cast_flushed_; }
 
   Parameter weight, bias;
   // Shared by Linear and Conv2d (on im2col columns): the matmul core.
   Matrix core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx);
-  Matrix core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad);
+  // Fills the parameter gradients (and their grad_underflow); returns the
+  // input gradient in the op's output format, and its value before that
+  // rounding in *dx_before_rounding when given.
+  Matrix core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
+                       Matrix* dx_before_rounding = nullptr);
 
  private:
   std::string op_name_ = "linear";
@@ -75,6 +88,7 @@ class Linear : public Layer {
   const Format* saved_format_ = nullptr;
   double x_scale_ = 1, w_scale_ = 1;
   AmaxHistory x_history_, w_history_, dy_history_;
+  Mask dy_cast_flushed_;
 
  protected:
   void set_op_name(std::string n) { op_name_ = std::move(n); }
@@ -142,6 +156,7 @@ class Conv2d : public Linear {
   Tensor forward(const Tensor& x, const StepContext& ctx) override;
   Tensor backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) override;
   std::unique_ptr<Layer> clone() const override { return std::make_unique<Conv2d>(*this); }
+  Mask gradient_cast_flushed() const override;
   int out_height() const { return out_h_; }
   int out_width() const { return out_w_; }
 

@@ -13,6 +13,7 @@
 
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/sim/accumulation.hpp"
 #include "rpsim/sim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
@@ -41,7 +42,10 @@ struct OpRule {
   const Format* output = nullptr;
   // Inputs of the backward matmuls (FP8 recipes use e5m2 for gradients).
   const Format* backward_compute = nullptr;
-  AccumulationModel accumulation;
+  // How its matmuls accumulate (forward and both backward matmuls): any of
+  // sim's models; the bias add and the bias-gradient sum run in its output
+  // format.
+  sim::AccumulationModel accumulation;
   // FP8 per-tensor or block scaling of the matmul inputs.
   bool scaled_inputs = false;
 };
@@ -78,6 +82,10 @@ const std::vector<std::string>& policy_names();
 // update_rounding, kahan, autocast {format, allow, deny}, accumulation,
 // ops {op: {compute, output, backward_compute, accumulation} | "follow"},
 // fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size}.
+// An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
+// "sequential:bf16:sr") or a JSON object (sim::AccumulationModel::from_json).
+// The named policies accumulate in sequential:binary32:rne, except fp64's
+// eigen:binary64 (the FP64 shadow: Eigen's own order, not a modelled one).
 // Errors name `path` and the key.
 PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
 

@@ -6,19 +6,27 @@
 
 #include <Eigen/Core>
 #include <cstdint>
-#include <string>
 
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/sim/accumulation.hpp"
 
 namespace rpsim::sim::train {
 
 // Rows are samples of a batch, columns features (images flattened C,H,W).
 using Matrix = Eigen::MatrixXd;
+using Mask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
 
 struct Tensor {
   Matrix values;
   const Format* format = nullptr;  // the format every entry is representable in
+  // Gradients: the entries that are zero because a rounding flushed them
+  // (underflow): nonzero before the op that produced this tensor rounded its
+  // result to its output and storage formats, zero after; elementwise ops
+  // (activations, max pooling) pass on the flushed entries of their input
+  // gradient. Empty: none.
+  Mask flushed = Mask();
+  std::int64_t underflow_count() const { return flushed.size() ? std::int64_t(flushed.count()) : 0; }
 };
 
 // Where stochastic rounding draws its bits: counter_random(seed, stream, i)
@@ -41,22 +49,41 @@ void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode = RoundingMo
 Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
                RandomStream random = {});
 
-// How the dot products inside a matmul are accumulated: products and running
-// sums rounded to `format` after each step, in index order (sequential
-// accumulation). binary32 runs on native float arithmetic, which is
-// bit-identical to that model (products of binary16/bfloat16/FP8 inputs are
-// exact in binary32; binary32 inputs get their product rounded, as on a
-// unit without fused multiply-add). binary64 uses Eigen's blocked GEMM.
-struct AccumulationModel {
-  const Format* format = nullptr;
-  std::string name() const;
-};
-// "fp32", "binary16", "sequential:fp32:rne", ... (only rne is supported here).
-AccumulationModel parse_accumulation(const std::string& spec);
+// C = A * B with the dot products accumulated under `model`, any of sim's
+// accumulation models (accumulation.hpp: sequential, fma, pairwise,
+// blocked, kahan, exact, tc:PRESET presets, eigen); the result is left in
+// model.output_format() (callers round it to the op's output format).
+// Deterministic for any thread count.
+//
+// Paths:
+//  - sequential:binary32:rne (not fused) on operands that are all binary32
+//    values: native float arithmetic, bit-identical to sim::gemm with that
+//    model (products of binary16/bfloat16/FP8 values are exact in binary32,
+//    binary32 products are rounded once; rpsim_sim is compiled with
+//    -ffp-contract=off, so acc + a*b never becomes an FMA);
+//  - sequential:FMT:rne (not fused) on binary32 operands, FMT with signed
+//    zeros, subnormals and at most 25 significand bits (binary16, bfloat16,
+//    tf32, e5m2, e4m3, ...): binary64 arithmetic with the grid
+//    rounding of round_value, bit-identical to sim::gemm (products exact in
+//    binary64, double rounding of the sums innocuous since 53 >= 2*25 + 2);
+//  - a Tensor Core model reads its input format: operands that are not
+//    values of it are first rounded to it (nearest even), as the cast in
+//    front of a tensor-core GEMM does (an fp32 GEMM on TF32 units, say);
+//  - every other model, eigen:binary64 (the FP64 shadow's) included:
+//    sim::gemm.
+// `random` keys stochastic rounding: when it is not {0, 0}, a model that
+// rounds stochastically gets its seed mixed with random.seed and
+// random.stream, so each matmul of a run draws its own bits (sim::gemm then
+// keys the output element and the term). With {0, 0} the model is used as
+// given: matmul(a, b, m) equals sim::gemm(m, a, b).
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+              RandomStream random = {});
 
-// C = A * B under `acc`, result left in the accumulation format (callers
-// round it to the op's output format). Deterministic for any thread count.
-Matrix matmul(const Matrix& a, const Matrix& b, const AccumulationModel& acc);
+// Entries nonzero in `before` and zero in `after` (same shape): what the
+// roundings that turned one into the other flushed to zero (NaN counts as
+// nonzero).
+Mask flushed_mask(const Matrix& before, const Matrix& after);
+std::int64_t count_flushed(const Matrix& before, const Matrix& after);
 
 // Sum of `values` in index order with a rounding to `fmt` after each add.
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride = 1);

@@ -87,6 +87,25 @@ struct RunResult {
   nlohmann::json meta;
 };
 
+// steps.csv, one row per step: step, epoch, loss_emulated_nats,
+// loss_fp64_nats (empty without shadow), loss_scale, skipped, overflow_found,
+// grad_norm, then for each layer with parameters (fc0, conv0, ln0, ...):
+//   <layer>_weight_grad_underflow_fraction      entries of the layer's
+//       parameter gradients that a rounding flushed to zero (nonzero before,
+//       zero after): to the op's output and the gradient format in backward,
+//       then in unscaling and clipping;
+//   <layer>_weight_grad_nonfinite_fraction      inf/NaN entries after unscaling;
+//   <layer>_activation_grad_underflow_fraction  entries of the gradient
+//       arriving at the layer that a rounding flushed to zero: where the op
+//       that produced it rounded its result, passed on through activations
+//       and pooling, or in this layer's cast of it (FP8: e5m2);
+//   <layer>_weight_rel_distance_from_fp64       ||w - w64|| / ||w64|| after the
+//       update (empty without shadow);
+//   <layer>_weight_grad_zero_vs_fp64_fraction,
+//   <layer>_activation_grad_zero_vs_fp64_fraction  entries zero in the
+//       emulated run but nonzero in the FP64 shadow: underflow plus every
+//       other difference in zeros once the runs diverge (ReLU masks), empty
+//       without shadow.
 RunResult run(const Config& config, const RunOptions& options);
 
 // A model of `config` for inputs of `data`'s shape with deterministic
