@@ -42,9 +42,14 @@ void add_tc_validate(CLI::App& app, Action& action) {
           throw UsageError(fmt::format("--model '{}': {}", *model, e.what()));
         }
         const auto r = sim::check_golden(set, m, *show);
-        fmt::print("{} {}->{}: {}/{} bit-exact (model {}, K = {}, {} per step)\n", set.gpu, set.input_folder,
-                   set.output.man_bits == 10 ? "fp16" : "fp32", r.passed, r.total, m.name, set.k,
-                   m.terms_per_step);
+        // The instruction's schedule when it is not one plain step.
+        std::string schedule = fmt::format("{} per step", m.terms_per_step);
+        if (m.instruction_terms() != m.terms_per_step)
+          schedule +=
+              fmt::format(", {} per instruction, interleave {}", m.instruction_terms(), m.step_interleave);
+        if (m.c_join == sim::CJoin::after_products) schedule += ", C added last";
+        fmt::print("{} {}->{}: {}/{} bit-exact (model {}, K = {}, {})\n", set.gpu, set.input_folder,
+                   set.output.man_bits == 10 ? "fp16" : "fp32", r.passed, r.total, m.name, set.k, schedule);
         for (const auto& line : r.first_mismatches) fmt::print("  mismatch {}\n", line);
         passed += r.passed;
         failed += r.total - r.passed;

@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -185,6 +186,108 @@ std::string fmt_name(const Format& f) {
   return f.name;
 }
 
+// The Tensor Core model's fields a user may override on top of a preset, in
+// the spec string (`tc:h100:fp16:fp32:terms_per_step=8`) and in JSON alike;
+// spec() writes back those that differ from the preset, so a customised
+// model is recorded in results as what it is.
+struct TcField {
+  const char* name;
+  std::string (*get)(const TensorCoreModel&);
+  void (*set)(TensorCoreModel&, const std::string&);  // throws std::invalid_argument
+};
+
+int field_int(const char* name, const std::string& v) {
+  try {
+    std::size_t used = 0;
+    const int x = std::stoi(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(fmt::format("{}='{}' is not an integer", name, v));
+}
+
+bool field_bool(const char* name, const std::string& v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  throw std::invalid_argument(fmt::format("{}='{}' is not true or false", name, v));
+}
+
+#define RPSIM_TC_INT_FIELD(f)                                                                               \
+  TcField {                                                                                                 \
+#f, [](const TensorCoreModel& m) { return std::to_string(m.f); }, [](TensorCoreModel & m,               \
+                                                                         const std::string&                 \
+                                                                             v) { m.f = field_int(#f, v); } \
+  }
+#define RPSIM_TC_BOOL_FIELD(f)                                                                            \
+  TcField {                                                                                               \
+#f, [](const TensorCoreModel&                                                                         \
+               m) { return std::string(m.f ? "true" : "false"); }, [](TensorCoreModel & m,                \
+                                                                      const std::string&                  \
+                                                                          v) { m.f = field_bool(#f, v); } \
+  }
+
+const std::vector<TcField>& tc_fields() {
+  static const std::vector<TcField> fields{
+      RPSIM_TC_INT_FIELD(terms_per_step),
+      RPSIM_TC_INT_FIELD(fraction_bits),
+      RPSIM_TC_INT_FIELD(result_fraction_bits),
+      TcField{"final_rounding",
+              [](const TensorCoreModel& m) { return std::string(rounding_name(m.final_rounding)); },
+              [](TensorCoreModel& m, const std::string& v) {
+                try {
+                  m.final_rounding = parse_rounding(v);
+                } catch (const std::exception&) {
+                  throw std::invalid_argument(
+                      fmt::format("final_rounding='{}' is not rne rna rtz rd ru rodd", v));
+                }
+              }},
+      RPSIM_TC_BOOL_FIELD(subnormal_inputs),
+      RPSIM_TC_BOOL_FIELD(subnormal_outputs),
+      RPSIM_TC_INT_FIELD(alignment_exponent_floor),
+      TcField{"c_join",
+              [](const TensorCoreModel& m) {
+                return std::string(m.c_join == CJoin::after_products ? "after_products" : "with_products");
+              },
+              [](TensorCoreModel& m, const std::string& v) {
+                if (v == "with_products") {
+                  m.c_join = CJoin::aligned_with_products;
+                } else if (v == "after_products") {
+                  m.c_join = CJoin::after_products;
+                } else {
+                  throw std::invalid_argument(
+                      fmt::format("c_join='{}' is not with_products or after_products", v));
+                }
+              }},
+      RPSIM_TC_INT_FIELD(terms_per_instruction),
+      RPSIM_TC_INT_FIELD(step_interleave),
+  };
+  return fields;
+}
+#undef RPSIM_TC_INT_FIELD
+#undef RPSIM_TC_BOOL_FIELD
+
+const TcField* find_tc_field(std::string_view name) {
+  for (const auto& f : tc_fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string tc_field_names() {
+  std::string names;
+  for (const auto& f : tc_fields()) {
+    if (!names.empty()) names += ' ';
+    names += f.name;
+  }
+  return names;
+}
+
+// The preset `m` started from (its name says which), for spec()'s diff.
+TensorCoreModel preset_of(const TensorCoreModel& m) {
+  const std::string gpu = m.name.substr(0, m.name.find(' '));
+  const bool wgmma = m.name.find("wgmma") != std::string::npos;
+  return tensor_core_preset(gpu, m.input, m.output, wgmma ? "wgmma" : "");
+}
+
 }  // namespace
 
 AccumulationModel AccumulationModel::parse(std::string_view spec) {
@@ -239,12 +342,27 @@ AccumulationModel AccumulationModel::parse(std::string_view spec) {
   if (kind == "tc") {
     if (has_seed) bad(spec, "the tensor core model takes no seed");
     if (parts.size() < 2 || parts[1].empty()) bad(spec, "tc needs a preset, e.g. tc:h100");
-    const Format in = parts.size() > 2 ? parse_fmt(spec, parts[2]) : formats::binary16();
-    const Format out = parts.size() > 3 ? parse_fmt(spec, parts[3]) : formats::binary32();
-    const std::string instr = parts.size() > 4 ? parts[4] : "";
-    if (parts.size() > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
+    // Positional parts first, then key=value overrides of the preset.
+    std::size_t positional = 0;
+    while (positional < parts.size() && parts[positional].find('=') == std::string::npos) ++positional;
+    const Format in = positional > 2 ? parse_fmt(spec, parts[2]) : formats::binary16();
+    const Format out = positional > 3 ? parse_fmt(spec, parts[3]) : formats::binary32();
+    const std::string instr = positional > 4 ? parts[4] : "";
+    if (positional > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
     try {
-      return AccumulationModel(tensor_core_preset(parts[1], in, out, instr));
+      TensorCoreModel m = tensor_core_preset(parts[1], in, out, instr);
+      for (std::size_t i = positional; i < parts.size(); ++i) {
+        const auto eq = parts[i].find('=');
+        if (eq == std::string::npos)
+          bad(spec, fmt::format("'{}' after an override is not key=value", parts[i]));
+        const TcField* f = find_tc_field(std::string_view(parts[i]).substr(0, eq));
+        if (!f)
+          bad(spec,
+              fmt::format("'{}' is not a tensor core field ({})", parts[i].substr(0, eq), tc_field_names()));
+        f->set(m, parts[i].substr(eq + 1));
+      }
+      m.validate();
+      return AccumulationModel(std::move(m));
     } catch (const std::invalid_argument& e) {
       bad(spec, e.what());
     }
@@ -283,17 +401,23 @@ AccumulationModel AccumulationModel::from_json(const nlohmann::json& j) {
     std::string spec =
         fmt::format("tc:{}:{}:{}", str("preset", ""), str("input", "fp16"), str("output", "fp32"));
     if (j.contains("instruction")) spec = fmt::format("{}:{}", spec, str("instruction", ""));
-    auto model = parse(spec);
-    auto tc = std::get<TensorCoreModel>(model.variant());
-    tc.terms_per_step = static_cast<int>(integer("terms_per_step", tc.terms_per_step));
-    tc.fraction_bits = static_cast<int>(integer("fraction_bits", tc.fraction_bits));
-    tc.result_fraction_bits = static_cast<int>(integer("result_fraction_bits", tc.result_fraction_bits));
-    tc.alignment_exponent_floor =
-        static_cast<int>(integer("alignment_exponent_floor", tc.alignment_exponent_floor));
-    if (j.contains("final_rounding")) tc.final_rounding = parse_rounding(str("final_rounding", "rtz"));
-    tc.validate();
-    return AccumulationModel(tc);
+    for (const auto& [key, value] : j.items()) {
+      if (key == "kind" || key == "preset" || key == "input" || key == "output" || key == "instruction")
+        continue;
+      if (!find_tc_field(key))
+        throw std::invalid_argument(fmt::format("accumulation model field '{}' is not known for kind tc ({})",
+                                                key, tc_field_names()));
+      if (!(value.is_number_integer() || value.is_boolean() || value.is_string()))
+        throw std::invalid_argument(
+            fmt::format("accumulation model field '{}' must be an integer, a boolean or a string", key));
+      spec += fmt::format(":{}={}", key, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    return parse(spec);
   }
+  for (const auto& [key, value] : j.items())
+    if (key != "kind" && key != "format" && key != "rounding" && key != "seed" && key != "block")
+      throw std::invalid_argument(fmt::format(
+          "accumulation model field '{}' is not known for kind {} (format rounding seed block)", key, kind));
   std::string spec = kind;
   if (kind == "blocked") spec += fmt::format(":{}", integer("block", 32));
   const std::string format = str("format", kind == "exact" || kind == "eigen" ? "binary64" : "binary32");
@@ -322,8 +446,17 @@ std::string AccumulationModel::spec() const {
                    // name is "<gpu>[ <instr>] <in>-><out>"
                    const std::string gpu = m.name.substr(0, m.name.find(' '));
                    const bool wgmma = m.name.find("wgmma") != std::string::npos;
-                   return fmt::format("tc:{}:{}:{}{}", gpu, m.input.name, m.output.name,
-                                      wgmma ? ":wgmma" : "");
+                   std::string s =
+                       fmt::format("tc:{}:{}:{}{}", gpu, m.input.name, m.output.name, wgmma ? ":wgmma" : "");
+                   // A model built by hand under another name: every field.
+                   std::optional<TensorCoreModel> preset;
+                   try {
+                     preset = preset_of(m);
+                   } catch (const std::invalid_argument&) {
+                   }
+                   for (const auto& f : tc_fields())
+                     if (!preset || f.get(m) != f.get(*preset)) s += fmt::format(":{}={}", f.name, f.get(m));
+                   return s;
                  },
                  [&](const EigenGemm&) { return std::string("eigen:binary64"); }},
       model_);

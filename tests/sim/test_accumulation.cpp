@@ -317,3 +317,47 @@ TEST_CASE("eigen:binary64 is Eigen's product, named as such, independent of the 
       CHECK(std::fabs(d1(i, j) - exact) <= gamma_n(785, u) * exact_abs_dot(row, col));
     }
 }
+
+TEST_CASE("tensor core overrides: spec string and JSON alike, written back by spec()", "[accumulation][tc]") {
+  const auto m = AccumulationModel::parse("tc:h100:fp16:fp32:terms_per_step=8:final_rounding=rne");
+  const auto& tc = std::get<TensorCoreModel>(m.variant());
+  CHECK(tc.terms_per_step == 8);
+  CHECK(tc.final_rounding == RoundingMode::nearest_even);
+  CHECK(tc.fraction_bits == 25);  // the rest is the preset's
+  // Only what differs from the preset is written, and it parses back to the same model.
+  CHECK(m.spec() == "tc:h100:binary16:binary32:terms_per_step=8:final_rounding=rne");
+  CHECK(AccumulationModel::parse(m.spec()).spec() == m.spec());
+  CHECK(AccumulationModel::parse("tc:h100:fp16:fp32:terms_per_step=16").spec() ==
+        "tc:h100:binary16:binary32");
+
+  const auto j = AccumulationModel::from_json(nlohmann::json::parse(
+      R"({"kind":"tc","preset":"ada","input":"e4m3","output":"fp16","c_join":"after_products",
+          "terms_per_instruction":32,"step_interleave":2,"subnormal_outputs":false})"));
+  const auto& jt = std::get<TensorCoreModel>(j.variant());
+  CHECK(jt.c_join == CJoin::after_products);
+  CHECK(jt.terms_per_instruction == 32);
+  CHECK(jt.step_interleave == 2);
+  CHECK_FALSE(jt.subnormal_outputs);
+  CHECK(AccumulationModel::parse(j.spec()).spec() == j.spec());
+  // The spec carries the overrides into results: the model it names computes the same.
+  const std::vector<double> a{1, 0.5, 0.25, -1}, b{0.25, 0.125, 2, 0.0625};
+  CHECK(AccumulationModel::parse(j.spec()).dot(a, b, 0.125) == j.dot(a, b, 0.125));
+
+  CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:terms=8"), Catch::Contains("'terms'"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:fraction_bits=x"),
+                    Catch::Contains("fraction_bits='x'"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:fraction_bits=99"), Catch::Contains("99"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:c_join=late"),
+                    Catch::Contains("c_join='late'"));
+  CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:subnormal_inputs=maybe"),
+                    Catch::Contains("subnormal_inputs='maybe'"));
+  CHECK_THROWS_WITH(AccumulationModel::from_json(
+                        nlohmann::json::parse(R"({"kind":"tc","preset":"a100","terms_per_stepp":4})")),
+                    Catch::Contains("terms_per_stepp"));
+  CHECK_THROWS_WITH(AccumulationModel::from_json(nlohmann::json::parse(
+                        R"({"kind":"sequential","format":"fp16","block":4,"fromat":"bf16"})")),
+                    Catch::Contains("fromat"));
+  CHECK_THROWS_WITH(AccumulationModel::from_json(
+                        nlohmann::json::parse(R"({"kind":"tc","preset":"a100","terms_per_step":[4]})")),
+                    Catch::Contains("terms_per_step"));
+}

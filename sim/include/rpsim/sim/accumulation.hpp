@@ -12,8 +12,14 @@
 //   kahan[:FMT[:RND]]        compensated (Kahan) summation of rounded products
 //   exact[:FMT[:RND]]        no rounding until one final rounding to FMT
 //                            (default binary64); the ground truth
-//   tc:PRESET[:IN[:OUT[:INSTR]]]  Tensor Core block-FMA model (tensor_core.hpp),
-//                            defaults IN=fp16, OUT=fp32; INSTR mma.sync|wgmma
+//   tc:PRESET[:IN[:OUT[:INSTR]]][:FIELD=VALUE...]  Tensor Core block-FMA model
+//                            (tensor_core.hpp), defaults IN=fp16, OUT=fp32;
+//                            INSTR mma.sync|wgmma; FIELD overrides one field of
+//                            the preset: terms_per_step fraction_bits
+//                            result_fraction_bits final_rounding
+//                            subnormal_inputs subnormal_outputs
+//                            alignment_exponent_floor c_join (with_products |
+//                            after_products) terms_per_instruction step_interleave
 //   eigen[:binary64[:rne]]   not a summation model: Eigen's own binary64
 //                            product, in whatever order Eigen picks (GEMM:
 //                            cache-blocked panels chosen from the shapes and
@@ -27,8 +33,8 @@
 // rounding seed (sr draws counter_random(seed, stream, element index)).
 // JSON: {"kind":"sequential","format":"bf16","rounding":"sr","seed":7} or
 // {"kind":"tc","preset":"h100","input":"fp16","output":"fp32"} (optional TC
-// overrides: terms_per_step, fraction_bits, result_fraction_bits,
-// final_rounding, alignment_exponent_floor).
+// overrides: the same FIELD names; unknown keys are an error). spec() writes
+// the fields that differ from the preset, so parse(spec()) is the same model.
 #pragma once
 
 #include <cstdint>
