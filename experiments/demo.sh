@@ -27,6 +27,9 @@ fi
 if "$rpsim" study --help >/dev/null 2>&1; then
   echo "== Study suite (results/), then figures (results/figures/)"
   "$rpsim" study all --out results
+  # Notebook 06 draws a sweep's summary: the small CI grid (fp16-amp/bf16-amp x
+  # learning rate x seed, synthetic data, a few seconds).
+  "$rpsim" sweep experiments/configs/sweep-ci.json --out results/sweep-ci
   if [ -x /usr/bin/jupyter-nbconvert ]; then
     bash notebooks/render.sh results
   else
