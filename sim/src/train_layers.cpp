@@ -397,14 +397,9 @@ Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int height, 
   if (out_h_ <= 0 || out_w_ <= 0) throw std::invalid_argument(this->name() + ": kernel larger than image");
 }
 
-Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
-  const Eigen::Index batch = x.values.rows();
-  if (x.values.cols() != Eigen::Index(c_) * h_ * w_)
-    throw std::invalid_argument(name() + ": expected " + std::to_string(c_ * h_ * w_) + " input features");
-  batch_ = batch;
-  x_format_ = x.format;
+template <class F>
+void Conv2d::for_each_patch_entry(Eigen::Index batch, F&& f) const {
   const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
-  Matrix cols = Matrix::Zero(batch * positions, Eigen::Index(c_) * k_ * k_);
   for (Eigen::Index b = 0; b < batch; ++b)
     for (int oy = 0; oy < out_h_; ++oy)
       for (int ox = 0; ox < out_w_; ++ox) {
@@ -414,9 +409,22 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
             for (int kx = 0; kx < k_; ++kx) {
               const int iy = oy + ky - pad_, ix = ox + kx - pad_;
               if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
-              cols(r, (ch * k_ + ky) * k_ + kx) = x.values(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
+              f(r, Eigen::Index((ch * k_ + ky) * k_ + kx), b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
             }
       }
+}
+
+Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
+  const Eigen::Index batch = x.values.rows();
+  if (x.values.cols() != Eigen::Index(c_) * h_ * w_)
+    throw std::invalid_argument(name() + ": expected " + std::to_string(c_ * h_ * w_) + " input features");
+  batch_ = batch;
+  x_format_ = x.format;
+  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  Matrix cols = Matrix::Zero(batch * positions, Eigen::Index(c_) * k_ * k_);
+  for_each_patch_entry(batch, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
+    cols(r, col) = x.values(b, in);
+  });
   const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
   const Matrix out = core_forward(cols, *x.format, ctx);
   Matrix y(batch, Eigen::Index(oc_) * positions);
@@ -438,18 +446,9 @@ Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   // col2im: overlapping patches summed in binary64.
   auto col2im = [&](const Matrix& cols) {
     Matrix dx = Matrix::Zero(batch_, Eigen::Index(c_) * h_ * w_);
-    for (Eigen::Index b = 0; b < batch_; ++b)
-      for (int oy = 0; oy < out_h_; ++oy)
-        for (int ox = 0; ox < out_w_; ++ox) {
-          const Eigen::Index r = b * positions + oy * out_w_ + ox;
-          for (int ch = 0; ch < c_; ++ch)
-            for (int ky = 0; ky < k_; ++ky)
-              for (int kx = 0; kx < k_; ++kx) {
-                const int iy = oy + ky - pad_, ix = ox + kx - pad_;
-                if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
-                dx(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix) += cols(r, (ch * k_ + ky) * k_ + kx);
-              }
-        }
+    for_each_patch_entry(batch_, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
+      dx(b, in) += cols(r, col);
+    });
     return dx;
   };
   Matrix dx = col2im(dcols);
