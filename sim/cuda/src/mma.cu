@@ -102,9 +102,12 @@ __global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uin
       }
       break;
     case Mma::m16n8k32_e4m3_f32:
-    case Mma::m16n8k32_e5m2_f32: {
+    case Mma::m16n8k32_e5m2_f32:
+    case Mma::m16n8k32_e4m3_f16:
+    case Mma::m16n8k32_e5m2_f16: {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-      const __nv_fp8_interpretation_t kind = op == Mma::m16n8k32_e4m3_f32 ? __NV_E4M3 : __NV_E5M2;
+      const bool e4m3 = op == Mma::m16n8k32_e4m3_f32 || op == Mma::m16n8k32_e4m3_f16;
+      const __nv_fp8_interpretation_t kind = e4m3 ? __NV_E4M3 : __NV_E5M2;
       auto pack4 = [&](const Operand& v, int col) {
         std::uint32_t r = 0;
         for (int i = 0; i < 4; ++i)
@@ -117,7 +120,17 @@ __global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uin
         A[2] = pack4(va, 4 * t + 16);
         B[0] = pack4(vb, 4 * t);
         B[1] = pack4(vb, 4 * t + 16);
-        if (op == Mma::m16n8k32_e4m3_f32) {
+        if (op == Mma::m16n8k32_e4m3_f16) {
+          asm volatile(
+              "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
+              : "+r"(H[0]), "+r"(H[1])
+              : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
+        } else if (op == Mma::m16n8k32_e5m2_f16) {
+          asm volatile(
+              "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
+              : "+r"(H[0]), "+r"(H[1])
+              : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
+        } else if (op == Mma::m16n8k32_e4m3_f32) {
           asm volatile(
               "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
               "{%0,%1,%2,%3};"
@@ -132,15 +145,19 @@ __global__ void mma_kernel(Mma op, int K, const std::uint32_t* a, const std::uin
         }
       }
 #else
-      D[0] = __int_as_float(0x7fffffff);  // not available below sm_89; the host never launches it there
+      // Not available below sm_89; the host never launches it there.
+      D[0] = __int_as_float(0x7fffffff);
+      H[0] = 0x7fffu;
 #endif
       break;
     }
   }
   if (lane == 0) {
     // An fp16 result is widened to binary32 exactly, as in tc-golden.
-    d[cs] = op == Mma::m16n8k16_f16_f16 ? __float_as_uint(__half2float(__ushort_as_half(std::uint16_t(H[0]))))
-                                        : __float_as_uint(D[0]);
+    const bool f16_out =
+        op == Mma::m16n8k16_f16_f16 || op == Mma::m16n8k32_e4m3_f16 || op == Mma::m16n8k32_e5m2_f16;
+    d[cs] = f16_out ? __float_as_uint(__half2float(__ushort_as_half(std::uint16_t(H[0]))))
+                    : __float_as_uint(D[0]);
   }
 }
 
@@ -181,6 +198,8 @@ const std::vector<MmaInfo>& mmas() {
       {Mma::m16n8k8_tf32_f32, "mma.sync.m16n8k8.f32.tf32.tf32.f32", "tf32", "binary32", 8, 80},
       {Mma::m16n8k32_e4m3_f32, "mma.sync.m16n8k32.f32.e4m3.e4m3.f32", "e4m3", "binary32", 32, 89},
       {Mma::m16n8k32_e5m2_f32, "mma.sync.m16n8k32.f32.e5m2.e5m2.f32", "e5m2", "binary32", 32, 89},
+      {Mma::m16n8k32_e4m3_f16, "mma.sync.m16n8k32.f16.e4m3.e4m3.f16", "e4m3", "binary16", 32, 89},
+      {Mma::m16n8k32_e5m2_f16, "mma.sync.m16n8k32.f16.e5m2.e5m2.f16", "e5m2", "binary16", 32, 89},
   };
   return table;
 }

@@ -80,6 +80,10 @@ enum class Mma {
   m16n8k8_tf32_f32,
   m16n8k32_e4m3_f32,
   m16n8k32_e5m2_f32,
+  // f16 accumulator: on Hopper not the FP8 datapath (tensor_core.hpp,
+  // step_interleave), so it is validated on its own.
+  m16n8k32_e4m3_f16,
+  m16n8k32_e5m2_f16,
 };
 struct MmaInfo {
   Mma op;
