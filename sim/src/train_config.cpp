@@ -43,6 +43,15 @@ double non_negative(const nlohmann::json& j, const std::string& path) {
 
 void apply_override(nlohmann::json& j, const std::string& assignment) {
   const auto eq = assignment.find('=');
+  // Config files are valid UTF-8 (the JSON parser checks); an override must
+  // be too, or every later message and meta.json that shows it would fail.
+  try {
+    (void)nlohmann::json(assignment).dump();
+  } catch (const nlohmann::json::type_error&) {
+    const std::string shown =
+        nlohmann::json(assignment).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    throw ConfigError("--set " + shown + ": not valid UTF-8");
+  }
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + assignment + ": expected key=value (e.g. optimizer.lr=0.1)");
   const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);

@@ -150,6 +150,8 @@ const BadInput kCases[] = {
     {"train", "train {data}/train_hidden_zero.json --out {tmp}/out", "hidden"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set optimizer.lr=nan --out {tmp}/out", "lr"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set nonsense --out {tmp}/out", "nonsense"},
+    // An override that is not UTF-8 (found by fuzz_train_config: it was an internal error, exit 3).
+    {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set \"$(printf 'optimizer.lr=0.1\\377')\" --out {tmp}/out", "not valid UTF-8"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --out {tmp}/a-file/out", "a-file"},
 };
 // clang-format on

@@ -25,7 +25,8 @@ inline std::string join(const std::string& path, const std::string& key) {
 }
 
 inline std::string describe(const nlohmann::json& j) {
-  std::string text = j.dump();
+  // replace: a message must never throw on a string that is not UTF-8.
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }
