@@ -397,6 +397,22 @@ Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int height, 
   if (out_h_ <= 0 || out_w_ <= 0) throw std::invalid_argument(this->name() + ": kernel larger than image");
 }
 
+namespace {
+
+// From the matmul layout (one row per batch item and output position, one
+// column per output channel) to the image layout (one row per batch item,
+// channels then positions): a conv output, or a mask over one.
+template <class M>
+M to_image_layout(const M& rows, Eigen::Index batch, Eigen::Index positions, Eigen::Index channels) {
+  M out(batch, channels * positions);
+  for (Eigen::Index b = 0; b < batch; ++b)
+    for (Eigen::Index p = 0; p < positions; ++p)
+      for (Eigen::Index o = 0; o < channels; ++o) out(b, o * positions + p) = rows(b * positions + p, o);
+  return out;
+}
+
+}  // namespace
+
 template <class F>
 void Conv2d::for_each_patch_entry(Eigen::Index batch, F&& f) const {
   const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
@@ -427,11 +443,7 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   });
   const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
   const Matrix out = core_forward(cols, *x.format, ctx);
-  Matrix y(batch, Eigen::Index(oc_) * positions);
-  for (Eigen::Index b = 0; b < batch; ++b)
-    for (Eigen::Index p = 0; p < positions; ++p)
-      for (int o = 0; o < oc_; ++o) y(b, o * positions + p) = out(b * positions + p, o);
-  return Tensor{std::move(y), f.output};
+  return Tensor{to_image_layout(out, batch, positions, oc_), f.output};
 }
 
 Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
@@ -463,12 +475,7 @@ Mask Conv2d::gradient_cast_flushed() const {
   // Back from (batch * positions, out channels) rows to the (C, H, W) layout.
   const Mask& m = Linear::gradient_cast_flushed();
   if (m.size() == 0) return m;
-  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
-  Mask out(batch_, Eigen::Index(oc_) * positions);
-  for (Eigen::Index b = 0; b < batch_; ++b)
-    for (Eigen::Index p = 0; p < positions; ++p)
-      for (int o = 0; o < oc_; ++o) out(b, o * positions + p) = m(b * positions + p, o);
-  return out;
+  return to_image_layout(m, batch_, Eigen::Index(out_h_) * out_w_, oc_);
 }
 
 // ---- MaxPool2d ------------------------------------------------------------
