@@ -1,5 +1,7 @@
 add_library(rpsim_warnings INTERFACE)
-target_compile_options(rpsim_warnings INTERFACE -Wall -Wextra $<$<BOOL:${RPSIM_WERROR}>:-Werror>)
+# Exported with the static libraries (they link it privately); the flags are
+# build-time only, so an installed rpsim_warnings is empty.
+target_compile_options(rpsim_warnings INTERFACE $<BUILD_INTERFACE:-Wall -Wextra $<$<BOOL:${RPSIM_WERROR}>:-Werror>>)
 if(RPSIM_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)

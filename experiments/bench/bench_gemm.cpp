@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <random>
 
-#include "rpsim/sim/accumulation.hpp"
-#include "rpsim/sim/gemm.hpp"
+#include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/accumulation/gemm.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "rpsim/sim/train/trainer.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace {
 

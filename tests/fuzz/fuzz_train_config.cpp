@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "rpsim/sim/train/config_error.hpp"
-#include "rpsim/sim/train/trainer.hpp"
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/trainer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view all(reinterpret_cast<const char*>(data), size);

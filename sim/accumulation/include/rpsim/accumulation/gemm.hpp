@@ -1,0 +1,35 @@
+// GEMM D = A*B + C under an accumulation model, per output element over K.
+// Matrices are Eigen matrices of doubles holding exactly representable values
+// of the model's input format (A, B) and output format (C); round_to_format
+// prepares them.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/accumulation/accumulation.hpp"
+
+namespace rpsim::sim {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+
+struct GemmOptions {
+  int threads = 1;  // OpenMP threads over output rows; results do not depend on it
+};
+
+// D = A*B + C. Throws std::invalid_argument naming the mismatched dimensions.
+// Element (i, j) uses stream i*N + j for stochastic rounding.
+Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
+            const GemmOptions& options = {});
+// D = A*B (C = 0).
+Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b,
+            const GemmOptions& options = {});
+
+// Every element rounded to `fmt` (NaN/inf kept as IEEE doubles). Stochastic
+// rounding draws counter_random(seed, 0, linear index).
+Matrix round_to_format(const Matrix& m, const Format& fmt, RoundingMode mode = RoundingMode::nearest_even,
+                       std::uint64_t seed = 0);
+
+}  // namespace rpsim::sim

@@ -1,0 +1,55 @@
+// The final normalisation of a block FMA step: the exact fixed-point sum
+// rounded to the output format (or the narrower accumulator of FP8 paths).
+// Internal to sim/.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "tensor_core_kernel.hpp"
+
+namespace rpsim::sim::tc_detail {
+
+struct Finisher {
+  explicit Finisher(const TensorCoreModel& m);
+
+  const TensorCoreModel* model;
+  int frac_bits;
+  int out_emin, out_emax;
+  int in_emin;
+  double in_min_normal;
+  Rounding rounding;
+  Format narrow;  // output range, frac_bits fraction bits (when narrower)
+
+  // sum * 2^exponent (sum != 0) rounded as the hardware does. The fast path
+  // works on the binary64 encoding for normal results under rne/rtz; every
+  // other case goes through round_pack, the formats core.
+  double finish(std::int64_t sum, int exponent) const {
+    const double v = static_cast<double>(sum) * pow2(exponent);  // exact: |sum| < 2^53
+    double r;
+    if (fast_round(v, frac_bits, rounding.mode, out_emin, out_emax, r)) return r;
+    return finish_slow(sum < 0, sum < 0 ? -sum : sum, exponent);
+  }
+  double finish_slow(bool negative, std::int64_t magnitude, int exponent) const;
+  // C added to an instruction's result x (c_join = after_products): a two-term
+  // step, both aligned to the larger exponent and cut to fraction_bits, then
+  // rounded as finish() does. x and c are values of the output format.
+  double add_after(double x, double c) const;
+};
+
+// The products of one instruction in the order its steps take them
+// (step_interleave), and where each step starts: order[t] is the index in
+// [0, k) of the t-th product taken; step s of the whole chain covers
+// order[begin[s] .. begin[s+1]); first[s] / last[s] mark the first and last
+// step of an instruction. Empty steps (zero padding only) are left out.
+struct StepSchedule {
+  std::vector<int> order;
+  std::vector<int> begin;
+  std::vector<bool> first, last;
+};
+StepSchedule step_schedule(const TensorCoreModel& m, int k);
+
+}  // namespace rpsim::sim::tc_detail

@@ -1,0 +1,54 @@
+// SGD (momentum, weight decay) and Adam/AdamW as torch.optim writes them,
+// with every intermediate rounded to the policy's optimizer arithmetic
+// format, state stored in its optimizer-state format and the new weights
+// rounded to the parameter storage format (nearest or stochastic; with a
+// Kahan compensation buffer for bf16-kahan, Zamirai et al. 2020).
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "rpsim/train/layers.hpp"
+#include "rpsim/train/policy.hpp"
+
+namespace rpsim::sim::train {
+
+struct OptimizerConfig {
+  std::string type = "sgd";  // sgd, adam, adamw
+  double lr = 0.01;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+};
+
+class Optimizer {
+ public:
+  Optimizer(OptimizerConfig config, const PrecisionPolicy& policy, std::uint64_t seed);
+  // One update of every parameter from its (unscaled, clipped) gradient.
+  void step(const std::vector<Parameter*>& params);
+  // Buffers per parameter (momentum: 1, Adam: 2) plus Kahan compensation.
+  int state_buffers_per_parameter() const;
+  const OptimizerConfig& config() const { return config_; }
+
+ private:
+  struct State {
+    Matrix m, v, compensation;
+    bool started = false;
+  };
+  OptimizerConfig config_;
+  const PrecisionPolicy* policy_;
+  std::uint64_t seed_;
+  std::uint64_t steps_ = 0;
+  std::vector<State> state_;
+};
+
+// L2 norm of all gradients (sum of squares in binary32, in parameter order),
+// and the factor torch.nn.utils.clip_grad_norm_ applies: max_norm / (norm +
+// 1e-6), capped at 1. Gradients are multiplied (and rounded to the gradient
+// format) when the factor is below 1. Returns the norm before clipping.
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm, const PrecisionPolicy& policy);
+
+}  // namespace rpsim::sim::train

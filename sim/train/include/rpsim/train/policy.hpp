@@ -1,0 +1,92 @@
+// Precision policies: which format each op computes and outputs in, how its
+// matmuls accumulate, and where weights, gradients and optimizer state live.
+// The per-op table is what PyTorch's autocast op lists describe (allow list
+// to the low format, deny list to binary32, everything else follows its
+// inputs), written as data so a config can edit it.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/train/tensor.hpp"
+
+namespace rpsim::sim::train {
+
+// Op names as PyTorch's autocast lists spell them.
+inline const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> names{"linear",     "conv2d",     "relu",          "gelu",
+                                              "layer_norm", "max_pool2d", "cross_entropy", "mse_loss"};
+  return names;
+}
+
+// FP8 tensor scaling (Micikevicius et al. 2022; NVIDIA Transformer Engine's
+// DelayedScaling recipe; OCP MX v1.0 for block scaling).
+enum class Fp8Scaling { none, delayed, current, mx };
+struct Fp8Recipe {
+  Fp8Scaling scaling = Fp8Scaling::none;
+  int amax_history_len = 16;
+  std::string amax_compute_algo = "max";  // "max" or "most_recent"
+  int margin = 0;                         // scale = fp8_max / amax / 2^margin
+  int block_size = 32;                    // MX block, E8M0 shared scale
+};
+
+struct OpRule {
+  bool follow_inputs = false;  // compute and output in the input's format
+  const Format* compute = nullptr;
+  const Format* output = nullptr;
+  // Inputs of the backward matmuls (FP8 recipes use e5m2 for gradients).
+  const Format* backward_compute = nullptr;
+  // How its matmuls accumulate (forward and both backward matmuls): any of
+  // sim's models; the bias add and the bias-gradient sum run in its output
+  // format.
+  sim::AccumulationModel accumulation;
+  // FP8 per-tensor or block scaling of the matmul inputs.
+  bool scaled_inputs = false;
+};
+
+struct PrecisionPolicy {
+  std::string name;
+  std::map<std::string, OpRule> ops;
+  std::vector<std::string> autocast_allow, autocast_deny;  // as configured (for meta.json)
+  const Format* autocast_format = nullptr;                 // null: autocast off
+  const Format* data = nullptr;                            // format of the input batch
+  const Format* weights = nullptr;                         // the copy the ops read (autocast: cast copies)
+  const Format* master_weights = nullptr;  // null: no master copy, weights are updated in place
+  const Format* gradients = nullptr;       // stored weight gradients
+  const Format* optimizer_state = nullptr;
+  const Format* optimizer_compute = nullptr;  // the optimizer's arithmetic (PyTorch "opmath")
+  RoundingMode update_rounding = RoundingMode::nearest_even;
+  bool kahan = false;  // compensated weight updates (Zamirai et al. 2020)
+  Fp8Recipe fp8;
+  std::string default_loss_scaler = "none";
+
+  const OpRule& rule(const std::string& op) const;
+  // The format the updated parameter values are stored in.
+  const Format& parameter_storage() const { return master_weights ? *master_weights : *weights; }
+  nlohmann::json to_json() const;
+};
+
+// fp32 fp64 fp16-amp bf16-amp fp16-pure bf16-pure bf16-kahan fp8 (and
+// fp8-delayed fp8-current fp8-mx). Throws std::invalid_argument naming it.
+PrecisionPolicy named_policy(const std::string& name);
+const std::vector<std::string>& policy_names();
+
+// A policy from config: a name, or an object {"name": ..., overrides}. Keys:
+// weights, master_weights, gradients, optimizer_state, optimizer_compute,
+// update_rounding, kahan, autocast {format, allow, deny}, accumulation,
+// ops {op: {compute, output, backward_compute, accumulation} | "follow"},
+// fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size}.
+// An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
+// "sequential:bf16:sr") or a JSON object (sim::AccumulationModel::from_json).
+// The named policies accumulate in sequential:binary32:rne, except fp64's
+// eigen:binary64 (the FP64 shadow: Eigen's own order, not a modelled one).
+// Errors name `path` and the key.
+PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,91 @@
+// Tensors of the training simulator: binary64 matrices whose entries are
+// exactly representable in the format the tensor currently lives in. binary64
+// is only the carrier; every op rounds its result to the format the precision
+// policy gives it, so the FP64 shadow is the same code under the fp64 policy.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/accumulation/accumulation.hpp"
+
+namespace rpsim::sim::train {
+
+// Rows are samples of a batch, columns features (images flattened C,H,W).
+using Matrix = Eigen::MatrixXd;
+using Mask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
+
+struct Tensor {
+  Matrix values;
+  const Format* format = nullptr;  // the format every entry is representable in
+  // Gradients: the entries that are zero because a rounding flushed them
+  // (underflow): nonzero before the op that produced this tensor rounded its
+  // result to its output and storage formats, zero after; elementwise ops
+  // (activations, max pooling) pass on the flushed entries of their input
+  // gradient. Empty: none.
+  Mask flushed = Mask();
+  std::int64_t underflow_count() const { return flushed.size() ? std::int64_t(flushed.count()) : 0; }
+};
+
+// Where stochastic rounding draws its bits: counter_random(seed, stream, i)
+// for entry i, so the draw never depends on thread count or call order.
+struct RandomStream {
+  std::uint64_t seed = 0;
+  std::uint64_t stream = 0;
+};
+
+// Rounds one binary64 value to `fmt` and returns the value of the result.
+// Round-to-nearest-even on formats with signed zeros and subnormals takes an
+// arithmetic fast path (tests check it against round_double); everything
+// else goes through the exact core.
+double round_value(const Format& fmt, double x);
+double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t random_bits);
+
+// Rounds every entry in place. Stochastic rounding needs `random`.
+void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
+                    RandomStream random = {});
+Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
+               RandomStream random = {});
+
+// C = A * B with the dot products accumulated under `model`, any of sim's
+// accumulation models (accumulation.hpp: sequential, fma, pairwise,
+// blocked, kahan, exact, tc:PRESET presets, eigen); the result is left in
+// model.output_format() (callers round it to the op's output format).
+// Deterministic for any thread count.
+//
+// Paths:
+//  - sequential:binary32:rne (not fused) on operands that are all binary32
+//    values: native float arithmetic, bit-identical to sim::gemm with that
+//    model (products of binary16/bfloat16/FP8 values are exact in binary32,
+//    binary32 products are rounded once; rpsim_sim is compiled with
+//    -ffp-contract=off, so acc + a*b never becomes an FMA);
+//  - sequential:FMT:rne (not fused) on binary32 operands, FMT with signed
+//    zeros, subnormals and at most 25 significand bits (binary16, bfloat16,
+//    tf32, e5m2, e4m3, ...): binary64 arithmetic with the grid
+//    rounding of round_value, bit-identical to sim::gemm (products exact in
+//    binary64, double rounding of the sums innocuous since 53 >= 2*25 + 2);
+//  - a Tensor Core model reads its input format: operands that are not
+//    values of it are first rounded to it (nearest even), as the cast in
+//    front of a tensor-core GEMM does (an fp32 GEMM on TF32 units, say);
+//  - every other model, eigen:binary64 (the FP64 shadow's) included:
+//    sim::gemm.
+// `random` keys stochastic rounding: when it is not {0, 0}, a model that
+// rounds stochastically gets its seed mixed with random.seed and
+// random.stream, so each matmul of a run draws its own bits (sim::gemm then
+// keys the output element and the term). With {0, 0} the model is used as
+// given: matmul(a, b, m) equals sim::gemm(m, a, b).
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+              RandomStream random = {});
+
+// Entries nonzero in `before` and zero in `after` (same shape): what the
+// roundings that turned one into the other flushed to zero (NaN counts as
+// nonzero).
+Mask flushed_mask(const Matrix& before, const Matrix& after);
+std::int64_t count_flushed(const Matrix& before, const Matrix& after);
+
+// Sum of `values` in index order with a rounding to `fmt` after each add.
+double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride = 1);
+
+}  // namespace rpsim::sim::train

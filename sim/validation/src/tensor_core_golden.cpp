@@ -1,0 +1,225 @@
+// Golden tensor-core vectors: parsing (strict; errors name file and line) and
+// bit-for-bit checking.
+#include "rpsim/validation/tensor_core_golden.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "rpsim/formats/rounding.hpp"
+
+namespace rpsim::sim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> read_lines(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw GoldenDataError(fmt::format("cannot open golden file '{}'", p.string()));
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos) lines.pop_back();
+  return lines;
+}
+
+// K space-separated 8-hex-digit binary32 patterns, each a value of `in`.
+std::vector<double> parse_hex_line(const std::string& text, const fs::path& p, std::size_t line,
+                                   const Format& in) {
+  std::vector<double> values;
+  std::istringstream ss(text);
+  std::string tok;
+  while (ss >> tok) {
+    if (tok.size() != 8 ||
+        !std::all_of(tok.begin(), tok.end(), [](unsigned char ch) { return std::isxdigit(ch); }))
+      throw GoldenDataError(
+          fmt::format("{}:{}: '{}' is not an 8-hex-digit binary32 pattern", p.string(), line, tok));
+    const auto bits = static_cast<std::uint32_t>(std::stoul(tok, nullptr, 16));
+    const double v = static_cast<double>(std::bit_cast<float>(bits));
+    if (std::isfinite(v) && to_double(in, round_double(in, v, RoundingMode::nearest_even)) != v)
+      throw GoldenDataError(
+          fmt::format("{}:{}: {} is not exactly representable in {}", p.string(), line, tok, in.name));
+    values.push_back(v);
+  }
+  return values;
+}
+
+std::uint32_t parse_binary_line(const std::string& text, const fs::path& p, std::size_t line) {
+  std::string t = text;
+  t.erase(std::remove_if(t.begin(), t.end(), [](unsigned char ch) { return std::isspace(ch); }), t.end());
+  if (t.size() != 32 || t.find_first_not_of("01") != std::string::npos)
+    throw GoldenDataError(
+        fmt::format("{}:{}: '{}' is not a 32-character binary string", p.string(), line, text));
+  return static_cast<std::uint32_t>(std::stoul(t, nullptr, 2));
+}
+
+const Format& input_format_of(const std::string& folder, const fs::path& dir) {
+  std::string f = folder;
+  std::transform(f.begin(), f.end(), f.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (f == "fp16") return formats::binary16();
+  if (f == "bf16") return formats::bfloat16();
+  if (f == "tf32") return formats::tf32();
+  if (f == "e4m3") return formats::e4m3();
+  if (f == "e5m2") return formats::e5m2();
+  throw GoldenDataError(fmt::format("'{}': input format folder '{}' is not fp16, bf16, tf32, E4M3 or E5M2",
+                                    dir.string(), folder));
+}
+
+}  // namespace
+
+namespace {
+// K per line in ../shared/tc-golden (its README's table); 0 when not listed.
+std::size_t published_k(const std::string& gpu, const std::string& folder) {
+  struct Row {
+    const char* gpu;
+    std::size_t fp16, bf16, tf32, fp8;
+  };
+  static const Row rows[] = {
+      {"V100", 4, 0, 0, 0}, {"A100", 8, 8, 4, 0}, {"Ada", 8, 8, 4, 32}, {"H100", 16, 16, 4, 32}};
+  for (const Row& r : rows) {
+    if (gpu != r.gpu) continue;
+    if (folder == "fp16") return r.fp16;
+    if (folder == "bf16") return r.bf16;
+    if (folder == "tf32") return r.tf32;
+    if (folder == "E4M3" || folder == "E5M2") return r.fp8;
+  }
+  return 0;
+}
+}  // namespace
+
+std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
+  if (!fs::is_directory(gpu_dir))
+    throw GoldenDataError(fmt::format("'{}' is not a folder of golden vectors", gpu_dir.string()));
+  const std::string gpu = fs::absolute(gpu_dir).lexically_normal().filename().string().empty()
+                              ? fs::absolute(gpu_dir).lexically_normal().parent_path().filename().string()
+                              : fs::absolute(gpu_dir).lexically_normal().filename().string();
+  std::vector<std::string> folders;
+  for (const auto& e : fs::directory_iterator(gpu_dir))
+    if (e.is_directory()) folders.push_back(e.path().filename().string());
+  std::sort(folders.begin(), folders.end());
+  if (folders.empty())
+    throw GoldenDataError(
+        fmt::format("'{}' holds no input-format folders (fp16, bf16, ...)", gpu_dir.string()));
+
+  std::vector<GoldenSet> sets;
+  for (const auto& folder : folders) {
+    const fs::path dir = gpu_dir / folder;
+    const Format& in = input_format_of(folder, dir);
+    const fs::path a_path = dir / fmt::format("a_{}_{}.txt", gpu, folder);
+    const fs::path b_path = dir / fmt::format("b_{}_{}.txt", gpu, folder);
+    const fs::path c_path = dir / fmt::format("c_{}_fp32.txt", gpu);
+    const auto a_lines = read_lines(a_path);
+    const auto b_lines = read_lines(b_path);
+    const auto c_lines = read_lines(c_path);
+    bool any_d = false;
+    for (const char* out_name : {"fp32", "fp16"}) {
+      const fs::path d_path = dir / fmt::format("d_{}_{}.txt", gpu, out_name);
+      if (!fs::exists(d_path)) continue;
+      any_d = true;
+      const auto d_lines = read_lines(d_path);
+      GoldenSet set;
+      set.gpu = gpu;
+      set.input_folder = folder;
+      set.input = in;
+      set.output = std::string(out_name) == "fp32" ? formats::binary32() : formats::binary16();
+      set.d_path = d_path;
+      for (const auto* other : {&b_lines, &c_lines, &d_lines}) {
+        if (other->size() != a_lines.size())
+          throw GoldenDataError(
+              fmt::format("{}: {} lines, but {} has {} (and {}, {}, {} must agree line by line)",
+                          a_path.string(), a_lines.size(),
+                          other == &b_lines   ? b_path.string()
+                          : other == &c_lines ? c_path.string()
+                                              : d_path.string(),
+                          other->size(), b_path.filename().string(), c_path.filename().string(),
+                          d_path.filename().string()));
+      }
+      for (std::size_t i = 0; i < a_lines.size(); ++i) {
+        GoldenCase gc;
+        gc.line = i + 1;
+        gc.a = parse_hex_line(a_lines[i], a_path, i + 1, in);
+        gc.b = parse_hex_line(b_lines[i], b_path, i + 1, in);
+        if (gc.a.empty()) throw GoldenDataError(fmt::format("{}:{}: no terms", a_path.string(), i + 1));
+        if (i == 0) set.k = gc.a.size();
+        if (gc.a.size() != set.k)
+          throw GoldenDataError(fmt::format("{}:{}: {} terms, but line 1 has K = {}", a_path.string(), i + 1,
+                                            gc.a.size(), set.k));
+        if (gc.b.size() != set.k)
+          throw GoldenDataError(fmt::format("{}:{}: {} terms, but K = {} (from {})", b_path.string(), i + 1,
+                                            gc.b.size(), set.k, a_path.filename().string()));
+        gc.c_bits = parse_binary_line(c_lines[i], c_path, i + 1);
+        gc.d_bits = parse_binary_line(d_lines[i], d_path, i + 1);
+        set.cases.push_back(std::move(gc));
+      }
+      // The published layout fixes K per GPU and format (tc-golden README);
+      // a different K there means the files do not belong to that folder.
+      if (const std::size_t want = published_k(gpu, folder); want != 0 && set.k != want)
+        throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}",
+                                          a_path.string(), set.k, gpu, folder, want));
+      sets.push_back(std::move(set));
+    }
+    if (!any_d)
+      throw GoldenDataError(fmt::format("'{}': no d_{}_fp32.txt or d_{}_fp16.txt", dir.string(), gpu, gpu));
+  }
+  return sets;
+}
+
+bool golden_uses_wgmma(const GoldenSet& set) {
+  std::string g = set.gpu;
+  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return (g == "h100" || g == "h200") && set.input.man_bits <= 3 && set.output.man_bits == 23;
+}
+
+double golden_c(const GoldenSet& set, const GoldenCase& gc) {
+  // H100 FP8: wgmma's accumulator starts at zero (README of tc-golden).
+  if (golden_uses_wgmma(set)) return 0.0;
+  const double c = static_cast<double>(std::bit_cast<float>(gc.c_bits));
+  if (set.output.man_bits == 10)
+    return to_double(set.output, round_double(set.output, c, RoundingMode::nearest_even));
+  return c;
+}
+
+TensorCoreModel golden_model(const GoldenSet& set, const std::string& preset) {
+  std::string name = preset.empty() ? preset_for_gpu_folder(set.gpu) : preset;
+  if (name.empty())
+    throw GoldenDataError(
+        fmt::format("no tensor core preset for GPU folder '{}'; give one with --model (known: {})", set.gpu,
+                    fmt::join(tensor_core_preset_names(), " ")));
+  return tensor_core_preset(name, set.input, set.output, golden_uses_wgmma(set) ? "wgmma" : "");
+}
+
+GoldenCheck check_golden(const GoldenSet& set, const TensorCoreModel& model, std::size_t show) {
+  GoldenCheck r;
+  for (const auto& gc : set.cases) {
+    const double c = golden_c(set, gc);
+    const double d = tensor_core_dot(model, gc.a, gc.b, c);
+    const auto got =
+        std::isnan(d) ? 0x7fffffffu : static_cast<std::uint32_t>(round_double(formats::binary32(), d));
+    ++r.total;
+    if (got == gc.d_bits) {
+      ++r.passed;
+    } else if (r.first_mismatches.size() < show) {
+      std::string a, b;
+      for (std::size_t i = 0; i < gc.a.size(); ++i) {
+        a += fmt::format("{}{:08x}", i ? " " : "", std::bit_cast<std::uint32_t>(static_cast<float>(gc.a[i])));
+        b += fmt::format("{}{:08x}", i ? " " : "", std::bit_cast<std::uint32_t>(static_cast<float>(gc.b[i])));
+      }
+      r.first_mismatches.push_back(
+          fmt::format("line {}: a=[{}] b=[{}] c={:08x} expected {:08x} ({}) got {:08x} ({})", gc.line, a, b,
+                      std::bit_cast<std::uint32_t>(static_cast<float>(c)), gc.d_bits,
+                      std::bit_cast<float>(gc.d_bits), got, std::bit_cast<float>(got)));
+    }
+  }
+  return r;
+}
+
+}  // namespace rpsim::sim

@@ -1,0 +1,222 @@
+// Layer derivatives against central finite differences in binary64, and the
+// rounding fast paths against the exact core (matmul: test_train_tensor.cpp).
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/train/layers.hpp"
+#include "rpsim/train/policy.hpp"
+
+using namespace rpsim;
+using namespace rpsim::sim::train;
+
+namespace {
+
+Matrix random_matrix(Eigen::Index r, Eigen::Index c, std::uint64_t stream, double scale = 1.0) {
+  Matrix m(r, c);
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    m.data()[i] = scale * (double(counter_random(7, stream, std::uint64_t(i)) >> 11) * 0x1.0p-53 * 2 - 1);
+  return m;
+}
+
+// f(x) = sum(R .* layer(x)); df/dy = R.
+double objective(Layer& layer, const Matrix& x, const Matrix& r, const StepContext& ctx) {
+  const Tensor y = layer.forward(Tensor{x, &formats::binary64()}, ctx);
+  return y.values.cwiseProduct(r).sum();
+}
+
+// Checks d f / d x and d f / d parameters against central differences.
+void check_layer(Layer& layer, const Matrix& x0, double tol = 1e-6) {
+  const PrecisionPolicy fp64 = named_policy("fp64");
+  const StepContext ctx{&fp64, 0, 0};
+  const Tensor y = layer.forward(Tensor{x0, &formats::binary64()}, ctx);
+  const Matrix r = random_matrix(y.values.rows(), y.values.cols(), 99);
+  const Tensor dx = layer.backward(Tensor{r, &formats::binary64()}, ctx, true);
+  std::vector<Matrix> grads;
+  for (Parameter* p : layer.parameters()) grads.push_back(p->grad);
+  const double h = 1e-6;
+  Matrix x = x0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const double keep = x.data()[i];
+    x.data()[i] = keep + h;
+    const double up = objective(layer, x, r, ctx);
+    x.data()[i] = keep - h;
+    const double down = objective(layer, x, r, ctx);
+    x.data()[i] = keep;
+    INFO(layer.name() << " input " << i);
+    CHECK(dx.values.data()[i] == Approx((up - down) / (2 * h)).margin(tol).epsilon(1e-5));
+  }
+  auto params = layer.parameters();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Matrix& w = params[k]->value;
+    for (Eigen::Index i = 0; i < w.size(); ++i) {
+      const double keep = w.data()[i];
+      w.data()[i] = keep + h;
+      const double up = objective(layer, x0, r, ctx);
+      w.data()[i] = keep - h;
+      const double down = objective(layer, x0, r, ctx);
+      w.data()[i] = keep;
+      INFO(params[k]->name << " entry " << i);
+      CHECK(grads[k].data()[i] == Approx((up - down) / (2 * h)).margin(tol).epsilon(1e-5));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train: Linear gradients match finite differences", "[train]") {
+  Linear l("fc", 5, 3);
+  l.weight.value = random_matrix(5, 3, 1);
+  l.bias.value = random_matrix(1, 3, 2);
+  check_layer(l, random_matrix(4, 5, 3));
+}
+
+TEST_CASE("train: ReLU and GELU gradients match finite differences", "[train]") {
+  ReLU relu("relu");
+  Matrix x = random_matrix(3, 6, 4);
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    if (std::fabs(x.data()[i]) < 1e-3) x.data()[i] = 0.5;  // away from the kink
+  check_layer(relu, x);
+  GELU gelu("gelu");
+  check_layer(gelu, random_matrix(3, 6, 5, 3.0));
+}
+
+TEST_CASE("train: LayerNorm gradients match finite differences", "[train]") {
+  LayerNorm ln("ln", 6);
+  ln.gamma.value = random_matrix(1, 6, 6);
+  ln.beta.value = random_matrix(1, 6, 7);
+  check_layer(ln, random_matrix(3, 6, 8, 2.0));
+}
+
+TEST_CASE("train: Conv2d and MaxPool2d gradients match finite differences", "[train]") {
+  Conv2d conv("conv", 2, 3, 5, 5, 3, 1);
+  conv.weight.value = random_matrix(2 * 9, 3, 9);
+  conv.bias.value = random_matrix(1, 3, 10);
+  check_layer(conv, random_matrix(2, 2 * 25, 11));
+  MaxPool2d pool("pool", 2, 4, 4, 2);
+  check_layer(pool, random_matrix(2, 2 * 16, 12));  // distinct values: no ties
+}
+
+TEST_CASE("train: cross-entropy and MSE gradients match finite differences", "[train]") {
+  const PrecisionPolicy fp64 = named_policy("fp64");
+  const StepContext ctx{&fp64, 0, 0};
+  const Matrix z0 = random_matrix(4, 5, 13, 3.0);
+  const std::vector<int> labels{0, 3, 4, 1};
+  CrossEntropyLoss ce;
+  MSELoss mse;
+  for (Loss* loss : std::vector<Loss*>{&ce, &mse}) {
+    loss->forward(Tensor{z0, &formats::binary64()}, labels, ctx);
+    const Tensor d = loss->backward(8.0, ctx);  // scaled by 8
+    Matrix z = z0;
+    for (Eigen::Index i = 0; i < z.size(); ++i) {
+      const double keep = z.data()[i];
+      z.data()[i] = keep + 1e-6;
+      const double up = loss->forward(Tensor{z, &formats::binary64()}, labels, ctx);
+      z.data()[i] = keep - 1e-6;
+      const double down = loss->forward(Tensor{z, &formats::binary64()}, labels, ctx);
+      z.data()[i] = keep;
+      INFO(loss->op() << " logit " << i);
+      CHECK(d.values.data()[i] == Approx(8.0 * (up - down) / 2e-6).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("train: fast rounding equals the exact core", "[train]") {
+  for (const char* name : {"binary32", "binary16", "bfloat16", "tf32", "e5m2", "e4m3", "e3m2", "e2m1"}) {
+    const Format& f = format(name);
+    for (std::uint64_t i = 0; i < 20000; ++i) {
+      const std::uint64_t r = counter_random(1, 2, i);
+      // Magnitudes from far below the subnormals to beyond the largest value.
+      const double mag = std::ldexp(double(r >> 11) * 0x1.0p-53 + 0.5, int(r % 80) - 60 + f.emax / 2);
+      const double x = (r & 1) ? -mag : mag;
+      const double expect = to_double(f, round_double(f, x));
+      const double got = round_value(f, x);
+      INFO(name << " x=" << x);
+      if (std::isnan(expect))
+        REQUIRE(std::isnan(got));
+      else
+        REQUIRE(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(expect));
+    }
+    // Ties round to even.
+    const double tie = f.min_positive() * 2.5;
+    CHECK(round_value(f, tie) == f.min_positive() * 2);
+  }
+}
+
+TEST_CASE("train: Linear under fp32 equals a native float computation", "[train]") {
+  const PrecisionPolicy fp32 = named_policy("fp32");
+  const StepContext ctx{&fp32, 0, 0};
+  Linear l("fc", 40, 6);
+  l.weight.value = rounded(formats::binary32(), random_matrix(40, 6, 30));
+  l.bias.value = rounded(formats::binary32(), random_matrix(1, 6, 31));
+  const Matrix x = rounded(formats::binary32(), random_matrix(3, 40, 32));
+  const Tensor y = l.forward(Tensor{x, &formats::binary32()}, ctx);
+  for (Eigen::Index i = 0; i < 3; ++i)
+    for (Eigen::Index j = 0; j < 6; ++j) {
+      float acc = 0.0f;
+      for (Eigen::Index p = 0; p < 40; ++p) acc += float(x(i, p)) * float(l.weight.value(p, j));
+      acc += float(l.bias.value(0, j));
+      REQUIRE(y.values(i, j) == double(acc));
+    }
+}
+
+TEST_CASE("train: FP8 scaling helpers", "[train]") {
+  Fp8Recipe delayed;
+  delayed.scaling = Fp8Scaling::delayed;
+  delayed.amax_history_len = 2;
+  AmaxHistory h;
+  const Format& e4m3 = formats::e4m3();
+  Matrix a = Matrix::Constant(2, 2, 2.0);
+  // First use: no history, scale from the current amax (448 / 2).
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);
+  Matrix b = Matrix::Constant(2, 2, 8.0);
+  // Delayed: the scale uses the history (amax 2), not this tensor's 8.
+  CHECK(fp8_scale(b, e4m3, delayed, h) == 224.0);
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 56.0);  // max over history {2, 8}
+  const Matrix q = fp8_quantize(b, e4m3, 224.0);  // 8 * 224 = 1792 saturates to 448
+  CHECK(q(0, 0) == 448.0);
+  // MX: a block's shared scale is 2^(floor(log2 amax) - emax).
+  Matrix m(1, 4);
+  m << 1.0, 0.3, -100.0, 1e-9;
+  const Matrix d = mx_quantize(m, e4m3, 32, 1);
+  CHECK(d(0, 2) == -96.0);  // scale 2^(6-8); -400 rounds to -384 in e4m3 -> -96
+  CHECK(d(0, 3) == 0.0);    // far below the block's range
+}
+
+TEST_CASE("train: underflow is counted where a gradient is rounded to its format", "[train]") {
+  // fp16-pure: the linear op outputs fp16, gradients are stored in fp16, the
+  // matmuls accumulate in fp32. Gradients of about 2^-24 * 0.05 are nonzero in
+  // fp32 and flush to zero in fp16.
+  const PrecisionPolicy pure = named_policy("fp16-pure");
+  const StepContext ctx{&pure, 0, 0};
+  Linear l("fc", 24, 5);
+  l.weight.value = rounded(formats::binary16(), random_matrix(24, 5, 40, 0.05));
+  const Matrix x = rounded(formats::binary16(), random_matrix(6, 24, 41));
+  l.forward(Tensor{x, &formats::binary16()}, ctx);
+  Matrix dy = random_matrix(6, 5, 42, 0x1.0p-14);
+  dy.row(0) *= 0x1.0p-10;  // one sample's and one output's gradients at the
+  dy.col(0) *= 0x1.0p-10;  // bottom of fp16: dx's row 0 and dw's column 0 flush
+  round_in_place(formats::binary16(), dy);
+  const Tensor dx = l.backward(Tensor{dy, &formats::binary16()}, ctx, true);
+  const auto& acc = pure.rule("linear").accumulation;
+  const Matrix dx_fp32 = matmul(dy, l.weight.value.transpose(), acc);
+  const Matrix dw_fp32 = matmul(x.transpose(), dy, acc);
+  const Mask expect = dx_fp32.array() != 0 && dx.values.array() == 0;
+  CHECK(expect.count() > 0);
+  CHECK((dx.flushed == expect).all());
+  CHECK(l.weight.grad_underflow == count_flushed(dw_fp32, l.weight.grad));
+  CHECK(l.weight.grad_underflow > 0);
+
+  // ReLU passes on the flushed entries where its mask lets the gradient
+  // through; the masked-out zeros are not underflow.
+  ReLU relu("act");
+  Matrix pre = random_matrix(6, 24, 43);
+  round_in_place(formats::binary16(), pre);
+  relu.forward(Tensor{pre, &formats::binary16()}, ctx);
+  const Tensor back = relu.backward(dx, ctx, true);
+  CHECK((back.flushed == (dx.flushed && pre.array() > 0)).all());
+  CHECK(back.underflow_count() < dx.underflow_count());
+  CHECK(count_flushed(Matrix::Constant(1, 3, 1e-30), Matrix::Zero(1, 3)) == 3);
+  CHECK(count_flushed(Matrix::Zero(1, 3), Matrix::Zero(1, 3)) == 0);
+}

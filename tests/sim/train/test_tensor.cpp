@@ -1,0 +1,154 @@
+// train::matmul under sim's accumulation models: the native binary32 path is
+// bit-identical to sim::gemm with sequential:binary32:rne, every other model
+// is sim::gemm itself, and nothing depends on the thread count.
+#include <omp.h>
+
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/train/tensor.hpp"
+
+using namespace rpsim;
+using namespace rpsim::sim::train;
+using rpsim::sim::AccumulationModel;
+
+namespace {
+
+// Entries of both signs, magnitudes [0.5, 1) * 2^e with e uniform in
+// [e_lo, e_hi], one in eight an exact zero; rounded to `fmt`.
+Matrix random_matrix(const Format& fmt, Eigen::Index r, Eigen::Index c, std::uint64_t stream, int e_lo,
+                     int e_hi) {
+  Matrix m(r, c);
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const std::uint64_t bits = counter_random(11, stream, std::uint64_t(i));
+    const double mant = 0.5 + double(bits >> 11) * 0x1.0p-54;
+    const int e = e_lo + int((bits >> 4) % std::uint64_t(e_hi - e_lo + 1));
+    m.data()[i] = (bits & 7) == 0 ? 0.0 : ((bits & 8) ? -1 : 1) * std::ldexp(mant, e);
+  }
+  round_in_place(fmt, m);
+  return m;
+}
+
+bool same_bits(const Matrix& x, const Matrix& y) {
+  if (x.rows() != y.rows() || x.cols() != y.cols()) return false;
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i])) return false;
+  return true;
+}
+
+// Runs f with 1 and with 2 OpenMP threads; both results must be identical.
+template <class F>
+Matrix with_1_and_2_threads(F f) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Matrix one = f();
+  omp_set_num_threads(2);
+  const Matrix two = f();
+  omp_set_num_threads(saved);
+  REQUIRE(same_bits(one, two));
+  return one;
+}
+
+}  // namespace
+
+TEST_CASE("train: native binary32 matmul equals sim::gemm sequential:fp32:rne bit for bit", "[train]") {
+  const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
+  struct Case {
+    const char* a_format;
+    const char* b_format;
+    int e_lo, e_hi;  // exponent range of the entries (no sum overflows binary32)
+  };
+  // Wide ranges give long alignment shifts; [-70, 0] products reach the
+  // binary32 subnormals.
+  const Case cases[] = {{"binary16", "binary16", -6, 6},  {"bfloat16", "bfloat16", -40, 40},
+                        {"binary32", "binary32", -3, 3},  {"binary32", "binary32", -70, 0},
+                        {"binary32", "binary32", 0, 60},  {"e4m3", "e5m2", -5, 5},
+                        {"binary16", "binary32", -12, 12}};
+  std::uint64_t stream = 0;
+  for (const Case& c : cases)
+    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{1, 1, 1}}) {
+      const Matrix a = random_matrix(format(c.a_format), m, k, ++stream, c.e_lo, c.e_hi);
+      const Matrix b = random_matrix(format(c.b_format), k, n, ++stream, c.e_lo, c.e_hi);
+      const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, fp32); });
+      const Matrix model = sim::gemm(fp32, a, b);
+      INFO(c.a_format << " x " << c.b_format << " exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x"
+                      << k << "x" << n);
+      CHECK(same_bits(fast, model));
+    }
+  // Operands that are not binary32 values would be rounded by the float
+  // kernel: they take sim::gemm, which rounds only the products.
+  const Matrix a = random_matrix(formats::binary64(), 9, 40, 100, -4, 4);
+  const Matrix b = random_matrix(formats::binary64(), 40, 6, 101, -4, 4);
+  CHECK(same_bits(matmul(a, b, fp32), sim::gemm(fp32, a, b)));
+}
+
+TEST_CASE("train: sequential low-precision accumulation on binary64 arithmetic equals sim::gemm", "[train]") {
+  // NaN is NaN: its sign and payload are not part of the model.
+  auto same = [](const Matrix& x, const Matrix& y) {
+    for (Eigen::Index i = 0; i < x.size(); ++i)
+      if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i]) &&
+          !(std::isnan(x.data()[i]) && std::isnan(y.data()[i])))
+        return false;
+    return true;
+  };
+  struct Case {
+    const char* spec;
+    const char* operands;
+    int e_lo, e_hi;
+  };
+  // [4, 12] sums overflow fp16 (to inf, then inf - inf); e4m3 saturates or
+  // gives NaN by its own rules; [-30, 0] reaches fp16 subnormals.
+  const Case cases[] = {{"sequential:fp16", "binary16", -6, 6},   {"sequential:fp16", "binary16", -30, 0},
+                        {"sequential:fp16", "binary16", 4, 12},   {"sequential:fp16", "binary32", -8, 8},
+                        {"sequential:bf16", "bfloat16", -40, 40}, {"sequential:bf16", "binary32", -20, 20},
+                        {"sequential:tf32", "binary16", -10, 10}, {"sequential:e5m2", "e5m2", -4, 4},
+                        {"sequential:e4m3", "e4m3", -3, 5}};
+  std::uint64_t stream = 400;
+  for (const Case& c : cases) {
+    const AccumulationModel model = AccumulationModel::parse(c.spec);
+    const Matrix a = random_matrix(format(c.operands), 19, 150, ++stream, c.e_lo, c.e_hi);
+    const Matrix b = random_matrix(format(c.operands), 150, 7, ++stream, c.e_lo, c.e_hi);
+    INFO(c.spec << " on " << c.operands << ", exponents " << c.e_lo << ".." << c.e_hi);
+    const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, model); });
+    CHECK(same(fast, sim::gemm(model, a, b)));
+  }
+}
+
+TEST_CASE("train: other accumulation models are sim::gemm, Tensor Cores on their input format", "[train]") {
+  const Matrix a = random_matrix(formats::binary16(), 70, 96, 200, -5, 5);
+  const Matrix b = random_matrix(formats::binary16(), 96, 12, 201, -5, 5);
+  for (const char* spec : {"sequential:fp16", "fma:fp32", "blocked:32:fp16", "pairwise:bf16", "kahan:fp16",
+                           "sequential:bf16:sr:seed=5", "exact:fp32", "tc:h100:fp16:fp32",
+                           "tc:v100:fp16:fp16", "eigen:binary64"}) {
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    INFO(spec);
+    const Matrix got = with_1_and_2_threads([&] { return matmul(a, b, model); });
+    CHECK(same_bits(got, sim::gemm(model, a, b)));
+  }
+  // The fp32 accumulator and the Tensor Core model give different sums.
+  CHECK_FALSE(same_bits(matmul(a, b, AccumulationModel::parse("sequential:fp32")),
+                        matmul(a, b, AccumulationModel::parse("tc:h100:fp16:fp32"))));
+  // binary32 operands meet an fp16 Tensor Core model rounded to fp16 first.
+  const AccumulationModel tc = AccumulationModel::parse("tc:h100:fp16:fp32");
+  const Matrix a32 = random_matrix(formats::binary32(), 20, 48, 202, -3, 3);
+  const Matrix b32 = random_matrix(formats::binary32(), 48, 8, 203, -3, 3);
+  CHECK(same_bits(matmul(a32, b32, tc),
+                  sim::gemm(tc, rounded(formats::binary16(), a32), rounded(formats::binary16(), b32))));
+}
+
+TEST_CASE("train: stochastic accumulation draws per matmul from the random stream", "[train]") {
+  const Matrix a = random_matrix(formats::bfloat16(), 8, 200, 300, -3, 3);
+  const Matrix b = random_matrix(formats::bfloat16(), 200, 8, 301, -3, 3);
+  const AccumulationModel sr = AccumulationModel::parse("sequential:bf16:sr:seed=1");
+  const Matrix s1 = matmul(a, b, sr, RandomStream{3, 1});
+  CHECK(same_bits(s1, matmul(a, b, sr, RandomStream{3, 1})));  // deterministic
+  CHECK_FALSE(same_bits(s1, matmul(a, b, sr, RandomStream{3, 2})));
+  CHECK_FALSE(same_bits(s1, matmul(a, b, sr)));
+  // Deterministic models ignore the stream.
+  const AccumulationModel rne = AccumulationModel::parse("sequential:bf16");
+  CHECK(same_bits(matmul(a, b, rne, RandomStream{3, 1}), matmul(a, b, rne)));
+}
