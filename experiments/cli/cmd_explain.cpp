@@ -244,7 +244,7 @@ void add_explain(CLI::App& app, Action& action) {
   cmd->add_option("-f,--format", *fmt_name,
                   "format name or spec (binary16, bf16, e4m3, e5m10, exp=5,man=10, ...)")
       ->capture_default_str();
-  cmd->add_option("-r,--rounding", *mode, "rne rna rtz rd ru rodd sr")->capture_default_str();
+  cmd->add_option("-r,--rounding", *mode, rounding_names())->capture_default_str();
   cmd->add_option("--seed", *seed, "sr: the draw is counter_random(seed, 0, 0)")->capture_default_str();
   cmd->callback([=, &action] { action = [=] { return explain(*value, *fmt_name, *mode, *seed); }; });
 }

@@ -22,7 +22,7 @@ void add_testfloat(CLI::App& app, Action& action) {
                   "operation, TestFloat names: f16_add, f32_mulAdd, f64_to_f16, bf16_mul, e4m3_to_f32, ...")
       ->required();
   cmd->add_option("FILE", *file, "vector file (default: standard input)");
-  cmd->add_option("-r,--rounding", *rounding, "rne rna rtz rd ru rodd")->capture_default_str();
+  cmd->add_option("-r,--rounding", *rounding, rounding_names(" ", true))->capture_default_str();
   cmd->add_option("--show", *show, "mismatches to print")->capture_default_str();
   cmd->callback([=, &action] {
     action = [=]() -> int {

@@ -78,6 +78,22 @@ bool overflow_goes_to_infinity(RoundingMode mode, bool sign) {
   }
 }
 
+// A result beyond the largest finite value: the infinity, the NaN or the
+// largest finite value, as the format, the overflow policy and the direction say.
+std::uint64_t overflowed(const Format& fmt, bool sign, const Rounding& rnd, Flags& flags) {
+  flags |= flag_overflow | flag_inexact;
+  Overflow ov = rnd.overflow.value_or(fmt.overflow);
+  if (ov == Overflow::infinity && !fmt.has_inf()) ov = fmt.has_nan() ? Overflow::nan : Overflow::saturate;
+  if (ov == Overflow::nan && !fmt.has_nan()) ov = Overflow::saturate;
+  if (!overflow_goes_to_infinity(rnd.mode, sign) || ov == Overflow::saturate) return fmt.max_finite_bits(sign);
+  if (ov == Overflow::infinity) return fmt.inf_bits(sign);
+  // A format whose overflow is NaN keeps the sign where its NaN can.
+  Unpacked n;
+  n.cls = Class::quiet_nan;
+  n.sign = sign;
+  return nan_from(fmt, n, rnd.nan_policy);
+}
+
 }  // namespace
 
 std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u128 sig, bool sticky,
@@ -143,20 +159,7 @@ std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u1
   const int kmsb = msb_index(kept);
   const std::int64_t Er = kmsb + q;
   const u128 sigN = kept << (p - 1 - kmsb);
-  if (Er > fmt.emax || (Er == fmt.emax && sigN > fmt.max_significand)) {
-    flags |= flag_overflow | flag_inexact;
-    Overflow ov = rnd.overflow.value_or(fmt.overflow);
-    if (ov == Overflow::infinity && !fmt.has_inf()) ov = fmt.has_nan() ? Overflow::nan : Overflow::saturate;
-    if (ov == Overflow::nan && !fmt.has_nan()) ov = Overflow::saturate;
-    if (!overflow_goes_to_infinity(rnd.mode, sign) || ov == Overflow::saturate)
-      return fmt.max_finite_bits(sign);
-    if (ov == Overflow::infinity) return fmt.inf_bits(sign);
-    // A format whose overflow is NaN keeps the sign where its NaN can.
-    Unpacked n;
-    n.cls = Class::quiet_nan;
-    n.sign = sign;
-    return nan_from(fmt, n, rnd.nan_policy);
-  }
+  if (Er > fmt.emax || (Er == fmt.emax && sigN > fmt.max_significand)) return overflowed(fmt, sign, rnd, flags);
   const std::uint64_t sbit = sign ? fmt.sign_bit() : 0;
   if (Er < fmt.emin) {  // subnormal: exponent field 0
     return sbit | std::uint64_t(kept);
@@ -184,28 +187,50 @@ double to_double(const Format& fmt, std::uint64_t bits) {
   return u.sign ? -m : m;
 }
 
+namespace {
+// Aliases: the spelled-out enumerator, and SoftFloat's softfloat_round_* /
+// TestFloat's -r names.
+constexpr RoundingModeInfo kRoundingModes[] = {
+    {RoundingMode::nearest_even, "rne", {"nearest_even", "near_even", ""},
+     "round to nearest, ties to even (IEEE 754 roundTiesToEven)"},
+    {RoundingMode::nearest_away, "rna", {"nearest_away", "near_maxMag", ""},
+     "round to nearest, ties away from zero (roundTiesToAway)"},
+    {RoundingMode::toward_zero, "rtz", {"toward_zero", "minMag", ""}, "toward zero (roundTowardZero)"},
+    {RoundingMode::down, "rd", {"down", "min", ""}, "toward -infinity (roundTowardNegative)"},
+    {RoundingMode::up, "ru", {"up", "max", ""}, "toward +infinity (roundTowardPositive)"},
+    {RoundingMode::odd, "rodd", {"odd", "", ""}, "round to odd (SoftFloat's softfloat_round_odd)"},
+    {RoundingMode::stochastic, "sr", {"stochastic", "", ""},
+     "stochastic: k random bits compared with the discarded ones"},
+};
+}  // namespace
+
+std::span<const RoundingModeInfo> rounding_modes() {
+  return kRoundingModes;
+}
+
+std::string rounding_names(std::string_view separator, bool deterministic) {
+  std::string out;
+  for (const auto& r : kRoundingModes) {
+    if (deterministic && r.mode == RoundingMode::stochastic) continue;
+    if (!out.empty()) out += separator;
+    out += r.name;
+  }
+  return out;
+}
+
 RoundingMode parse_rounding(std::string_view name) {
-  if (name == "rne" || name == "nearest_even" || name == "near_even") return RoundingMode::nearest_even;
-  if (name == "rna" || name == "nearest_away" || name == "near_maxMag") return RoundingMode::nearest_away;
-  if (name == "rtz" || name == "toward_zero" || name == "minMag") return RoundingMode::toward_zero;
-  if (name == "rd" || name == "down" || name == "min") return RoundingMode::down;
-  if (name == "ru" || name == "up" || name == "max") return RoundingMode::up;
-  if (name == "rodd" || name == "odd") return RoundingMode::odd;
-  if (name == "sr" || name == "stochastic") return RoundingMode::stochastic;
-  throw FormatError("rounding mode '" + std::string(name) +
-                    "': unknown (expected rne, rna, rtz, rd, ru, rodd or sr)");
+  for (const auto& r : kRoundingModes) {
+    if (name == r.name) return r.mode;
+    for (const auto a : r.aliases)
+      if (!a.empty() && name == a) return r.mode;
+  }
+  throw FormatError("rounding mode '" + std::string(name) + "': unknown (expected one of " +
+                    rounding_names(", ") + ")");
 }
 
 std::string_view rounding_name(RoundingMode mode) {
-  switch (mode) {
-    case RoundingMode::nearest_even: return "rne";
-    case RoundingMode::nearest_away: return "rna";
-    case RoundingMode::toward_zero: return "rtz";
-    case RoundingMode::down: return "rd";
-    case RoundingMode::up: return "ru";
-    case RoundingMode::odd: return "rodd";
-    case RoundingMode::stochastic: return "sr";
-  }
+  for (const auto& r : kRoundingModes)
+    if (r.mode == mode) return r.name;
   return "?";
 }
 

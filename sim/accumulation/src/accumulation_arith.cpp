@@ -11,22 +11,13 @@
 
 namespace rpsim::sim::acc_detail {
 
-namespace {
-
-bool same_format(const Format& a, const Format& b) {
-  return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
-         a.subnormals == b.subnormals && a.nonfinite == b.nonfinite && a.has_sign == b.has_sign;
-}
-
-}  // namespace
-
 Arith::Arith(const AccumulatorSpec& spec, std::uint64_t stream)
     : fmt_(&spec.format), seed_(spec.seed), stream_(stream) {
   rnd_.mode = spec.rounding;
   const bool rne = spec.rounding == RoundingMode::nearest_even;
-  if (rne && same_format(spec.format, formats::binary32())) {
+  if (rne && spec.format == formats::binary32()) {
     path_ = Path::f32;
-  } else if (rne && same_format(spec.format, formats::binary64())) {
+  } else if (rne && spec.format == formats::binary64()) {
     path_ = Path::f64;
   } else {
     path_ = Path::generic;

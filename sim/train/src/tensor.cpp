@@ -15,17 +15,11 @@
 namespace rpsim::sim::train {
 namespace {
 
-bool same_layout(const Format& a, const Format& b) {
-  return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
-         a.has_sign == b.has_sign && a.has_zero == b.has_zero && a.subnormals == b.subnormals &&
-         a.nonfinite == b.nonfinite && a.overflow == b.overflow;
-}
-
 enum class FastKind { identity, binary32, grid, none };
 
 FastKind fast_kind(const Format& fmt) {
-  if (same_layout(fmt, formats::binary64())) return FastKind::identity;
-  if (same_layout(fmt, formats::binary32())) return FastKind::binary32;
+  if (fmt == formats::binary64()) return FastKind::identity;
+  if (fmt == formats::binary32()) return FastKind::binary32;
   if (fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.man_bits <= 50 && fmt.emin > -1000 &&
       fmt.emax < 1000)
     return FastKind::grid;
@@ -207,7 +201,7 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
     throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
                                 std::to_string(b.rows()) + ")");
   if (const Format* acc = sequential_rne(model); acc && all_binary32(a) && all_binary32(b)) {
-    if (same_layout(*acc, formats::binary32())) return matmul_binary32(a, b);
+    if (*acc == formats::binary32()) return matmul_binary32(a, b);
     if (fast_kind(*acc) == FastKind::grid && acc->man_bits <= 24) return matmul_grid(a, b, *acc);
   }
   const sim::GemmOptions options{omp_get_max_threads()};

@@ -65,6 +65,15 @@ struct Format {
   // Computes the derived fields and checks that the row makes sense;
   // throws FormatError naming the field otherwise.
   void finalize();
+
+  // The one definition of format equality: two rows are the same format when
+  // every defining field matches. The name is only a label ("fp16" and
+  // "binary16" are one format); the derived fields follow from the others.
+  friend bool operator==(const Format& a, const Format& b) {
+    return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
+           a.has_sign == b.has_sign && a.has_zero == b.has_zero && a.subnormals == b.subnormals &&
+           a.nonfinite == b.nonfinite && a.nan == b.nan && a.overflow == b.overflow;
+  }
 };
 
 class FormatError : public std::invalid_argument {

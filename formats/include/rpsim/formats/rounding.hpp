@@ -2,8 +2,11 @@
 // operation and conversion ends in.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "rpsim/formats/format.hpp"
@@ -22,9 +25,23 @@ enum class RoundingMode : std::uint8_t {
   stochastic
 };
 
-// Short names as on the command line: rne rna rtz rd ru rodd sr.
-RoundingMode parse_rounding(std::string_view name);  // throws FormatError
+// The rounding-mode table: one row per mode, from which parsing, names, the
+// CLI's help text and error messages are generated. Adding a mode is a row
+// here, its case in round_pack, and its tests.
+struct RoundingModeInfo {
+  RoundingMode mode;
+  std::string_view name;                    // short name on the command line
+  std::array<std::string_view, 3> aliases;  // spelled-out, SoftFloat / TestFloat names
+  std::string_view description;
+};
+std::span<const RoundingModeInfo> rounding_modes();
+
+// Short names as on the command line: rne rna rtz rd ru rodd sr (or any alias).
+RoundingMode parse_rounding(std::string_view name);  // throws FormatError listing the names
 std::string_view rounding_name(RoundingMode mode);
+// The short names joined by `separator` ("rne rna rtz rd ru rodd sr"); with
+// deterministic = true, stochastic rounding is left out.
+std::string rounding_names(std::string_view separator = " ", bool deterministic = false);
 
 // IEEE 754 exception flags; the bit values are TestFloat's.
 enum Flag : std::uint8_t {
