@@ -140,10 +140,7 @@ void add_gemm(CLI::App& app, Action& action) {
       const auto stats = sim::compare(d, exact, out);
       // Bounds relative to sum |a||b| (componentwise): gamma_k u and sqrt(k) u.
       const std::size_t k = static_cast<std::size_t>(a.cols());
-      const RoundingMode rmode = std::holds_alternative<sim::TensorCoreModel>(model.variant())
-                                     ? std::get<sim::TensorCoreModel>(model.variant()).final_rounding
-                                     : RoundingMode::nearest_even;
-      const double u = sim::unit_roundoff(out, rmode);
+      const double u = model.unit_roundoff();
       double max_ratio = 0;  // max |d - exact| / sum|a||b|
       const sim::Matrix abs_prod =
           sim::gemm(sim::AccumulationModel(sim::Exact{}), a.cwiseAbs(), b.cwiseAbs(), c, opts);

@@ -11,7 +11,6 @@
 #include "rpsim/formats/random.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/error_analysis.hpp"
-#include "rpsim/study/model_info.hpp"
 #include "rpsim/study/summation.hpp"
 
 namespace rpsim::sim::study {
@@ -165,7 +164,7 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const Job& job = jobs[j];
     const AccumulationModel& model = models[job.model];
-    const Format& in = model_input_format(model);
+    const Format& in = model.input_format();
     // The same data for every model: keyed by (seed, operation, n, trial).
     const std::uint64_t stream =
         (std::uint64_t(job.operation) << 56) ^ (std::uint64_t(job.n) << 8) ^ std::uint64_t(job.trial);
@@ -191,12 +190,12 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const Job& job = jobs[j];
     const AccumulationModel& model = models[job.model];
-    const RoundingMode mode = model_rounding(model);
+    const RoundingMode mode = model.rounding();
     const double u = unit_roundoff(model.output_format(), mode);
     const Result& r = results[j];
     // Relative to sum |a_i b_i|, the quantity the bounds are stated for.
     const double rel = r.abs_sum > 0 ? std::abs(r.computed - r.exact) / r.abs_sum : 0.0;
-    table.row(operations[job.operation], model.spec(), model_input_format(model).name,
+    table.row(operations[job.operation], model.spec(), model.input_format().name,
               model.output_format().name, rounding_name(mode), job.n, job.trial, r.computed, r.exact, rel, u,
               gamma_n(std::size_t(job.n), u), std::sqrt(double(job.n)) * u);
   }

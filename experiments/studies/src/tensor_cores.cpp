@@ -15,7 +15,6 @@
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/error_analysis.hpp"
 #include "rpsim/accumulation/gemm.hpp"
-#include "rpsim/study/model_info.hpp"
 #include "rpsim/study/tensor_cores.hpp"
 #include "rpsim/accumulation/tensor_core.hpp"
 
@@ -294,7 +293,7 @@ void gemm_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
 #pragma omp parallel for schedule(dynamic)
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const Job& job = jobs[j];
-    const Format* in = &model_input_format(job.model);
+    const Format* in = &job.model.input_format();
     // The same matrices for every model of one input format and K.
     Matrix a(rows, job.k), b(job.k, cols);
     for (Eigen::Index r = 0; r < a.rows(); ++r)
@@ -315,11 +314,11 @@ void gemm_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
                            "rounding", "unit_roundoff", "bound_gamma_k", "bound_sqrt_k_u"});
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const Job& job = jobs[j];
-    const Format* in = &model_input_format(job.model);
-    const double u = unit_roundoff(job.model.output_format(), model_rounding(job.model));
+    const Format* in = &job.model.input_format();
+    const double u = job.model.unit_roundoff();
     const ErrorStats& s = stats[j];
     table.row(job.label, job.preset, in->name, job.model.output_format().name, job.k, rows, cols, s.max_rel,
-              s.mean_rel, s.max_ulps, s.mean_ulps, rounding_name(model_rounding(job.model)), u,
+              s.mean_rel, s.max_ulps, s.mean_ulps, rounding_name(job.model.rounding()), u,
               gamma_n(std::size_t(job.k), u), std::sqrt(double(job.k)) * u);
   }
 }

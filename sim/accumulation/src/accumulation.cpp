@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "accumulation_arith.hpp"
+#include "rpsim/accumulation/error_analysis.hpp"
 #include "rpsim/accumulation/exact_accumulator.hpp"
 
 namespace rpsim::sim {
@@ -171,15 +172,8 @@ RoundingMode parse_rnd(std::string_view spec, const std::string& token) {
   try {
     return parse_rounding(token);
   } catch (const std::exception&) {
-    bad(spec, fmt::format("rounding '{}' is not rne rna rtz rd ru rodd sr", token));
+    bad(spec, fmt::format("rounding '{}' is not one of {}", token, rounding_names()));
   }
-}
-
-bool is_binary64(const Format& f) {
-  const Format& d = formats::binary64();
-  return f.exp_bits == d.exp_bits && f.man_bits == d.man_bits && f.bias == d.bias &&
-         f.has_sign == d.has_sign && f.subnormals == d.subnormals && f.nonfinite == d.nonfinite &&
-         f.overflow == d.overflow;
 }
 
 std::string fmt_name(const Format& f) {
@@ -238,7 +232,7 @@ const std::vector<TcField>& tc_fields() {
                   m.final_rounding = parse_rounding(v);
                 } catch (const std::exception&) {
                   throw std::invalid_argument(
-                      fmt::format("final_rounding='{}' is not rne rna rtz rd ru rodd", v));
+                      fmt::format("final_rounding='{}' is not one of {}", v, rounding_names(" ", true)));
                 }
               }},
       RPSIM_TC_BOOL_FIELD(subnormal_inputs),
@@ -369,7 +363,7 @@ AccumulationModel AccumulationModel::parse(std::string_view spec) {
   }
   if (kind == "eigen") {
     if (has_seed) bad(spec, "eigen takes no seed");
-    if (parts.size() > 1 && !is_binary64(parse_fmt(spec, parts[1])))
+    if (parts.size() > 1 && parse_fmt(spec, parts[1]) != formats::binary64())
       bad(spec, fmt::format("eigen computes in binary64 only, not '{}'", parts[1]));
     if (parts.size() > 2 && parse_rnd(spec, parts[2]) != RoundingMode::nearest_even)
       bad(spec, "eigen rounds to nearest even only");
@@ -460,6 +454,23 @@ std::string AccumulationModel::spec() const {
                  },
                  [&](const EigenGemm&) { return std::string("eigen:binary64"); }},
       model_);
+}
+
+const Format& AccumulationModel::input_format() const {
+  if (const auto* tc = std::get_if<TensorCoreModel>(&model_)) return tc->input;
+  return output_format();
+}
+
+RoundingMode AccumulationModel::rounding() const {
+  return std::visit(Overloaded{[](const TensorCoreModel& m) { return m.final_rounding; },
+                               [](const Exact& m) { return m.rounding; },
+                               [](const EigenGemm&) { return RoundingMode::nearest_even; },
+                               [](const auto& m) { return m.acc.rounding; }},
+                    model_);
+}
+
+double AccumulationModel::unit_roundoff() const {
+  return sim::unit_roundoff(output_format(), rounding());
 }
 
 const Format& AccumulationModel::output_format() const {

@@ -4,7 +4,7 @@
 // (north-numerical-computing/MATLAB-tensor-core, models/*TC.m); "FHMP21" is
 // Fasi, Higham, Mikaitis & Pranesh, "Numerical behavior of NVIDIA tensor
 // cores", PeerJ Comput. Sci. 2021. "golden" marks a parameter checked bit for
-// bit against the measured vectors in shared/tc-golden (tests/sim/test_tc_golden.cpp).
+// bit against the measured vectors in shared/tc-golden (tests/sim/validation/test_tc_golden.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>

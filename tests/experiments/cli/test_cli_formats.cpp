@@ -187,3 +187,13 @@ TEST_CASE("testfloat reports passes and failures; bad input exits 2 naming file:
   CHECK(mode.status == 2);
   CHECK(contains(mode.output, "sideways"));
 }
+
+TEST_CASE("gemm's bounds use the unit roundoff of the model's own rounding", "[cli]") {
+  // sequential:fp16:rtz rounds toward zero: u = 2^-10, not round-to-nearest's 2^-11.
+  const auto rtz = run_cli("gemm --m 4 --n 4 --k 64 --model sequential:fp16:rtz");
+  REQUIRE(rtz.status == 0);
+  CHECK_THAT(rtz.output, Catch::Contains("unit_roundoff_u: 9.765625e-04"));
+  const auto rne = run_cli("gemm --m 4 --n 4 --k 64 --model sequential:fp16");
+  REQUIRE(rne.status == 0);
+  CHECK_THAT(rne.output, Catch::Contains("unit_roundoff_u: 4.882812e-04"));
+}

@@ -361,3 +361,22 @@ TEST_CASE("tensor core overrides: spec string and JSON alike, written back by sp
                         nlohmann::json::parse(R"({"kind":"tc","preset":"a100","terms_per_step":[4]})")),
                     Catch::Contains("terms_per_step"));
 }
+
+TEST_CASE("a model answers its own formats, rounding and unit roundoff", "[accumulation]") {
+  // Round to nearest: u = 2^-p; directed rounding: u = 2^(1-p) (Higham, ASNA Thm 2.2).
+  const auto rne = AccumulationModel::parse("sequential:fp16");
+  CHECK(rne.rounding() == RoundingMode::nearest_even);
+  CHECK(rne.unit_roundoff() == std::ldexp(1.0, -11));
+  const auto rtz = AccumulationModel::parse("sequential:fp16:rtz");
+  CHECK(rtz.rounding() == RoundingMode::toward_zero);
+  CHECK(rtz.unit_roundoff() == std::ldexp(1.0, -10));
+  CHECK(rtz.input_format() == formats::binary16());
+  // A tensor core reads its input format and rounds its normalisation its own way.
+  const auto tc = AccumulationModel::parse("tc:h100:bf16:fp32");
+  CHECK(tc.input_format() == formats::bfloat16());
+  CHECK(tc.output_format() == formats::binary32());
+  CHECK(tc.rounding() == RoundingMode::toward_zero);
+  CHECK(tc.unit_roundoff() == std::ldexp(1.0, -23));
+  CHECK(AccumulationModel::parse("exact:fp32:ru").unit_roundoff() == std::ldexp(1.0, -23));
+  CHECK(AccumulationModel::parse("eigen:binary64").unit_roundoff() == std::ldexp(1.0, -53));
+}

@@ -95,6 +95,15 @@ class AccumulationModel {
   // The format results are in (accumulator, exact output, TC output, or
   // binary64 for eigen).
   const Format& output_format() const;
+  // The format the model reads: a tensor core its input format, every other
+  // model values of its accumulator format.
+  const Format& input_format() const;
+  // The rounding of the model's additions (a tensor core's final
+  // normalisation): it decides which unit roundoff error bounds use (2^-p for
+  // round to nearest, 2^(1-p) otherwise).
+  RoundingMode rounding() const;
+  // The unit roundoff of output_format() under rounding().
+  double unit_roundoff() const;
 
   // sum_i a_i*b_i + c, with inputs exact doubles (values of the input format;
   // c a value of the output format). `stream` keys stochastic rounding (use
