@@ -12,102 +12,117 @@ namespace rpsim::sim {
 
 namespace {
 
-// Which ScalerConfig fields a policy reads. A field outside this set must be
-// left unset: upstream has no such knob (DeepSpeed's scale_factor is fixed at
-// 2.0 in DynamicLossScaler.__init__, Apex amp's scale_factor argument is never
-// read by LossScaler.update_scale, Keras 3 doubles and halves by literal 2.0).
-struct PolicyFields {
+// One ScalerConfig field: its name, its bit, and whether a config sets it.
+struct FieldInfo {
   const char* name;
-  bool init_scale, growth_factor, backoff_factor, growth_interval, hysteresis, consecutive_hysteresis,
-      min_scale, max_scale, raise_at_min_scale;
+  ScalerField bit;
+  bool (*is_set)(const ScalerConfig&);
+};
+constexpr FieldInfo kFields[] = {
+    {"init_scale", field_init_scale, [](const ScalerConfig& c) { return c.init_scale.has_value(); }},
+    {"growth_factor", field_growth_factor, [](const ScalerConfig& c) { return c.growth_factor.has_value(); }},
+    {"backoff_factor", field_backoff_factor,
+     [](const ScalerConfig& c) { return c.backoff_factor.has_value(); }},
+    {"growth_interval", field_growth_interval,
+     [](const ScalerConfig& c) { return c.growth_interval.has_value(); }},
+    {"hysteresis", field_hysteresis, [](const ScalerConfig& c) { return c.hysteresis.has_value(); }},
+    {"consecutive_hysteresis", field_consecutive_hysteresis,
+     [](const ScalerConfig& c) { return c.consecutive_hysteresis; }},
+    {"min_scale", field_min_scale, [](const ScalerConfig& c) { return c.min_scale.has_value(); }},
+    {"max_scale", field_max_scale, [](const ScalerConfig& c) { return c.max_scale.has_value(); }},
+    {"raise_at_min_scale", field_raise_at_min_scale, [](const ScalerConfig& c) { return c.raise_at_min_scale; }},
 };
 
-constexpr PolicyFields kPolicies[] = {
-    // name        init  grow  back  intv  hyst  consec min   max   raise
-    {"none", false, false, false, false, false, false, false, false, false},
-    {"static", true, false, false, false, false, false, false, false, false},
-    {"pytorch", true, true, true, true, false, false, false, false, false},
-    {"deepspeed", true, false, false, true, true, true, true, false, true},
-    {"megatron", true, true, true, true, true, false, true, false, false},
-    {"apex", true, false, false, true, false, false, true, true, false},
-    {"keras", true, false, false, true, false, false, false, false, false},
-    {"tf2", true, true, false, true, false, false, false, false, false},
-};
+ScalerConfig defaults(std::optional<double> init, std::optional<double> growth, std::optional<double> backoff,
+                      std::optional<std::int64_t> interval, std::optional<std::int64_t> hysteresis,
+                      std::optional<double> min_scale, std::optional<double> max_scale) {
+  ScalerConfig c;
+  c.init_scale = init;
+  c.growth_factor = growth;
+  c.backoff_factor = backoff;
+  c.growth_interval = interval;
+  c.hysteresis = hysteresis;
+  c.min_scale = min_scale;
+  c.max_scale = max_scale;
+  return c;
+}
 
-const PolicyFields& lookup(const std::string& policy) {
-  for (const auto& p : kPolicies)
+constexpr std::nullopt_t none = std::nullopt;
+constexpr unsigned kPyTorch = field_init_scale | field_growth_factor | field_backoff_factor | field_growth_interval;
+constexpr unsigned kDeepSpeed = field_init_scale | field_growth_interval | field_hysteresis |
+                                field_consecutive_hysteresis | field_min_scale | field_raise_at_min_scale;
+constexpr unsigned kMegatron = field_init_scale | field_growth_factor | field_backoff_factor |
+                               field_growth_interval | field_hysteresis | field_min_scale;
+constexpr unsigned kApex = field_init_scale | field_growth_interval | field_min_scale | field_max_scale;
+
+// Which fields a policy reads: a field outside them must be left unset, as
+// upstream has no such knob (DeepSpeed's scale_factor is fixed at 2.0 in
+// DynamicLossScaler.__init__, Apex amp's scale_factor argument is never read
+// by LossScaler.update_scale, Keras 3 doubles and halves by literal 2.0).
+const std::vector<LossScalerInfo>& table() {
+  static const std::vector<LossScalerInfo> rows{
+      {"none", "PyTorch GradScaler(enabled=False)", 0, ScalerConfig{},
+       [](const ScalerConfig&) { return detail::make_no_scaling(); }},
+      {"static", "megatron/core/optimizer/grad_scaler.py ConstantGradScaler", field_init_scale, ScalerConfig{},
+       detail::make_static_scaler},
+      // torch/amp/grad_scaler.py GradScaler.__init__.
+      {"pytorch", "torch/amp/grad_scaler.py, torch._amp_update_scale_", kPyTorch,
+       defaults(65536.0, 2.0, 0.5, 2000, none, none, none), detail::make_pytorch_scaler},
+      // deepspeed/runtime/constants.py FP16_INITIAL_SCALE_POWER_DEFAULT = 16,
+      // FP16_LOSS_SCALE_WINDOW_DEFAULT = 1000, FP16_HYSTERESIS_DEFAULT = 2,
+      // FP16_MIN_LOSS_SCALE_DEFAULT = 1 (the "fp16" config section).
+      {"deepspeed", "deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler", kDeepSpeed,
+       defaults(65536.0, none, none, 1000, 2, 1.0, none), detail::make_deepspeed_scaler},
+      // megatron/training/arguments.py: --initial-loss-scale 2**32,
+      // --min-loss-scale 1.0, --loss-scale-window 1000, --hysteresis 2;
+      // megatron/core/optimizer/__init__.py passes growth_factor=2.0, backoff_factor=0.5.
+      {"megatron", "megatron/core/optimizer/grad_scaler.py DynamicGradScaler", kMegatron,
+       defaults(4294967296.0, 2.0, 0.5, 1000, 2, 1.0, none), detail::make_megatron_scaler},
+      // apex/amp/scaler.py LossScaler.__init__: init_scale=2.**16,
+      // scale_window=2000, min_loss_scale=None, max_loss_scale=2.**24.
+      {"apex", "apex/amp/scaler.py LossScaler", kApex, defaults(65536.0, none, none, 2000, none, none, 16777216.0),
+       detail::make_apex_scaler},
+      // keras/src/optimizers/loss_scale_optimizer.py: initial_scale=2.0**15,
+      // dynamic_growth_steps=2000.
+      {"keras", "Keras 3 keras/src/optimizers/loss_scale_optimizer.py", field_init_scale | field_growth_interval,
+       defaults(32768.0, none, none, 2000, none, none, none), detail::make_keras_scaler},
+      // tensorflow/python/keras/mixed_precision/loss_scale_optimizer.py:
+      // _DEFAULT_INITIAL_SCALE = 2**15, _DEFAULT_GROWTH_STEPS = 2000, multiplier 2.
+      {"tf2", "tf.keras 2 _DynamicLossScaleState",
+       field_init_scale | field_growth_factor | field_growth_interval,
+       defaults(32768.0, 2.0, none, 2000, none, none, none), detail::make_tf2_scaler},
+  };
+  return rows;
+}
+
+const LossScalerInfo& lookup(const std::string& policy) {
+  for (const auto& p : table())
     if (policy == p.name) return p;
-  std::string known;
-  for (const auto& p : kPolicies) known += (known.empty() ? "" : ", ") + std::string(p.name);
-  throw std::invalid_argument(fmt::format("unknown loss scaler policy '{}' (known: {})", policy, known));
+  throw std::invalid_argument(
+      fmt::format("unknown loss scaler policy '{}' (known: {})", policy, fmt::join(loss_scaler_policies(), ", ")));
 }
 
 [[noreturn]] void bad(const std::string& policy, const char* field, const std::string& what) {
   throw std::invalid_argument(fmt::format("loss scaler '{}': {} {}", policy, field, what));
 }
 
-void reject_unused(const ScalerConfig& c, const PolicyFields& p) {
-  auto unused = [&](bool set, bool used, const char* field) {
-    if (set && !used) bad(c.policy, field, "is not a parameter of this policy");
-  };
-  unused(c.init_scale.has_value(), p.init_scale, "init_scale");
-  unused(c.growth_factor.has_value(), p.growth_factor, "growth_factor");
-  unused(c.backoff_factor.has_value(), p.backoff_factor, "backoff_factor");
-  unused(c.growth_interval.has_value(), p.growth_interval, "growth_interval");
-  unused(c.hysteresis.has_value(), p.hysteresis, "hysteresis");
-  unused(c.consecutive_hysteresis, p.consecutive_hysteresis, "consecutive_hysteresis");
-  unused(c.min_scale.has_value(), p.min_scale, "min_scale");
-  unused(c.max_scale.has_value(), p.max_scale, "max_scale");
-  unused(c.raise_at_min_scale, p.raise_at_min_scale, "raise_at_min_scale");
+void reject_unused(const ScalerConfig& c, const LossScalerInfo& p) {
+  for (const auto& f : kFields)
+    if (f.is_set(c) && !(p.fields & f.bit)) bad(c.policy, f.name, "is not a parameter of this policy");
 }
 
-// Upstream defaults, cited per policy.
-void fill_defaults(ScalerConfig& c) {
-  auto set = [](auto& field, auto value) {
-    if (!field) field = value;
+// Every unset field takes the policy's upstream default.
+void fill_defaults(ScalerConfig& c, const ScalerConfig& d) {
+  auto fill = [&](auto ScalerConfig::*field) {
+    if (!(c.*field)) c.*field = d.*field;
   };
-  if (c.policy == "pytorch") {
-    // torch/amp/grad_scaler.py GradScaler.__init__.
-    set(c.init_scale, 65536.0);
-    set(c.growth_factor, 2.0);
-    set(c.backoff_factor, 0.5);
-    set(c.growth_interval, std::int64_t{2000});
-  } else if (c.policy == "deepspeed") {
-    // deepspeed/runtime/constants.py FP16_INITIAL_SCALE_POWER_DEFAULT = 16,
-    // FP16_LOSS_SCALE_WINDOW_DEFAULT = 1000, FP16_HYSTERESIS_DEFAULT = 2,
-    // FP16_MIN_LOSS_SCALE_DEFAULT = 1 (the "fp16" config section).
-    set(c.init_scale, 65536.0);
-    set(c.growth_interval, std::int64_t{1000});
-    set(c.hysteresis, std::int64_t{2});
-    set(c.min_scale, 1.0);
-  } else if (c.policy == "megatron") {
-    // megatron/training/arguments.py: --initial-loss-scale 2**32,
-    // --min-loss-scale 1.0, --loss-scale-window 1000, --hysteresis 2;
-    // megatron/core/optimizer/__init__.py passes growth_factor=2.0, backoff_factor=0.5.
-    set(c.init_scale, 4294967296.0);
-    set(c.growth_factor, 2.0);
-    set(c.backoff_factor, 0.5);
-    set(c.growth_interval, std::int64_t{1000});
-    set(c.hysteresis, std::int64_t{2});
-    set(c.min_scale, 1.0);
-  } else if (c.policy == "apex") {
-    // apex/amp/scaler.py LossScaler.__init__: init_scale=2.**16,
-    // scale_window=2000, min_loss_scale=None, max_loss_scale=2.**24.
-    set(c.init_scale, 65536.0);
-    set(c.growth_interval, std::int64_t{2000});
-    set(c.max_scale, 16777216.0);
-  } else if (c.policy == "keras") {
-    // keras/src/optimizers/loss_scale_optimizer.py: initial_scale=2.0**15,
-    // dynamic_growth_steps=2000.
-    set(c.init_scale, 32768.0);
-    set(c.growth_interval, std::int64_t{2000});
-  } else if (c.policy == "tf2") {
-    // tensorflow/python/keras/mixed_precision/loss_scale_optimizer.py:
-    // _DEFAULT_INITIAL_SCALE = 2**15, _DEFAULT_GROWTH_STEPS = 2000, multiplier 2.
-    set(c.init_scale, 32768.0);
-    set(c.growth_interval, std::int64_t{2000});
-    set(c.growth_factor, 2.0);
-  }
+  fill(&ScalerConfig::init_scale);
+  fill(&ScalerConfig::growth_factor);
+  fill(&ScalerConfig::backoff_factor);
+  fill(&ScalerConfig::growth_interval);
+  fill(&ScalerConfig::hysteresis);
+  fill(&ScalerConfig::min_scale);
+  fill(&ScalerConfig::max_scale);
 }
 
 void validate(const ScalerConfig& c) {
@@ -180,32 +195,34 @@ std::unique_ptr<LossScaler> make_static_scaler(const ScalerConfig& c) {
 }
 }  // namespace detail
 
+std::span<const LossScalerInfo> loss_scalers() {
+  return table();
+}
+
+std::vector<std::string> scaler_field_names() {
+  std::vector<std::string> names;
+  for (const auto& f : kFields) names.emplace_back(f.name);
+  return names;
+}
+
 std::vector<std::string> loss_scaler_policies() {
   std::vector<std::string> names;
-  for (const auto& p : kPolicies) names.emplace_back(p.name);
+  for (const auto& p : table()) names.emplace_back(p.name);
   return names;
 }
 
 ScalerConfig resolve_scaler_config(const ScalerConfig& config) {
-  const PolicyFields& fields = lookup(config.policy);
-  reject_unused(config, fields);
+  const LossScalerInfo& info = lookup(config.policy);
+  reject_unused(config, info);
   ScalerConfig c = config;
-  fill_defaults(c);
+  fill_defaults(c, info.defaults);
   validate(c);
   return c;
 }
 
 std::unique_ptr<LossScaler> make_loss_scaler(const ScalerConfig& config) {
   const ScalerConfig c = resolve_scaler_config(config);
-  if (c.policy == "none") return detail::make_no_scaling();
-  if (c.policy == "static") return detail::make_static_scaler(c);
-  if (c.policy == "pytorch") return detail::make_pytorch_scaler(c);
-  if (c.policy == "deepspeed") return detail::make_deepspeed_scaler(c);
-  if (c.policy == "megatron") return detail::make_megatron_scaler(c);
-  if (c.policy == "apex") return detail::make_apex_scaler(c);
-  if (c.policy == "keras") return detail::make_keras_scaler(c);
-  if (c.policy == "tf2") return detail::make_tf2_scaler(c);
-  throw std::logic_error("make_loss_scaler: policy table and factory disagree on '" + c.policy + "'");
+  return lookup(c.policy).make(c);
 }
 
 }  // namespace rpsim::sim

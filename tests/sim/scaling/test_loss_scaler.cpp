@@ -1,5 +1,5 @@
 // Loss scalers against trajectories worked out by hand from the upstream code
-// cited in sim/src/loss_scaler_*.cpp (the full CSV cases live in
+// cited in sim/scaling/src/loss_scaler_*.cpp (the full CSV cases live in
 // tests/data/scaler and run through the CLI in tests/experiments).
 #include <catch2/catch.hpp>
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -80,6 +81,32 @@ class LossScaler {
   virtual std::string state() const = 0;
   virtual std::unique_ptr<LossScaler> clone() const = 0;
 };
+
+// The loss-scaler table: one row per framework policy, from which the names,
+// the fields each policy takes, its upstream defaults, validation and the
+// factory are all read. Adding a scaler is a row here (its class in its own
+// loss_scaler_<framework>.cpp) plus its tests.
+enum ScalerField : unsigned {
+  field_init_scale = 1u << 0,
+  field_growth_factor = 1u << 1,
+  field_backoff_factor = 1u << 2,
+  field_growth_interval = 1u << 3,
+  field_hysteresis = 1u << 4,
+  field_consecutive_hysteresis = 1u << 5,
+  field_min_scale = 1u << 6,
+  field_max_scale = 1u << 7,
+  field_raise_at_min_scale = 1u << 8,
+};
+struct LossScalerInfo {
+  std::string_view name;
+  std::string_view upstream;  // the file and function it reproduces
+  unsigned fields;            // ScalerField bits: what the policy reads
+  ScalerConfig defaults;      // upstream defaults of those fields (cited at the row)
+  std::unique_ptr<LossScaler> (*make)(const ScalerConfig& resolved);
+};
+std::span<const LossScalerInfo> loss_scalers();
+// ScalerConfig's field names (as in configs and the CLI), in declaration order.
+std::vector<std::string> scaler_field_names();
 
 // The policies make_loss_scaler accepts, in the order the CLI lists them.
 std::vector<std::string> loss_scaler_policies();
