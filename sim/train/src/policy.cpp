@@ -132,38 +132,70 @@ std::vector<std::string> op_list(const nlohmann::json& j, const std::string& pat
 
 }  // namespace
 
+namespace {
+
+PrecisionPolicy with_scaler(PrecisionPolicy p, const char* scaler) {
+  p.default_loss_scaler = scaler;
+  return p;
+}
+
+PrecisionPolicy with_kahan(PrecisionPolicy p) {
+  p.kahan = true;
+  return p;
+}
+
+// The precision-policy table: one row per named policy. Names, the CLI's and
+// configs' lists and error messages come from it; adding a policy is a row.
+const std::vector<PolicyInfo>& table() {
+  static const std::vector<PolicyInfo> rows{
+      {"fp32", "every op, weight and gradient in binary32",
+       [](const std::string& n) { return uniform(n, formats::binary32(), fp32_accumulation()); }},
+      // Eigen's binary64 GEMM (sim's eigen:binary64): fast, and its summation
+      // order (Eigen's cache blocking) is honestly named rather than modelled.
+      {"fp64", "every op in binary64 under Eigen's own GEMM (the FP64 shadow)",
+       [](const std::string& n) {
+         return uniform(n, formats::binary64(), sim::AccumulationModel(sim::EigenGemm{}));
+       }},
+      {"fp16-amp", "autocast to binary16, binary32 master weights, dynamic loss scaling",
+       [](const std::string& n) { return with_scaler(autocast(n, formats::binary16(), false), "dynamic"); }},
+      {"bf16-amp", "autocast to bfloat16, binary32 master weights",
+       [](const std::string& n) { return autocast(n, formats::bfloat16(), false); }},
+      {"fp16-pure", "binary16 everywhere, no master copy, dynamic loss scaling",
+       [](const std::string& n) { return with_scaler(autocast(n, formats::binary16(), true), "dynamic"); }},
+      {"bf16-pure", "bfloat16 everywhere, no master copy",
+       [](const std::string& n) { return autocast(n, formats::bfloat16(), true); }},
+      {"bf16-kahan", "bfloat16 everywhere with compensated updates (Zamirai et al. 2020)",
+       [](const std::string& n) { return with_kahan(autocast(n, formats::bfloat16(), true)); }},
+      {"fp8", "as fp8-delayed",
+       [](const std::string& n) { return fp8_policy(n, Fp8Scaling::delayed); }},
+      {"fp8-delayed", "e4m3 forward, e5m2 backward matmul inputs, delayed per-tensor scaling (TE)",
+       [](const std::string& n) { return fp8_policy(n, Fp8Scaling::delayed); }},
+      {"fp8-current", "FP8 matmul inputs with current per-tensor scaling",
+       [](const std::string& n) { return fp8_policy(n, Fp8Scaling::current); }},
+      {"fp8-mx", "FP8 matmul inputs in MX blocks of 32 with E8M0 scales (OCP MX v1.0)",
+       [](const std::string& n) { return fp8_policy(n, Fp8Scaling::mx); }},
+  };
+  return rows;
+}
+
+}  // namespace
+
+std::span<const PolicyInfo> policies() {
+  return table();
+}
+
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"fp32",        "fp64",        "fp16-amp",   "bf16-amp",
-                                              "fp16-pure",   "bf16-pure",   "bf16-kahan", "fp8",
-                                              "fp8-delayed", "fp8-current", "fp8-mx"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& p : table()) n.emplace_back(p.name);
+    return n;
+  }();
   return names;
 }
 
 PrecisionPolicy named_policy(const std::string& name) {
-  if (name == "fp32") return uniform(name, formats::binary32(), fp32_accumulation());
-  // Eigen's binary64 GEMM (sim's eigen:binary64): fast, and its summation
-  // order (Eigen's cache blocking) is honestly named rather than modelled.
-  if (name == "fp64") return uniform(name, formats::binary64(), sim::AccumulationModel(sim::EigenGemm{}));
-  if (name == "fp16-amp") {
-    auto p = autocast(name, formats::binary16(), false);
-    p.default_loss_scaler = "dynamic";
-    return p;
-  }
-  if (name == "bf16-amp") return autocast(name, formats::bfloat16(), false);
-  if (name == "fp16-pure") {
-    auto p = autocast(name, formats::binary16(), true);
-    p.default_loss_scaler = "dynamic";
-    return p;
-  }
-  if (name == "bf16-pure") return autocast(name, formats::bfloat16(), true);
-  if (name == "bf16-kahan") {
-    auto p = autocast(name, formats::bfloat16(), true);
-    p.kahan = true;
-    return p;
-  }
-  if (name == "fp8" || name == "fp8-delayed") return fp8_policy(name, Fp8Scaling::delayed);
-  if (name == "fp8-current") return fp8_policy(name, Fp8Scaling::current);
-  if (name == "fp8-mx") return fp8_policy(name, Fp8Scaling::mx);
+  for (const auto& p : table())
+    if (name == p.name) return p.make(name);
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown policy \"" + name + "\" (known: " + known + ")");

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,15 @@ struct PrecisionPolicy {
   nlohmann::json to_json() const;
 };
 
-// fp32 fp64 fp16-amp bf16-amp fp16-pure bf16-pure bf16-kahan fp8 (and
-// fp8-delayed fp8-current fp8-mx). Throws std::invalid_argument naming it.
+// The named policies, one row each (policy.cpp): fp32 fp64 fp16-amp bf16-amp
+// fp16-pure bf16-pure bf16-kahan fp8 fp8-delayed fp8-current fp8-mx.
+struct PolicyInfo {
+  std::string name;
+  std::string description;
+  PrecisionPolicy (*make)(const std::string& name);
+};
+std::span<const PolicyInfo> policies();
+// Throws ConfigError naming it and listing the table's names.
 PrecisionPolicy named_policy(const std::string& name);
 const std::vector<std::string>& policy_names();
 
