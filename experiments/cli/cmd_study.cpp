@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "rpsim/io/results_io.hpp"
+#include "rpsim/io/run_info.hpp"
 #include "rpsim/study/study.hpp"
 
 namespace rpsim::cli {
@@ -29,7 +30,7 @@ fs::path config_path(const std::string& study, const std::string& config_dir) {
   if (const char* env = std::getenv("RPSIM_CONFIG_DIR")) return fs::path(env) / file;
   const fs::path local = fs::path("experiments") / "configs" / file;
   if (fs::exists(local)) return local;
-  const fs::path source = fs::path(__FILE__).parent_path().parent_path() / "configs" / file;
+  const fs::path source = fs::path(io::source_dir()) / "experiments" / "configs" / file;
   if (fs::exists(source)) return source;
   throw UsageError(fmt::format("no config for study '{}': looked for {} and {} (use --config FILE)", study,
                                local.string(), source.string()));

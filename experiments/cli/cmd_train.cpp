@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,17 +18,6 @@
 namespace rpsim::cli {
 
 namespace {
-
-std::string git_commit() {
-  FILE* p = popen("git rev-parse HEAD 2>/dev/null", "r");
-  if (!p) return "unknown";
-  std::array<char, 128> buf{};
-  std::string out;
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  const int status = pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return status == 0 && out.size() == 40 ? out : "unknown";
-}
 
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a network under a precision policy beside an FP64 shadow");
@@ -84,7 +72,6 @@ void add_train(CLI::App& app, Action& action) {
       options.threads = *threads;
       options.progress = *quiet ? nullptr : stderr;
       options.progress_is_terminal = isatty(fileno(stderr));
-      options.git_commit = git_commit();
       io::install_interrupt_handler();
       const auto result = sim::train::run(config, options);
       if (result.interrupted) {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "rpsim/io/results_io.hpp"
+#include "rpsim/io/run_info.hpp"
 #include "rpsim/study/study.hpp"
 
 namespace rpsim::sim::study {
@@ -153,23 +154,6 @@ const StudyInfo& find_study(std::string_view name) {
   throw std::invalid_argument(fmt::format("unknown study '{}' (known: {}, all)", name, known));
 }
 
-std::string git_commit() {
-  // The source tree is where this file was compiled from.
-  const std::filesystem::path source =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  const std::string cmd = fmt::format("git -C '{}' rev-parse HEAD 2>/dev/null", source.string());
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    std::array<char, 128> buf{};
-    while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  if (out.size() == 40) return out;
-  if (const char* env = std::getenv("RPSIM_GIT_COMMIT")) return env;
-  return "unknown";
-}
-
 StudyOutput run_study(const StudyInfo& info, const StudyOptions& options) {
   io::ensure_writable_dir(options.out_dir);
   const auto start = std::chrono::steady_clock::now();
@@ -191,14 +175,11 @@ StudyOutput run_study(const StudyInfo& info, const StudyOptions& options) {
     meta["seed"] = options.config.has("seed") ? json(options.config.integer("seed")) : json(nullptr);
   if (!meta.contains("formats")) meta["formats"] = json::array();
   if (!meta.contains("data_set")) meta["data_set"] = nullptr;
-  meta["git_commit"] = git_commit();
+  meta["git_commit"] = io::git_commit();
   meta["wall_time_s"] = wall;
   meta["files"] = files;
   meta["findings"] = out.findings;
-  const std::time_t now = std::time(nullptr);
-  std::array<char, 32> stamp{};
-  std::strftime(stamp.data(), stamp.size(), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  meta["finished_utc"] = stamp.data();
+  meta["finished_utc"] = io::utc_timestamp();
   io::write_atomic(options.out_dir / "meta.json", meta.dump(2) + "\n");
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/io/results_io.hpp"
+#include "rpsim/io/run_info.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -430,7 +431,7 @@ RunResult run(const Config& config, const RunOptions& options) {
   meta["config"] = config.source;
   meta["name"] = config.name;
   meta["seed"] = config.seed;
-  meta["git_commit"] = options.git_commit;
+  meta["git_commit"] = io::git_commit();
   meta["policy"] = policy.to_json();
   meta["loss_scaler"] = {{"policy", config.loss_scaler.policy},
                          {"final_scale", result.final_loss_scale},

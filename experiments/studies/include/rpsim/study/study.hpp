@@ -121,8 +121,4 @@ const StudyInfo& find_study(std::string_view name);
 // study's own fields.
 StudyOutput run_study(const StudyInfo& info, const StudyOptions& options);
 
-// The commit of the source tree this binary was built from (git rev-parse at
-// run time, then $RPSIM_GIT_COMMIT); "unknown" if neither answers.
-std::string git_commit();
-
 }  // namespace rpsim::sim::study

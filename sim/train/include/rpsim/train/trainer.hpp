@@ -63,7 +63,6 @@ struct RunOptions {
   std::FILE* progress = nullptr;  // progress lines (nullptr: silent)
   bool progress_is_terminal = false;
   int threads = 0;  // OpenMP threads, 0: default
-  std::string git_commit = "unknown";
 };
 
 struct Evaluation {
