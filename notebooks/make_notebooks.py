@@ -186,7 +186,7 @@ fig.tight_layout()"""),
     ("code", SAVE),
     ("md", """## Measured next to published
 
-Published values as cited for each preset in `sim/src/tensor_core_presets.cpp`: FHMP21 = Fasi et al. 2021,
+Published values as cited for each preset in `sim/accumulation/src/tensor_core_presets.cpp`: FHMP21 = Fasi et al. 2021,
 KM25 = Khattak & Mikaitis 2025 (fp32 output, default instruction)."""),
     ("code", COMPARE + """
 
