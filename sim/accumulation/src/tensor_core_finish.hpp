@@ -34,9 +34,9 @@ struct Finisher {
     return finish_slow(sum < 0, sum < 0 ? -sum : sum, exponent);
   }
   double finish_slow(bool negative, std::int64_t magnitude, int exponent) const;
-  // C added to an instruction's result x (c_join = after_products): a two-term
-  // step, both aligned to the larger exponent and cut to fraction_bits, then
-  // rounded as finish() does. x and c are values of the output format.
+  // C added to an instruction's result x (c_join = after_products): an IEEE
+  // addition in the output format, rounded to nearest even. x and c are
+  // values of the output format.
   double add_after(double x, double c) const;
 };
 

@@ -92,6 +92,7 @@ TEST_CASE("tensor core: terms per step found by moving a small term across the s
     const char* gpu;
     const Format* in;
     int terms;
+    const char* instruction = "";
   };
   const Case cases[] = {{"v100", &fp16, 4},
                         {"a100", &fp16, 8},
@@ -103,9 +104,9 @@ TEST_CASE("tensor core: terms per step found by moving a small term across the s
                         {"h100", &formats::tf32(), 8},
                         {"b200", &fp16, 16},
                         {"ada", &formats::e4m3(), 16},
-                        {"h100", &formats::e4m3(), 32}};
+                        {"h100", &formats::e4m3(), 32, "wgmma"}};
   for (const auto& cs : cases) {
-    const auto m = tensor_core_preset(cs.gpu, *cs.in, fp32, "");
+    const auto m = tensor_core_preset(cs.gpu, *cs.in, fp32, cs.instruction);
     INFO(m.name);
     CHECK(m.terms_per_step == cs.terms);
     const std::size_t k = 2 * static_cast<std::size_t>(cs.terms);
@@ -199,10 +200,10 @@ TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp16 is two interleaved steps fro
     CHECK(std::signbit(dot(m, z, nz, -0.0)));
     CHECK(!std::signbit(dot(m, z, z, -0.0)));
     CHECK(!std::signbit(dot(m, a, b, -0.0)));
-    // The FP8 datapath (wgmma; fp32 output): one 32-product step, t and C cut
-    // wherever they are.
+    // The FP8 datapath (wgmma): one 32-product step, t and C cut wherever
+    // they are.
     for (const auto& fp8 :
-         {tensor_core_preset("h100", *in, fp16, "wgmma"), tensor_core_preset("h100", *in, fp32)}) {
+         {tensor_core_preset("h100", *in, fp16, "wgmma"), tensor_core_preset("h100", *in, fp32, "wgmma")}) {
       INFO(fp8.name);
       CHECK(fp8.step_interleave == 0);
       CHECK(pattern(fp8, 32, 0).empty());
@@ -216,6 +217,99 @@ TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp16 is two interleaved steps fro
   bad.step_interleave = 2;
   bad.terms_per_instruction = 24;
   CHECK_THROWS_WITH(bad.validate(), Catch::Contains("terms_per_instruction"));
+}
+
+TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp32 is the fp16 path's two steps, C added by an IEEE add",
+          "[tc]") {
+  // Measured on an H100 (tc-stress): C = 1 plus one product 2^-20 gives
+  // 1 + 2^-20 (1.000001); the 13-bit wgmma FP8 datapath gives 1.
+  const auto& e5m2 = formats::e5m2();
+  const auto m = tensor_core_preset("h100", e5m2, fp32);
+  CHECK(m.name == "h100 e5m2->binary32");
+  CHECK(tensor_core_preset("h100", e5m2, fp32, "mma.sync").terms_per_step == 16);
+  CHECK(m.terms_per_step == 16);
+  CHECK(m.terms_per_instruction == 32);
+  CHECK(m.step_interleave == 2);
+  CHECK(m.fraction_bits == 25);
+  CHECK(m.final_rounding == RoundingMode::toward_zero);
+  CHECK(m.c_join == CJoin::after_products);
+  const auto wgmma = tensor_core_preset("h100", e5m2, fp32, "wgmma");
+  std::vector<double> a(32, 0.0), b(32, 0.0);
+  a[5] = b[5] = std::ldexp(1, -10);
+  CHECK(dot(m, a, b, 1.0) == 1 + std::ldexp(1, -20));
+  CHECK(dot(wgmma, a, b, 1.0) == 1.0);
+  // The steps truncate to binary32 (the fp16 -> fp32 path): products 1 and
+  // 1.5*2^-24 give 1, not 1 + 2^-23.
+  a.assign(32, 0.0);
+  b.assign(32, 0.0);
+  a[0] = b[0] = 1;
+  a[1] = 1.5 * std::ldexp(1, -12);
+  b[1] = std::ldexp(1, -12);
+  CHECK(dot(m, a, b, 0.0) == 1.0);
+  // C joins last through an exact sum rounded to nearest even: the steps give
+  // x = 2^-24 + 2^-30 exactly, and 1 + x rounds up to 1 + 2^-23. Truncating
+  // toward zero would give 1, and so would aligning x with C to 25 bits (the
+  // 2^-30 cut, leaving a tie that rounds to even).
+  a[0] = b[0] = 0;
+  a[1] = b[1] = std::ldexp(1, -12);
+  a[4] = b[4] = std::ldexp(1, -15);  // an e5m2 subnormal
+  CHECK(dot(m, a, b, 0.0) == std::ldexp(1, -24) + std::ldexp(1, -30));
+  CHECK(dot(m, a, b, 1.0) == 1 + std::ldexp(1, -23));
+  // -(1 - 2^-24 - 2^-30) rounds to nearest, -(1 - 2^-24); toward zero it
+  // would be -(1 - 2^-23).
+  CHECK(dot(m, a, b, -1.0) == -1 + std::ldexp(1, -24));
+  // The two steps take k = 0,1, 4,5, ... and 2,3, 6,7, ...; a product cut in
+  // the first step (next to 2^8*2^8 - 2^8*2^8) survives in the second.
+  a.assign(32, 0.0);
+  b.assign(32, 0.0);
+  a[0] = b[0] = b[1] = 256;
+  a[1] = -256;
+  a[2] = b[2] = std::ldexp(1, -10);
+  CHECK(dot(m, a, b, 0.0) == std::ldexp(1, -20));
+  a[2] = b[2] = 0;
+  a[4] = b[4] = std::ldexp(1, -10);
+  CHECK(dot(m, a, b, 0.0) == 0.0);
+  // IEEE signs through the C add: -0 + -0 is -0, x - x is +0.
+  std::vector<double> z(32, 0.0), nz(32, -0.0);
+  CHECK(std::signbit(dot(m, z, nz, -0.0)));
+  CHECK(!std::signbit(dot(m, z, z, -0.0)));
+  a.assign(32, 0.0);
+  b.assign(32, 0.0);
+  a[0] = b[0] = 1;
+  CHECK(!std::signbit(dot(m, a, b, -1.0)));
+}
+
+TEST_CASE("tensor core: a result that rounds to zero is +0", "[tc]") {
+  // Measured on an H100 (tc-stress): tiny negative sums that round to zero,
+  // also with a subnormal binary32 C, come back +0, not IEEE's -0.
+  const auto& bf16 = formats::bfloat16();
+  const auto m = tensor_core_preset("h100", bf16, fp32);
+  // -2^-150 (below binary32's smallest subnormal) truncates to zero.
+  const double sum = dot(m, {-std::ldexp(1, -75)}, {std::ldexp(1, -75)}, 0.0);
+  CHECK(sum == 0.0);
+  CHECK(!std::signbit(sum));
+  // C = 2^-149 (subnormal) plus products -2^-149 - 2^-150: -2^-150 again.
+  const double with_c = dot(m, {-std::ldexp(1, -74), -std::ldexp(1, -75)},
+                            {std::ldexp(1, -75), std::ldexp(1, -75)}, std::ldexp(1, -149));
+  CHECK(with_c == 0.0);
+  CHECK(!std::signbit(with_c));
+  // binary16 output, rounding to nearest: -2^-26 is below half the smallest
+  // subnormal 2^-24.
+  const auto h = tensor_core_preset("h100", fp16, fp16);
+  const double half = dot(h, {-std::ldexp(1, -13)}, {std::ldexp(1, -13)}, 0.0);
+  CHECK(half == 0.0);
+  CHECK(!std::signbit(half));
+  // Tiny but not zero keeps its sign: -2^-149 is binary32's -min subnormal.
+  CHECK(dot(m, {-std::ldexp(1, -74)}, {std::ldexp(1, -75)}, 0.0) == -std::ldexp(1, -149));
+  // Through the GEMM kernel too.
+  const auto model = AccumulationModel::parse("tc:h100:bf16:fp32");
+  Matrix a(1, 1), b(1, 1), c(1, 1);
+  a(0, 0) = -std::ldexp(1, -75);
+  b(0, 0) = std::ldexp(1, -75);
+  c(0, 0) = 0;
+  const Matrix d = gemm(model, a, b, c);
+  CHECK(d(0, 0) == 0.0);
+  CHECK(!std::signbit(d(0, 0)));
 }
 
 TEST_CASE("tensor core: longer K chains steps, rounding to the output between steps", "[tc]") {
@@ -265,7 +359,8 @@ TEST_CASE("tensor core GEMM kernel equals the per-element model", "[tc][gemm]") 
   std::mt19937_64 rng(7);
   std::normal_distribution<double> nd(0, 1);
   for (const char* spec : {"tc:h100:fp16:fp32", "tc:v100:fp16:fp16", "tc:a100:bf16:fp32", "tc:ada:e4m3:fp32",
-                           "tc:h100:tf32:fp32", "tc:b200:fp16:fp16", "tc:h100:e4m3:fp16"}) {
+                           "tc:h100:tf32:fp32", "tc:b200:fp16:fp16", "tc:h100:e4m3:fp16", "tc:h100:e5m2:fp32",
+                           "tc:h100:e4m3:fp32:wgmma"}) {
     const auto model = AccumulationModel::parse(spec);
     const auto& tc = std::get<TensorCoreModel>(model.variant());
     Matrix a(7, 37), b(37, 5), c(7, 5);
