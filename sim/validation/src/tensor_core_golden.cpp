@@ -9,6 +9,8 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "rpsim/formats/rounding.hpp"
@@ -96,6 +98,52 @@ std::size_t published_k(const std::string& gpu, const std::string& folder) {
 }
 }  // namespace
 
+namespace {
+struct Convention {
+  std::string instruction;
+  bool c_loaded = true;
+};
+
+// conventions.json: {"sets": {"E4M3/fp32": {"instruction": "wgmma", "c": "zero"}, ...}}.
+std::map<std::string, Convention> read_conventions(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw GoldenDataError(fmt::format("cannot open '{}'", path.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw GoldenDataError(fmt::format("{}: not JSON: {}", path.string(), e.what()));
+  }
+  if (!j.is_object() || !j.contains("sets") || !j["sets"].is_object())
+    throw GoldenDataError(fmt::format("{}: no \"sets\" object", path.string()));
+  std::map<std::string, Convention> out;
+  for (const auto& [key, v] : j["sets"].items()) {
+    auto text = [&](const char* field, std::initializer_list<const char*> allowed) {
+      if (!v.is_object() || !v.contains(field) || !v[field].is_string())
+        throw GoldenDataError(fmt::format("{}: set \"{}\" has no \"{}\" string", path.string(), key, field));
+      const std::string s = v[field].get<std::string>();
+      for (const char* a : allowed)
+        if (s == a) return s;
+      throw GoldenDataError(fmt::format("{}: set \"{}\": {} \"{}\" is not {}", path.string(), key, field, s,
+                                        fmt::join(allowed, " or ")));
+    };
+    Convention c;
+    c.instruction = text("instruction", {"mma.sync", "wgmma"});
+    c.c_loaded = text("c", {"loaded", "zero"}) == "loaded";
+    out[key] = c;
+  }
+  return out;
+}
+
+// tc-golden's published conventions (its README) for a folder without conventions.json.
+Convention published_convention(const std::string& gpu, const Format& in, const Format& out) {
+  std::string g = gpu;
+  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if ((g == "h100" || g == "h200") && in.man_bits <= 3 && out.man_bits == 23) return {"wgmma", false};
+  return {"", true};
+}
+}  // namespace
+
 std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (!fs::is_directory(gpu_dir))
     throw GoldenDataError(fmt::format("'{}' is not a folder of golden vectors", gpu_dir.string()));
@@ -109,6 +157,11 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (folders.empty())
     throw GoldenDataError(
         fmt::format("'{}' holds no input-format folders (fp16, bf16, ...)", gpu_dir.string()));
+
+  const fs::path conventions_path = gpu_dir / "conventions.json";
+  const bool has_conventions = fs::exists(conventions_path);
+  const auto conventions =
+      has_conventions ? read_conventions(conventions_path) : std::map<std::string, Convention>{};
 
   std::vector<GoldenSet> sets;
   for (const auto& folder : folders) {
@@ -132,6 +185,16 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
       set.input = in;
       set.output = std::string(out_name) == "fp32" ? formats::binary32() : formats::binary16();
       set.d_path = d_path;
+      Convention conv = published_convention(gpu, set.input, set.output);
+      if (has_conventions) {
+        const auto it = conventions.find(fmt::format("{}/{}", folder, out_name));
+        if (it == conventions.end())
+          throw GoldenDataError(fmt::format("{}: no entry for set \"{}/{}\" (its instruction and C)",
+                                            conventions_path.string(), folder, out_name));
+        conv = it->second;
+      }
+      set.instruction = conv.instruction;
+      set.c_loaded = conv.c_loaded;
       for (const auto* other : {&b_lines, &c_lines, &d_lines}) {
         if (other->size() != a_lines.size())
           throw GoldenDataError(
@@ -174,14 +237,11 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
 }
 
 bool golden_uses_wgmma(const GoldenSet& set) {
-  std::string g = set.gpu;
-  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return (g == "h100" || g == "h200") && set.input.man_bits <= 3 && set.output.man_bits == 23;
+  return set.instruction == "wgmma";
 }
 
 double golden_c(const GoldenSet& set, const GoldenCase& gc) {
-  // H100 FP8: wgmma's accumulator starts at zero (README of tc-golden).
-  if (golden_uses_wgmma(set)) return 0.0;
+  if (!set.c_loaded) return 0.0;  // e.g. tc-golden's H100 FP8 wgmma: the accumulator starts at zero
   const double c = static_cast<double>(std::bit_cast<float>(gc.c_bits));
   if (set.output.man_bits == 10)
     return to_double(set.output, round_double(set.output, c, RoundingMode::nearest_even));
@@ -194,7 +254,7 @@ TensorCoreModel golden_model(const GoldenSet& set, const std::string& preset) {
     throw GoldenDataError(
         fmt::format("no tensor core preset for GPU folder '{}'; give one with --model (known: {})", set.gpu,
                     fmt::join(tensor_core_preset_names(), " ")));
-  return tensor_core_preset(name, set.input, set.output, golden_uses_wgmma(set) ? "wgmma" : "");
+  return tensor_core_preset(name, set.input, set.output, set.instruction);
 }
 
 GoldenCheck check_golden(const GoldenSet& set, const TensorCoreModel& model, std::size_t show) {

@@ -33,6 +33,11 @@ struct GoldenSet {
   std::string input_folder;  // e.g. "E4M3"
   Format input;
   Format output;  // binary32 or binary16
+  // How the set was measured: the instruction ("mma.sync", "wgmma"; "" when
+  // the folder does not say) and whether C took part (false: the accumulator
+  // started at zero and the c file is not used).
+  std::string instruction;
+  bool c_loaded = true;
   std::filesystem::path d_path;
   std::size_t k = 0;
   std::vector<GoldenCase> cases;
@@ -40,12 +45,17 @@ struct GoldenSet {
 
 // Every (input format, output format) set under one GPU folder, sorted by
 // input folder then output (fp32 before fp16). Throws GoldenDataError.
+//
+// The folder's conventions.json, when present, says per set ("E4M3/fp32")
+// which instruction measured it and whether C was "loaded" or "zero"; every
+// set must be listed there. Without the file the sets take tc-golden's
+// published conventions: Hopper FP8 with binary32 output is wgmma with C = 0,
+// everything else mma.sync with C loaded.
 std::vector<GoldenSet> load_golden_gpu(const std::filesystem::path& gpu_dir);
 
 // The measurement's conventions applied to a case: the C the GPU used
-// (binary16 output: C rounded to binary16, nearest even; Hopper FP8 with
-// binary32 output was measured with wgmma and C = 0; with binary16 output the
-// vectors show that C was used — mma.sync, as the publishers' CUDA source).
+// (0 when the set's C was not loaded; binary16 output: C rounded to binary16,
+// nearest even).
 double golden_c(const GoldenSet& set, const GoldenCase& c);
 bool golden_uses_wgmma(const GoldenSet& set);
 
