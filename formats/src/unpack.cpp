@@ -10,10 +10,15 @@ Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals) {
   u.sign = fmt.has_sign && (bits & fmt.sign_bit());
   const int p = fmt.precision();
 
+  // A NaN's fraction field read the IEEE way whatever the encoding: the top
+  // fraction bit is the quiet bit, the rest the payload, aligned to bit 63.
+  // So OCP E4M3's S.1111.111 carries payload 11 and widens as an IEEE NaN
+  // with those bits would (E4M3 0x7F -> binary32 0x7FF00000, as binary16
+  // 0x7E01 -> 0x7FC02000); E8M0's 0xFF and the fnuz formats' -0 pattern have
+  // no payload bits. README "NaN conventions" states the rule.
   auto make_nan = [&](bool quiet) {
     u.cls = quiet ? Class::quiet_nan : Class::signaling_nan;
-    // Payload without the quiet bit, aligned to bit 63.
-    if (fmt.nan == NanEncoding::ieee && fmt.man_bits > 1)
+    if (fmt.nan != NanEncoding::negative_zero && fmt.man_bits > 1)
       u.payload = (man & (fmt.man_mask() >> 1)) << (64 - (fmt.man_bits - 1));
     return u;
   };

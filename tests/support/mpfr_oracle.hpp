@@ -341,7 +341,10 @@ inline Expected round_exact(const Format& f, mpfr_srcptr x, RoundingMode mode, c
 // Conversion between formats (or from binary64) of one encoding.
 // - NaN: invalid for a signalling NaN or when `to` has no NaN. An IEEE
 //   target keeps the sign and the top payload bits and sets the quiet bit
-//   (x86 and SoftFloat); other targets get their NaN with the sign.
+//   (x86 and SoftFloat); other targets get their NaN with the sign. A
+//   source NaN's payload is its fraction below the top (quiet) bit in every
+//   encoding that has fraction bits (IEEE, and OCP E4M3's S.1111.111: payload
+//   11); the fnuz formats' -0 pattern and E8M0's 0xFF carry none.
 // - Infinity: kept where `to` has one; else a saturating target (or one
 //   without NaN) gives the largest finite with overflow|inexact, and the rest
 //   give NaN with invalid. An unsigned target turns -inf into invalid NaN.
@@ -352,7 +355,7 @@ inline Expected convert(const Format& to, const Format& from, std::uint64_t bits
     Flags fl = d.kind == Kind::signaling_nan || to.nan == NanEncoding::none ? flag_invalid : 0;
     if (to.nan != NanEncoding::ieee) return {nan_encoding(to, d.sign), fl};
     std::uint64_t payload = 0;  // fraction bits below the quiet bit, left-aligned
-    if (from.nan == NanEncoding::ieee && from.man_bits > 1) {
+    if (from.nan != NanEncoding::negative_zero && from.man_bits > 1) {
       payload = bits & (fraction_mask(from) >> 1);
       const int from_bits = from.man_bits - 1, to_bits = to.man_bits - 1;
       payload = to_bits >= from_bits ? payload << (to_bits - from_bits) : payload >> (from_bits - to_bits);
@@ -371,173 +374,6 @@ inline Expected convert(const Format& to, const Format& from, std::uint64_t bits
   return round_exact(to, x, mode, opt);
 }
 
-// ---------------------------------------------------------------------------
-// Arithmetic.
-
-namespace detail {
-
-inline bool is_nan(const Format& f, std::uint64_t bits) {
-  return decode(f, bits).is_nan();
-}
-inline bool is_signaling(const Format& f, std::uint64_t bits) {
-  return decode(f, bits).kind == Kind::signaling_nan;
-}
-inline std::uint64_t quieted(const Format& f, std::uint64_t bits) {
-  return f.nan == NanEncoding::ieee ? bits | std::uint64_t(1) << (f.man_bits - 1) : bits;
-}
-// SoftFloat 8086-SSE softfloat_propagateNaN: invalid for a signalling operand;
-// the first operand if it is a NaN, else the second; quieted.
-inline Expected propagate(const Format& f, std::uint64_t a, std::uint64_t b) {
-  const Flags fl = is_signaling(f, a) || is_signaling(f, b) ? flag_invalid : 0;
-  return {quieted(f, is_nan(f, a) ? a : b), fl};
-}
-
-inline mpfr_prec_t working_precision(const Format& f) {
-  return 2 * (f.man_bits + 1) + 16;
-}
-
-// Makes an MPFR result computed toward zero into a round-to-odd one: an
-// inexact result gets its last bit set.
-inline void jam(mpfr_ptr v, int ternary) {
-  if (ternary == 0 || mpfr_zero_p(v)) return;
-  mpz_t z;
-  mpz_init(z);
-  mpfr_get_z_2exp(z, v);
-  const bool odd = mpz_odd_p(z);
-  mpz_clear(z);
-  if (odd) return;
-  if (mpfr_signbit(v))
-    mpfr_nextbelow(v);
-  else
-    mpfr_nextabove(v);
-}
-
-// The mode's MPFR direction decides the sign of an exact zero sum (IEEE 754 6.3).
-inline mpfr_rnd_t zero_sign_direction(RoundingMode mode) {
-  return mode == RoundingMode::down ? MPFR_RNDD : MPFR_RNDN;
-}
-
-}  // namespace detail
-
-enum class Op { add, sub, mul, div, sqrt, fma };
-
-inline const char* op_name(Op op) {
-  switch (op) {
-    case Op::add: return "add";
-    case Op::sub: return "sub";
-    case Op::mul: return "mul";
-    case Op::div: return "div";
-    case Op::sqrt: return "sqrt";
-    case Op::fma: return "fma";
-  }
-  return "?";
-}
-
-// Division by zero in a format without infinities: the exact result is an
-// infinity, so it becomes what a converted infinity becomes (saturation or
-// NaN), independent of the rounding direction, with the divide-by-zero flag.
-inline Expected infinite_result(const Format& f, bool negative, const Options& opt) {
-  if (f.nonfinite == NonFinite::ieee) return {infinity_encoding(f, negative), 0};
-  if (!f.has_sign && negative) return {default_nan(f), flag_invalid};
-  if (detail::effective_overflow(f, opt) == Overflow::saturate || f.nan == NanEncoding::none)
-    return {max_finite_encoding(f, negative), Flags(flag_overflow | flag_inexact)};
-  return {nan_encoding(f, negative), flag_invalid};
-}
-
-// a op b (op c for fma) in format f; b and c unused where the op has fewer operands.
-inline Expected arithmetic(Op op, const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
-                           RoundingMode mode, const Options& opt = {}) {
-  using detail::propagate;
-  const bool daz = opt.flush_subnormal_inputs;
-  const Decoded x = decode(f, a, daz), y = decode(f, b, daz), z = decode(f, c, daz);
-  const Expected invalid{default_nan(f), flag_invalid};
-  const mpfr_prec_t P = detail::working_precision(f);
-  Real ex(64), ey(64), ez(64), r(P);
-  auto exact_operands = [&] {
-    set_exact(ex, x);
-    if (op != Op::sqrt) set_exact(ey, y);
-    if (op == Op::fma) set_exact(ez, z);
-  };
-  // Computes the op into r, toward zero then jammed; an exact zero gets its
-  // IEEE sign from the mode's direction.
-  auto compute = [&](auto&& fn) {
-    int t = fn(MPFR_RNDZ);
-    if (t == 0 && mpfr_zero_p(r)) t = fn(detail::zero_sign_direction(mode));
-    detail::jam(r, t);
-    return round_exact(f, r, mode, opt);
-  };
-  switch (op) {
-    case Op::add:
-    case Op::sub: {
-      if (x.is_nan() || y.is_nan()) return propagate(f, a, b);
-      const bool ysign = y.sign != (op == Op::sub);
-      if (x.kind == Kind::infinity || y.kind == Kind::infinity) {
-        if (x.kind == Kind::infinity && y.kind == Kind::infinity && x.sign != ysign) return invalid;
-        return {infinity_encoding(f, x.kind == Kind::infinity ? x.sign : ysign), 0};
-      }
-      exact_operands();
-      return compute(
-          [&](mpfr_rnd_t d) { return op == Op::add ? mpfr_add(r, ex, ey, d) : mpfr_sub(r, ex, ey, d); });
-    }
-    case Op::mul: {
-      if (x.is_nan() || y.is_nan()) return propagate(f, a, b);
-      if (x.kind == Kind::infinity || y.kind == Kind::infinity) {
-        if (x.kind == Kind::zero || y.kind == Kind::zero) return invalid;
-        return {infinity_encoding(f, x.sign != y.sign), 0};
-      }
-      exact_operands();
-      return compute([&](mpfr_rnd_t d) { return mpfr_mul(r, ex, ey, d); });
-    }
-    case Op::div: {
-      if (x.is_nan() || y.is_nan()) return propagate(f, a, b);
-      const bool negative = x.sign != y.sign;
-      if (x.kind == Kind::infinity) {
-        if (y.kind == Kind::infinity) return invalid;
-        return {infinity_encoding(f, negative), 0};
-      }
-      if (y.kind == Kind::infinity) return {zero_encoding(f, negative), 0};
-      if (y.kind == Kind::zero) {
-        if (x.kind == Kind::zero) return invalid;
-        Expected e = infinite_result(f, negative, opt);
-        e.flags |= flag_infinite;
-        return e;
-      }
-      exact_operands();
-      return compute([&](mpfr_rnd_t d) { return mpfr_div(r, ex, ey, d); });
-    }
-    case Op::sqrt: {
-      if (x.is_nan()) return propagate(f, a, a);
-      if (x.kind == Kind::zero) return {zero_encoding(f, x.sign), 0};
-      if (x.sign) return invalid;
-      if (x.kind == Kind::infinity) return {infinity_encoding(f, false), 0};
-      exact_operands();
-      return compute([&](mpfr_rnd_t d) { return mpfr_sqrt(r, ex, d); });
-    }
-    case Op::fma: {
-      // SoftFloat's softfloat_mulAddF*: a NaN in a or b wins (c's signalling
-      // state still raises invalid); inf * 0 is invalid even when c is NaN.
-      const bool product_sign = x.sign != y.sign;
-      const Flags c_signals = z.kind == Kind::signaling_nan ? flag_invalid : 0;
-      if (x.is_nan() || y.is_nan()) {
-        Expected e = propagate(f, a, b);
-        e.flags |= c_signals;
-        return e;
-      }
-      if (x.kind == Kind::infinity || y.kind == Kind::infinity) {
-        if (x.kind == Kind::zero || y.kind == Kind::zero) return {default_nan(f), flag_invalid};
-        if (z.is_nan()) return propagate(f, infinity_encoding(f, product_sign), c);
-        if (z.kind == Kind::infinity && z.sign != product_sign) return invalid;
-        return {infinity_encoding(f, product_sign), 0};
-      }
-      if (z.is_nan()) return propagate(f, zero_encoding(f, false), c);
-      if (z.kind == Kind::infinity) return {c, 0};
-      exact_operands();
-      return compute([&](mpfr_rnd_t d) { return mpfr_fma(r, ex, ey, ez, d); });
-    }
-  }
-  return invalid;
-}
-
 inline std::string describe(const Format& f, std::uint64_t bits) {
   std::ostringstream s;
   s << f.name << ":0x" << std::hex << bits;
@@ -545,3 +381,6 @@ inline std::string describe(const Format& f, std::uint64_t bits) {
 }
 
 }  // namespace rpsim::oracle
+
+// The arithmetic half of the oracle (add sub mul div sqrt fma).
+#include "mpfr_oracle_arithmetic.hpp"  // IWYU pragma: export

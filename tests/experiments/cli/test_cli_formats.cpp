@@ -197,3 +197,14 @@ TEST_CASE("gemm's bounds use the unit roundoff of the model's own rounding", "[c
   REQUIRE(rne.status == 0);
   CHECK_THAT(rne.output, Catch::Contains("unit_roundoff_u: 4.882812e-04"));
 }
+
+TEST_CASE("testfloat: E4M3's NaN widens with its payload (x86 SSE convention)", "[cli]") {
+  // S.1111.111: quiet bit 1, payload 11, so binary32 0x7FF00000 / 0xFFF00000.
+  const TempFile nan("e4m3_nan.tv", "7F 7FF00000 00\nFF FFF00000 00\n");
+  const auto r = run_cli("testfloat e4m3_to_f32 " + nan.str());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(ends_with(r.output, "2 passed, 0 failed\n"));
+  const TempFile canonical("e4m3_nan_old.tv", "7F 7FC00000 00\n");
+  CHECK(run_cli("testfloat e4m3_to_f32 " + canonical.str()).status == 1);
+}
