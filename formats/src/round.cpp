@@ -85,7 +85,8 @@ std::uint64_t overflowed(const Format& fmt, bool sign, const Rounding& rnd, Flag
   Overflow ov = rnd.overflow.value_or(fmt.overflow);
   if (ov == Overflow::infinity && !fmt.has_inf()) ov = fmt.has_nan() ? Overflow::nan : Overflow::saturate;
   if (ov == Overflow::nan && !fmt.has_nan()) ov = Overflow::saturate;
-  if (!overflow_goes_to_infinity(rnd.mode, sign) || ov == Overflow::saturate) return fmt.max_finite_bits(sign);
+  if (!overflow_goes_to_infinity(rnd.mode, sign) || ov == Overflow::saturate)
+    return fmt.max_finite_bits(sign);
   if (ov == Overflow::infinity) return fmt.inf_bits(sign);
   // A format whose overflow is NaN keeps the sign where its NaN can.
   Unpacked n;
@@ -159,7 +160,8 @@ std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u1
   const int kmsb = msb_index(kept);
   const std::int64_t Er = kmsb + q;
   const u128 sigN = kept << (p - 1 - kmsb);
-  if (Er > fmt.emax || (Er == fmt.emax && sigN > fmt.max_significand)) return overflowed(fmt, sign, rnd, flags);
+  if (Er > fmt.emax || (Er == fmt.emax && sigN > fmt.max_significand))
+    return overflowed(fmt, sign, rnd, flags);
   const std::uint64_t sbit = sign ? fmt.sign_bit() : 0;
   if (Er < fmt.emin) {  // subnormal: exponent field 0
     return sbit | std::uint64_t(kept);
@@ -191,15 +193,21 @@ namespace {
 // Aliases: the spelled-out enumerator, and SoftFloat's softfloat_round_* /
 // TestFloat's -r names.
 constexpr RoundingModeInfo kRoundingModes[] = {
-    {RoundingMode::nearest_even, "rne", {"nearest_even", "near_even", ""},
+    {RoundingMode::nearest_even,
+     "rne",
+     {"nearest_even", "near_even", ""},
      "round to nearest, ties to even (IEEE 754 roundTiesToEven)"},
-    {RoundingMode::nearest_away, "rna", {"nearest_away", "near_maxMag", ""},
+    {RoundingMode::nearest_away,
+     "rna",
+     {"nearest_away", "near_maxMag", ""},
      "round to nearest, ties away from zero (roundTiesToAway)"},
     {RoundingMode::toward_zero, "rtz", {"toward_zero", "minMag", ""}, "toward zero (roundTowardZero)"},
     {RoundingMode::down, "rd", {"down", "min", ""}, "toward -infinity (roundTowardNegative)"},
     {RoundingMode::up, "ru", {"up", "max", ""}, "toward +infinity (roundTowardPositive)"},
     {RoundingMode::odd, "rodd", {"odd", "", ""}, "round to odd (SoftFloat's softfloat_round_odd)"},
-    {RoundingMode::stochastic, "sr", {"stochastic", "", ""},
+    {RoundingMode::stochastic,
+     "sr",
+     {"stochastic", "", ""},
      "stochastic: k random bits compared with the discarded ones"},
 };
 }  // namespace

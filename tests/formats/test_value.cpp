@@ -12,27 +12,10 @@
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/scoped_rounding.hpp"
 #include "rpsim/formats/value.hpp"
+#include "value_samples.hpp"
 
 using namespace rpsim;
-
-namespace {
-
-// A finite value of `Tag`'s format drawn from counter_random, spread over
-// the binades around 1 (NaN/inf re-drawn).
-template <class T>
-T random_value(std::uint64_t i, int spread_binades = 6) {
-  const Format& f = T::format();
-  for (std::uint64_t k = 0;; ++k) {
-    const std::uint64_t r = counter_random(12345, i, k);
-    const double mant = 1.0 + double(r >> 11) * 0x1p-53;
-    const int e = int((r >> 3) % std::uint64_t(2 * spread_binades + 1)) - spread_binades;
-    const double v = (r & 1 ? -1.0 : 1.0) * std::ldexp(mant, e);
-    const T t = T::from_bits(round_double(f, v));
-    if (!isnan(t) && !isinf(t)) return t;
-  }
-}
-
-}  // namespace
+using rpsim::test::random_value;
 
 TEST_CASE("operators round once after every operation", "[value]") {
   REQUIRE(rounding_environment().rounding.mode == RoundingMode::nearest_even);
@@ -289,7 +272,9 @@ TEST_CASE("numeric_limits agree with the native types and the formats", "[value]
   CHECK(L64::max_exponent10 == D::max_exponent10);
   CHECK(double(L64::max()) == D::max());
   CHECK(double(L64::denorm_min()) == D::denorm_min());
+}
 
+TEST_CASE("numeric_limits of the narrow formats follow their format rows", "[value]") {
   using H = std::numeric_limits<half>;
   CHECK(H::digits == 11);
   CHECK(H::digits10 == 3);
@@ -353,91 +338,4 @@ TEST_CASE("fmt and ostream print the exact decimal or the bits", "[value]") {
   std::ostringstream os;
   os << bfloat16(3.0);
   CHECK(os.str() == "3");
-}
-
-namespace {
-// C = A * B by the textbook loop, rounding every product and every sum:
-// c = a0*b0; c = c + a_k*b_k for k = 1.. (the order Eigen's kernels use for
-// a scalar type without SIMD packets).
-template <class T>
-Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> reference_product(const Eigen::Matrix<T, -1, -1>& a,
-                                                                   const Eigen::Matrix<T, -1, -1>& b) {
-  const Format& f = T::format();
-  const Rounding& r = rounding_environment().rounding;
-  Flags fl = 0;
-  Eigen::Matrix<T, -1, -1> c(a.rows(), b.cols());
-  for (Eigen::Index i = 0; i < a.rows(); ++i)
-    for (Eigen::Index j = 0; j < b.cols(); ++j) {
-      std::uint64_t acc = mul(f, a(i, 0).bits(), b(0, j).bits(), r, fl);
-      for (Eigen::Index k = 1; k < a.cols(); ++k)
-        acc = add(f, acc, mul(f, a(i, k).bits(), b(k, j).bits(), r, fl), r, fl);
-      c(i, j) = T::from_bits(acc);
-    }
-  return c;
-}
-
-template <class T>
-Eigen::Matrix<T, -1, -1> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t salt) {
-  Eigen::Matrix<T, -1, -1> m(rows, cols);
-  for (Eigen::Index i = 0; i < rows; ++i)
-    for (Eigen::Index j = 0; j < cols; ++j)
-      m(i, j) = random_value<T>(salt * 1000003 + std::uint64_t(i * cols + j), 3);
-  return m;
-}
-
-template <class T>
-void check_product(Eigen::Index m, Eigen::Index k, Eigen::Index n) {
-  const auto a = random_matrix<T>(m, k, 1 + std::uint64_t(m + k + n));
-  const auto b = random_matrix<T>(k, n, 2 + std::uint64_t(m + k + n));
-  const Eigen::Matrix<T, -1, -1> c = a * b;
-  const auto ref = reference_product(a, b);
-  std::size_t mismatches = 0;
-  for (Eigen::Index i = 0; i < m; ++i)
-    for (Eigen::Index j = 0; j < n; ++j) mismatches += c(i, j).bits() != ref(i, j).bits();
-  INFO(m << "x" << k << " * " << k << "x" << n << " in " << T::format().name);
-  CHECK(mismatches == 0);
-}
-}  // namespace
-
-TEST_CASE("Eigen products and sums of typed values round after every operation", "[value][eigen]") {
-  // Eigen's GEMM may split the output over OpenMP threads, which do not see
-  // this thread's ScopedRounding: one thread keeps the mode honoured.
-  Eigen::setNbThreads(1);
-  check_product<half>(5, 7, 4);     // coefficient-based (lazy) product
-  check_product<half>(24, 40, 24);  // blocked GEMM kernel
-  check_product<bfloat16>(16, 33, 9);
-  {
-    ScopedRounding up(RoundingMode::up);
-    check_product<half>(5, 7, 4);
-    check_product<half>(24, 40, 24);
-  }
-  {
-    ScopedRounding tz(RoundingMode::toward_zero);
-    check_product<float8_e4m3>(6, 6, 6);
-  }
-  // The products above really differ from a product rounded once from the exact value.
-  const auto a = random_matrix<half>(24, 40, 9), b = random_matrix<half>(40, 24, 10);
-  const Eigen::Matrix<half, -1, -1> c = a * b;
-  std::size_t differs = 0;
-  for (Eigen::Index i = 0; i < 24; ++i)
-    for (Eigen::Index j = 0; j < 24; ++j) {
-      double exact = 0;  // 40 products of 11-bit values: exact in binary64 up to small rounding
-      for (Eigen::Index k = 0; k < 40; ++k) exact += double(a(i, k)) * double(b(k, j));
-      differs += c(i, j).bits() != half(exact).bits();
-    }
-  CHECK(differs > 0);
-
-  // sum(): sequential in storage order.
-  const auto s = random_matrix<half>(9, 5, 11);
-  std::uint64_t acc = s(0, 0).bits();
-  Flags fl = 0;
-  for (Eigen::Index j = 0; j < 5; ++j)
-    for (Eigen::Index i = 0; i < 9; ++i)
-      if (i || j) acc = add(half::format(), acc, s(i, j).bits(), Rounding{}, fl);
-  CHECK(s.sum().bits() == acc);
-  // Elementwise and cwise functions found by ADL.
-  const Eigen::Matrix<half, -1, -1> sq = s.cwiseAbs().cwiseSqrt();
-  CHECK(sq(3, 2).bits() == sqrt(abs(s(3, 2))).bits());
-  CHECK(s.cwiseAbs().maxCoeff() >= abs(s(0, 0)));
-  Eigen::setNbThreads(0);
 }

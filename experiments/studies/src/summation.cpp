@@ -7,10 +7,10 @@
 #include <cmath>
 #include <numeric>
 
-#include "rpsim/formats/ops.hpp"
-#include "rpsim/formats/random.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/error_analysis.hpp"
+#include "rpsim/formats/ops.hpp"
+#include "rpsim/formats/random.hpp"
 #include "rpsim/study/summation.hpp"
 
 namespace rpsim::sim::study {
@@ -195,8 +195,8 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
     const Result& r = results[j];
     // Relative to sum |a_i b_i|, the quantity the bounds are stated for.
     const double rel = r.abs_sum > 0 ? std::abs(r.computed - r.exact) / r.abs_sum : 0.0;
-    table.row(operations[job.operation], model.spec(), model.input_format().name,
-              model.output_format().name, rounding_name(mode), job.n, job.trial, r.computed, r.exact, rel, u,
+    table.row(operations[job.operation], model.spec(), model.input_format().name, model.output_format().name,
+              rounding_name(mode), job.n, job.trial, r.computed, r.exact, rel, u,
               gamma_n(std::size_t(job.n), u), std::sqrt(double(job.n)) * u);
   }
   nlohmann::json specs = nlohmann::json::array();

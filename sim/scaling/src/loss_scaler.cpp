@@ -30,7 +30,8 @@ constexpr FieldInfo kFields[] = {
      [](const ScalerConfig& c) { return c.consecutive_hysteresis; }},
     {"min_scale", field_min_scale, [](const ScalerConfig& c) { return c.min_scale.has_value(); }},
     {"max_scale", field_max_scale, [](const ScalerConfig& c) { return c.max_scale.has_value(); }},
-    {"raise_at_min_scale", field_raise_at_min_scale, [](const ScalerConfig& c) { return c.raise_at_min_scale; }},
+    {"raise_at_min_scale", field_raise_at_min_scale,
+     [](const ScalerConfig& c) { return c.raise_at_min_scale; }},
 };
 
 ScalerConfig defaults(std::optional<double> init, std::optional<double> growth, std::optional<double> backoff,
@@ -48,7 +49,8 @@ ScalerConfig defaults(std::optional<double> init, std::optional<double> growth, 
 }
 
 constexpr std::nullopt_t none = std::nullopt;
-constexpr unsigned kPyTorch = field_init_scale | field_growth_factor | field_backoff_factor | field_growth_interval;
+constexpr unsigned kPyTorch =
+    field_init_scale | field_growth_factor | field_backoff_factor | field_growth_interval;
 constexpr unsigned kDeepSpeed = field_init_scale | field_growth_interval | field_hysteresis |
                                 field_consecutive_hysteresis | field_min_scale | field_raise_at_min_scale;
 constexpr unsigned kMegatron = field_init_scale | field_growth_factor | field_backoff_factor |
@@ -63,8 +65,8 @@ const std::vector<LossScalerInfo>& table() {
   static const std::vector<LossScalerInfo> rows{
       {"none", "PyTorch GradScaler(enabled=False)", 0, ScalerConfig{},
        [](const ScalerConfig&) { return detail::make_no_scaling(); }},
-      {"static", "megatron/core/optimizer/grad_scaler.py ConstantGradScaler", field_init_scale, ScalerConfig{},
-       detail::make_static_scaler},
+      {"static", "megatron/core/optimizer/grad_scaler.py ConstantGradScaler", field_init_scale,
+       ScalerConfig{}, detail::make_static_scaler},
       // torch/amp/grad_scaler.py GradScaler.__init__.
       {"pytorch", "torch/amp/grad_scaler.py, torch._amp_update_scale_", kPyTorch,
        defaults(65536.0, 2.0, 0.5, 2000, none, none, none), detail::make_pytorch_scaler},
@@ -80,12 +82,13 @@ const std::vector<LossScalerInfo>& table() {
        defaults(4294967296.0, 2.0, 0.5, 1000, 2, 1.0, none), detail::make_megatron_scaler},
       // apex/amp/scaler.py LossScaler.__init__: init_scale=2.**16,
       // scale_window=2000, min_loss_scale=None, max_loss_scale=2.**24.
-      {"apex", "apex/amp/scaler.py LossScaler", kApex, defaults(65536.0, none, none, 2000, none, none, 16777216.0),
-       detail::make_apex_scaler},
+      {"apex", "apex/amp/scaler.py LossScaler", kApex,
+       defaults(65536.0, none, none, 2000, none, none, 16777216.0), detail::make_apex_scaler},
       // keras/src/optimizers/loss_scale_optimizer.py: initial_scale=2.0**15,
       // dynamic_growth_steps=2000.
-      {"keras", "Keras 3 keras/src/optimizers/loss_scale_optimizer.py", field_init_scale | field_growth_interval,
-       defaults(32768.0, none, none, 2000, none, none, none), detail::make_keras_scaler},
+      {"keras", "Keras 3 keras/src/optimizers/loss_scale_optimizer.py",
+       field_init_scale | field_growth_interval, defaults(32768.0, none, none, 2000, none, none, none),
+       detail::make_keras_scaler},
       // tensorflow/python/keras/mixed_precision/loss_scale_optimizer.py:
       // _DEFAULT_INITIAL_SCALE = 2**15, _DEFAULT_GROWTH_STEPS = 2000, multiplier 2.
       {"tf2", "tf.keras 2 _DynamicLossScaleState",
@@ -98,8 +101,8 @@ const std::vector<LossScalerInfo>& table() {
 const LossScalerInfo& lookup(const std::string& policy) {
   for (const auto& p : table())
     if (policy == p.name) return p;
-  throw std::invalid_argument(
-      fmt::format("unknown loss scaler policy '{}' (known: {})", policy, fmt::join(loss_scaler_policies(), ", ")));
+  throw std::invalid_argument(fmt::format("unknown loss scaler policy '{}' (known: {})", policy,
+                                          fmt::join(loss_scaler_policies(), ", ")));
 }
 
 [[noreturn]] void bad(const std::string& policy, const char* field, const std::string& what) {

@@ -5,9 +5,9 @@
 #include <unistd.h>
 #include <filesystem>
 
+#include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/study/tensor_cores.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
 #include "shared_data.hpp"
 #include "study_csv.hpp"
 
