@@ -121,7 +121,7 @@ void stochastic_tables(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& 
   }
 }
 
-void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
+std::vector<AccumulationModel> error_models(const StudyConfig& cfg) {
   std::vector<AccumulationModel> models;
   for (const std::string& spec : cfg.strings("error_models")) {
     try {
@@ -130,6 +130,47 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
       throw cfg.error("error_models", fmt::format("has a bad model '{}': {}", spec, e.what()));
     }
   }
+  return models;
+}
+
+struct ErrorJob {
+  std::size_t model;
+  std::size_t operation;  // 0: sum, 1: dot
+  std::int64_t n;
+  std::int64_t trial;
+};
+struct ErrorResult {
+  double computed = 0, exact = 0, abs_sum = 0;
+};
+
+// One sum or dot product of n uniform values in the model's input format;
+// the same data for every model: keyed by (seed, operation, n, trial).
+ErrorResult error_case(const AccumulationModel& model, const ErrorJob& job, std::uint64_t seed,
+                       double scale) {
+  static const AccumulationModel exact = AccumulationModel::parse("exact");
+  const Format& in = model.input_format();
+  const std::uint64_t stream =
+      (std::uint64_t(job.operation) << 56) ^ (std::uint64_t(job.n) << 8) ^ std::uint64_t(job.trial);
+  std::vector<double> a(std::size_t(job.n)), b(std::size_t(job.n), 1.0);
+  // Dot products take both factors in [0, sqrt(scale)) so products, like
+  // summands, lie in [0, scale): nonnegative data make every rounding error
+  // count (the worst case of Higham & Mary's experiments).
+  const double factor_scale = job.operation == 0 ? scale : std::sqrt(scale);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = to_double(in, round_double(in, factor_scale * uniform01(counter_random(seed, 2 * stream, i))));
+    if (job.operation == 1)
+      b[i] =
+          to_double(in, round_double(in, factor_scale * uniform01(counter_random(seed, 2 * stream + 1, i))));
+  }
+  ErrorResult r;
+  r.computed = model.dot(a, b, 0.0, std::uint64_t(job.trial));
+  r.exact = exact.dot(a, b);
+  for (std::size_t i = 0; i < a.size(); ++i) r.abs_sum += std::abs(a[i] * b[i]);
+  return r;
+}
+
+void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
+  const std::vector<AccumulationModel> models = error_models(cfg);
   if (cfg.integer("error_n_min") < 1) throw cfg.error("error_n_min", "must be at least 1");
   if (cfg.integer("error_n_min") > cfg.integer("error_n_max"))
     throw cfg.error("error_n_min",
@@ -144,55 +185,24 @@ void error_table(const StudyConfig& cfg, std::uint64_t seed, StudyOutput& out) {
   if (!(scale > 0) || !std::isfinite(scale))
     throw cfg.error("data_scale", "must be a positive finite number");
   const std::vector<std::string> operations = {"sum", "dot"};
-  struct Job {
-    std::size_t model;
-    std::size_t operation;
-    std::int64_t n;
-    std::int64_t trial;
-  };
-  std::vector<Job> jobs;
+  std::vector<ErrorJob> jobs;
   for (std::size_t m = 0; m < models.size(); ++m)
     for (std::size_t op = 0; op < operations.size(); ++op)
       for (const auto n : n_values)
         for (std::int64_t t = 0; t < trials; ++t) jobs.push_back({m, op, n, t});
-  struct Result {
-    double computed = 0, exact = 0, abs_sum = 0;
-  };
-  std::vector<Result> results(jobs.size());
-  const AccumulationModel exact = AccumulationModel::parse("exact");
+  std::vector<ErrorResult> results(jobs.size());
 #pragma omp parallel for schedule(dynamic)
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    const Job& job = jobs[j];
-    const AccumulationModel& model = models[job.model];
-    const Format& in = model.input_format();
-    // The same data for every model: keyed by (seed, operation, n, trial).
-    const std::uint64_t stream =
-        (std::uint64_t(job.operation) << 56) ^ (std::uint64_t(job.n) << 8) ^ std::uint64_t(job.trial);
-    std::vector<double> a(std::size_t(job.n)), b(std::size_t(job.n), 1.0);
-    // Dot products take both factors in [0, sqrt(scale)) so products, like
-    // summands, lie in [0, scale): nonnegative data make every rounding
-    // error count (the worst case of Higham & Mary's experiments).
-    const double factor_scale = job.operation == 0 ? scale : std::sqrt(scale);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      a[i] = to_double(in, round_double(in, factor_scale * uniform01(counter_random(seed, 2 * stream, i))));
-      if (job.operation == 1)
-        b[i] = to_double(in,
-                         round_double(in, factor_scale * uniform01(counter_random(seed, 2 * stream + 1, i))));
-    }
-    Result& r = results[j];
-    r.computed = model.dot(a, b, 0.0, std::uint64_t(job.trial));
-    r.exact = exact.dot(a, b);
-    for (std::size_t i = 0; i < a.size(); ++i) r.abs_sum += std::abs(a[i] * b[i]);
-  }
+  for (std::size_t j = 0; j < jobs.size(); ++j)
+    results[j] = error_case(models[jobs[j].model], jobs[j], seed, scale);
   auto& table = out.table("error_vs_n.csv", {"operation", "model", "input_format", "accumulator_format",
                                              "rounding", "n", "trial", "computed", "exact", "relative_error",
                                              "unit_roundoff", "bound_gamma_n", "bound_sqrt_n_u"});
   for (std::size_t j = 0; j < jobs.size(); ++j) {
-    const Job& job = jobs[j];
+    const ErrorJob& job = jobs[j];
     const AccumulationModel& model = models[job.model];
     const RoundingMode mode = model.rounding();
     const double u = unit_roundoff(model.output_format(), mode);
-    const Result& r = results[j];
+    const ErrorResult& r = results[j];
     // Relative to sum |a_i b_i|, the quantity the bounds are stated for.
     const double rel = r.abs_sum > 0 ? std::abs(r.computed - r.exact) / r.abs_sum : 0.0;
     table.row(operations[job.operation], model.spec(), model.input_format().name, model.output_format().name,
