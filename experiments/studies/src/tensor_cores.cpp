@@ -244,8 +244,15 @@ void detection_table(const StudyConfig& cfg, StudyOutput& out) {
         f.subnormal_outputs ? "yes" : "no", m.terms_per_step, m.fraction_bits, m.result_bits(),
         rounding_name(m.final_rounding));
     if (m.output.man_bits == 23) {
+      // C added after an instruction's products (c_join after_products*): the
+      // probes, which read the steps through C, see the whole instruction as
+      // one step, rounded as the C add rounds (Hopper and B200 FP8 mma.sync: 32, rne).
+      const bool c_after = m.c_join != CJoin::aligned_with_products;
+      const int terms = c_after ? m.instruction_terms() : m.terms_per_step;
+      const RoundingMode rounding =
+          m.c_join == CJoin::after_products ? RoundingMode::nearest_even : m.final_rounding;
       ++total;
-      agree += f.terms_per_step == m.terms_per_step && f.final_rounding == m.final_rounding &&
+      agree += f.terms_per_step == terms && f.final_rounding == rounding &&
                f.accumulator_fraction_bits + f.extra_alignment_bits == std::min(m.fraction_bits, 23 + 8) &&
                f.accumulator_fraction_bits == std::min(m.result_bits(), m.fraction_bits);
     }

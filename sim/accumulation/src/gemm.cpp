@@ -64,7 +64,7 @@ Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Mat
   // K in the order the steps take the products (step_interleave), so that
   // every step is a contiguous run of the decoded arrays.
   const auto sched = tc_detail::step_schedule(model, static_cast<int>(k));
-  const bool after = model.c_join == CJoin::after_products;
+  const bool after = model.c_join != CJoin::aligned_with_products;
   DecodedPanel bp;  // all columns of B, column j at [j*K, (j+1)*K)
   bp.value.resize(kk * static_cast<std::size_t>(n));
   bp.exponent.resize(bp.value.size());

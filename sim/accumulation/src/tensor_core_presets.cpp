@@ -148,12 +148,34 @@ TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, 
     // Products are aligned no lower than 2^-133 (KM25 H100TC.m: min_exp_limit).
     m.alignment_exponent_floor = -133;
   } else if (gpu == "b200") {
-    // Blackwell B200: fp16/bf16 16 per step, tf32 8, FP8 32 (two interleaved
-    // 16-product halves), 2 extra alignment bits for every input, FP8
-    // included, and no 13-bit FP8 accumulator (KM25 B200TC.m). Alignment
-    // floor 2^-133, 2^-15 for binary16 output (KM25 B200TC.m: min_exp_limit).
-    // No golden B200 data here: not validated bit for bit.
-    m = base(label, in, out, kind == Input::tf32 ? 8 : (kind == Input::fp8 ? 32 : 16), 2);
+    // Blackwell B200: fp16/bf16 16 per step, tf32 8, 2 extra alignment bits
+    // (KM25 B200TC.m; golden B200 fp16, bf16, tf32 from KM25's public
+    // model_validation/B200: 5000/5000 each). Alignment floor 2^-133, 2^-15
+    // for binary16 output (KM25 B200TC.m: min_exp_limit).
+    // FP8 (mma.sync m16n8k32, C loaded; golden B200 E4M3/E5M2 -> fp32, fp16):
+    // not a 32-product FP8 step (3207/3236 and 3108/3403 of 5000) but, as on
+    // Hopper's mma.sync -> fp16, two chained 16-product steps of the fp16
+    // path (25 bits), the first over k = 0,1, 4,5, ..., the second over
+    // k = 2,3, 6,7, ... (step_interleave 2), starting from zero, C added
+    // last by an IEEE addition in the output format (c_join after_products,
+    // as Hopper's mma.sync FP8): with fp16 output the steps round to nearest
+    // even; with fp32 output they truncate (as B200 fp16 -> fp32 does) while
+    // the C add rounds to nearest even. 5000/5000 on all four sets, and on
+    // each half of each. fp16: contiguous halves, even/odd k, runs of 4 or 8,
+    // the other step order, C in the first step, RTZ, or one step from zero
+    // match 2306 to 4241 of 5000. fp32: C in the first step 2761/2756 (E4M3,
+    // E5M2), an RTZ C add 3151/3183, C added as a two-term step cut to 25
+    // bits 3457/3449 (RTZ) or 4724/4722 (RNE), needing >= 34 bits for 5000;
+    // the data leave the steps' grouping and width open (one 32-product step,
+    // contiguous halves, even/odd and runs of 4 match too, from 23 bits; only
+    // E5M2 line 3936 separates RTZ steps from RNE ones). README "B200 FP8"
+    // lists the GPU cases that would pin them.
+    m = base(label, in, out, kind == Input::tf32 ? 8 : 16, 2);
+    if (kind == Input::fp8) {
+      m.terms_per_instruction = 32;
+      m.step_interleave = 2;
+      m.c_join = CJoin::after_products;
+    }
     m.alignment_exponent_floor = out.man_bits == 10 ? -15 : -133;
   } else {
     throw std::invalid_argument(fmt::format("unknown tensor core preset '{}' (known: {})", gpu_name,

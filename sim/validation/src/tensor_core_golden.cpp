@@ -79,14 +79,18 @@ const Format& input_format_of(const std::string& folder, const fs::path& dir) {
 }  // namespace
 
 namespace {
-// K per line in ../shared/tc-golden (its README's table); 0 when not listed.
+// K per line in ../shared/tc-golden (its README's table; B200 as in the
+// publishers' model_validation/B200); 0 when not listed.
 std::size_t published_k(const std::string& gpu, const std::string& folder) {
   struct Row {
     const char* gpu;
     std::size_t fp16, bf16, tf32, fp8;
   };
-  static const Row rows[] = {
-      {"V100", 4, 0, 0, 0}, {"A100", 8, 8, 4, 0}, {"Ada", 8, 8, 4, 32}, {"H100", 16, 16, 4, 32}};
+  static const Row rows[] = {{"V100", 4, 0, 0, 0},
+                             {"A100", 8, 8, 4, 0},
+                             {"Ada", 8, 8, 4, 32},
+                             {"H100", 16, 16, 4, 32},
+                             {"B200", 16, 16, 4, 32}};
   for (const Row& r : rows) {
     if (gpu != r.gpu) continue;
     if (folder == "fp16") return r.fp16;

@@ -79,16 +79,22 @@ TEST_CASE("tensor-cores --quick detects every fp32-output preset's features", "[
   for (const auto& row : det.rows) {
     if (row.at("output_format") != "binary32") continue;
     INFO(row.at("preset") << " " << row.at("instruction") << " " << row.at("input_format"));
-    // The probes (Fasi et al.) put C into the step they probe. Hopper's FP8
-    // mma.sync runs two steps from zero and adds C last by an IEEE addition,
-    // so they read it as one 32-product step rounding to nearest, as they
-    // would on the GPU itself: its fields are not what they measure.
+    // The probes (Fasi et al.) put C into the step they probe. Hopper's and
+    // Blackwell's FP8 mma.sync run two 16-product steps from zero and add C
+    // last by an IEEE addition, so the probes read one 32-product step that
+    // rounds to nearest, as they would on the GPU itself (and as Khattak &
+    // Mikaitis's B200 FP8 model has it).
     const auto preset =
         tensor_core_preset(row.at("preset"), format(row.at("input_format")), formats::binary32(),
                            row.at("instruction") == "default" ? "" : row.at("instruction"));
-    if (preset.c_join == CJoin::after_products) continue;
-    CHECK(row.at("terms_per_step") == row.at("model_terms_per_step"));
-    CHECK(row.at("final_rounding") == row.at("model_final_rounding"));
+    if (preset.c_join == CJoin::after_products) {
+      CHECK(row.at("model_terms_per_step") == "16");
+      CHECK(row.at("terms_per_step") == "32");
+      CHECK(row.at("final_rounding") == "rne");
+    } else {
+      CHECK(row.at("terms_per_step") == row.at("model_terms_per_step"));
+      CHECK(row.at("final_rounding") == row.at("model_final_rounding"));
+    }
     const int width = std::stoi(row.at("accumulator_fraction_bits"));
     CHECK(width == std::min(std::stoi(row.at("model_result_fraction_bits")),
                             std::stoi(row.at("model_fraction_bits"))));

@@ -347,6 +347,9 @@ TEST_CASE("tensor core overrides: spec string and JSON alike, written back by sp
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:fraction_bits=x"),
                     Catch::Contains("fraction_bits='x'"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:fraction_bits=99"), Catch::Contains("99"));
+  CHECK(AccumulationModel::parse("tc:b200:e4m3:fp32").spec() == "tc:b200:e4m3:binary32");
+  CHECK(std::get<TensorCoreModel>(AccumulationModel::parse("tc:b200:e4m3:fp32").variant()).c_join ==
+        CJoin::after_products);
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:c_join=late"),
                     Catch::Contains("c_join='late'"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:subnormal_inputs=maybe"),

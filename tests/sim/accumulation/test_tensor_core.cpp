@@ -312,6 +312,64 @@ TEST_CASE("tensor core: a result that rounds to zero is +0", "[tc]") {
   CHECK(!std::signbit(d(0, 0)));
 }
 
+TEST_CASE("tensor core: Blackwell mma.sync FP8 is two interleaved steps, C added last (RNE for fp32)",
+          "[tc]") {
+  // The case patterns a B200 run should try to confirm what the golden B200
+  // vectors leave open (tensor_core_presets.cpp, b200); here they pin
+  // what the preset does.
+  const double t = std::ldexp(1, -10);
+  for (const Format* in : {&formats::e4m3(), &formats::e5m2()}) {
+    for (const Format* out : {&fp16, &fp32}) {
+      const auto m = tensor_core_preset("b200", *in, *out);
+      INFO(m.name);
+      CHECK(m.terms_per_step == 16);
+      CHECK(m.terms_per_instruction == 32);
+      CHECK(m.step_interleave == 2);
+      CHECK(m.fraction_bits == 25);
+      CHECK(m.c_join == CJoin::after_products);
+      // Which products share a step: a cancelling pair 2^8*2^8 - 2^8*2^8 at
+      // k = 0, 1 cuts t = 2^-5*2^-5 in its own step (grid 2^(16-25)); in the
+      // other step t is added to the pair's exact 0. D == t marks k = 2,3, 6,7, ...
+      std::vector<std::size_t> later;
+      for (std::size_t pos = 2; pos < 32; ++pos) {
+        std::vector<double> a(32, 0.0), b(32, 0.0);
+        a[0] = b[0] = b[1] = 256;
+        a[1] = -256;
+        a[pos] = b[pos] = std::ldexp(1, -5);
+        if (dot(m, a, b, 0) == t) later.push_back(pos);
+      }
+      CHECK(later == std::vector<std::size_t>{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+    }
+    // fp32: the steps truncate. Products 2^8 + 2^-16 + 2^-17 (k = 0, 1, 4:
+    // one step) are 0.75 ulp above 2^8; C = 0.
+    const auto m = tensor_core_preset("b200", *in, fp32);
+    std::vector<double> a(32, 0.0), b(32, 0.0);
+    a[0] = b[0] = 16;
+    a[1] = b[1] = a[4] = std::ldexp(1, -8);
+    b[4] = std::ldexp(1, -9);
+    CHECK(dot(m, a, b, 0) == 256);
+    // ... but C is added by a round-to-nearest-even addition, correctly rounded:
+    // 1 + C with C = 2^-24 (1 + 2^-23) is just above the tie, so 1 + 2^-23.
+    // A two-term step cut to 25 bits would see the tie (and truncate anyway).
+    std::fill(a.begin(), a.end(), 0.0);
+    std::fill(b.begin(), b.end(), 0.0);
+    a[0] = b[0] = 1;
+    const double c = std::ldexp(1 + std::ldexp(1, -23), -24);
+    CHECK(dot(m, a, b, c) == 1 + std::ldexp(1, -23));
+    CHECK(dot(m, a, b, std::ldexp(1, -24)) == 1);  // the tie goes to even
+    CHECK(dot(m, a, b, std::ldexp(3, -24)) == 1 + std::ldexp(1, -22));
+    auto truncating = m;
+    truncating.c_join = CJoin::after_products;
+    CHECK(dot(truncating, a, b, c) == 1);
+    // Signs of zero through the IEEE add: -0 only for -0 + -0.
+    std::vector<double> z(32, 0.0), nz(32, -0.0);
+    CHECK(std::signbit(dot(m, z, nz, -0.0)));
+    CHECK(!std::signbit(dot(m, z, z, -0.0)));
+    CHECK(dot(m, a, b, -1.0) == 0.0);
+    CHECK(!std::signbit(dot(m, a, b, -1.0)));
+  }
+}
+
 TEST_CASE("tensor core: longer K chains steps, rounding to the output between steps", "[tc]") {
   // fp16 output: step 1 gives 1 + 2^-11 -> rounds (tie) to 1 in binary16, so
   // step 2 adds its 2^-11 to 1 again: 1 (a single step would give 1 + 2^-10).
@@ -360,7 +418,7 @@ TEST_CASE("tensor core GEMM kernel equals the per-element model", "[tc][gemm]") 
   std::normal_distribution<double> nd(0, 1);
   for (const char* spec : {"tc:h100:fp16:fp32", "tc:v100:fp16:fp16", "tc:a100:bf16:fp32", "tc:ada:e4m3:fp32",
                            "tc:h100:tf32:fp32", "tc:b200:fp16:fp16", "tc:h100:e4m3:fp16", "tc:h100:e5m2:fp32",
-                           "tc:h100:e4m3:fp32:wgmma"}) {
+                           "tc:h100:e4m3:fp32:wgmma", "tc:b200:e4m3:fp32", "tc:b200:e5m2:fp16"}) {
     const auto model = AccumulationModel::parse(spec);
     const auto& tc = std::get<TensorCoreModel>(model.variant());
     Matrix a(7, 37), b(37, 5), c(7, 5);
