@@ -48,7 +48,8 @@ SpecialPattern special_pattern(const Format& fmt) {
 }
 
 bool kernel_decodes(const Format& fmt) {
-  return fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.emin >= -1022 && fmt.emax <= 1023;
+  return !fmt.is_fixed_point() && fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.emin >= -1022 &&
+         fmt.emax <= 1023;
 }
 
 // value = man * 2^(emin - m) for exponent field 0, else the fields moved into
@@ -119,6 +120,17 @@ void decode_array(const Format& fmt, std::span<const Bits> bits, std::span<Out> 
   if (std::is_same_v<Out, float> && !fits_binary32(fmt)) {
     throw std::invalid_argument(who + "format " + fmt.name +
                                 " has values that binary32 cannot hold; decode to binary64");
+  }
+  if (fmt.is_fixed_point() && fmt.bits > 8) {
+    // The word's integer (sign-extended) times 2^-f: exact, as the format
+    // holds at most 53 significant bits.
+    const double scale = std::ldexp(1.0, -fmt.frac_bits);
+    const int unused = 64 - fmt.bits;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      const auto k = std::int64_t(std::uint64_t(bits[i]) << unused) >> unused;
+      out[i] = Out(double(k) * scale);
+    }
+    return;
   }
   if (fmt.bits <= 8) {
     std::array<Out, 256> table;

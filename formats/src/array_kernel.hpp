@@ -40,6 +40,9 @@ struct KernelParams {
   double overflow_value[2] = {0, 0};
   RoundingMode mode = RoundingMode::nearest_even;
   bool ftz = false;
+  // The exact paths (identity_block, binary32_block), when they apply.
+  bool identity = false;
+  bool hardware_binary32 = false;
   int stochastic_bits = 32;
   std::uint64_t key = 0;  // mix64(seed ^ mix64(stream)), see counter_random
   // For the scalar core on special elements.
@@ -121,39 +124,130 @@ inline int mode_kind(RoundingMode mode) {
   return (std::uint64_t(f >> 31) << 63) | magnitude;
 }
 
+// The per-call constants of round_block in the shapes its loop uses; a
+// local of the kernel, so GCC keeps every field in a register.
+template <class Fixed>
+struct BlockConstants {
+  static constexpr bool fixed = Fixed::man_bits >= 0;
+  std::uint64_t m;
+  std::int64_t emin;
+  std::uint64_t sign_shift, max_code;
+  std::int64_t base_shift;
+  std::uint64_t ftz, k, k_mask, key;
+  // Picking by sign with xor masks: a `sign ? a : b` on top of another
+  // select leaves a branch that stops vectorisation.
+  std::uint64_t zero_pos, zero_diff, over_pos, over_diff;
+  std::uint64_t zero_value_pos, zero_value_diff, over_value_pos, over_value_diff;
+  std::uint64_t away, down, upward, odd;
+
+  [[gnu::always_inline]] explicit BlockConstants(const KernelParams& kp)
+      : m(std::uint64_t(fixed ? Fixed::man_bits : kp.man_bits)),
+        emin(fixed ? Fixed::emin : kp.emin),
+        sign_shift(std::uint64_t((fixed ? Fixed::bits : kp.bits) - 1)),
+        max_code(fixed ? Fixed::max_code : kp.max_code),
+        base_shift(52 - std::int64_t(m)),
+        ftz(kp.ftz ? 1 : 0),
+        k(std::uint64_t(kp.stochastic_bits)),
+        k_mask((std::uint64_t(1) << k) - 1),
+        key(kp.key),
+        zero_pos(kp.zero_bits[0]),
+        zero_diff(kp.zero_bits[0] ^ kp.zero_bits[1]),
+        over_pos(kp.overflow_bits[0]),
+        over_diff(kp.overflow_bits[0] ^ kp.overflow_bits[1]),
+        zero_value_pos(std::bit_cast<std::uint64_t>(kp.zero_value[0])),
+        zero_value_diff(zero_value_pos ^ std::bit_cast<std::uint64_t>(kp.zero_value[1])),
+        over_value_pos(std::bit_cast<std::uint64_t>(kp.overflow_value[0])),
+        over_value_diff(over_value_pos ^ std::bit_cast<std::uint64_t>(kp.overflow_value[1])),
+        away(kp.mode == RoundingMode::nearest_away ? 1 : 0),
+        down(kp.mode == RoundingMode::down ? 1 : 0),
+        upward(kp.mode == RoundingMode::up ? 1 : 0),
+        odd(kp.mode == RoundingMode::odd ? 1 : 0) {}
+};
+
+// decide(): the kept significand bits and whether to add one ulp, from the
+// 53-bit significand shifted right by `shift` (>= 1: man_bits <= 51).
+template <int Kind, class C>
+[[gnu::always_inline]] inline void decide_rounding(const C& c, std::uint64_t sig, std::int64_t shift,
+                                                   std::uint64_t sign, std::uint64_t index,
+                                                   std::uint64_t& kept, std::uint64_t& up) {
+  constexpr std::uint64_t half = std::uint64_t(1) << 63;
+  if constexpr (Kind == kind_sr) {
+    // The discarded fraction truncated to k bits plus k random bits; up iff
+    // the sum reaches 2^k. frac64 is the discarded fraction's top 64 bits
+    // (sig < 2^53, so a shift of 63 or more keeps nothing).
+    kept = sig >> std::uint64_t(shift < 63 ? shift : 63);
+    const std::uint64_t frac64 = shift <= 64   ? sig << std::uint64_t(64 - shift)
+                                 : shift < 128 ? sig >> std::uint64_t(shift - 64)
+                                               : 0;
+    const std::uint64_t r = mix64(c.key ^ index) & c.k_mask;
+    up = ((frac64 >> (64 - c.k)) + r) >> c.k;
+  } else {
+    // Beyond 54 every discarded pattern is "below half, inexact" (sig < 2^53).
+    const std::uint64_t s = std::uint64_t(shift < 54 ? shift : 54);
+    kept = sig >> s;
+    const std::uint64_t rem = sig << (64 - s);  // discarded bits, aligned to the top
+    if constexpr (Kind == kind_rne) {
+      up = rem > half ? 1 : (rem == half ? (kept & 1) : 0);
+    } else if constexpr (Kind == kind_rtz) {
+      up = 0;
+    } else {
+      const std::uint64_t inexact = rem != 0 ? 1 : 0;
+      up = (c.away & (rem >= half ? 1 : 0)) | (c.down & inexact & sign) | (c.upward & inexact & (sign ^ 1));
+      kept |= c.odd & inexact;
+    }
+  }
+}
+
+// The output element for magnitude encoding `code` (significand `mag`,
+// exponent Eb): the value or the encoding, or the scalar core's answer for
+// zero and overflow.
+template <class Out, class C>
+[[gnu::always_inline]] inline Out output_element(const C& c, std::uint64_t sign, std::uint64_t code,
+                                                 std::uint64_t mag, std::int64_t Eb) {
+  const bool is_zero = code == 0, is_over = code > c.max_code;
+  const std::uint64_t sign_mask = 0 - sign;
+  if constexpr (std::is_floating_point_v<Out>) {
+    // mag * 2^(Eb - m): mag as a double via the 2^52 trick (exact, mag <=
+    // 2^52), then the exponent moved by integer addition (stays normal:
+    // emin - man_bits >= -1022 is checked before this kernel is chosen). The
+    // subtraction vectorises only without -ftrapping-math (CMakeLists.txt).
+    const double md = std::bit_cast<double>(0x4330000000000000ull | mag) - 4503599627370496.0;
+    const std::uint64_t vb =
+        (std::bit_cast<std::uint64_t>(md) + (std::uint64_t(Eb - std::int64_t(c.m)) << 52)) | (sign << 63);
+    std::uint64_t v = is_over ? c.over_value_pos ^ (c.over_value_diff & sign_mask) : vb;
+    v = is_zero ? c.zero_value_pos ^ (c.zero_value_diff & sign_mask) : v;
+    return Out(std::bit_cast<double>(v));
+  } else {
+    std::uint64_t res = (sign << c.sign_shift) | code;
+    res = is_over ? c.over_pos ^ (c.over_diff & sign_mask) : res;
+    res = is_zero ? c.zero_pos ^ (c.zero_diff & sign_mask) : res;
+    return Out(res);
+  }
+}
+
+// The elements round_block flagged: NaN, infinity, subnormal inputs and the
+// FTZ tininess boundary, recomputed by the scalar core.
+template <class In, class Out>
+[[gnu::always_inline]] inline void redo_specials(const KernelParams& kp, std::int64_t emin, const In* in,
+                                                 Out* out, std::size_t n, std::uint64_t index0) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t special;
+    const std::uint64_t x = input_bits(in[i], special);
+    const std::int64_t E = std::int64_t((x >> 52) & 0x7FF) - 1023;
+    if (special || (kp.ftz && E == emin - 1)) out[i] = reference_element<In, Out>(kp, in[i], index0 + i);
+  }
+}
+
 // GCC 12 quirks that decide whether this loop vectorises at all: no shift of
 // a constant by a per-element count (so the discarded bits are aligned to the
 // top of a word instead of masked), shift counts of the operand's width, no
-// bool in the arithmetic, no && / || (they become branches).
+// bool in the arithmetic, no && / || (they become branches). The helpers
+// above are always inlined into it.
 template <class Fixed, int Kind, class In, class Out>
 [[gnu::always_inline]] inline void round_block(const KernelParams& kp, const In* __restrict in,
                                                Out* __restrict out, std::size_t n, std::uint64_t index0) {
-  constexpr bool fixed = Fixed::man_bits >= 0;
-  const std::uint64_t m = std::uint64_t(fixed ? Fixed::man_bits : kp.man_bits);
-  const std::int64_t emin = fixed ? Fixed::emin : kp.emin;
-  const std::uint64_t sign_shift = std::uint64_t((fixed ? Fixed::bits : kp.bits) - 1);
-  const std::uint64_t max_code = fixed ? Fixed::max_code : kp.max_code;
-  const std::int64_t base_shift = 52 - std::int64_t(m);
-  const std::uint64_t ftz = kp.ftz ? 1 : 0;
-  const std::uint64_t k = std::uint64_t(kp.stochastic_bits);
-  const std::uint64_t k_mask = (std::uint64_t(1) << k) - 1;
-  const std::uint64_t key = kp.key;
-  const std::uint64_t zero_pos = kp.zero_bits[0], zero_neg = kp.zero_bits[1];
-  const std::uint64_t over_pos = kp.overflow_bits[0], over_neg = kp.overflow_bits[1];
-  // Picking by sign with xor masks: a `sign ? a : b` on top of another
-  // select leaves a branch that stops vectorisation.
-  const std::uint64_t zero_diff = zero_pos ^ zero_neg, over_diff = over_pos ^ over_neg;
-  const std::uint64_t zero_value_pos = std::bit_cast<std::uint64_t>(kp.zero_value[0]);
-  const std::uint64_t over_value_pos = std::bit_cast<std::uint64_t>(kp.overflow_value[0]);
-  const std::uint64_t zero_value_diff = zero_value_pos ^ std::bit_cast<std::uint64_t>(kp.zero_value[1]);
-  const std::uint64_t over_value_diff = over_value_pos ^ std::bit_cast<std::uint64_t>(kp.overflow_value[1]);
-  const std::uint64_t away = kp.mode == RoundingMode::nearest_away ? 1 : 0;
-  const std::uint64_t down = kp.mode == RoundingMode::down ? 1 : 0;
-  const std::uint64_t upward = kp.mode == RoundingMode::up ? 1 : 0;
-  const std::uint64_t odd = kp.mode == RoundingMode::odd ? 1 : 0;
+  const BlockConstants<Fixed> c(kp);
   constexpr std::uint64_t implicit = std::uint64_t(1) << 52;
-  constexpr std::uint64_t half = std::uint64_t(1) << 63;
-
   std::uint64_t any_special = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t special;
@@ -162,117 +256,20 @@ template <class Fixed, int Kind, class In, class Out>
     const std::uint64_t field = (x >> 52) & 0x7FF;
     const std::int64_t E = std::int64_t(field) - 1023;
     const std::uint64_t sig = (x & (implicit - 1)) | (field != 0 ? implicit : 0);
-    const std::int64_t extra = emin - E > 0 ? emin - E : 0;  // into the subnormals
-    const std::int64_t Eb = E + extra;                       // max(E, emin)
-    const std::int64_t shift = base_shift + extra;           // >= 1: man_bits <= 51
+    const std::int64_t extra = c.emin - E > 0 ? c.emin - E : 0;  // into the subnormals
+    const std::int64_t Eb = E + extra;                           // max(E, emin)
     std::uint64_t kept, up;
-    if constexpr (Kind == kind_sr) {
-      // decide(): the discarded fraction truncated to k bits plus k random
-      // bits; up iff the sum reaches 2^k. frac64 is the discarded fraction's
-      // top 64 bits (sig < 2^53, so a shift of 63 or more keeps nothing).
-      kept = sig >> std::uint64_t(shift < 63 ? shift : 63);
-      const std::uint64_t frac64 = shift <= 64   ? sig << std::uint64_t(64 - shift)
-                                   : shift < 128 ? sig >> std::uint64_t(shift - 64)
-                                                 : 0;
-      const std::uint64_t r = mix64(key ^ (index0 + i)) & k_mask;
-      up = ((frac64 >> (64 - k)) + r) >> k;
-    } else {
-      // Beyond 54 every discarded pattern is "below half, inexact" (sig < 2^53).
-      const std::uint64_t s = std::uint64_t(shift < 54 ? shift : 54);
-      kept = sig >> s;
-      const std::uint64_t rem = sig << (64 - s);  // discarded bits, aligned to the top
-      if constexpr (Kind == kind_rne) {
-        up = rem > half ? 1 : (rem == half ? (kept & 1) : 0);
-      } else if constexpr (Kind == kind_rtz) {
-        up = 0;
-      } else {
-        const std::uint64_t inexact = rem != 0 ? 1 : 0;
-        up = (away & (rem >= half ? 1 : 0)) | (down & inexact & sign) | (upward & inexact & (sign ^ 1));
-        kept |= odd & inexact;
-      }
-    }
+    decide_rounding<Kind>(c, sig, c.base_shift + extra, sign, index0 + i, kept, up);
     const std::uint64_t mag = kept + up;  // significand of the result, <= 2^(m+1)
-    std::uint64_t code = (std::uint64_t(Eb - emin) << m) + mag;
+    std::uint64_t code = (std::uint64_t(Eb - c.emin) << c.m) + mag;
     // FTZ: tiny before rounding (E < emin - 1) is tiny after it too; E = emin - 1
     // may round up to the smallest normal: round_pack decides that one.
-    special |= ftz & (E == emin - 1 ? 1 : 0);
-    code &= (ftz & (E < emin - 1 ? 1 : 0)) - 1;
+    special |= c.ftz & (E == c.emin - 1 ? 1 : 0);
+    code &= (c.ftz & (E < c.emin - 1 ? 1 : 0)) - 1;
     any_special |= special;
-    const bool is_zero = code == 0, is_over = code > max_code;
-    const std::uint64_t sign_mask = 0 - sign;
-    if constexpr (std::is_floating_point_v<Out>) {
-      // mag * 2^(Eb - m): mag as a double via the 2^52 trick (exact, mag <=
-      // 2^52), then the exponent moved by integer addition (stays normal:
-      // emin - man_bits >= -1022 is checked before this kernel is chosen).
-      const double md = std::bit_cast<double>(0x4330000000000000ull | mag) - 4503599627370496.0;
-      const std::uint64_t vb =
-          (std::bit_cast<std::uint64_t>(md) + (std::uint64_t(Eb - std::int64_t(m)) << 52)) | (sign << 63);
-      std::uint64_t v = is_over ? over_value_pos ^ (over_value_diff & sign_mask) : vb;
-      v = is_zero ? zero_value_pos ^ (zero_value_diff & sign_mask) : v;
-      out[i] = Out(std::bit_cast<double>(v));
-    } else {
-      std::uint64_t res = (sign << sign_shift) | code;
-      res = is_over ? over_pos ^ (over_diff & sign_mask) : res;
-      res = is_zero ? zero_pos ^ (zero_diff & sign_mask) : res;
-      out[i] = Out(res);
-    }
+    out[i] = output_element<Out>(c, sign, code, mag, Eb);
   }
-  if (any_special) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t special;
-      const std::uint64_t x = input_bits(in[i], special);
-      const std::int64_t E = std::int64_t((x >> 52) & 0x7FF) - 1023;
-      if (special || (ftz && E == emin - 1)) out[i] = reference_element<In, Out>(kp, in[i], index0 + i);
-    }
-  }
+  if (any_special) redo_specials(kp, c.emin, in, out, n, index0);
 }
-
-// Picks the instantiation for the format and mode; Isa::run<Fixed, Kind, In,
-// Out> is the target-attributed wrapper of round_block.
-template <class Isa, class Fixed, class In, class Out>
-KernelFn<In, Out> by_mode(int kind) {
-  switch (kind) {
-    case kind_rne: return &Isa::template run<Fixed, kind_rne, In, Out>;
-    case kind_rtz: return &Isa::template run<Fixed, kind_rtz, In, Out>;
-    case kind_sr: return &Isa::template run<Fixed, kind_sr, In, Out>;
-    default: return &Isa::template run<Fixed, kind_other, In, Out>;
-  }
-}
-
-template <class Fixed>
-bool matches(const KernelParams& kp) {
-  return kp.man_bits == Fixed::man_bits && kp.emin == Fixed::emin && kp.bits == Fixed::bits &&
-         kp.max_code == Fixed::max_code;
-}
-
-template <class Isa, class In, class Out>
-KernelFn<In, Out> pick_specialised(const KernelParams& kp) {
-  const int kind = mode_kind(kp.mode);
-  if (matches<Binary16Format>(kp)) return by_mode<Isa, Binary16Format, In, Out>(kind);
-  if (matches<Bfloat16Format>(kp)) return by_mode<Isa, Bfloat16Format, In, Out>(kind);
-  return by_mode<Isa, RuntimeFormat, In, Out>(kind);
-}
-
-// Defined in the ISA translation units for the (In, Out) pairs that
-// array_round.cpp uses; nullptr when not built for this target.
-template <class In, class Out>
-KernelFn<In, Out> pick_portable(const KernelParams& kp);
-template <class In, class Out>
-KernelFn<In, Out> pick_avx2(const KernelParams& kp);
-template <class In, class Out>
-KernelFn<In, Out> pick_avx512(const KernelParams& kp);
-
-// binary32 -> binary16 / bfloat16 by the conversion instructions where they
-// round exactly as the scalar core (array_round_avx512.cpp); nullptr otherwise.
-KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp);
-
-#define RPSIM_ARRAY_FOR_EACH_PAIR(X) \
-  X(double, std::uint8_t)            \
-  X(double, std::uint16_t)           \
-  X(double, std::uint32_t)           \
-  X(double, std::uint64_t)           \
-  X(double, double)                  \
-  X(float, std::uint8_t)             \
-  X(float, std::uint16_t) X(float, std::uint32_t) X(float, std::uint64_t) X(float, float)
 
 }  // namespace rpsim::array_detail

@@ -1,7 +1,11 @@
-// Array rounding: argument checks, the per-call kernel parameters, the choice
-// of kernel (AVX-512, AVX2, portable or the scalar core itself) and the split
-// over OpenMP threads. The kernels are in array_kernel.hpp.
+// Array rounding: argument checks, the kernel parameters, the choice of
+// kernel (an exact path, AVX-512, AVX2, portable or the scalar core itself),
+// made once per call or once per ValueRounding, and the split over OpenMP
+// threads. The kernels are in array_kernel.hpp.
 #include <omp.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +13,7 @@
 #include <string>
 #include <type_traits>
 
-#include "array_kernel.hpp"
+#include "array_dispatch.hpp"
 #include "rpsim/formats/array.hpp"
 
 namespace rpsim {
@@ -19,7 +23,7 @@ namespace {
 struct Portable {
   template <class Fixed, int Kind, class In, class Out>
   static void run(const KernelParams& kp, const In* in, Out* out, std::size_t n, std::uint64_t index0) {
-    round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
+    kernel_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
   }
 };
 
@@ -29,19 +33,18 @@ struct Portable {
 // for CPUs without AVX2, so its build time matters more than its speed).
 template <class In, class Out>
 KernelFn<In, Out> pick_portable(const KernelParams& kp) {
+  if (auto exact = pick_exact<Portable, In, Out>(kp)) return exact;
   return by_mode<Portable, RuntimeFormat, In, Out>(mode_kind(kp.mode));
 }
 
 namespace {
 
-// Elements per kernel call: small enough that an in-place call's copy of the
-// input stays in L1, large enough that the call costs nothing.
-constexpr std::size_t block_elements = 2048;
-
 // Formats and modes the bit kernel reproduces; anything else (E8M0's missing
 // zero and sign, formats without subnormals, exponent ranges beyond binary64's
-// normal range, unusual stochastic bit counts) runs on the scalar core.
+// normal range, unusual stochastic bit counts, fixed point's two's-complement
+// words) runs on the scalar core.
 bool kernel_handles(const Format& fmt, const Rounding& r, bool value_output) {
+  if (fmt.is_fixed_point()) return false;
   if (!fmt.has_sign || !fmt.has_zero || !fmt.subnormals) return false;
   if (fmt.man_bits > 51 || fmt.emin < -1022 || fmt.emax > 1023) return false;
   if (r.mode == RoundingMode::stochastic && (r.stochastic_bits < 1 || r.stochastic_bits > 62)) return false;
@@ -51,6 +54,31 @@ bool kernel_handles(const Format& fmt, const Rounding& r, bool value_output) {
 
 bool fits_binary32(const Format& fmt) {
   return fmt.man_bits <= 23 && fmt.emax <= 127 && fmt.emin - fmt.man_bits >= -149;
+}
+
+// Every value of the input type is a value of `fmt` (a finite input rounds
+// to itself in every mode).
+template <class In>
+bool holds_every_value(const Format& fmt) {
+  const int man = std::is_same_v<In, double> ? 52 : 23, emin = std::is_same_v<In, double> ? -1022 : -126;
+  const int emax = std::is_same_v<In, double> ? 1023 : 127;
+  return fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.man_bits >= man && fmt.emin <= emin &&
+         fmt.emin - fmt.man_bits <= emin - man && fmt.emax >= emax;
+}
+
+// The call asks for IEEE binary64 -> binary32 under round to nearest even
+// with subnormals and overflow to infinity, and this thread's MXCSR has the
+// conversion instruction do exactly that (nearest, no FTZ, no DAZ).
+bool hardware_binary32_applies(const Format& fmt, const Rounding& r) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((_mm_getcsr() & 0xE040) != 0) return false;  // RC bits 13-14, FTZ bit 15, DAZ bit 6
+  return fmt == formats::binary32() && r.mode == RoundingMode::nearest_even && !r.flush_subnormal_inputs &&
+         !r.flush_subnormal_outputs && r.overflow.value_or(fmt.overflow) == Overflow::infinity;
+#else
+  (void)fmt;
+  (void)r;
+  return false;
+#endif
 }
 
 double value_of(const Format& fmt, std::uint64_t bits, bool binary32_output) {
@@ -133,41 +161,65 @@ const char* type_name(float) {
   return "binary32";
 }
 
+// Argument errors name the function, the format and the input type; the
+// message is built only when one is thrown.
+template <class In>
+[[noreturn]] void fail(const char* function, const Format& fmt, const std::string& what) {
+  throw std::invalid_argument(std::string(function) + "(" + fmt.name + ", " + type_name(In{}) +
+                              " input): " + what);
+}
+
 template <class In, class Out>
-void round_array(const char* function, const Format& fmt, std::span<const In> in, std::span<Out> out,
-                 const ArrayOptions& o) {
-  const std::string who = std::string(function) + "(" + fmt.name + ", " + type_name(In{}) + " input): ";
-  if (in.size() != out.size()) {
-    throw std::invalid_argument(who + "input has " + std::to_string(in.size()) + " elements, output " +
-                                std::to_string(out.size()));
-  }
-  constexpr bool value_output = std::is_floating_point_v<Out>;
-  if constexpr (!value_output) {
+void check_format(const char* function, const Format& fmt, const ArrayOptions& o) {
+  if constexpr (!std::is_floating_point_v<Out>) {
     if (fmt.bits > int(8 * sizeof(Out))) {
-      throw std::invalid_argument(who + "a " + std::to_string(fmt.bits) + "-bit format does not fit " +
-                                  std::to_string(8 * sizeof(Out)) + "-bit output elements");
+      fail<In>(function, fmt,
+               "a " + std::to_string(fmt.bits) + "-bit format does not fit " +
+                   std::to_string(8 * sizeof(Out)) + "-bit output elements");
     }
   }
-  constexpr bool binary32_output = std::is_same_v<Out, float>;
-  if (binary32_output && !fits_binary32(fmt)) {
-    throw std::invalid_argument(who + "format " + fmt.name +
-                                " has values that binary32 cannot hold; use binary64 output");
-  }
-  if (o.threads < 0) throw std::invalid_argument(who + "threads = " + std::to_string(o.threads) + " < 0");
+  if (std::is_same_v<Out, float> && !fits_binary32(fmt))
+    fail<In>(function, fmt,
+             "format " + fmt.name + " has values that binary32 cannot hold; use binary64 output");
+  if (o.threads < 0) fail<In>(function, fmt, "threads = " + std::to_string(o.threads) + " < 0");
+}
 
-  const KernelParams kp = make_params(fmt, o, binary32_output);
-  KernelFn<In, Out> kernel =
-      kernel_handles(fmt, o.rounding, value_output) ? choose_kernel<In, Out>(kp, o.isa) : nullptr;
+template <class In, class Out>
+void check_sizes(const char* function, const Format& fmt, std::size_t in, std::size_t out) {
+  if (in != out)
+    fail<In>(function, fmt, "input has " + std::to_string(in) + " elements, output " + std::to_string(out));
+}
+
+}  // namespace
+
+// The kernel parameters and the kernel (nullptr: the scalar core element by
+// element), once per format and options; the caller has checked both.
+template <class In, class Out>
+Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
+  constexpr bool value_output = std::is_floating_point_v<Out>;
+  Plan<In, Out> plan;
+  plan.kp = make_params(fmt, o, std::is_same_v<Out, float>);
+  plan.kp.identity = std::is_same_v<In, Out> && holds_every_value<In>(fmt);
+  plan.kp.hardware_binary32 =
+      std::is_same_v<In, double> && std::is_same_v<Out, double> && hardware_binary32_applies(fmt, o.rounding);
+  if (plan.kp.identity || plan.kp.hardware_binary32 || kernel_handles(fmt, o.rounding, value_output))
+    plan.kernel = choose_kernel<In, Out>(plan.kp, o.isa);
   if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
-    if (kernel && resolve(o.isa) == ArrayIsa::avx512) {
-      if (auto hardware = pick_hardware_avx512(kp)) kernel = hardware;
+    if (plan.kernel && resolve(o.isa) == ArrayIsa::avx512) {
+      if (auto hardware = pick_hardware_avx512(plan.kp)) plan.kernel = hardware;
     }
   }
-  const In* src = in.data();
-  Out* dst = out.data();
-  const bool in_place = static_cast<const void*>(src) == static_cast<const void*>(dst);
-  const std::uint64_t first = o.first_index;
+  plan.threads = o.threads;
+  plan.parallel_threshold = o.parallel_threshold;
+  return plan;
+}
 
+template <class In, class Out>
+void run_plan(const Plan<In, Out>& plan, const In* src, Out* dst, std::size_t n, std::uint64_t first) {
+  const KernelParams& kp = plan.kp;
+  const KernelFn<In, Out> kernel = plan.kernel;
+  // The identity reads each element before writing it: no copy in place.
+  const bool in_place = static_cast<const void*>(src) == static_cast<const void*>(dst) && !kp.identity;
   auto run_range = [&](std::size_t begin, std::size_t end) {
     if (!kernel) {
       for (std::size_t i = begin; i < end; ++i) dst[i] = reference_element<In, Out>(kp, src[i], first + i);
@@ -175,19 +227,21 @@ void round_array(const char* function, const Format& fmt, std::span<const In> in
     }
     alignas(64) In copy[block_elements];  // used by in-place calls only
     for (std::size_t b = begin; b < end; b += block_elements) {
-      const std::size_t n = std::min(block_elements, end - b);
+      const std::size_t len = std::min(block_elements, end - b);
       const In* block = src + b;
       if (in_place) {
-        std::memcpy(copy, block, n * sizeof(In));
+        std::memcpy(copy, block, len * sizeof(In));
         block = copy;
       }
-      kernel(kp, block, dst + b, n, first + b);
+      kernel(kp, block, dst + b, len, first + b);
     }
   };
-
-  const std::size_t n = in.size();
-  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  if (threads <= 1 || n < o.parallel_threshold) {
+  if (n < plan.parallel_threshold || plan.threads == 1) {
+    run_range(0, n);
+    return;
+  }
+  const int threads = plan.threads > 0 ? plan.threads : omp_get_max_threads();
+  if (threads <= 1) {
     run_range(0, n);
     return;
   }
@@ -201,6 +255,16 @@ void round_array(const char* function, const Format& fmt, std::span<const In> in
     const std::size_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
     run_range(std::min(n, b0 * block_elements), std::min(n, b1 * block_elements));
   }
+}
+
+namespace {
+
+template <class In, class Out>
+void round_array(const char* function, const Format& fmt, std::span<const In> in, std::span<Out> out,
+                 const ArrayOptions& o) {
+  check_sizes<In, Out>(function, fmt, in.size(), out.size());
+  check_format<In, Out>(function, fmt, o);
+  run_plan(make_plan<In, Out>(fmt, o), in.data(), out.data(), in.size(), o.first_index);
 }
 
 }  // namespace
@@ -251,6 +315,45 @@ void round_values(const Format& fmt, std::span<const double> in, std::span<doubl
 }
 void round_values(const Format& fmt, std::span<const float> in, std::span<float> out, const ArrayOptions& o) {
   round_array("round_values", fmt, in, out, o);
+}
+
+struct ValueRounding::State {
+  Format format;
+  ArrayOptions options;
+  array_detail::Plan<double, double> plan;
+};
+
+ValueRounding::ValueRounding(const Format& fmt, const ArrayOptions& options)
+    : state_(std::make_unique<State>(State{fmt, options, {}})) {
+  array_detail::check_format<double, double>("ValueRounding", fmt, options);
+  // The plan points at this object's own copy of the format.
+  state_->plan = array_detail::make_plan<double, double>(state_->format, options);
+  if (state_->plan.kp.identity && !options.rounding.flush_subnormal_inputs &&
+      !options.rounding.flush_subnormal_outputs)
+    inline_path_ = InlinePath::identity;
+  if (state_->plan.kp.hardware_binary32) inline_path_ = InlinePath::binary32;
+}
+
+ValueRounding::~ValueRounding() = default;
+ValueRounding::ValueRounding(ValueRounding&&) noexcept = default;
+ValueRounding& ValueRounding::operator=(ValueRounding&&) noexcept = default;
+
+const Format& ValueRounding::format() const {
+  return state_->format;
+}
+const ArrayOptions& ValueRounding::options() const {
+  return state_->options;
+}
+
+double ValueRounding::round_one(double x, std::uint64_t index) const {
+  double y;
+  array_detail::run_plan(state_->plan, &x, &y, 1, state_->options.first_index + index);
+  return y;
+}
+
+void ValueRounding::operator()(std::span<const double> in, std::span<double> out, std::uint64_t index) const {
+  array_detail::check_sizes<double, double>("ValueRounding", state_->format, in.size(), out.size());
+  array_detail::run_plan(state_->plan, in.data(), out.data(), in.size(), state_->options.first_index + index);
 }
 
 const char* array_kernel_isa(ArrayIsa requested) {

@@ -2,7 +2,7 @@
 // array_round.cpp when the CPU supports it. AVX2: 4 binary64 lanes with variable shifts (vpsrlvq); no 64-bit
 // multiply, so the stochastic RNG is emulated. The target attribute sits on the wrapper only: round_block is
 // inlined into it, and nothing else in this file is compiled for avx2.
-#include "array_kernel.hpp"
+#include "array_dispatch.hpp"
 
 namespace rpsim::array_detail {
 
@@ -13,7 +13,7 @@ struct Avx2 {
   template <class Fixed, int Kind, class In, class Out>
   __attribute__((target("avx2,bmi2,fma"))) static void run(const KernelParams& kp, const In* in, Out* out,
                                                            std::size_t n, std::uint64_t index0) {
-    round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
+    kernel_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
   }
 };
 

@@ -6,7 +6,7 @@
 // round_block is inlined into it, and nothing else in this file is compiled for avx512.
 #include <immintrin.h>
 
-#include "array_kernel.hpp"
+#include "array_dispatch.hpp"
 
 // GCC widens the auto-vectorised kernel to 512 bits only when asked; clang
 // rejects the whole target attribute if it sees this option, so it gets none.
@@ -23,10 +23,9 @@ namespace {
 
 struct Avx512 {
   template <class Fixed, int Kind, class In, class Out>
-  __attribute__((
-      target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma" RPSIM_PREFER_512))) static void
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma" RPSIM_PREFER_512))) static void
   run(const KernelParams& kp, const In* in, Out* out, std::size_t n, std::uint64_t index0) {
-    round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
+    kernel_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
   }
 };
 

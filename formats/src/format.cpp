@@ -1,5 +1,9 @@
 #include "rpsim/formats/format.hpp"
 
+#include "format_spec.hpp"
+
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -104,140 +108,37 @@ const std::map<std::string, std::string, std::less<>>& aliases() {
   return a;
 }
 
-[[noreturn]] void bad(std::string_view spec, const std::string& why) {
-  throw FormatError("format '" + std::string(spec) + "': " + why);
-}
-
-int parse_int(std::string_view spec, std::string_view text, const char* field) {
-  if (text.empty()) bad(spec, std::string("field '") + field + "' has no value");
-  int v = 0;
-  bool neg = false;
-  std::size_t i = 0;
-  if (text[0] == '-') {
-    neg = true;
-    i = 1;
-  }
-  if (i == text.size()) bad(spec, std::string("field '") + field + "' is not an integer");
-  for (; i < text.size(); ++i) {
-    if (text[i] < '0' || text[i] > '9' || v > 100000)
-      bad(spec, std::string("field '") + field + "' is not an integer: '" + std::string(text) + "'");
-    v = v * 10 + (text[i] - '0');
-  }
-  return neg ? -v : v;
-}
-
-bool parse_bool(std::string_view spec, std::string_view text, const char* field) {
-  if (text == "yes" || text == "true" || text == "1" || text == "on") return true;
-  if (text == "no" || text == "false" || text == "0" || text == "off") return false;
-  bad(spec, std::string("field '") + field + "' must be yes/no, got '" + std::string(text) + "'");
-}
-
-// "e5m10", "e4m3fn", "e5m2fnuz"
-bool parse_short(std::string_view spec, Format& f) {
-  if (spec.size() < 4 || spec[0] != 'e') return false;
-  std::size_t m = spec.find('m');
-  if (m == std::string_view::npos || m < 2) return false;
-  std::string_view es = spec.substr(1, m - 1);
-  std::string_view rest = spec.substr(m + 1);
-  std::size_t digits = 0;
-  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-  if (digits == 0) return false;
-  for (char c : es)
-    if (c < '0' || c > '9') return false;
-  std::string_view ms = rest.substr(0, digits);
-  std::string_view suffix = rest.substr(digits);
-  f.exp_bits = parse_int(spec, es, "exponent bits");
-  f.man_bits = parse_int(spec, ms, "fraction bits");
-  if (f.exp_bits < 1 || f.exp_bits > 11) bad(spec, "exponent bits must be 1..11");
-  f.bias = (1 << (f.exp_bits - 1)) - 1;
-  if (suffix.empty()) {
-  } else if (suffix == "fn") {
-    f.nonfinite = NonFinite::nan_only;
-    f.nan = NanEncoding::all_ones;
-    f.overflow = Overflow::nan;
-  } else if (suffix == "fnuz") {
-    f.bias += 1;
-    f.nonfinite = NonFinite::nan_only;
-    f.nan = NanEncoding::negative_zero;
-    f.overflow = Overflow::nan;
-  } else if (suffix == "f") {  // finite only, as the MX FP6/FP4 formats
-    f.nonfinite = NonFinite::finite_only;
-    f.nan = NanEncoding::none;
-    f.overflow = Overflow::saturate;
-  } else {
-    bad(spec, "unknown suffix '" + std::string(suffix) + "' (expected fn, fnuz or f)");
-  }
-  return true;
-}
-
-void parse_fields(std::string_view spec, Format& f) {
-  bool have_exp = false, have_man = false, have_bias = false;
-  std::string_view rest = spec;
-  while (!rest.empty()) {
-    std::size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos) bad(spec, "expected key=value, got '" + std::string(item) + "'");
-    std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
-    if (key == "exp" || key == "exp_bits") {
-      f.exp_bits = parse_int(spec, val, "exp");
-      have_exp = true;
-    } else if (key == "man" || key == "man_bits" || key == "frac") {
-      f.man_bits = parse_int(spec, val, "man");
-      have_man = true;
-    } else if (key == "bias") {
-      f.bias = parse_int(spec, val, "bias");
-      have_bias = true;
-    } else if (key == "subnormals") {
-      f.subnormals = parse_bool(spec, val, "subnormals");
-    } else if (key == "sign") {
-      f.has_sign = parse_bool(spec, val, "sign");
-    } else if (key == "nonfinite") {
-      if (val == "ieee") {
-        f.nonfinite = NonFinite::ieee;
-        f.nan = NanEncoding::ieee;
-      } else if (val == "nan_only" || val == "fn") {
-        f.nonfinite = NonFinite::nan_only;
-        f.nan = NanEncoding::all_ones;
-      } else if (val == "fnuz") {
-        f.nonfinite = NonFinite::nan_only;
-        f.nan = NanEncoding::negative_zero;
-      } else if (val == "finite_only" || val == "none") {
-        f.nonfinite = NonFinite::finite_only;
-        f.nan = NanEncoding::none;
-      } else {
-        bad(spec, "nonfinite must be ieee, fn, fnuz or finite_only, got '" + std::string(val) + "'");
-      }
-    } else if (key == "overflow") {
-      if (val == "infinity" || val == "inf")
-        f.overflow = Overflow::infinity;
-      else if (val == "nan")
-        f.overflow = Overflow::nan;
-      else if (val == "saturate")
-        f.overflow = Overflow::saturate;
-      else
-        bad(spec, "overflow must be infinity, nan or saturate, got '" + std::string(val) + "'");
-    } else if (key == "name") {
-      f.name = std::string(val);
-    } else {
-      bad(spec, "unknown field '" + std::string(key) + "'");
-    }
-  }
-  if (!have_exp) bad(spec, "missing field 'exp'");
-  if (!have_man) bad(spec, "missing field 'man'");
-  if (f.exp_bits < 1 || f.exp_bits > 11) bad(spec, "exp must be 1..11");
-  if (!have_bias) f.bias = (1 << (f.exp_bits - 1)) - 1 + (f.nan == NanEncoding::negative_zero);
-  // A default that cannot be honoured follows the non-finite behaviour.
-  if (f.overflow == Overflow::infinity && !f.has_inf())
-    f.overflow = f.has_nan() ? Overflow::nan : Overflow::saturate;
-  if (f.overflow == Overflow::nan && !f.has_nan()) f.overflow = Overflow::saturate;
+// The floating-point view of a Q format (format.hpp): every field follows
+// from the word length man_bits + 1 and the fraction length f.frac_bits.
+void finalize_fixed_point(Format& f) {
+  const std::string who = "format '" + f.name + "': ";
+  const int word = f.man_bits + 1;
+  if (word < 2 || word > 53)
+    throw FormatError(who + "word length " + std::to_string(word) +
+                      " outside 2..53 (every value must be a binary64 value)");
+  if (f.frac_bits < 0 || f.frac_bits > 1074)
+    throw FormatError(who + "fraction length " + std::to_string(f.frac_bits) + " outside 0..1074");
+  f.exp_bits = 0;
+  f.bias = 0;
+  f.has_sign = true;
+  f.has_zero = true;
+  f.subnormals = true;
+  f.nonfinite = NonFinite::finite_only;
+  f.nan = NanEncoding::none;
+  f.overflow = Overflow::saturate;
+  f.bits = word;
+  f.emin = f.emax = word - 1 - f.frac_bits;
+  f.max_significand = (1ull << (word - 1)) - 1;
 }
 
 }  // namespace
 
 void Format::finalize() {
   const std::string who = "format '" + name + "': ";
+  if (kind == FormatKind::fixed_point) {
+    finalize_fixed_point(*this);
+    return;
+  }
   if (exp_bits < 1 || exp_bits > 11) throw FormatError(who + "exponent bits must be 1..11");
   if (man_bits < 0 || man_bits > 52) throw FormatError(who + "fraction bits must be 0..52");
   // A bias outside the exponent field's range leaves 1.0 unrepresentable
@@ -288,17 +189,28 @@ void Format::finalize() {
                       std::to_string(emin) + ")");
 }
 
+Format fixed_point(int word_bits, int frac_bits, std::string name) {
+  Format f;
+  f.name = name.empty() ? fmt::format("q{}.{}", word_bits, frac_bits) : std::move(name);
+  f.kind = FormatKind::fixed_point;
+  f.man_bits = word_bits - 1;
+  f.frac_bits = frac_bits;
+  f.finalize();
+  return f;
+}
+
 std::uint64_t Format::inf_bits(bool negative) const {
   return (negative ? sign_bit() : 0) | (exp_field_max() << man_bits);
 }
 
 std::uint64_t Format::max_finite_bits(bool negative) const {
+  if (is_fixed_point()) return negative ? sign_bit() : max_significand;  // -2^(w-1), 2^(w-1) - 1
   std::uint64_t field = std::uint64_t(emax + bias);
   return (negative ? sign_bit() : 0) | (field << man_bits) | (max_significand & man_mask());
 }
 
 std::uint64_t Format::zero_bits(bool negative) const {
-  if (!has_zero) return 0;  // E8M0 has no zero; callers do not ask
+  if (!has_zero || is_fixed_point()) return 0;  // E8M0 has no zero; fixed point has one
   if (nan == NanEncoding::negative_zero) return 0;
   return negative ? sign_bit() : 0;
 }
@@ -311,6 +223,11 @@ std::uint64_t Format::min_positive_bits() const {
 
 double Format::max_finite() const {
   return std::ldexp(double(max_significand), emax - man_bits);
+}
+double Format::lowest() const {
+  if (is_fixed_point()) return -std::ldexp(1.0, emax);
+  if (has_sign) return -max_finite();
+  return has_zero ? 0.0 : min_positive();
 }
 double Format::min_normal() const {
   return std::ldexp(1.0, emin);
@@ -339,13 +256,11 @@ Format parse_format(std::string_view spec) {
   if (const Format* f = find_named(spec)) return *f;
   Format f;
   f.name = std::string(spec);
-  if (spec.find('=') != std::string_view::npos) {
-    parse_fields(spec, f);
-  } else if (!parse_short(spec, f)) {
+  if (!detail::parse_spec(spec, f)) {
     std::string known;
     for (const Format& n : named_formats()) known += " " + n.name;
-    bad(spec,
-        "unknown format (named formats:" + known + "; or a spec like e5m10, e4m3fn, e5m2fnuz, exp=5,man=10)");
+    throw FormatError("format '" + std::string(spec) + "': unknown format (named formats:" + known +
+                      "; or a spec like e5m10, e4m3fn, e5m2fnuz, exp=5,man=10, q16.14 for fixed point)");
   }
   f.finalize();
   return f;

@@ -12,6 +12,14 @@ std::string hex_bits(const Format& f, std::uint64_t bits) {
 }
 
 std::string binary_fields(const Format& f, std::uint64_t bits) {
+  if (f.is_fixed_point()) {
+    // Two's complement: the integer bits (sign included), then the fraction
+    // bits, where the binary point falls inside the word.
+    const std::uint64_t w = bits & f.bit_mask();
+    const int frac = f.frac_bits;
+    if (frac <= 0 || frac >= f.bits) return fmt::format("{:0{}b}", w, f.bits);
+    return fmt::format("{:0{}b} {:0{}b}", w >> frac, f.bits - frac, w & ((1ull << frac) - 1), frac);
+  }
   std::string s;
   if (f.has_sign) s += (bits & f.sign_bit()) ? "1 " : "0 ";
   const std::uint64_t field = (bits >> f.man_bits) & f.exp_field_max();
@@ -29,6 +37,7 @@ std::string classify(const Format& f, std::uint64_t bits) {
     case Class::signaling_nan: return "signalling NaN";
     case Class::finite: break;
   }
+  if (f.is_fixed_point()) return "fixed point";
   return is_subnormal(f, bits) ? "subnormal" : "normal";
 }
 

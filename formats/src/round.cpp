@@ -95,10 +95,46 @@ std::uint64_t overflowed(const Format& fmt, bool sign, const Rounding& rnd, Flag
   return nan_from(fmt, n, rnd.nan_policy);
 }
 
+// A signed Q format: one grid of spacing 2^-f, two's-complement encoding of
+// k in [-2^(w-1), 2^(w-1) - 1], saturation at both ends in every mode (the
+// fixed-point hardware of Gupta et al. 2015 saturates; there is no infinity
+// to round to), one zero, and underflow raised exactly when a non-zero value
+// rounds to 0 (there is no subnormal range to be tiny in).
+std::uint64_t round_pack_fixed(const Format& fmt, bool sign, std::int64_t exponent, u128 sig, bool sticky,
+                               const Rounding& rnd, Flags& flags) {
+  if (sig == 0 && !sticky) return 0;
+  if (sig == 0) {  // only sticky: an infinitesimal far below the grid
+    sig = 1;
+    exponent = -(std::int64_t(1) << 40);
+    sticky = false;
+  }
+  const int word = fmt.bits;
+  // |x| >= 2^(w-f) is beyond both ends whatever the rounding; below that,
+  // the kept integer has at most w + 1 bits, so decide() shifts safely.
+  if (msb_index(sig) + exponent >= word - fmt.frac_bits) {
+    flags |= flag_overflow | flag_inexact;
+    return fmt.max_finite_bits(sign);
+  }
+  const Decision d = decide(sig, sticky, -std::int64_t(fmt.frac_bits) - exponent, sign, rnd);
+  if (d.inexact) flags |= flag_inexact;
+  if (d.kept == 0) {
+    if (d.inexact) flags |= flag_underflow;
+    return 0;
+  }
+  const u128 limit = (u128(1) << (word - 1)) - (sign ? 0 : 1);
+  if (d.kept > limit) {
+    flags |= flag_overflow | flag_inexact;
+    return fmt.max_finite_bits(sign);
+  }
+  const std::uint64_t k = std::uint64_t(d.kept);
+  return (sign ? ~k + 1 : k) & fmt.bit_mask();
+}
+
 }  // namespace
 
 std::uint64_t round_pack(const Format& fmt, bool sign, std::int64_t exponent, u128 sig, bool sticky,
                          const Rounding& rnd, Flags& flags) {
+  if (fmt.is_fixed_point()) return round_pack_fixed(fmt, sign, exponent, sig, sticky, rnd, flags);
   const int p = fmt.precision();
   if (!fmt.has_sign && sign && (sig != 0 || sticky)) {
     // An unsigned format (E8M0) has no negative numbers.

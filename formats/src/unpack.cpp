@@ -2,9 +2,25 @@
 
 namespace rpsim {
 
+namespace {
+
+// Two's complement: the word's integer k, value k * 2^-f.
+Unpacked unpack_fixed(const Format& fmt, std::uint64_t bits) {
+  Unpacked u;
+  if (bits == 0) return u;
+  u.cls = Class::finite;
+  u.sign = (bits & fmt.sign_bit()) != 0;
+  u.significand = u.sign ? (~bits + 1) & fmt.bit_mask() : bits;  // -2^(w-1): 2^(w-1)
+  u.exponent = -std::int64_t(fmt.frac_bits);
+  return u;
+}
+
+}  // namespace
+
 Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals) {
   Unpacked u;
   bits &= fmt.bit_mask();
+  if (fmt.is_fixed_point()) return unpack_fixed(fmt, bits);
   const std::uint64_t man = bits & fmt.man_mask();
   const std::uint64_t field = (bits >> fmt.man_bits) & fmt.exp_field_max();
   u.sign = fmt.has_sign && (bits & fmt.sign_bit());
@@ -61,7 +77,7 @@ Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals) {
 }
 
 bool is_subnormal(const Format& fmt, std::uint64_t bits) {
-  if (!fmt.has_zero || !fmt.subnormals) return false;
+  if (!fmt.has_zero || !fmt.subnormals || fmt.is_fixed_point()) return false;
   const std::uint64_t field = (bits >> fmt.man_bits) & fmt.exp_field_max();
   return field == 0 && (bits & fmt.man_mask()) != 0;
 }

@@ -57,7 +57,7 @@ TEST_CASE("8-bit and smaller formats: every sqrt matches MPFR", "[arith][mpfr]")
   }
 }
 
-TEST_CASE("6- and 4-bit formats: every fma triple matches MPFR; 8-bit formats a sample", "[arith][mpfr]") {
+TEST_CASE("6- and 4-bit formats: every fma triple matches MPFR, 8-bit formats a sample", "[arith][mpfr]") {
   for (const char* name : kSmallFormats) {
     const Format& f = format(name);
     const auto cases = f.bits <= 6 ? all_triples(f) : sampled(f, Op::fma, 60000, 0xF3A + f.bits);

@@ -50,8 +50,11 @@ struct Wide {
   const char* name;
   int bits, exp_bits, man_bits;
 };
-constexpr Wide kWide[] = {{"binary16", 16, 5, 10}, {"bfloat16", 16, 8, 7}, {"tf32", 19, 8, 10},
-                          {"binary32", 32, 8, 23}, {"binary64", 64, 11, 52}};
+constexpr Wide kWide[] = {{"binary16", 16, 5, 10},
+                          {"bfloat16", 16, 8, 7},
+                          {"tf32", 19, 8, 10},
+                          {"binary32", 32, 8, 23},
+                          {"binary64", 64, 11, 52}};
 
 std::uint64_t expected_nan(const Small& s, const Wide& w, std::uint64_t b, NanPolicy policy) {
   const std::uint64_t exp_all_ones = ((std::uint64_t(1) << w.exp_bits) - 1) << w.man_bits;

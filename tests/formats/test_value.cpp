@@ -213,7 +213,7 @@ TEST_CASE("exception flags accumulate in the scope and reach the enclosing one",
   CHECK(test_flags() == 0);
 }
 
-TEST_CASE("comparisons follow IEEE semantics; NaN is unordered", "[value]") {
+TEST_CASE("comparisons follow IEEE semantics, NaN is unordered", "[value]") {
   clear_flags();
   const half nan = std::numeric_limits<half>::quiet_NaN();
   const half one(1.0), two(2.0);

@@ -11,8 +11,10 @@
 // subnormal inputs, the FTZ tininess boundary) are handed to the scalar core.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "rpsim/formats/format.hpp"
@@ -70,6 +72,44 @@ void round_values(const Format& fmt, std::span<const double> in, std::span<doubl
                   const ArrayOptions& options = {});
 void round_values(const Format& fmt, std::span<const float> in, std::span<float> out,
                   const ArrayOptions& options = {});
+
+// round_values on binary64 prepared once, for many calls on few values (a
+// bias row, one value at a time in a sequential sum): the argument checks, the
+// kernel parameters and the choice of kernel happen in the constructor, so a
+// call costs what its elements cost. Every call gives the bits round_values
+// gives with the same format and options, element i of a call drawing
+// stochastic bits at options.first_index + index + i.
+//
+// One value at a time is inline where the answer needs no kernel: a format
+// that holds every binary64 value (the identity), and binary32 by the
+// hardware conversion when the constructor found that it rounds exactly as
+// the options ask (MXCSR: nearest, no FTZ or DAZ; a thread that changes its
+// MXCSR afterwards makes its own ValueRounding).
+class ValueRounding {
+ public:
+  explicit ValueRounding(const Format& fmt, const ArrayOptions& options = {});
+  ~ValueRounding();
+  ValueRounding(ValueRounding&&) noexcept;
+  ValueRounding& operator=(ValueRounding&&) noexcept;
+
+  const Format& format() const;
+  const ArrayOptions& options() const;
+
+  double operator()(double x, std::uint64_t index = 0) const {
+    if (inline_path_ == InlinePath::identity && std::isfinite(x)) return x;
+    if (inline_path_ == InlinePath::binary32 && !std::isnan(x)) return double(float(x));
+    return round_one(x, index);
+  }
+  // `in` and `out` may be the same array.
+  void operator()(std::span<const double> in, std::span<double> out, std::uint64_t index = 0) const;
+
+ private:
+  double round_one(double x, std::uint64_t index) const;
+  struct State;
+  std::unique_ptr<State> state_;
+  enum class InlinePath : std::uint8_t { none, identity, binary32 };
+  InlinePath inline_path_ = InlinePath::none;
+};
 
 // Encodings of `fmt` back to binary64 / binary32. Reference:
 // convert(binary64 or binary32, fmt, bits[i], round to nearest even), exact for

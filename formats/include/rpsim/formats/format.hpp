@@ -28,8 +28,23 @@ enum class NanEncoding : std::uint8_t {
 // direction points away from zero.
 enum class Overflow : std::uint8_t { infinity, nan, saturate };
 
+// How an encoding reads: sign, exponent field and fraction (every IEEE-like
+// row), or a two's-complement integer times 2^-frac_bits (a signed Q format,
+// as in Gupta et al. 2015 and DSP hardware).
+enum class FormatKind : std::uint8_t { floating, fixed_point };
+
+// A fixed-point row is the same descriptor with an exponent range of width
+// zero: word length w = man_bits + 1 (the sign and the w - 1 bits below it),
+// fraction length f = frac_bits, values k * 2^-f for integers k in
+// [-2^(w-1), 2^(w-1) - 1]. Its derived fields read as a floating-point format
+// whose every value lies on one grid: emin = emax = w - 1 - f, so the spacing
+// 2^(emin - man_bits) is 2^-f everywhere and min_positive() is 2^-f. Fixed
+// point saturates (no infinity, no NaN), has one zero, no subnormals in the
+// IEEE sense, and raises underflow when a non-zero value rounds to 0.
 struct Format {
   std::string name;
+  FormatKind kind = FormatKind::floating;
+  int frac_bits = 0;  // fixed point only: the fraction length f
   int exp_bits = 0;
   int man_bits = 0;  // stored fraction bits, without the implicit bit
   int bias = 0;
@@ -49,16 +64,20 @@ struct Format {
   int precision() const { return man_bits + 1; }
   bool has_inf() const { return nonfinite == NonFinite::ieee; }
   bool has_nan() const { return nan != NanEncoding::none; }
+  bool is_fixed_point() const { return kind == FormatKind::fixed_point; }
   std::uint64_t bit_mask() const { return bits >= 64 ? ~0ull : (1ull << bits) - 1; }
   std::uint64_t sign_bit() const { return has_sign ? 1ull << (bits - 1) : 0; }
   std::uint64_t man_mask() const { return (1ull << man_bits) - 1; }
   std::uint64_t exp_field_max() const { return (1ull << exp_bits) - 1; }
 
   std::uint64_t inf_bits(bool negative) const;  // requires has_inf()
+  // The finite value of largest magnitude with that sign (fixed point:
+  // -2^(w-1) * 2^-f for negative, one step beyond the positive maximum).
   std::uint64_t max_finite_bits(bool negative) const;
   std::uint64_t zero_bits(bool negative) const;
   std::uint64_t min_positive_bits() const;  // smallest positive (subnormal if any)
   double max_finite() const;
+  double lowest() const;  // the least finite value (-max_finite(); fixed point -2^(w-1-f); unsigned 0)
   double min_normal() const;
   double min_positive() const;
 
@@ -70,9 +89,10 @@ struct Format {
   // every defining field matches. The name is only a label ("fp16" and
   // "binary16" are one format); the derived fields follow from the others.
   friend bool operator==(const Format& a, const Format& b) {
-    return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias &&
-           a.has_sign == b.has_sign && a.has_zero == b.has_zero && a.subnormals == b.subnormals &&
-           a.nonfinite == b.nonfinite && a.nan == b.nan && a.overflow == b.overflow;
+    return a.kind == b.kind && a.frac_bits == b.frac_bits && a.exp_bits == b.exp_bits &&
+           a.man_bits == b.man_bits && a.bias == b.bias && a.has_sign == b.has_sign &&
+           a.has_zero == b.has_zero && a.subnormals == b.subnormals && a.nonfinite == b.nonfinite &&
+           a.nan == b.nan && a.overflow == b.overflow;
   }
 };
 
@@ -89,6 +109,9 @@ const std::vector<Format>& named_formats();
 //   "e5m10"            IEEE-like: 5 exponent bits, 10 fraction bits, bias 15
 //   "e4m3fn"/"e5m2fnuz" OCP / fnuz variants of any widths
 //   "exp=5,man=10,bias=15,subnormals=no,nonfinite=ieee,overflow=saturate,sign=yes"
+//   "q16.14", "fixed:16:14", "word=16,frac=14"
+//                      signed fixed point: word length 16 (sign included),
+//                      14 fraction bits (Gupta et al.'s <IL,FL> = <2,14>)
 // Throws FormatError with the offending text.
 Format parse_format(std::string_view spec);
 
@@ -104,5 +127,9 @@ const Format& bfloat16();
 const Format& e5m2();
 const Format& e4m3();
 }  // namespace formats
+
+// A signed fixed-point row: word length `word_bits` (2..53, sign included) and
+// `frac_bits` fraction bits (0..1074); throws FormatError naming the bad one.
+Format fixed_point(int word_bits, int frac_bits, std::string name = {});
 
 }  // namespace rpsim

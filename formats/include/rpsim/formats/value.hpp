@@ -151,9 +151,11 @@ class Float {
   friend Float fma(Float a, Float b, Float c) {
     return from_bits(rpsim::fma(format(), a.bits_, b.bits_, c.bits_, next_rounding(), accumulated_flags()));
   }
-  // IEEE abs: clears the sign bit (exact, no flags).
+  // IEEE abs: clears the sign bit (exact, no flags); fixed point negates a
+  // negative word, saturating as negation does.
   friend Float abs(Float a) {
     const Format& f = format();
+    if (f.is_fixed_point()) return signbit(a) ? -a : a;
     if (f.nan == NanEncoding::negative_zero && rpsim::is_nan(f, a.bits_)) return a;
     return from_bits(a.bits_ & ~f.sign_bit());
   }
@@ -178,6 +180,15 @@ class Float {
  private:
   static std::uint64_t negated(std::uint64_t bits) {
     const Format& f = format();
+    if (f.is_fixed_point()) {
+      // Two's complement; -(-2^(w-1)) is one step beyond the largest value
+      // and saturates, with the overflow flag, like every other overflow.
+      if (bits == f.sign_bit()) {
+        accumulated_flags() |= flag_overflow | flag_inexact;
+        return f.max_finite_bits(false);
+      }
+      return (~bits + 1) & f.bit_mask();
+    }
     if (!f.has_sign) return bits;  // E8M0: nothing to flip (it has no negative numbers)
     if (f.nan == NanEncoding::negative_zero && (bits & ~f.sign_bit()) == 0) return bits;  // fnuz: 0 and NaN
     return bits ^ f.sign_bit();
@@ -225,7 +236,7 @@ struct std::numeric_limits<rpsim::Float<Tag>> {
  public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_integer = false;
-  static constexpr bool is_exact = false;
+  static constexpr bool is_exact = false;  // fixed point too: its products and quotients round
   static constexpr bool is_bounded = true;
   static constexpr bool is_modulo = false;
   static constexpr bool traps = false;
@@ -241,7 +252,8 @@ struct std::numeric_limits<rpsim::Float<Tag>> {
   static inline const bool has_quiet_NaN = f().has_nan();
   static inline const bool has_signaling_NaN = f().nan == rpsim::NanEncoding::ieee;
   static inline const std::float_denorm_style has_denorm =
-      f().subnormals && f().has_zero && f().man_bits > 0 ? std::denorm_present : std::denorm_absent;
+      f().subnormals && f().has_zero && f().man_bits > 0 && !f().is_fixed_point() ? std::denorm_present
+                                                                                  : std::denorm_absent;
   static inline const bool is_iec559 =
       f().nonfinite == rpsim::NonFinite::ieee && f().subnormals && f().has_sign;
   static inline const int digits = f().precision();
@@ -253,10 +265,18 @@ struct std::numeric_limits<rpsim::Float<Tag>> {
   static inline const int min_exponent10 = int(std::ceil(std::log10(f().min_normal())));
   static inline const int max_exponent10 = int(std::floor(std::log10(f().max_finite())));
 
-  static T min() noexcept { return T::from_bits(f().has_zero ? 1ull << f().man_bits : 0); }
+  // Fixed point: the smallest positive value, 2^-f (it has no normal range).
+  static T min() noexcept {
+    if (f().is_fixed_point()) return T::from_bits(1);
+    return T::from_bits(f().has_zero ? 1ull << f().man_bits : 0);
+  }
   static T max() noexcept { return T::from_bits(f().max_finite_bits(false)); }
   static T lowest() noexcept { return f().has_sign ? T::from_bits(f().max_finite_bits(true)) : min(); }
-  static T epsilon() noexcept { return rpsim::detail::exact_value<Tag>(std::ldexp(1.0, -f().man_bits)); }
+  // The step after 1: 2^-man_bits, or fixed point's one grid step 2^-f.
+  static T epsilon() noexcept {
+    return rpsim::detail::exact_value<Tag>(
+        std::ldexp(1.0, f().is_fixed_point() ? -f().frac_bits : -f().man_bits));
+  }
   static T round_error() noexcept { return rpsim::detail::exact_value<Tag>(0.5); }
   // Formats without infinities answer their largest finite value, formats
   // without NaN zero, as the standard allows when has_infinity/has_quiet_NaN
@@ -299,9 +319,7 @@ struct NumTraits<rpsim::Float<Tag>> {
   static T epsilon() { return std::numeric_limits<T>::epsilon(); }
   // Eigen's tolerance for isApprox and friends: 8 ulps of 1 (Eigen uses
   // about 10 for its own half).
-  static T dummy_precision() {
-    return rpsim::detail::exact_value<Tag>(std::ldexp(1.0, 3 - T::format().man_bits));
-  }
+  static T dummy_precision() { return rpsim::detail::exact_value<Tag>(8 * double(epsilon())); }
   static T highest() { return std::numeric_limits<T>::max(); }
   static T lowest() { return std::numeric_limits<T>::lowest(); }
   static T infinity() { return std::numeric_limits<T>::infinity(); }
