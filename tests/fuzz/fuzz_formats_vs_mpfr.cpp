@@ -36,7 +36,9 @@ constexpr rpsim::RoundingMode kModes[] = {
     rpsim::RoundingMode::down,         rpsim::RoundingMode::up,           rpsim::RoundingMode::odd};
 
 // Custom specs beside the named table: odd widths, no subnormals, an fn and
-// a finite-only variant, an explicit bias, an unsigned format with zero.
+// a finite-only variant, an explicit bias, an unsigned format with zero, and
+// fixed point (Gupta et al.'s q16.14, a fraction longer than the word, the
+// narrowest word, the widest).
 const char* const kCustomSpecs[] = {"e3m4",
                                     "e6m9",
                                     "e5m3fn",
@@ -45,7 +47,12 @@ const char* const kCustomSpecs[] = {"e3m4",
                                     "exp=4,man=3,subnormals=no",
                                     "exp=5,man=6,bias=9",
                                     "exp=4,man=2,sign=no,nonfinite=finite_only",
-                                    "e11m40"};
+                                    "e11m40",
+                                    "q16.14",
+                                    "q8.3",
+                                    "q12.20",
+                                    "q2.0",
+                                    "q53.30"};
 
 const std::vector<const Format*>& formats_under_test() {
   static const std::vector<const Format*> list = [] {

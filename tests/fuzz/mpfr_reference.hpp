@@ -18,7 +18,10 @@
 //  - a format without infinity: x/0 raises divide-by-zero and gives what
 //    converting an infinity gives (NaN with invalid, or saturation);
 //  - without subnormals, the field-0 encodings read as zero and tiny results
-//    round to 0 or the smallest normal.
+//    round to 0 or the smallest normal;
+//  - fixed point (format.hpp): two's complement times 2^-frac_bits, one zero,
+//    saturation in every mode, no subnormals (DAZ/FTZ do nothing), underflow
+//    when a non-zero value rounds to 0.
 #pragma once
 
 #include <gmp.h>
@@ -234,6 +237,17 @@ class Reference : private ReferenceRounding {
   static Kind decode(const Format& f, std::uint64_t bits, bool daz, mpfr_t out) {
     const int width = int(f.has_sign) + f.exp_bits + f.man_bits;
     if (width < 64) bits &= (std::uint64_t(1) << width) - 1;
+    if (f.kind == FormatKind::fixed_point) {  // two's complement times 2^-frac_bits; +0 is the only zero
+      const bool negative = (bits >> (width - 1)) & 1;
+      const std::uint64_t magnitude = negative ? (std::uint64_t(1) << width) - bits : bits;
+      if (magnitude == 0) {
+        mpfr_set_zero(out, 1);
+        return Kind::zero;
+      }
+      mpfr_set_ui_2exp(out, magnitude, -mpfr_exp_t(f.frac_bits), MPFR_RNDN);  // exact: below 2^53
+      if (negative) mpfr_neg(out, out, MPFR_RNDN);
+      return Kind::finite;
+    }
     const bool sign = f.has_sign && ((bits >> (width - 1)) & 1);
     const std::uint64_t man_all = (std::uint64_t(1) << f.man_bits) - 1;
     const std::uint64_t field_all = (std::uint64_t(1) << f.exp_bits) - 1;

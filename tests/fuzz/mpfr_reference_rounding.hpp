@@ -65,11 +65,14 @@ class ReferenceRounding {
     return (sign ? sign_bit(f) : 0) | ((((std::uint64_t(1) << f.exp_bits) - 1)) << f.man_bits);
   }
   static std::uint64_t max_finite_bits(const Format& f, bool sign) {
+    if (f.kind == FormatKind::fixed_point) {  // two's complement: -2^(w-1) or 2^(w-1) - 1
+      return sign ? sign_bit(f) : sign_bit(f) - 1;
+    }
     const Geometry g(f);
     return (sign ? sign_bit(f) : 0) | (std::uint64_t(g.max_field) << f.man_bits) | g.max_man;
   }
   static std::uint64_t zero_bits(const Format& f, bool sign) {
-    if (!f.has_zero || f.nan == NanEncoding::negative_zero) return 0;
+    if (!f.has_zero || f.nan == NanEncoding::negative_zero || f.kind == FormatKind::fixed_point) return 0;
     return sign ? sign_bit(f) : 0;
   }
   static RefResult& exact(RefResult& out, std::uint64_t bits) {
@@ -150,8 +153,37 @@ class ReferenceRounding {
 
   static int bit_length(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
 
+  // A signed Q format of word length w = man_bits + 1 and frac_bits f: x to
+  // a multiple of 2^-f, saturating at -2^(w-1) and 2^(w-1) - 1 (times 2^-f)
+  // in every mode; underflow when a non-zero value rounds to 0.
+  RefResult& round_fixed(const Format& f, const Rounding& rnd, mpfr_t x, bool sticky, RefResult& out) {
+    const bool sign = mpfr_signbit(x) != 0;
+    const int w = f.man_bits + 1;
+    const std::int64_t e = mpfr_get_z_2exp(m_, x);
+    mpz_abs(m_, m_);
+    const std::int64_t E = e + std::int64_t(mpz_sizeinbase(m_, 2)) - 1;
+    const std::uint64_t min_code = std::uint64_t(1) << (w - 1);
+    if (E >= w - 1 - f.frac_bits + 1) {  // |x| >= 2^(w-f): beyond both ends whatever the mode
+      out.flags |= flag_overflow | flag_inexact;
+      return exact(out, max_finite_bits(f, sign));
+    }
+    const Rounded r = round_at(e, sticky, -std::int64_t(f.frac_bits), sign, rnd.mode);
+    if (r.inexact) out.flags |= flag_inexact;
+    if (r.kept == 0) {
+      if (r.inexact) out.flags |= flag_underflow;
+      return exact(out, 0);
+    }
+    if (r.kept > (sign ? min_code : min_code - 1)) {
+      out.flags |= flag_overflow | flag_inexact;
+      return exact(out, max_finite_bits(f, sign));
+    }
+    const std::uint64_t mask = (min_code << 1) - 1;
+    return exact(out, (sign ? ~r.kept + 1 : r.kept) & mask);
+  }
+
   // Rounds the non-zero finite value x (plus `sticky` below its last bit) to f.
   RefResult& round(const Format& f, const Rounding& rnd, mpfr_t x, bool sticky, RefResult& out) {
+    if (f.kind == FormatKind::fixed_point) return round_fixed(f, rnd, x, sticky, out);
     const bool sign = mpfr_signbit(x) != 0;
     if (!f.has_sign && sign) {
       out.flags |= flag_invalid;
