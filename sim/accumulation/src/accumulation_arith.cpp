@@ -5,9 +5,9 @@
 #include <bit>
 #include <cmath>
 
+#include "rpsim/accumulation/exact_accumulator.hpp"
 #include "rpsim/formats/ops.hpp"
 #include "rpsim/formats/random.hpp"
-#include "rpsim/accumulation/exact_accumulator.hpp"
 
 namespace rpsim::sim::acc_detail {
 

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
+#include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/accumulation.hpp"
 
 namespace rpsim::sim::acc_detail {
 

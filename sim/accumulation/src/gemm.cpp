@@ -1,6 +1,8 @@
-// GEMM under an accumulation model. The Tensor Core model has its own path:
-// A's rows and B's columns are decoded once into (value, alignment exponent)
-// arrays, then every output element runs the block-FMA kernel over K in steps.
+// GEMM under an accumulation model. Tensor Core models and kernel schedules
+// share one executor: A's rows and B's columns are decoded once, in the order
+// the plan's steps take the products, then every output element runs the
+// one step chain (tensor_core_chain.hpp) chunk by chunk, and the chunk
+// results are folded as the schedule says (kernel_fold.hpp).
 #include "rpsim/accumulation/gemm.hpp"
 
 #include <fmt/format.h>
@@ -11,9 +13,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernel_fold.hpp"
+#include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
-#include "tensor_core_finish.hpp"
-#include "tensor_core_kernel.hpp"
+#include "tensor_core_chain.hpp"
 
 namespace rpsim::sim {
 
@@ -29,113 +32,88 @@ void check_shapes(const Matrix& a, const Matrix& b, const Matrix& c) {
         fmt::format("gemm: C is {}x{} but A*B is {}x{}", c.rows(), c.cols(), a.rows(), b.cols()));
 }
 
-bool all_finite(const Matrix& m) {
-  return m.allFinite();
+// The stored values converted to the instruction's input format
+// (kernel_schedule.hpp step 1; the identity on values of that format).
+Matrix converted(const Matrix& m, const KernelSchedule& s) {
+  Matrix r(m.rows(), m.cols());
+  ArrayOptions o;
+  o.rounding.mode = s.input_rounding;
+  o.threads = 1;
+  round_values(s.instruction.input, std::span<const double>(m.data(), static_cast<std::size_t>(m.size())),
+               std::span<double>(r.data(), static_cast<std::size_t>(r.size())), o);
+  return r;
 }
 
-// Decoded operands, K-contiguous, structure of arrays so the kernel loops vectorise.
-struct DecodedPanel {
-  std::vector<double> value;
-  std::vector<int> exponent;
-};
+// Every column of B decoded in plan order, column j at [j*P, (j+1)*P).
+tc_detail::Decoded decode_columns(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
+                                  const Matrix& b) {
+  const std::size_t p = plan.order.size();
+  tc_detail::Decoded d;
+  d.value.resize(p * static_cast<std::size_t>(b.cols()));
+  d.exponent.resize(d.value.size());
+  for (Eigen::Index j = 0; j < b.cols(); ++j)
+    tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, d.value.data() + std::size_t(j) * p,
+                                    d.exponent.data() + std::size_t(j) * p);
+  return d;
+}
 
-Matrix gemm_tensor_core(const TensorCoreModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
-                        const GemmOptions& options) {
-  const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
-  Matrix d(m, n);
-  if (!all_finite(a) || !all_finite(b) || !all_finite(c)) {
-    // Non-finite operands: the per-element model handles IEEE special cases.
-    std::vector<double> row(static_cast<std::size_t>(k));
-    for (Eigen::Index i = 0; i < m; ++i) {
-      for (Eigen::Index t = 0; t < k; ++t) row[static_cast<std::size_t>(t)] = a(i, t);
-      for (Eigen::Index j = 0; j < n; ++j)
-        d(i, j) = tensor_core_dot(
-            model, row, std::span<const double>(b.col(j).data(), static_cast<std::size_t>(k)), c(i, j));
+constexpr int kLanes = 4;
+
+// One row of D, kLanes elements at a time: each element a serial chain of
+// steps, so interleaving independent chains hides their latency.
+template <bool Checked>
+void gemm_row(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan, const KernelFold& fold,
+              const double* av, const int* ae, const tc_detail::Decoded& bd, const Matrix& c, Eigen::Index i,
+              Matrix& d, std::vector<double>& partials) {
+  const std::size_t p = plan.order.size();
+  const Eigen::Index n = d.cols();
+  const int chunks = plan.chunks();
+  for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
+    const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
+    const double* bv[kLanes];
+    const int* be[kLanes];
+    double acc[kLanes];
+    for (int l = 0; l < lanes; ++l) {
+      bv[l] = bd.value.data() + static_cast<std::size_t>(j0 + l) * p;
+      be[l] = bd.exponent.data() + static_cast<std::size_t>(j0 + l) * p;
     }
-    return d;
+    for (int q = 0; q < chunks; ++q) {
+      for (int l = 0; l < lanes; ++l) acc[l] = q == 0 && fold.c_starts_chain() ? c(i, j0 + l) : 0.0;
+      tc_detail::run_chain<kLanes, Checked>(fin, plan, plan.chunk_step[std::size_t(q)],
+                                            plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc, lanes);
+      if (fold.plain()) break;  // one chunk, nothing to fold
+      for (int l = 0; l < lanes; ++l) fold.add_chunk(plan, q, acc[l], partials.data() + l * fold.slices());
+    }
+    for (int l = 0; l < lanes; ++l)
+      d(i, j0 + l) = fold.plain() ? acc[l] : fold.result(partials.data() + l * fold.slices(), c(i, j0 + l));
   }
-  const tc_detail::Finisher fin(model);
-  const std::size_t kk = static_cast<std::size_t>(k);
-  auto decode = [&](double x, double& v, int& e) {
-    const auto o = tc_detail::decode_operand(x, fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
-    v = o.value;
-    e = o.exponent;
-  };
-  // K in the order the steps take the products (step_interleave), so that
-  // every step is a contiguous run of the decoded arrays.
-  const auto sched = tc_detail::step_schedule(model, static_cast<int>(k));
-  const bool after = model.c_join != CJoin::aligned_with_products;
-  DecodedPanel bp;  // all columns of B, column j at [j*K, (j+1)*K)
-  bp.value.resize(kk * static_cast<std::size_t>(n));
-  bp.exponent.resize(bp.value.size());
-  for (Eigen::Index j = 0; j < n; ++j)
-    for (std::size_t t = 0; t < kk; ++t) {
-      const std::size_t idx = static_cast<std::size_t>(j) * kk + t;
-      decode(b(sched.order[t], j), bp.value[idx], bp.exponent[idx]);
-    }
-  const int steps = static_cast<int>(sched.begin.size()) - 1;
-  const int frac = model.fraction_bits;
-  const int floor = model.alignment_exponent_floor;
+}
 
-#pragma omp parallel for schedule(dynamic, 4) num_threads(options.threads > 0 ? options.threads : 1)
-  for (Eigen::Index i = 0; i < m; ++i) {
-    std::vector<double> av(kk);
-    std::vector<int> ae(kk);
-    for (std::size_t t = 0; t < kk; ++t) decode(a(i, sched.order[t]), av[t], ae[t]);
-    // Four output elements at a time: each one is a serial chain of steps (the
-    // result of a step is C of the next), so interleaving independent chains
-    // hides their latency.
-    constexpr int kLanes = 4;
-    for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
-      const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
-      const double* bv[kLanes];
-      const int* be[kLanes];
-      double acc[kLanes], held[kLanes];
-      bool all_negative_zero[kLanes];
-      for (int l = 0; l < lanes; ++l) {
-        bv[l] = bp.value.data() + static_cast<std::size_t>(j0 + l) * kk;
-        be[l] = bp.exponent.data() + static_cast<std::size_t>(j0 + l) * kk;
-        acc[l] = c(i, j0 + l);
-        all_negative_zero[l] = std::signbit(acc[l]);
-      }
-      for (int s = 0; s < steps; ++s) {
-        const auto base = static_cast<std::size_t>(sched.begin[static_cast<std::size_t>(s)]);
-        const int cnt = sched.begin[static_cast<std::size_t>(s) + 1] - static_cast<int>(base);
-        if (after && sched.first[static_cast<std::size_t>(s)])
-          for (int l = 0; l < lanes; ++l) {
-            // The instruction's steps start from -0 (the identity of IEEE
-            // addition); C is added after them.
-            held[l] = acc[l];
-            acc[l] = -0.0;
-            all_negative_zero[l] = true;
-          }
-        const double* pav = av.data() + base;
-        const int* pae = ae.data() + base;
-        for (int l = 0; l < lanes; ++l) {
-          const double* pbv = bv[l] + base;
-          const int* pbe = be[l] + base;
-          int emax = 0;
-          const double sum_d = tc_detail::aligned_sum_arrays(
-              cnt, pav, pae, pbv, pbe, acc[l], tc_detail::c_exponent(acc[l]), frac, floor, emax);
-          const auto sum = static_cast<std::int64_t>(sum_d);
-          if (sum != 0) {
-            acc[l] = fin.finish(sum, emax - frac);
-            all_negative_zero[l] = false;
-          } else {
-            // Exact zero: -0 only if every term is -0 (IEEE 754 clause 6.3).
-            bool neg = all_negative_zero[l] && emax < tc_detail::kAllZeroThreshold;
-            for (int q = 0; q < cnt && neg; ++q) neg = std::signbit(pav[q]) != std::signbit(pbv[q]);
-            acc[l] = neg ? -0.0 : 0.0;
-            all_negative_zero[l] = neg;
-          }
-        }
-        if (after && sched.last[static_cast<std::size_t>(s)])
-          for (int l = 0; l < lanes; ++l) {
-            acc[l] = fin.add_after(acc[l], held[l]);
-            all_negative_zero[l] = acc[l] == 0 && std::signbit(acc[l]);
-          }
-      }
-      for (int l = 0; l < lanes; ++l) d(i, j0 + l) = acc[l];
+Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c,
+                     const GemmOptions& options) {
+  const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
+  const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+  const Eigen::Index m = a.rows(), n = b.cols();
+  const int k = static_cast<int>(a.cols());
+  const tc_detail::Finisher fin(s.instruction);
+  const auto chunks = s.chunks(k);
+  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
+  const KernelFold fold(s, chunks);
+  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
+  const bool finite = a.allFinite() && b.allFinite();
+  const std::size_t p = plan.order.size();
+  Matrix d(m, n);
+#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
+  {
+    std::vector<double> av(p), partials(static_cast<std::size_t>(kLanes * fold.slices()));
+    std::vector<int> ae(p);
+#pragma omp for schedule(dynamic, 4)
+    for (Eigen::Index i = 0; i < m; ++i) {
+      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data());
+      if (finite)
+        gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
+      else
+        gemm_row<true>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
     }
   }
   return d;
@@ -169,7 +147,11 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
             const GemmOptions& options) {
   check_shapes(a, b, c);
   if (const auto* tc = std::get_if<TensorCoreModel>(&model.variant()))
-    return gemm_tensor_core(*tc, a, b, c, options);
+    return gemm_schedule(KernelSchedule::of_instruction(*tc), a, b, c, options);
+  if (const auto* ks = std::get_if<KernelSchedule>(&model.variant()))
+    return gemm_schedule(*ks, a, b, c, options);
+  if (const auto* kp = std::get_if<KernelPreset>(&model.variant()))
+    return gemm_schedule(kp->for_shape(a.rows(), b.cols(), a.cols()), a, b, c, options);
   if (std::holds_alternative<EigenGemm>(model.variant())) return gemm_eigen(a, b, c, options);
   const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
   Matrix d(m, n);

@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "rpsim/formats/unpacked.hpp"
-#include "tensor_core_finish.hpp"
-#include "tensor_core_kernel.hpp"
+#include "tensor_core_chain.hpp"
 
 namespace rpsim::sim {
 
@@ -52,6 +51,9 @@ namespace tc_detail {
 
 Finisher::Finisher(const TensorCoreModel& m)
     : model(&m),
+      align_bits(m.fraction_bits),
+      align_floor(m.alignment_exponent_floor),
+      c_after(m.c_join == CJoin::after_products),
       frac_bits(m.result_bits()),
       out_emin(m.output.emin),
       out_emax(m.output.emax),
@@ -99,91 +101,74 @@ double Finisher::add_after(double x, double c) const {
   return to_double(model->output, round_double(model->output, x + c, nearest, flags));
 }
 
-StepSchedule step_schedule(const TensorCoreModel& m, int k) {
-  StepSchedule s;
-  s.order.reserve(static_cast<std::size_t>(k));
+namespace {
+
+// Appends the steps of the products [k0, k1) (one chunk) to `plan`: its
+// instructions of instruction_terms() products from k0 (the last one
+// zero-padded), each dealt to its steps by step_interleave; with
+// `decreasing`, the instructions from the last to the first.
+void append_chunk(const TensorCoreModel& m, int k0, int k1, bool decreasing, ChainPlan& plan) {
   const int per = m.instruction_terms();
   const int tps = m.terms_per_step;
   const int steps = per / tps;
   // Runs of g products dealt to the steps in turn; contiguous runs are the
   // case g = terms_per_step.
   const int g = m.step_interleave > 0 ? m.step_interleave : tps;
-  for (int base = 0; base < k; base += per) {
-    const int n = std::min(per, k - base);
-    const std::size_t first_step = s.begin.size();
+  const int instructions = (k1 - k0 + per - 1) / per;
+  for (int q = 0; q < instructions; ++q) {
+    const int base = k0 + (decreasing ? instructions - 1 - q : q) * per;
+    const int n = std::min(per, k1 - base);
+    const std::size_t first_step = plan.begin.size();
     for (int st = 0; st < steps; ++st) {
-      const int begin = static_cast<int>(s.order.size());
+      const int begin = static_cast<int>(plan.order.size());
       for (int run = st; run * g < n; run += steps)
-        for (int i = run * g; i < std::min((run + 1) * g, n); ++i) s.order.push_back(base + i);
-      if (static_cast<int>(s.order.size()) == begin) continue;  // only zero padding
-      s.begin.push_back(begin);
-      s.first.push_back(s.begin.size() - 1 == first_step);
-      s.last.push_back(false);
+        for (int i = run * g; i < std::min((run + 1) * g, n); ++i) plan.order.push_back(base + i);
+      if (static_cast<int>(plan.order.size()) == begin) continue;  // only zero padding
+      plan.begin.push_back(begin);
+      plan.first.push_back(plan.begin.size() - 1 == first_step);
+      plan.last.push_back(false);
     }
-    if (s.last.size() > first_step) s.last.back() = true;
+    if (plan.last.size() > first_step) plan.last.back() = true;
   }
-  s.begin.push_back(static_cast<int>(s.order.size()));
-  return s;
-}
-
-}  // namespace tc_detail
-
-namespace {
-
-using tc_detail::Operand;
-
-// NaN if any NaN, inf*0 or inf - inf; else the infinity; nullopt when all finite.
-bool non_finite_result(const double* a, const double* b, int n, double c, double& result) {
-  bool any = !std::isfinite(c);
-  for (int i = 0; i < n && !any; ++i) any = !std::isfinite(a[i]) || !std::isfinite(b[i]);
-  if (!any) return false;
-  bool pos = false, neg = false, nan = std::isnan(c);
-  if (std::isinf(c)) (c > 0 ? pos : neg) = true;
-  for (int i = 0; i < n; ++i) {
-    const double p = a[i] * b[i];
-    if (std::isnan(p)) nan = true;
-    if (std::isinf(p)) (p > 0 ? pos : neg) = true;
-  }
-  if (nan || (pos && neg)) {
-    result = std::numeric_limits<double>::quiet_NaN();
-  } else {
-    result = pos ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  }
-  return true;
-}
-
-double step(const tc_detail::Finisher& fin, const double* a, const double* b, int n, double c) {
-  double special;
-  if (non_finite_result(a, b, n, c, special)) return special;
-  const TensorCoreModel& m = *fin.model;
-  Operand da[1024], db[1024];
-  bool all_negative_zero = std::signbit(c);
-  for (int i = 0; i < n; ++i) {
-    da[i] = tc_detail::decode_operand(a[i], fin.in_emin, fin.in_min_normal, m.subnormal_inputs);
-    db[i] = tc_detail::decode_operand(b[i], fin.in_emin, fin.in_min_normal, m.subnormal_inputs);
-    all_negative_zero = all_negative_zero && std::signbit(a[i]) != std::signbit(b[i]);
-  }
-  int emax = 0;
-  const std::int64_t sum = tc_detail::aligned_sum(
-      n, [&](int i) { return da[i].value; }, [&](int i) { return da[i].exponent; },
-      [&](int i) { return db[i].value; }, [&](int i) { return db[i].exponent; }, c, tc_detail::c_exponent(c),
-      m.fraction_bits, m.alignment_exponent_floor, emax);
-  if (sum == 0) {
-    // An exact zero: -0 only when every term is -0 (IEEE 754 clause 6.3;
-    // cancellation gives +0 in both round-to-nearest and toward zero).
-    return emax < tc_detail::kAllZeroThreshold && all_negative_zero ? -0.0 : 0.0;
-  }
-  return fin.finish(sum, emax - m.fraction_bits);
 }
 
 }  // namespace
+
+ChainPlan chain_plan(const TensorCoreModel& m, std::span<const KChunk> chunks, bool decreasing) {
+  ChainPlan plan;
+  for (const KChunk& c : chunks) {
+    plan.chunk_step.push_back(static_cast<int>(plan.begin.size()));
+    plan.chunk_slice.push_back(c.slice);
+    append_chunk(m, c.begin, c.end, decreasing, plan);
+  }
+  plan.chunk_step.push_back(static_cast<int>(plan.begin.size()));
+  plan.begin.push_back(static_cast<int>(plan.order.size()));
+  return plan;
+}
+
+ChainPlan chain_plan(const TensorCoreModel& m, int k) {
+  const KChunk all{0, k, 0};
+  return chain_plan(m, std::span<const KChunk>(&all, 1), false);
+}
+
+}  // namespace tc_detail
 
 double tensor_core_step(const TensorCoreModel& model, const double* a, const double* b, int n, double c) {
   if (n > model.terms_per_step)
     throw std::invalid_argument(fmt::format("tensor core model '{}': {} products in one step, at most {}",
                                             model.name, n, model.terms_per_step));
   const tc_detail::Finisher fin(model);
-  return step(fin, a, b, n, c);
+  double av[1024], bv[1024];
+  int ae[1024], be[1024];
+  for (int i = 0; i < n; ++i) {
+    const auto oa = tc_detail::decode_operand(a[i], fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
+    const auto ob = tc_detail::decode_operand(b[i], fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
+    av[i] = oa.value;
+    ae[i] = oa.exponent;
+    bv[i] = ob.value;
+    be[i] = ob.exponent;
+  }
+  return tc_detail::run_step<true>(fin, n, av, ae, bv, be, c);
 }
 
 double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, std::span<const double> b,
@@ -192,34 +177,19 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
     throw std::invalid_argument(
         fmt::format("tensor core dot: a has {} elements, b has {}", a.size(), b.size()));
   const tc_detail::Finisher fin(model);
-  const bool after = model.c_join == CJoin::after_products;
-  if (model.step_interleave == 0 && !after) {
-    // Contiguous steps with C in the first: one chain of steps over K.
-    const std::size_t k = a.size();
-    const std::size_t t = static_cast<std::size_t>(model.terms_per_step);
-    for (std::size_t i = 0; i < k; i += t) {
-      const int n = static_cast<int>(std::min(t, k - i));
-      c = step(fin, a.data() + i, b.data() + i, n, c);
-    }
-    return c;
+  const auto plan = tc_detail::chain_plan(model, static_cast<int>(a.size()));
+  tc_detail::Decoded da, db;
+  for (auto* d : {&da, &db}) {
+    d->value.resize(plan.order.size());
+    d->exponent.resize(plan.order.size());
   }
-  const auto sched = tc_detail::step_schedule(model, static_cast<int>(a.size()));
-  std::vector<double> sa(sched.order.size()), sb(sched.order.size());
-  for (std::size_t t = 0; t < sched.order.size(); ++t) {
-    sa[t] = a[static_cast<std::size_t>(sched.order[t])];
-    sb[t] = b[static_cast<std::size_t>(sched.order[t])];
-  }
-  double acc = c, held = c;
-  for (std::size_t s = 0; s + 1 < sched.begin.size(); ++s) {
-    if (after && sched.first[s]) {
-      held = acc;
-      acc = -0.0;  // the identity of IEEE addition: the steps keep the sign rules
-    }
-    const int b0 = sched.begin[s];
-    acc = step(fin, sa.data() + b0, sb.data() + b0, sched.begin[s + 1] - b0, acc);
-    if (after && sched.last[s]) acc = fin.add_after(acc, held);
-  }
-  return acc;
+  tc_detail::decode_in_plan_order(fin, plan, a.data(), 1, da.value.data(), da.exponent.data());
+  tc_detail::decode_in_plan_order(fin, plan, b.data(), 1, db.value.data(), db.exponent.data());
+  const double* bv = db.value.data();
+  const int* be = db.exponent.data();
+  tc_detail::run_chain<1, true>(fin, plan, 0, plan.steps(), da.value.data(), da.exponent.data(), &bv, &be, &c,
+                                1);
+  return c;
 }
 
 std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,

@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
 #include "tensor_core_kernel.hpp"
 
 namespace rpsim::sim::tc_detail {
@@ -17,6 +16,9 @@ struct Finisher {
   explicit Finisher(const TensorCoreModel& m);
 
   const TensorCoreModel* model;
+  int align_bits;   // model->fraction_bits
+  int align_floor;  // model->alignment_exponent_floor
+  bool c_after;     // model->c_join == CJoin::after_products
   int frac_bits;
   int out_emin, out_emax;
   int in_emin;
@@ -39,17 +41,5 @@ struct Finisher {
   // values of the output format.
   double add_after(double x, double c) const;
 };
-
-// The products of one instruction in the order its steps take them
-// (step_interleave), and where each step starts: order[t] is the index in
-// [0, k) of the t-th product taken; step s of the whole chain covers
-// order[begin[s] .. begin[s+1]); first[s] / last[s] mark the first and last
-// step of an instruction. Empty steps (zero padding only) are left out.
-struct StepSchedule {
-  std::vector<int> order;
-  std::vector<int> begin;
-  std::vector<bool> first, last;
-};
-StepSchedule step_schedule(const TensorCoreModel& m, int k);
 
 }  // namespace rpsim::sim::tc_detail

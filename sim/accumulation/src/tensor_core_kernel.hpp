@@ -1,6 +1,5 @@
-// The inner loop of the Tensor Core model on pre-decoded operands, shared by
-// tensor_core.cpp (one dot product) and gemm.cpp (decode once per row and
-// column). Internal to sim/.
+// The inner loop of the Tensor Core model on pre-decoded operands
+// (tensor_core_chain.hpp runs it for every caller). Internal to sim/.
 //
 // Why this is exact with doubles: inputs have at most 11 significant bits
 // (fp16, tf32; bf16 8, FP8 4), so a product has at most 22 and is exact in
@@ -16,8 +15,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "rpsim/formats/rounding.hpp"
 #include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/formats/rounding.hpp"
 
 namespace rpsim::sim::tc_detail {
 
@@ -49,12 +48,17 @@ struct Operand {
 };
 
 inline Operand decode_operand(double x, int input_emin, double input_min_normal, bool subnormal_inputs) {
+  // Zeros keep their sign (a step of -0 terms only is -0) and non-finite
+  // values their value (the checked steps give the IEEE special results).
   Operand o;
   if (x == 0 || !std::isfinite(x)) {
-    o.value = std::isfinite(x) ? 0.0 : x;
+    o.value = x;
     return o;
   }
-  if (std::fabs(x) < input_min_normal && !subnormal_inputs) return o;  // DAZ
+  if (std::fabs(x) < input_min_normal && !subnormal_inputs) {
+    o.value = std::copysign(0.0, x);  // DAZ
+    return o;
+  }
   o.value = x;
   const int e = floor_log2(x);
   o.exponent = e < input_emin ? input_emin : e;
@@ -93,35 +97,12 @@ inline bool fast_round(double v, int frac_bits, RoundingMode mode, int out_emin,
   return true;
 }
 
-// Sum of the aligned, truncated terms: products a_i*b_i (exponents ea_i+eb_i)
-// and c (exponent ec), all on the grid 2^(emax - F). Returns the integer sum;
-// emax is returned through the reference.
-template <typename AValue, typename AExp, typename BValue, typename BExp>
-inline std::int64_t aligned_sum(int n, AValue a_value, AExp a_exp, BValue b_value, BExp b_exp, double c,
-                                int ec, int fraction_bits, int floor, int& emax) {
-  int m = ec;
-  for (int i = 0; i < n; ++i) {
-    const int pe = a_exp(i) + b_exp(i);
-    m = pe > m ? pe : m;
-  }
-  if (m < kAllZeroThreshold) {
-    emax = m;
-    return 0;
-  }
-  m = m < floor ? floor : m;
-  emax = m;
-  const double scale = pow2(fraction_bits - m);
-  // Truncation toward zero of the magnitude: the conversion to integer does it.
-  std::int64_t s = static_cast<std::int64_t>(c * scale);
-  for (int i = 0; i < n; ++i) s += static_cast<std::int64_t>(a_value(i) * b_value(i) * scale);
-  return s;
-}
-
-// The same on contiguous decoded arrays (the GEMM path), written so that the
-// loops vectorise: when every aligned term fits in 31 bits (fraction_bits <=
-// 28: |term| < 2^(F+2)), the truncation is a packed double->int32 conversion
-// and the sum is of integers held exactly in doubles (|sum| < 2^53), so the
-// reassociation that `omp simd reduction` allows changes nothing.
+// Sum of the aligned, truncated terms: products av[i]*bv[i] (exponents
+// ae[i]+be[i]) and c (exponent ec), all on the grid 2^(emax - F); emax is
+// returned through the reference. Written so that the loops vectorise: when every aligned term fits in 31
+// bits (fraction_bits <= 28: |term| < 2^(F+2)), the truncation is a packed double->int32 conversion and the
+// sum is of integers held exactly in doubles (|sum| < 2^53), so the reassociation that `omp simd reduction`
+// allows changes nothing.
 inline double aligned_sum_arrays(int n, const double* av, const int* ae, const double* bv, const int* be,
                                  double c, int ec, int fraction_bits, int floor, int& emax) {
   int m = ec;

@@ -41,7 +41,7 @@ const std::vector<double> kOnes(4, 1.0);
 
 }  // namespace
 
-TEST_CASE("sequential fp32 equals a plain float loop; fma fp32 equals an fmaf loop", "[accumulation]") {
+TEST_CASE("sequential fp32 equals a plain float loop, fma fp32 equals an fmaf loop", "[accumulation]") {
   std::mt19937_64 rng(1);
   const auto seq = AccumulationModel::parse("sequential:fp32:rne");
   const auto fma = AccumulationModel::parse("fma:fp32");
@@ -131,7 +131,7 @@ TEST_CASE("summation error bounds hold on random data", "[accumulation]") {
   }
 }
 
-TEST_CASE("stochastic rounding: keyed by seed, stream and index; unbiased where RN stagnates",
+TEST_CASE("stochastic rounding: keyed by seed, stream and index, unbiased where RN stagnates",
           "[accumulation]") {
   // 1 + 256 * 2^-9 in bfloat16 (8-bit precision): every addition of 2^-9 to
   // values in [1, 2) is below half an ulp (2^-8): RN stagnates at 1.

@@ -20,6 +20,16 @@
 //                            subnormal_inputs subnormal_outputs
 //                            alignment_exponent_floor c_join (with_products |
 //                            after_products) terms_per_instruction step_interleave
+//   kernel:GPU:IN:OUT[:INSTR][:FIELD=VALUE...]  a GEMM kernel's schedule over
+//                            the Tensor Core instruction tc:GPU:IN:fp32[:INSTR]
+//                            (kernel_schedule.hpp): FIELD is accumulator=FMT
+//                            (the instruction's output), a schedule field
+//                            (stored input_rounding split_k split_tile
+//                            promotion promotion_rounding k_order reduction
+//                            reduction_format reduction_rounding c_placement
+//                            output_rounding) or a Tensor Core field
+//   cublas:h100:IN:OUT[:rpr=0|1]  a named kernel preset (kernel_presets()):
+//                            the schedule cuBLAS picks for the GEMM's shape
 //   eigen[:binary64[:rne]]   not a summation model: Eigen's own binary64
 //                            product, in whatever order Eigen picks (GEMM:
 //                            cache-blocked panels chosen from the shapes and
@@ -33,7 +43,9 @@
 // rounding seed (sr draws counter_random(seed, stream, element index)).
 // JSON: {"kind":"sequential","format":"bf16","rounding":"sr","seed":7} or
 // {"kind":"tc","preset":"h100","input":"fp16","output":"fp32"} (optional TC
-// overrides: the same FIELD names; unknown keys are an error). spec() writes
+// overrides: the same FIELD names; unknown keys are an error),
+// {"kind":"kernel","gpu":"h100","input":"tf32","output":"fp32","split_k":8} or
+// {"kind":"cublas","gpu":"h100","input":"fp16","output":"fp16","rpr":1}. spec() writes
 // the fields that differ from the preset, so parse(spec()) is the same model.
 #pragma once
 
@@ -44,9 +56,10 @@
 #include <string_view>
 #include <variant>
 
+#include "rpsim/accumulation/kernel_schedule.hpp"
+#include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
 
 namespace rpsim::sim {
 
@@ -80,7 +93,8 @@ struct EigenGemm {};
 
 class AccumulationModel {
  public:
-  using Variant = std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, TensorCoreModel, EigenGemm>;
+  using Variant = std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, TensorCoreModel, KernelSchedule,
+                               KernelPreset, EigenGemm>;
 
   AccumulationModel() : model_(Sequential{}) {}
   AccumulationModel(Variant model) : model_(std::move(model)) {}  // NOLINT: implicit on purpose
@@ -95,8 +109,9 @@ class AccumulationModel {
   // The format results are in (accumulator, exact output, TC output, or
   // binary64 for eigen).
   const Format& output_format() const;
-  // The format the model reads: a tensor core its input format, every other
-  // model values of its accumulator format.
+  // The format the model reads: a tensor core its input format, a kernel
+  // schedule its stored format (binary32 for tf32), every other model values
+  // of its accumulator format.
   const Format& input_format() const;
   // The rounding of the model's additions (a tensor core's final
   // normalisation): it decides which unit roundoff error bounds use (2^-p for

@@ -7,9 +7,9 @@
 #include <Eigen/Core>
 #include <cstdint>
 
+#include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/accumulation.hpp"
 
 namespace rpsim::sim {
 

@@ -1,5 +1,5 @@
 // The NVIDIA Tensor Core block-FMA model: ONE parameterised model and thin
-// named presets per GPU and instruction (tensor_core_presets.cpp).
+// named presets per GPU and instruction (tensor_core_presets.hpp).
 //
 // What one block FMA step does (Fasi, Higham, Mikaitis & Pranesh 2021;
 // Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores", ACM TACO 2025),
@@ -63,9 +63,13 @@ enum class CJoin : std::uint8_t {
 };
 
 struct TensorCoreModel {
-  std::string name;  // e.g. "h100 mma.sync fp16->fp32"
-  Format input;      // fp16, bf16, tf32, e4m3, e5m2
-  Format output;     // binary32 or binary16 (the accumulator/C/D format)
+  std::string name;  // for display, e.g. "h100 mma.sync binary16->binary32"; never parsed
+  // The preset (tensor_core_presets.hpp) and instruction the fields came from:
+  // "h100" and "mma.sync" or "wgmma"; preset "" for a model built by hand.
+  std::string preset;
+  std::string instruction = "mma.sync";
+  Format input;   // fp16, bf16, tf32, e4m3, e5m2
+  Format output;  // binary32 or binary16 (the accumulator/C/D format)
   int terms_per_step = 16;
   // Bits kept below the leading bit of the largest exponent when aligning:
   // 23 + the extra alignment bits (V100 0, A100/Ada 1, H100/B200 2).
@@ -130,21 +134,6 @@ struct TensorCoreModel {
   // std::invalid_argument naming the field.
   void validate() const;
 };
-
-// Preset names, lower case: v100 t4 a100 a2 a30 ada l40s h100 h200 b200.
-const std::vector<std::string>& tensor_core_preset_names();
-
-// The preset for one GPU and instruction with the given input and output
-// formats. `instruction` is "" (the default: mma.sync/WMMA, the same as
-// "mma.sync") or "wgmma" (Hopper; differs from mma.sync for FP8 only).
-// Throws std::invalid_argument naming the preset, or the format that GPU does
-// not take.
-TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
-                                   std::string_view instruction = "");
-
-// The preset a golden-data folder name means: V100 -> v100, A100 -> a100,
-// Ada -> ada, H100 -> h100, ... (case-insensitive); "" when unknown.
-std::string preset_for_gpu_folder(std::string_view folder);
 
 // Inputs are doubles holding values exactly representable in model.input;
 // c and the result hold values of model.output. Non-finite inputs follow IEEE

@@ -1,0 +1,126 @@
+// The kernel-schedule layer: how a GEMM kernel drives a Tensor Core
+// instruction (tensor_core.hpp) over K. CUTLASS's lesson: the MMA instruction
+// and the kernel schedule above it are separate layers with separate presets,
+// so a cuBLAS GEMM is a schedule over an instruction preset, never a special
+// case inside the instruction model.
+//
+// What a schedule does to one output element d(i, j):
+//   1. A and B come in the `stored` format and are converted to the
+//      instruction's input format with `input_rounding` (tf32 from binary32:
+//      rne, rna or rtz; identity when they are values of it already);
+//   2. K is cut into `split_k` slices (split-K): each slice is
+//      ceil(ceil(K / split_tile) / split_k) tiles of split_tile k, from k = 0,
+//      the last one shorter (cuBLAS's rule, /work/scratch/cublas/REPORT.md);
+//   3. each slice is cut into chunks of `promotion` instructions (0: one
+//      chunk); a chunk is a chain of instructions (tensor_core_dot's chain)
+//      over its k-blocks in `k_order`, starting from zero; the chunk results
+//      are added into a binary32 accumulator in order, each add rounded with
+//      `promotion_rounding` (FP8 two-level accumulation: CUTLASS's
+//      mma_promotion_interval, cuBLAS without fast accumulation);
+//   4. the slices' partial results are converted to `reduction_format` and
+//      reduced in `reduction` order, each add rounded to that format with
+//      `reduction_rounding`;
+//   5. C: with c_placement = epilogue (cuBLAS's beta*C) added to the reduced
+//      result in the reduction format (a C of +0 is no C: beta = 0); with
+//      accumulator, the starting value of the first chunk of slice 0;
+//   6. the result is rounded to `output` with `output_rounding`.
+// A split-K slice with promotion and a promotion chunk are the same
+// arithmetic under a sequential binary32 reduction: only the chunk
+// boundaries matter (REPORT.md, sec. 1).
+//
+// Named presets choose a schedule from the GEMM's shape (kernel_presets()):
+// `cublas:h100:IN:OUT[:rpr=0|1]`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+
+namespace rpsim::sim {
+
+enum class KOrder : std::uint8_t { increasing, decreasing };
+enum class Reduction : std::uint8_t { sequential, reverse, pairwise, exact };
+enum class CPlacement : std::uint8_t { epilogue, accumulator };
+
+// A consecutive range of K accumulated as one chain from zero; `slice` is its
+// split-K slice.
+struct KChunk {
+  int begin = 0, end = 0, slice = 0;
+};
+
+struct KernelSchedule {
+  // The instruction: a Tensor Core preset (gpu, input, accumulator format,
+  // instruction kind) with any field overridden; the preset's name parts are
+  // kept so that spec() can say which preset and which overrides.
+  std::string gpu = "h100";
+  std::string instruction_kind;  // "" (mma.sync) or "wgmma"
+  TensorCoreModel instruction;
+  Format stored;  // the format A and B come in
+  RoundingMode input_rounding = RoundingMode::nearest_even;
+  int split_k = 1;
+  int split_tile = 64;
+  int promotion = 0;  // instructions per promoted chunk; 0: none
+  RoundingMode promotion_rounding = RoundingMode::nearest_even;
+  KOrder k_order = KOrder::increasing;
+  Reduction reduction = Reduction::sequential;
+  Format reduction_format = formats::binary32();
+  RoundingMode reduction_rounding = RoundingMode::nearest_even;
+  CPlacement c_placement = CPlacement::epilogue;
+  Format output = formats::binary32();
+  RoundingMode output_rounding = RoundingMode::nearest_even;
+
+  // Throws std::invalid_argument naming the field.
+  void validate() const;
+  // The chunks of a K-long dot product, in the order they are accumulated.
+  std::vector<KChunk> chunks(int k) const;
+  // The schedule of a bare instruction chain: one chunk, C as its start, the
+  // instruction's output format (what `tc:` models compute).
+  static KernelSchedule of_instruction(const TensorCoreModel& m);
+  // True when the schedule is one plain instruction chain (of_instruction).
+  bool is_plain_chain() const;
+};
+
+// A named preset: a rule choosing the schedule from the GEMM's shape, for
+// one input and output format (`cublas:h100:IN:OUT[:rpr=R]`).
+struct KernelPreset {
+  std::string name;  // the table row, e.g. "cublas:h100"
+  Format input, output;
+  int rpr = 0;    // PyTorch's allow_{fp16,bf16}_reduced_precision_reduction
+  Format stored;  // the format A and B come in (binary32 for tf32)
+  // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K).
+  KernelSchedule for_shape(long m, long n, long k) const;
+};
+
+// One row of the kernel-preset table.
+struct KernelPresetRow {
+  const char* name;  // "cublas:h100"
+  const char* description;
+  // Builds the schedule; throws std::invalid_argument for formats the row
+  // does not take.
+  KernelSchedule (*schedule)(const Format& in, const Format& out, int rpr, long m, long n, long k);
+};
+const std::vector<KernelPresetRow>& kernel_presets();
+// "cublas:h100 ..." for error messages and help.
+std::string kernel_preset_names();
+// The preset `name` ("cublas:h100") for these formats; throws
+// std::invalid_argument listing the table's names or the formats it takes.
+KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr);
+
+// A KernelSchedule field a spec string or JSON may set (`split_k=3`), one row
+// each; the instruction's own fields (terms_per_step, ...) are the Tensor
+// Core model's table.
+struct ScheduleField {
+  const char* name;
+  const char* help;
+  std::string (*get)(const KernelSchedule&);
+  void (*set)(KernelSchedule&, const std::string&);  // throws std::invalid_argument
+};
+const std::vector<ScheduleField>& schedule_fields();
+const ScheduleField* find_schedule_field(std::string_view name);
+
+}  // namespace rpsim::sim

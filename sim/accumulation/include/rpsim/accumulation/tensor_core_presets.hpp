@@ -1,0 +1,87 @@
+// The GPU presets of the Tensor Core model: two constant tables, one row per
+// GPU (its names) and one row per datapath (GPU, instruction, input kinds,
+// output: the model's parameters and where they come from). Names, parsing,
+// help text, error lists, the golden-data folder names and the device lookup
+// of gpu-validate are all generated from them, so adding a GPU is a row in
+// each table (tensor_core_presets.cpp) plus its tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+
+namespace rpsim::sim {
+
+// One GPU a preset can be asked for by.
+struct TensorCoreGpu {
+  std::string_view preset;  // lower case, as in specs: "h100"
+  // Folder of measured vectors (shared/tc-golden/<folder>) and the short name
+  // gpu-validate writes its golden files under: "H100".
+  std::string_view folder;
+  // Lower-case pieces of a CUDA device name (cudaDeviceProp::name) that mean
+  // this GPU, comma separated; the device lookup tries the rows in order.
+  std::string_view device_names;
+  int compute_capability;  // major*10 + minor: the lookup when no name matches; 0: never
+  std::string_view description;
+};
+std::span<const TensorCoreGpu> tensor_core_gpus();
+
+// Input kinds, instructions and outputs a row covers, as bit sets.
+enum TensorCoreInput : std::uint8_t { tc_fp16 = 1, tc_bf16 = 2, tc_tf32 = 4, tc_fp8 = 8 };
+enum TensorCoreInstruction : std::uint8_t { tc_mma_sync = 1, tc_wgmma = 2 };
+enum TensorCoreOutput : std::uint8_t { tc_out_fp32 = 1, tc_out_fp16 = 2 };
+
+// No alignment floor (TensorCoreModel::alignment_exponent_floor's default).
+inline constexpr int kNoAlignmentFloor = -100000;
+
+// One datapath: the TensorCoreModel fields a preset sets.
+struct TensorCorePresetRow {
+  std::string_view gpus;      // presets sharing the row, space separated: "h100 h200"
+  std::uint8_t instructions;  // TensorCoreInstruction bits
+  std::uint8_t inputs;        // TensorCoreInput bits (tc_fp8: e4m3 and e5m2)
+  std::uint8_t outputs;       // TensorCoreOutput bits
+  int terms_per_step;
+  int extra_bits;   // fraction_bits = 23 + extra_bits (negative: FP8's 13-bit datapath)
+  int result_bits;  // result_fraction_bits; -1: the output format's own
+  RoundingMode rounding;
+  int alignment_floor;  // alignment_exponent_floor; kNoAlignmentFloor: none
+  CJoin c_join;
+  int terms_per_instruction;  // 0: one step per instruction
+  int step_interleave;
+  std::string_view citation;  // where the numbers come from
+};
+std::span<const TensorCorePresetRow> tensor_core_preset_rows();
+
+// Preset names, lower case, in table order: v100 t4 a100 a2 a30 ada l40s h100 h200 b200.
+const std::vector<std::string>& tensor_core_preset_names();
+// One line per preset for --help: "h100: NVIDIA H100 (Hopper, sm_90) - fp16 bf16 tf32 e4m3 e5m2; mma.sync
+// wgmma".
+std::string tensor_core_preset_help();
+// The instructions a preset has, e.g. "mma.sync wgmma".
+std::string tensor_core_instruction_names(std::string_view preset);
+
+// The preset for one GPU and instruction with the given input and output
+// formats. `instruction` is "" (the default: mma.sync/WMMA, the same as
+// "mma.sync") or "wgmma" (Hopper; differs from mma.sync for FP8 only). The
+// model's `preset` and `instruction` fields say which row it came from.
+// Throws std::invalid_argument naming the preset, or the format or instruction
+// that GPU does not take, with the list of those it does.
+TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
+                                   std::string_view instruction = "");
+
+// The preset a golden-data folder name means: V100 -> v100, A100 -> a100,
+// Ada -> ada, H100 -> h100, ... (case-insensitive); "" when unknown.
+std::string preset_for_gpu_folder(std::string_view folder);
+// The golden-data folder name (gpu-validate's short name) of a preset: h100 -> H100; "" when unknown.
+std::string gpu_folder_for_preset(std::string_view preset);
+// The preset for a CUDA device: by name (H100, H200, A100, L40S, B200, ...) or
+// else by compute capability; "" when unknown.
+std::string preset_for_device(std::string_view device_name, int cc_major, int cc_minor);
+
+}  // namespace rpsim::sim

@@ -1,0 +1,133 @@
+// Spec strings and JSON of kernel schedules and kernel presets
+// (accumulation_spec.hpp, kernel_schedule.hpp).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "accumulation_spec.hpp"
+
+namespace rpsim::sim::spec_detail {
+
+namespace {
+
+std::string field_names() {
+  std::vector<std::string> names{"accumulator"};
+  for (const auto& f : schedule_fields()) names.emplace_back(f.name);
+  return fmt::format("{} {}", fmt::join(names, " "), tc_field_names());
+}
+
+// The schedule the positional parts alone give: the instruction preset with
+// a binary32 (or `accumulator`) output, A and B in its input format, every
+// other field its default.
+KernelSchedule base_schedule(const std::string& gpu, const Format& in, const Format& out,
+                             const std::string& instr, const Format& accumulator) {
+  KernelSchedule s;
+  s.gpu = gpu;
+  s.instruction_kind = instr;
+  s.instruction = tensor_core_preset(gpu, in, accumulator, instr);
+  s.stored = in;
+  s.output = out;
+  return s;
+}
+
+}  // namespace
+
+KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string>& parts) {
+  try {
+    const std::size_t positional = positional_parts(parts);
+    if (positional < 4) bad(spec, "kernel needs GPU:IN:OUT, e.g. kernel:h100:fp16:fp32:split_k=3");
+    if (positional > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
+    Format accumulator = formats::binary32();
+    for (std::size_t i = positional; i < parts.size(); ++i)
+      if (parts[i].starts_with("accumulator=")) accumulator = parse_fmt(spec, parts[i].substr(12));
+    KernelSchedule s = base_schedule(parts[1], parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]),
+                                     positional > 4 ? parts[4] : "", accumulator);
+    for (std::size_t i = positional; i < parts.size(); ++i) {
+      const auto eq = parts[i].find('=');
+      const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
+      if (key == "accumulator") continue;
+      if (const ScheduleField* f = find_schedule_field(key)) {
+        f->set(s, value);
+      } else if (const TcField* t = find_tc_field(key)) {
+        t->set(s.instruction, value);
+      } else {
+        throw std::invalid_argument(
+            fmt::format("'{}' is not a kernel schedule field ({})", key, field_names()));
+      }
+    }
+    s.validate();
+    return s;
+  } catch (const std::invalid_argument& e) {
+    if (std::string_view(e.what()).starts_with("accumulation model '")) throw;
+    bad(spec, e.what());
+  }
+}
+
+std::string kernel_spec(const KernelSchedule& s) {
+  const TensorCoreModel& m = s.instruction;
+  std::string out = fmt::format("kernel:{}:{}:{}{}", s.gpu, m.input.name, s.output.name,
+                                s.instruction_kind.empty() ? "" : fmt::format(":{}", s.instruction_kind));
+  if (m.output != formats::binary32()) out += fmt::format(":accumulator={}", m.output.name);
+  const KernelSchedule base = base_schedule(s.gpu, m.input, s.output, s.instruction_kind, m.output);
+  for (const auto& f : schedule_fields())
+    if (f.get(s) != f.get(base)) out += fmt::format(":{}={}", f.name, f.get(s));
+  for (const auto& f : tc_fields())
+    if (f.get(m) != f.get(base.instruction)) out += fmt::format(":{}={}", f.name, f.get(m));
+  return out;
+}
+
+bool parse_kernel_preset(std::string_view spec, const std::vector<std::string>& parts, KernelPreset& out) {
+  if (parts.size() < 2) return false;
+  const std::string name = parts[0] + ":" + parts[1];
+  bool known = false;
+  for (const auto& r : kernel_presets()) known = known || name == r.name;
+  if (!known) {
+    for (const auto& r : kernel_presets())
+      if (std::string_view(r.name).starts_with(parts[0] + ":"))
+        bad(spec, fmt::format("unknown kernel preset '{}' (known: {})", name, kernel_preset_names()));
+    return false;
+  }
+  try {
+    const std::size_t positional = positional_parts(parts);
+    if (positional != 4) bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1], e.g. {}:fp16:fp32", name, name));
+    int rpr = 0;
+    for (std::size_t i = positional; i < parts.size(); ++i) {
+      if (parts[i] == "rpr=0" || parts[i] == "rpr=1") {
+        rpr = parts[i].back() - '0';
+        continue;
+      }
+      bad(spec, fmt::format("'{}' is not rpr=0 or rpr=1", parts[i]));
+    }
+    out = kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr);
+    return true;
+  } catch (const std::invalid_argument& e) {
+    if (std::string_view(e.what()).starts_with("accumulation model '")) throw;
+    bad(spec, e.what());
+  }
+}
+
+std::string kernel_preset_spec(const KernelPreset& p) {
+  return fmt::format("{}:{}:{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "");
+}
+
+std::string kernel_json_spec(const nlohmann::json& j) {
+  auto str = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_string())
+      throw std::invalid_argument(fmt::format("accumulation model field '{}' must be a string", key));
+    return j[key].get<std::string>();
+  };
+  std::string spec = fmt::format("{}:{}:{}:{}", str("kind"), str("gpu"), str("input"), str("output"));
+  if (j.contains("instruction")) spec += fmt::format(":{}", str("instruction"));
+  for (const auto& [key, value] : j.items()) {
+    if (key == "kind" || key == "gpu" || key == "input" || key == "output" || key == "instruction") continue;
+    if (!(value.is_number_integer() || value.is_boolean() || value.is_string()))
+      throw std::invalid_argument(
+          fmt::format("accumulation model field '{}' must be an integer, a boolean or a string", key));
+    spec += fmt::format(":{}={}", key, value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return spec;
+}
+
+}  // namespace rpsim::sim::spec_detail

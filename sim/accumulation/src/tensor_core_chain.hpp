@@ -1,0 +1,133 @@
+// The one chain of block-FMA steps: every Tensor Core result (a single step,
+// a dot product, a GEMM under a tc: model or a kernel schedule) goes through
+// run_step and run_chain on operands decoded in the order the steps take
+// them. Internal to sim/accumulation.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "rpsim/accumulation/kernel_schedule.hpp"
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "tensor_core_finish.hpp"
+#include "tensor_core_kernel.hpp"
+
+namespace rpsim::sim::tc_detail {
+
+// The products of K in the order the steps take them, chunk after chunk
+// (kernel_schedule.hpp): order[t] is the k index of the t-th product; step s
+// covers positions [begin[s], begin[s+1]); first[s] / last[s] mark the first
+// and last step of an instruction; chunk c covers steps [chunk_step[c],
+// chunk_step[c+1]) and belongs to split-K slice chunk_slice[c]. Steps of zero
+// padding only are left out.
+struct ChainPlan {
+  std::vector<int> order;
+  std::vector<int> begin;
+  std::vector<bool> first, last;
+  std::vector<int> chunk_step;
+  std::vector<int> chunk_slice;
+  int steps() const { return static_cast<int>(begin.size()) - 1; }
+  int chunks() const { return static_cast<int>(chunk_step.size()) - 1; }
+};
+
+// The plan of `chunks` for instruction m; with `decreasing`, the instructions
+// of each chunk are taken from its last k-block to its first.
+ChainPlan chain_plan(const TensorCoreModel& m, std::span<const KChunk> chunks, bool decreasing);
+// One chunk over [0, k): the plain chain of tensor_core_dot.
+ChainPlan chain_plan(const TensorCoreModel& m, int k);
+
+// IEEE special results of a step: NaN if any NaN, inf*0 or inf - inf; else
+// the infinity. Returns false when every operand and c are finite.
+inline bool non_finite_result(const double* a, const double* b, int n, double c, double& result) {
+  bool any = !std::isfinite(c);
+  for (int i = 0; i < n && !any; ++i) any = !std::isfinite(a[i]) || !std::isfinite(b[i]);
+  if (!any) return false;
+  bool pos = false, neg = false, nan = std::isnan(c);
+  if (std::isinf(c)) (c > 0 ? pos : neg) = true;
+  for (int i = 0; i < n; ++i) {
+    const double p = a[i] * b[i];
+    if (std::isnan(p)) nan = true;
+    if (std::isinf(p)) (p > 0 ? pos : neg) = true;
+  }
+  if (nan || (pos && neg)) {
+    result = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    result = pos ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  }
+  return true;
+}
+
+// A step whose aligned sum is exactly zero gives +0, unless every term is
+// -0 (IEEE 754 clause 6.3: cancellation gives +0 in round-to-nearest and
+// toward zero alike; no measured case has only zero terms). The one place
+// this rule lives.
+inline double zero_sum_result(int emax, double c, const double* av, const double* bv, int n) {
+  if (emax >= kAllZeroThreshold || !std::signbit(c)) return 0.0;
+  for (int i = 0; i < n; ++i)
+    if (std::signbit(av[i]) == std::signbit(bv[i])) return 0.0;
+  return -0.0;
+}
+
+// One step over n decoded products (av/ae, bv/be) with C = c. Checked: the
+// operands may be non-finite (the accumulator is always checked: a chain can
+// overflow to infinity on its own).
+template <bool Checked>
+inline double run_step(const Finisher& fin, int n, const double* av, const int* ae, const double* bv,
+                       const int* be, double c) {
+  double special;
+  if ((Checked || !std::isfinite(c)) && non_finite_result(av, bv, n, c, special)) return special;
+  int emax = 0;
+  const double s =
+      aligned_sum_arrays(n, av, ae, bv, be, c, c_exponent(c), fin.align_bits, fin.align_floor, emax);
+  const auto sum = static_cast<std::int64_t>(s);
+  if (sum != 0) return fin.finish(sum, emax - fin.align_bits);
+  return zero_sum_result(emax, c, av, bv, n);
+}
+
+// Steps [s0, s1) of `plan` for up to Lanes output elements that share the
+// decoded row (av, ae) of A, each with its own decoded column (bv[l], be[l])
+// of B and accumulator acc[l]. Independent chains run interleaved to hide
+// each chain's latency. [s0, s1) starts at an instruction's first step.
+template <int Lanes, bool Checked>
+inline void run_chain(const Finisher& fin, const ChainPlan& plan, int s0, int s1, const double* av,
+                      const int* ae, const double* const* bv, const int* const* be, double* acc, int lanes) {
+  const bool after = fin.c_after;
+  double held[Lanes] = {};
+  for (int s = s0; s < s1; ++s) {
+    const auto su = static_cast<std::size_t>(s);
+    const int base = plan.begin[su];
+    const int cnt = plan.begin[su + 1] - base;
+    if (after && plan.first[su])
+      for (int l = 0; l < lanes; ++l) {
+        // The instruction's steps start from -0 (the identity of IEEE
+        // addition); C is added after them (CJoin::after_products).
+        held[l] = acc[l];
+        acc[l] = -0.0;
+      }
+    for (int l = 0; l < lanes; ++l)
+      acc[l] = run_step<Checked>(fin, cnt, av + base, ae + base, bv[l] + base, be[l] + base, acc[l]);
+    if (after && plan.last[su])
+      for (int l = 0; l < lanes; ++l) acc[l] = fin.add_after(acc[l], held[l]);
+  }
+}
+
+// Operands decoded (value, alignment exponent) in plan order.
+struct Decoded {
+  std::vector<double> value;
+  std::vector<int> exponent;
+};
+// x[order[t] * stride] for every position t of the plan.
+inline void decode_in_plan_order(const Finisher& fin, const ChainPlan& plan, const double* x,
+                                 std::ptrdiff_t stride, double* value, int* exponent) {
+  for (std::size_t t = 0; t < plan.order.size(); ++t) {
+    const Operand o = decode_operand(x[static_cast<std::ptrdiff_t>(plan.order[t]) * stride], fin.in_emin,
+                                     fin.in_min_normal, fin.model->subnormal_inputs);
+    value[t] = o.value;
+    exponent[t] = o.exponent;
+  }
+}
+
+}  // namespace rpsim::sim::tc_detail
