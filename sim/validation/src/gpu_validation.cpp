@@ -6,6 +6,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "rpsim/formats/ops.hpp"
 #include "rpsim/formats/random.hpp"
@@ -107,6 +110,10 @@ void add_patterns(GoldenSet& set) {
 
 }  // namespace
 
+std::string output_folder_name(const Format& output) {
+  return output.man_bits == 10 ? "fp16" : "fp32";
+}
+
 std::string golden_folder_name(const Format& input) {
   if (input.name == "binary16") return "fp16";
   if (input.name == "bfloat16") return "bf16";
@@ -144,10 +151,10 @@ GoldenSet generate_mma_cases(const std::string& gpu, const Format& input, const 
   return set;
 }
 
-std::filesystem::path write_golden(const std::filesystem::path& dir, const std::vector<GoldenSet>& sets) {
+namespace {
+void write_folder(const std::filesystem::path& folder, const std::vector<GoldenSet>& sets) {
   if (sets.empty()) throw std::invalid_argument("write_golden: no sets");
   const GoldenSet& first = sets.front();
-  const auto folder = dir / first.gpu / first.input_folder;
   io::ensure_writable_dir(folder);
   std::string a, b, c;
   for (const GoldenCase& g : first.cases) {
@@ -162,82 +169,39 @@ std::filesystem::path write_golden(const std::filesystem::path& dir, const std::
   io::write_atomic(folder / ("b_" + tag + ".txt"), b);
   io::write_atomic(folder / ("c_" + first.gpu + "_fp32.txt"), c);
   for (const GoldenSet& s : sets) {
-    if (s.cases.size() != first.cases.size() || s.input_folder != first.input_folder)
-      throw std::invalid_argument("write_golden: sets of one folder must share their cases");
+    if (s.cases.size() != first.cases.size() || s.input_folder != first.input_folder || s.gpu != first.gpu)
+      throw std::invalid_argument("write_golden: sets of one folder must share their GPU and cases");
     std::string d;
     for (const GoldenCase& g : s.cases) d += fmt::format("{:032b}\n", g.d_bits);
-    const char* out = s.output.name == "binary16" ? "fp16" : "fp32";
-    io::write_atomic(folder / fmt::format("d_{}_{}.txt", first.gpu, out), d);
+    io::write_atomic(folder / fmt::format("d_{}_{}.txt", first.gpu, output_folder_name(s.output)), d);
   }
+}
+}  // namespace
+
+std::filesystem::path write_golden(const std::filesystem::path& dir, const std::vector<GoldenSet>& sets) {
+  if (sets.empty()) throw std::invalid_argument("write_golden: no sets");
+  const auto folder = dir / sets.front().gpu / sets.front().input_folder;
+  write_folder(folder, sets);
   return folder;
 }
 
-std::string preset_for_device(const std::string& name, int major, int minor) {
-  std::string n;
-  for (char ch : name) n += char(std::tolower(static_cast<unsigned char>(ch)));
-  for (const char* p : {"h200", "h100", "b200", "l40s", "a100", "a30", "a2", "v100", "t4"})
-    if (n.find(p) != std::string::npos) return p;
-  const int cc = major * 10 + minor;
-  if (cc == 70) return "v100";
-  if (cc == 75) return "t4";
-  if (cc == 80) return "a100";
-  if (cc == 89) return "ada";
-  if (cc == 90) return "h100";
-  if (cc == 100) return "b200";
-  return "";
-}
-
-std::uint64_t emulate_conversion(const ConversionSpec& spec, std::uint64_t in_bits) {
-  Rounding r;
-  r.mode = spec.rounding;
-  if (spec.saturate) r.overflow = Overflow::saturate;
-  Flags ignored = 0;
-  return convert(spec.to, spec.from, in_bits, r, ignored);
-}
-
-void check_conversion(const ConversionSpec& spec, const std::vector<std::uint32_t>& in,
-                      const std::vector<std::uint32_t>& got, BitCheck& check, std::size_t show) {
-  if (in.size() != got.size()) throw std::invalid_argument("check_conversion: size mismatch");
-  check.name = spec.name;
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const std::uint64_t want = emulate_conversion(spec, in[i]);
-    bool ok = want == got[i];
-    if (!ok && is_nan(spec.to, want) && is_nan(spec.to, got[i])) ok = true;
-    ++check.total;
-    if (ok) {
-      ++check.passed;
-    } else if (check.first_mismatches.size() < show) {
-      check.first_mismatches.push_back(fmt::format(
-          "index {}: input 0x{:0{}X} expected 0x{:0{}X} got 0x{:0{}X}", i, in[i], (spec.from.bits + 3) / 4,
-          want, (spec.to.bits + 3) / 4, got[i], (spec.to.bits + 3) / 4));
-    }
+void write_golden_gpu(const std::filesystem::path& gpu_dir, const std::vector<GoldenSet>& sets) {
+  if (sets.empty()) throw std::invalid_argument("write_golden_gpu: no sets");
+  nlohmann::json conventions = {
+      {"gpu", sets.front().gpu},
+      {"about",
+       "Written by rpsim gpu-validate: per set (input format/output format) the instruction that "
+       "measured it, whether C was loaded into the accumulator and K per line."},
+      {"sets", nlohmann::json::object()}};
+  std::map<std::string, std::vector<GoldenSet>> by_folder;
+  for (const GoldenSet& s : sets) {
+    if (s.instruction.empty()) throw std::invalid_argument("write_golden_gpu: a set without its instruction");
+    by_folder[s.input_folder].push_back(s);
+    conventions["sets"][s.input_folder + "/" + output_folder_name(s.output)] = {
+        {"instruction", s.instruction}, {"c", s.c_loaded ? "loaded" : "zero"}, {"k", s.k}};
   }
-}
-
-std::vector<std::uint32_t> conversion_inputs(const ConversionSpec& spec, std::size_t random,
-                                             std::uint64_t seed) {
-  std::vector<std::uint32_t> v;
-  const Format& from = spec.from;
-  const std::uint64_t n_from = from.bits >= 32 ? 0 : (std::uint64_t(1) << from.bits);
-  if (n_from) {
-    for (std::uint64_t x = 0; x < n_from; ++x) v.push_back(std::uint32_t(x));  // every encoding
-    return v;
-  }
-  // Wide source (binary32): specials, the target's rounding boundaries, random.
-  for (std::uint32_t s : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u,
-                          0x7F800001u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu})
-    v.push_back(s);
-  const Format& to = spec.to;
-  const std::uint64_t n_to = std::uint64_t(1) << std::min(to.bits, 16);
-  for (std::uint64_t t = 0; t + 1 < n_to; ++t) {
-    const double lo = to_double(to, t), hi = to_double(to, t + 1);
-    if (!std::isfinite(lo) || !std::isfinite(hi) || std::signbit(lo) != std::signbit(hi)) continue;
-    const float mid = float((lo + hi) / 2);  // exact midpoint when binary32 holds it
-    const std::uint32_t m = std::bit_cast<std::uint32_t>(mid);
-    v.insert(v.end(), {m - 1, m, m + 1});
-  }
-  for (std::size_t i = 0; i < random; ++i) v.push_back(std::uint32_t(counter_random(seed, 7, i)));
-  return v;
+  for (const auto& [folder, group] : by_folder) write_folder(gpu_dir / folder, group);
+  io::write_atomic(gpu_dir / "conventions.json", conventions.dump(1) + "\n");
 }
 
 }  // namespace rpsim::sim

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "rpsim/formats/rounding.hpp"
@@ -106,10 +107,38 @@ namespace {
 struct Convention {
   std::string instruction;
   bool c_loaded = true;
+  std::size_t k = 0;  // terms per line the writer says; 0: not said
+};
+struct Conventions {
+  std::string gpu;  // "gpu": the name in the file names; "" when absent
+  std::map<std::string, Convention> sets;
 };
 
-// conventions.json: {"sets": {"E4M3/fp32": {"instruction": "wgmma", "c": "zero"}, ...}}.
-std::map<std::string, Convention> read_conventions(const fs::path& path) {
+Convention read_set_convention(const fs::path& path, const std::string& key, const nlohmann::json& v) {
+  auto text = [&](const char* field, std::initializer_list<const char*> allowed) {
+    if (!v.is_object() || !v.contains(field) || !v[field].is_string())
+      throw GoldenDataError(fmt::format("{}: set \"{}\" has no \"{}\" string", path.string(), key, field));
+    const std::string s = v[field].get<std::string>();
+    for (const char* a : allowed)
+      if (s == a) return s;
+    throw GoldenDataError(fmt::format("{}: set \"{}\": {} \"{}\" is not {}", path.string(), key, field, s,
+                                      fmt::join(allowed, " or ")));
+  };
+  Convention c;
+  c.instruction = text("instruction", {"mma.sync", "wgmma"});
+  c.c_loaded = text("c", {"loaded", "zero"}) == "loaded";
+  if (v.contains("k")) {
+    if (!v["k"].is_number_unsigned() || v["k"].get<std::size_t>() == 0)
+      throw GoldenDataError(
+          fmt::format("{}: set \"{}\": \"k\" must be a positive integer", path.string(), key));
+    c.k = v["k"].get<std::size_t>();
+  }
+  return c;
+}
+
+// conventions.json: {"gpu": "H100", "sets": {"E4M3/fp32": {"instruction":
+// "wgmma", "c": "zero", "k": 32}, ...}}; "gpu" and "k" are optional.
+Conventions read_conventions(const fs::path& path) {
   std::ifstream in(path);
   if (!in) throw GoldenDataError(fmt::format("cannot open '{}'", path.string()));
   nlohmann::json j;
@@ -120,40 +149,111 @@ std::map<std::string, Convention> read_conventions(const fs::path& path) {
   }
   if (!j.is_object() || !j.contains("sets") || !j["sets"].is_object())
     throw GoldenDataError(fmt::format("{}: no \"sets\" object", path.string()));
-  std::map<std::string, Convention> out;
-  for (const auto& [key, v] : j["sets"].items()) {
-    auto text = [&](const char* field, std::initializer_list<const char*> allowed) {
-      if (!v.is_object() || !v.contains(field) || !v[field].is_string())
-        throw GoldenDataError(fmt::format("{}: set \"{}\" has no \"{}\" string", path.string(), key, field));
-      const std::string s = v[field].get<std::string>();
-      for (const char* a : allowed)
-        if (s == a) return s;
-      throw GoldenDataError(fmt::format("{}: set \"{}\": {} \"{}\" is not {}", path.string(), key, field, s,
-                                        fmt::join(allowed, " or ")));
-    };
-    Convention c;
-    c.instruction = text("instruction", {"mma.sync", "wgmma"});
-    c.c_loaded = text("c", {"loaded", "zero"}) == "loaded";
-    out[key] = c;
+  Conventions out;
+  if (j.contains("gpu")) {
+    if (!j["gpu"].is_string() || j["gpu"].get<std::string>().empty())
+      throw GoldenDataError(fmt::format("{}: \"gpu\" must be a non-empty string", path.string()));
+    out.gpu = j["gpu"].get<std::string>();
   }
+  for (const auto& [key, v] : j["sets"].items()) out.sets[key] = read_set_convention(path, key, v);
   return out;
 }
 
 // tc-golden's published conventions (its README) for a folder without conventions.json.
 Convention published_convention(const std::string& gpu, const Format& in, const Format& out) {
-  std::string g = gpu;
-  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  if ((g == "h100" || g == "h200") && in.man_bits <= 3 && out.man_bits == 23) return {"wgmma", false};
-  return {"", true};
+  const std::string g = preset_for_gpu_folder(gpu);
+  if ((g == "h100" || g == "h200") && in.man_bits <= 3 && out.man_bits == 23) return {"wgmma", false, 0};
+  return {"", true, 0};
+}
+
+std::string folder_name(const fs::path& dir) {
+  const fs::path p = fs::absolute(dir).lexically_normal();
+  return p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+}
+
+// One file's lines, checked to have as many as the a file.
+std::vector<std::string> read_matching(const fs::path& p, const fs::path& a_path, std::size_t lines) {
+  auto v = read_lines(p);
+  if (v.size() != lines)
+    throw GoldenDataError(fmt::format("{}: {} lines, but {} has {} (a, b, c and d must agree line by line)",
+                                      a_path.string(), lines, p.string(), v.size()));
+  return v;
+}
+
+struct SetFiles {
+  fs::path a, b, c, d;
+  std::vector<std::string> a_lines, b_lines, c_lines, d_lines;
+};
+
+void read_cases(GoldenSet& set, const SetFiles& f) {
+  for (std::size_t i = 0; i < f.a_lines.size(); ++i) {
+    GoldenCase gc;
+    gc.line = i + 1;
+    gc.a = parse_hex_line(f.a_lines[i], f.a, i + 1, set.input);
+    gc.b = parse_hex_line(f.b_lines[i], f.b, i + 1, set.input);
+    if (gc.a.empty()) throw GoldenDataError(fmt::format("{}:{}: no terms", f.a.string(), i + 1));
+    if (i == 0) set.k = gc.a.size();
+    if (gc.a.size() != set.k)
+      throw GoldenDataError(
+          fmt::format("{}:{}: {} terms, but line 1 has K = {}", f.a.string(), i + 1, gc.a.size(), set.k));
+    if (gc.b.size() != set.k)
+      throw GoldenDataError(fmt::format("{}:{}: {} terms, but K = {} (from {})", f.b.string(), i + 1,
+                                        gc.b.size(), set.k, f.a.filename().string()));
+    gc.c_bits = parse_binary_line(f.c_lines[i], f.c, i + 1);
+    gc.d_bits = parse_binary_line(f.d_lines[i], f.d, i + 1);
+    set.cases.push_back(std::move(gc));
+  }
+}
+
+// The sets of one input-format folder (one per d file present).
+void load_folder(const fs::path& gpu_dir, const std::string& gpu, const std::string& folder,
+                 const std::optional<Conventions>& conventions, std::vector<GoldenSet>& sets) {
+  const fs::path dir = gpu_dir / folder;
+  SetFiles f;
+  f.a = dir / fmt::format("a_{}_{}.txt", gpu, folder);
+  f.b = dir / fmt::format("b_{}_{}.txt", gpu, folder);
+  f.c = dir / fmt::format("c_{}_fp32.txt", gpu);
+  f.a_lines = read_lines(f.a);
+  f.b_lines = read_matching(f.b, f.a, f.a_lines.size());
+  f.c_lines = read_matching(f.c, f.a, f.a_lines.size());
+  bool any_d = false;
+  for (const char* out_name : {"fp32", "fp16"}) {
+    f.d = dir / fmt::format("d_{}_{}.txt", gpu, out_name);
+    if (!fs::exists(f.d)) continue;
+    any_d = true;
+    f.d_lines = read_matching(f.d, f.a, f.a_lines.size());
+    GoldenSet set;
+    set.gpu = gpu;
+    set.input_folder = folder;
+    set.input = input_format_of(folder, dir);
+    set.output = std::string(out_name) == "fp32" ? formats::binary32() : formats::binary16();
+    set.d_path = f.d;
+    Convention conv = published_convention(gpu, set.input, set.output);
+    if (conventions) {
+      const auto it = conventions->sets.find(fmt::format("{}/{}", folder, out_name));
+      if (it == conventions->sets.end())
+        throw GoldenDataError(fmt::format("{}: no entry for set \"{}/{}\" (its instruction and C)",
+                                          (gpu_dir / "conventions.json").string(), folder, out_name));
+      conv = it->second;
+    }
+    set.instruction = conv.instruction;
+    set.c_loaded = conv.c_loaded;
+    read_cases(set, f);
+    // The published layout fixes K per GPU and format (tc-golden README); a
+    // different K there means the files do not belong to that folder.
+    if (const std::size_t want = conv.k ? conv.k : published_k(gpu, folder); want != 0 && set.k != want)
+      throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}", f.a.string(),
+                                        set.k, gpu, folder, want));
+    sets.push_back(std::move(set));
+  }
+  if (!any_d)
+    throw GoldenDataError(fmt::format("'{}': no d_{}_fp32.txt or d_{}_fp16.txt", dir.string(), gpu, gpu));
 }
 }  // namespace
 
 std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (!fs::is_directory(gpu_dir))
     throw GoldenDataError(fmt::format("'{}' is not a folder of golden vectors", gpu_dir.string()));
-  const std::string gpu = fs::absolute(gpu_dir).lexically_normal().filename().string().empty()
-                              ? fs::absolute(gpu_dir).lexically_normal().parent_path().filename().string()
-                              : fs::absolute(gpu_dir).lexically_normal().filename().string();
   std::vector<std::string> folders;
   for (const auto& e : fs::directory_iterator(gpu_dir))
     if (e.is_directory()) folders.push_back(e.path().filename().string());
@@ -161,82 +261,13 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (folders.empty())
     throw GoldenDataError(
         fmt::format("'{}' holds no input-format folders (fp16, bf16, ...)", gpu_dir.string()));
-
   const fs::path conventions_path = gpu_dir / "conventions.json";
-  const bool has_conventions = fs::exists(conventions_path);
-  const auto conventions =
-      has_conventions ? read_conventions(conventions_path) : std::map<std::string, Convention>{};
-
+  std::optional<Conventions> conventions;
+  if (fs::exists(conventions_path)) conventions = read_conventions(conventions_path);
+  // The GPU's name in the file names: conventions.json's "gpu", else the folder's.
+  const std::string gpu = conventions && !conventions->gpu.empty() ? conventions->gpu : folder_name(gpu_dir);
   std::vector<GoldenSet> sets;
-  for (const auto& folder : folders) {
-    const fs::path dir = gpu_dir / folder;
-    const Format& in = input_format_of(folder, dir);
-    const fs::path a_path = dir / fmt::format("a_{}_{}.txt", gpu, folder);
-    const fs::path b_path = dir / fmt::format("b_{}_{}.txt", gpu, folder);
-    const fs::path c_path = dir / fmt::format("c_{}_fp32.txt", gpu);
-    const auto a_lines = read_lines(a_path);
-    const auto b_lines = read_lines(b_path);
-    const auto c_lines = read_lines(c_path);
-    bool any_d = false;
-    for (const char* out_name : {"fp32", "fp16"}) {
-      const fs::path d_path = dir / fmt::format("d_{}_{}.txt", gpu, out_name);
-      if (!fs::exists(d_path)) continue;
-      any_d = true;
-      const auto d_lines = read_lines(d_path);
-      GoldenSet set;
-      set.gpu = gpu;
-      set.input_folder = folder;
-      set.input = in;
-      set.output = std::string(out_name) == "fp32" ? formats::binary32() : formats::binary16();
-      set.d_path = d_path;
-      Convention conv = published_convention(gpu, set.input, set.output);
-      if (has_conventions) {
-        const auto it = conventions.find(fmt::format("{}/{}", folder, out_name));
-        if (it == conventions.end())
-          throw GoldenDataError(fmt::format("{}: no entry for set \"{}/{}\" (its instruction and C)",
-                                            conventions_path.string(), folder, out_name));
-        conv = it->second;
-      }
-      set.instruction = conv.instruction;
-      set.c_loaded = conv.c_loaded;
-      for (const auto* other : {&b_lines, &c_lines, &d_lines}) {
-        if (other->size() != a_lines.size())
-          throw GoldenDataError(
-              fmt::format("{}: {} lines, but {} has {} (and {}, {}, {} must agree line by line)",
-                          a_path.string(), a_lines.size(),
-                          other == &b_lines   ? b_path.string()
-                          : other == &c_lines ? c_path.string()
-                                              : d_path.string(),
-                          other->size(), b_path.filename().string(), c_path.filename().string(),
-                          d_path.filename().string()));
-      }
-      for (std::size_t i = 0; i < a_lines.size(); ++i) {
-        GoldenCase gc;
-        gc.line = i + 1;
-        gc.a = parse_hex_line(a_lines[i], a_path, i + 1, in);
-        gc.b = parse_hex_line(b_lines[i], b_path, i + 1, in);
-        if (gc.a.empty()) throw GoldenDataError(fmt::format("{}:{}: no terms", a_path.string(), i + 1));
-        if (i == 0) set.k = gc.a.size();
-        if (gc.a.size() != set.k)
-          throw GoldenDataError(fmt::format("{}:{}: {} terms, but line 1 has K = {}", a_path.string(), i + 1,
-                                            gc.a.size(), set.k));
-        if (gc.b.size() != set.k)
-          throw GoldenDataError(fmt::format("{}:{}: {} terms, but K = {} (from {})", b_path.string(), i + 1,
-                                            gc.b.size(), set.k, a_path.filename().string()));
-        gc.c_bits = parse_binary_line(c_lines[i], c_path, i + 1);
-        gc.d_bits = parse_binary_line(d_lines[i], d_path, i + 1);
-        set.cases.push_back(std::move(gc));
-      }
-      // The published layout fixes K per GPU and format (tc-golden README);
-      // a different K there means the files do not belong to that folder.
-      if (const std::size_t want = published_k(gpu, folder); want != 0 && set.k != want)
-        throw GoldenDataError(fmt::format("{}: K = {} terms per line, but {} {} data has K = {}",
-                                          a_path.string(), set.k, gpu, folder, want));
-      sets.push_back(std::move(set));
-    }
-    if (!any_d)
-      throw GoldenDataError(fmt::format("'{}': no d_{}_fp32.txt or d_{}_fp16.txt", dir.string(), gpu, gpu));
-  }
+  for (const auto& folder : folders) load_folder(gpu_dir, gpu, folder, conventions, sets);
   return sets;
 }
 

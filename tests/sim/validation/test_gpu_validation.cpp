@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/formats/ops.hpp"
 #include "rpsim/validation/gpu_validation.hpp"
 #include "run_cli.hpp"
@@ -81,6 +83,59 @@ TEST_CASE("golden files written by gpu-validate read back identically and still 
 }
 
 namespace {
+// Cases with the model's own results standing in for a GPU's.
+GoldenSet predicted(const Format& in, const Format& out, std::size_t k, const std::string& instruction) {
+  GoldenSet set = generate_mma_cases("H100", in, formats::binary32(), k, 50, 5);
+  set.output = out;
+  set.instruction = instruction;
+  const TensorCoreModel m = tensor_core_preset("h100", in, out, instruction);
+  for (auto& g : set.cases)
+    g.d_bits =
+        std::uint32_t(round_double(formats::binary32(), tensor_core_dot(m, g.a, g.b, golden_c(set, g))));
+  return set;
+}
+}  // namespace
+
+TEST_CASE("gpu-validate's golden folders read back with their preset, instruction and K",
+          "[gpu-validation]") {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("rpsim-golden-gpu-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const Format &f16 = formats::binary16(), &f32 = formats::binary32();
+  // mma.sync: fp16 to both outputs (sharing a, b, c) and tf32 with K = 8,
+  // which tc-golden's H100 layout (K = 4) would refuse without the written K.
+  write_golden_gpu(tmp / "H100", {predicted(f16, f32, 16, "mma.sync"), predicted(f16, f16, 16, "mma.sync"),
+                                  predicted(formats::tf32(), f32, 8, "mma.sync")});
+  // wgmma beside it, in a folder whose name is not a GPU's.
+  write_golden_gpu(tmp / "H100-wgmma", {predicted(formats::e4m3(), f32, 32, "wgmma")});
+  std::size_t sets = 0;
+  for (const char* folder : {"H100", "H100-wgmma"}) {
+    for (const GoldenSet& set : load_golden_gpu(tmp / folder)) {
+      ++sets;
+      INFO(folder << " " << set.input_folder << "->" << set.output.name);
+      CHECK(set.gpu == "H100");
+      CHECK(set.instruction == (std::string(folder) == "H100" ? "mma.sync" : "wgmma"));
+      CHECK(set.c_loaded);
+      const TensorCoreModel m = golden_model(set);
+      CHECK(m.preset == "h100");
+      CHECK(m.instruction == set.instruction);
+      const GoldenCheck c = check_golden(set, m);
+      CHECK(c.total > 50);
+      CHECK(c.passed == c.total);
+    }
+  }
+  CHECK(sets == 4);
+  // The wgmma results are not what mma.sync computes.
+  const auto wg = load_golden_gpu(tmp / "H100-wgmma").front();
+  CHECK(check_golden(wg, tensor_core_preset("h100", wg.input, wg.output, "mma.sync")).passed <
+        wg.cases.size());
+  const auto r = test::run_cli("tc-validate " + (tmp / "H100-wgmma").string());
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("H100 E4M3->fp32 [wgmma, C loaded]: "));
+  std::filesystem::remove_all(tmp);
+}
+
+namespace {
 __attribute__((target("f16c"))) std::uint32_t f16c_convert(std::uint32_t bits, int mode) {
   float f;
   std::memcpy(&f, &bits, 4);
@@ -122,24 +177,37 @@ TEST_CASE("the conversion comparator accepts a correct device and names a wrong 
   }
 }
 
-TEST_CASE("a device name or compute capability picks its tensor-core preset", "[gpu-validation]") {
-  CHECK(preset_for_device("NVIDIA H100 80GB HBM3", 9, 0) == "h100");
-  CHECK(preset_for_device("NVIDIA H200", 9, 0) == "h200");
-  CHECK(preset_for_device("NVIDIA A100-SXM4-40GB", 8, 0) == "a100");
-  CHECK(preset_for_device("NVIDIA L40S", 8, 9) == "l40s");
-  CHECK(preset_for_device("NVIDIA GeForce RTX 4090", 8, 9) == "ada");
-  CHECK(preset_for_device("Unknown", 6, 1).empty());
-}
-
 TEST_CASE("gpu-validate on a GPU: every kernel agrees with the emulator", "[gpu]") {
-  const auto r = test::run_cli("gpu-validate --cases 2000 --out " +
-                               (std::filesystem::temp_directory_path() / "rpsim-gpu-validate").string());
-  if (r.output.find("skipped: no CUDA device") != std::string::npos) {
-    WARN("skipped: no CUDA device");
-    CHECK(r.status == 0);
+  const auto out =
+      std::filesystem::temp_directory_path() / ("rpsim-gpu-validate-" + std::to_string(::getpid()));
+  const auto r = test::run_cli("gpu-validate --cases 2000 --out " + out.string());
+  if (r.status == 77) {
+    // Nothing was checked, and it says so; ctest reports the test skipped
+    // (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt).
+    CHECK_THAT(r.output, Catch::Contains("nothing was checked"));
+    WARN("skipped: no CUDA device, nothing was checked");
     return;
   }
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Catch::Contains(" 0 failed"));
+  // The golden files (<out>/H100, <out>/H100-wgmma, ...) read back with the
+  // right preset and instruction.
+  int folders = 0;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    if (!std::filesystem::exists(e.path() / "conventions.json")) continue;
+    ++folders;
+    const auto back = test::run_cli("tc-validate " + e.path().string());
+    INFO(back.output);
+    CHECK(back.status == 0);
+  }
+  CHECK(folders >= 1);
+  std::filesystem::remove_all(out);
+}
+
+TEST_CASE("gpu-validate documents the status that means nothing was checked", "[gpu-validation]") {
+  const auto r = test::run_cli("gpu-validate --help");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("77 nothing was checked"));
+  CHECK(test::run_cli("gpu-validate --model x900").status == 2);
 }

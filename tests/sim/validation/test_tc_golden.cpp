@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/validation/tensor_core_golden.hpp"
 #include "run_cli.hpp"
 #include "shared_data.hpp"
@@ -191,6 +191,30 @@ TEST_CASE("tc golden: conventions.json names each set's instruction and C", "[tc
   CHECK_THROWS_WITH(load_golden_gpu(dir), Catch::Contains("maybe"));
   write("{");
   CHECK_THROWS_AS(load_golden_gpu(dir), GoldenDataError);
+  // "gpu" names the GPU of the file names (and so the preset) in a folder
+  // called otherwise; "k" replaces the published K.
+  const fs::path renamed = tmp / "H100-wgmma";
+  fs::rename(dir, renamed);
+  auto conventions = [&](const std::string& tf32_extra) {
+    std::string j = R"({"gpu": "H100", "sets": {)";
+    for (const char* f : {"E4M3", "E5M2", "bf16", "fp16", "tf32"})
+      for (const char* o : {"fp32", "fp16"})
+        j += fmt::format(R"("{}/{}": {{"instruction": "mma.sync", "c": "loaded"{}}},)", f, o,
+                         std::string(f) + o == "tf32fp32" ? tf32_extra : "");
+    j.back() = '}';
+    std::ofstream(renamed / "conventions.json") << j + "}";
+  };
+  conventions(R"(, "k": 4)");
+  sets = load_golden_gpu(renamed);
+  CHECK(sets.size() == 8);
+  CHECK(sets.front().gpu == "H100");
+  CHECK(golden_model(sets.front()).preset == "h100");
+  conventions(R"(, "k": 8)");
+  CHECK_THROWS_WITH(load_golden_gpu(renamed), Catch::Contains("K = 4") && Catch::Contains("K = 8"));
+  conventions(R"(, "k": -1)");
+  CHECK_THROWS_WITH(load_golden_gpu(renamed), Catch::Contains("positive integer"));
+  std::ofstream(renamed / "conventions.json") << R"({"gpu": 100, "sets": {}})";
+  CHECK_THROWS_WITH(load_golden_gpu(renamed), Catch::Contains("\"gpu\""));
   fs::remove_all(tmp);
 }
 
@@ -253,13 +277,45 @@ TEST_CASE("tc golden: B200 FP8 sample rejects the alternative mechanisms", "[tc]
       CHECK(passed(rtz) < 24);
     } else {
       // fp32: C is added by an IEEE (RNE) addition (a truncating two-term
-      // step, no longer a field value, matched 3457/3449 of 5000). The steps truncate: rounding them to nearest misses E5M2 line 3936
-      // alone of the 10,000 published lines.
+      // step, no longer a field value, matched 3457/3449 of 5000). The steps truncate: rounding them to
+      // nearest misses E5M2 line 3936 alone of the 10,000 published lines.
       auto rne_steps = m;
       rne_steps.final_rounding = RoundingMode::nearest_even;
       CHECK(passed(rne_steps) == (e5m2 ? 23u : 24u));
     }
   }
+}
+
+TEST_CASE("rpsim tc-validate: --instruction overrides conventions.json, sets a preset lacks are skipped",
+          "[tc][golden][cli]") {
+  const std::string dir = stress_copy_dir().string();
+  // The copied mma.sync FP8 -> fp32 cases, checked as wgmma, fail; the
+  // results name the instruction of each set.
+  const auto wg = rpsim::test::run_cli("tc-validate " + dir + " --instruction wgmma --show 0");
+  INFO(wg.output);
+  CHECK(wg.status == 1);
+  CHECK_THAT(wg.output, Catch::Contains("H100 E4M3->fp32 [wgmma, C loaded]: "));
+  CHECK_THAT(wg.output, Catch::Contains("H100 fp16->fp32 [wgmma, C loaded]: "));
+  CHECK_THAT(wg.output, !Catch::Contains("[mma.sync"));
+  const auto mma = rpsim::test::run_cli("tc-validate " + dir + " --instruction mma.sync");
+  CHECK(mma.status == 0);
+  CHECK_THAT(mma.output, Catch::Contains("H100 E5M2->fp32 [mma.sync, C loaded]: 32/32 bit-exact"));
+  // v100 has fp16 only: the fp16 sets are checked (and fail: other numbers),
+  // the six others skipped, each named with the reason.
+  const auto v100 = rpsim::test::run_cli("tc-validate " + dir + " --model v100 --show 0");
+  INFO(v100.output);
+  CHECK(v100.status == 1);
+  CHECK_THAT(v100.output, Catch::Contains("H100 fp16->fp32 [mma.sync, C loaded]: "));
+  CHECK_THAT(v100.output,
+             Catch::Contains("skipped H100 bf16->fp32: tensor core preset 'v100' has no bfloat16"));
+  CHECK_THAT(v100.output, Catch::Contains("skipped H100 E4M3->fp32"));
+  CHECK_THAT(v100.output, Catch::Contains(", 6 sets skipped"));
+  // Nothing left to check, an unknown preset or instruction: bad input.
+  const auto none = rpsim::test::run_cli("tc-validate " + dir + " --model a100 --instruction wgmma");
+  CHECK(none.status == 2);
+  CHECK_THAT(none.output, Catch::Contains("no set can be checked"));
+  CHECK(rpsim::test::run_cli("tc-validate " + dir + " --model x900").status == 2);
+  CHECK(rpsim::test::run_cli("tc-validate " + dir + " --instruction hmma").status == 2);
 }
 
 TEST_CASE("tc golden: the wrong preset is caught", "[tc][golden]") {
@@ -289,8 +345,8 @@ TEST_CASE("rpsim tc-validate: reports per set and exits 0 on a clean GPU folder"
   const auto r = rpsim::test::run_cli("tc-validate " + dir.string());
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK(r.output.find("V100 fp16->fp32: 5000/5000 bit-exact") != std::string::npos);
-  CHECK(r.output.find("V100 fp16->fp16: 5000/5000 bit-exact") != std::string::npos);
+  CHECK(r.output.find("V100 fp16->fp32 [mma.sync, C loaded]: 5000/5000 bit-exact") != std::string::npos);
+  CHECK(r.output.find("V100 fp16->fp16 [mma.sync, C loaded]: 5000/5000 bit-exact") != std::string::npos);
   CHECK(r.output.find("10000 passed, 0 failed") != std::string::npos);
 
   const auto wrong = rpsim::test::run_cli("tc-validate " + dir.string() + " --model h100");

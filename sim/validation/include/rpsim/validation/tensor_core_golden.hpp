@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/formats/format.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
 
 namespace rpsim::sim {
 

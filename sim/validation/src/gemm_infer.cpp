@@ -1,0 +1,324 @@
+// The schedule search of gemm_infer.hpp.
+#include "rpsim/validation/gemm_infer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "rpsim/accumulation/tensor_core_presets.hpp"
+
+namespace rpsim::sim {
+
+namespace {
+
+bool all_in(const Matrix& m, const Format& f) {
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const double x = m.data()[i];
+    if (!std::isnan(x) && to_double(f, round_double(f, x, RoundingMode::nearest_even)) != x) return false;
+  }
+  return true;
+}
+
+// Up to `count` elements of D as a sub-GEMM: evenly spaced rows and columns.
+struct Sample {
+  Matrix a, b, c, d;
+};
+
+std::vector<Eigen::Index> spaced(Eigen::Index n, Eigen::Index want) {
+  std::vector<Eigen::Index> idx;
+  const Eigen::Index m = std::min(n, std::max<Eigen::Index>(want, 1));
+  for (Eigen::Index t = 0; t < m; ++t) idx.push_back((t * n) / m + (n / m) / 2);
+  return idx;
+}
+
+Sample sample_of(const GemmDump& dump, std::size_t count) {
+  const auto side = static_cast<Eigen::Index>(std::ceil(std::sqrt(static_cast<double>(count))));
+  const auto rows = spaced(dump.d.rows(), side);
+  const auto cols = spaced(dump.d.cols(), (static_cast<Eigen::Index>(count) + side - 1) / side);
+  Sample s;
+  s.a = dump.a(rows, Eigen::all);
+  s.b = dump.b(Eigen::all, cols);
+  s.d = dump.d(rows, cols);
+  s.c = dump.c ? Matrix((*dump.c)(rows, cols)) : Matrix::Zero(s.d.rows(), s.d.cols());
+  return s;
+}
+
+std::size_t score(const KernelSchedule& s, const Sample& smp) {
+  const Matrix got = gemm(AccumulationModel(s), smp.a, smp.b, smp.c);
+  std::size_t pass = 0;
+  for (Eigen::Index i = 0; i < got.size(); ++i)
+    pass += same_encoding(smp.d.data()[i], got.data()[i], s.output);
+  return pass;
+}
+
+struct Instruction {
+  std::string gpu, kind;
+  TensorCoreModel model;
+};
+
+// Every distinct instruction preset for these formats (GPUs with the same
+// numbers are one candidate: the first listed names it).
+std::vector<Instruction> instructions(const Format& in, const Format& out) {
+  std::vector<Instruction> found;
+  std::set<std::string> seen;
+  std::vector<Format> accumulators{formats::binary32()};
+  if (out == formats::binary16()) accumulators.push_back(formats::binary16());
+  for (const auto& gpu : tensor_core_preset_names())
+    for (const char* kind : {"", "wgmma"})
+      for (const auto& acc : accumulators) {
+        TensorCoreModel m;
+        try {
+          m = tensor_core_preset(gpu, in, acc, kind);
+        } catch (const std::invalid_argument&) {
+          continue;
+        }
+        const std::string key =
+            fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}", m.output.name, m.terms_per_step,
+                        m.fraction_bits, m.result_bits(), rounding_name(m.final_rounding), m.subnormal_inputs,
+                        m.subnormal_outputs, m.alignment_exponent_floor, static_cast<int>(m.c_join),
+                        m.instruction_terms(), m.step_interleave, m.input.name);
+        if (seen.insert(key).second) found.push_back({gpu, kind, m});
+      }
+  return found;
+}
+
+// One way of cutting K: split_k, split_tile, promotion.
+using Way = std::array<int, 3>;
+
+struct ChunkClass {
+  std::vector<std::pair<int, int>> bounds;
+  std::vector<Way> ways;  // the first is the one reported
+};
+
+// The ways of cutting K, the preferred description of a set of chunks
+// first: FP8 instructions with a narrow accumulator (13 bits) are promoted
+// (CUTLASS and cuBLAS promote FP8 only), others split K; 64-k tiles, then 32.
+std::vector<ChunkClass> chunk_classes(KernelSchedule s, int k) {
+  std::vector<Way> splits, promotions;
+  for (int tile : {64, 32, 128, 16, 256})
+    for (int sk = 2; sk <= 64 && sk <= (k + tile - 1) / tile; ++sk) splits.push_back({sk, tile, 0});
+  for (int promo : {1, 2, 4, 8}) promotions.push_back({1, 64, promo});
+  const bool narrow = s.instruction.result_bits() < 23;
+  std::vector<Way> ways{{1, 64, 0}};
+  for (const auto* part : narrow ? std::array{&promotions, &splits} : std::array{&splits, &promotions})
+    ways.insert(ways.end(), part->begin(), part->end());
+  for (int tile : {64, 128})
+    for (int sk = 2; sk <= 4; ++sk)
+      for (int promo : {1, 2, 4}) ways.push_back({sk, tile, promo});
+  std::vector<ChunkClass> classes;
+  std::map<std::vector<std::pair<int, int>>, std::size_t> index;
+  for (const Way& w : ways) {
+    s.split_k = w[0];
+    s.split_tile = w[1];
+    s.promotion = w[2];
+    std::vector<std::pair<int, int>> bounds;
+    for (const auto& c : s.chunks(k)) bounds.emplace_back(c.begin, c.end);
+    const auto [it, fresh] = index.emplace(bounds, classes.size());
+    if (fresh) classes.push_back({bounds, {}});
+    classes[it->second].ways.push_back(w);
+  }
+  return classes;
+}
+
+KernelSchedule with_way(KernelSchedule s, const Way& w) {
+  s.split_k = w[0];
+  s.split_tile = w[1];
+  s.promotion = w[2];
+  return s;
+}
+
+struct Candidate {
+  KernelSchedule schedule;
+  std::size_t cls = 0;
+  std::size_t sample_pass = 0, confirm_pass = 0;
+};
+
+void score_all(std::vector<Candidate>& cands, const Sample& smp, int threads, std::size_t Candidate::*into) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads > 0 ? threads : 1)
+  for (std::size_t i = 0; i < cands.size(); ++i) cands[i].*into = score(cands[i].schedule, smp);
+}
+
+auto by(std::size_t Candidate::*field) {
+  return [field](const Candidate& x, const Candidate& y) { return x.*field > y.*field; };
+}
+
+// Variations of a promising candidate: k order, output rounding, reduction,
+// promotion rounding.
+void add_variants(const Candidate& base, int k, std::vector<Candidate>& out) {
+  const KernelSchedule& s = base.schedule;
+  std::set<int> slice_ids;
+  for (const auto& c : s.chunks(k)) slice_ids.insert(c.slice);
+  const std::size_t slices = slice_ids.size();
+  std::vector<KernelSchedule> v{s};
+  auto vary = [&](auto&& set, auto values) {
+    std::vector<KernelSchedule> next;
+    for (const auto& x : v)
+      for (const auto& val : values) {
+        KernelSchedule y = x;
+        set(y, val);
+        next.push_back(y);
+      }
+    v = std::move(next);
+  };
+  const std::array<RoundingMode, 2> modes{RoundingMode::nearest_even, RoundingMode::toward_zero};
+  vary([](KernelSchedule& y, KOrder o) { y.k_order = o; },
+       std::array{KOrder::increasing, KOrder::decreasing});
+  if (s.output != s.instruction.output)
+    vary([](KernelSchedule& y, RoundingMode m) { y.output_rounding = m; }, modes);
+  if (s.promotion > 0) vary([](KernelSchedule& y, RoundingMode m) { y.promotion_rounding = m; }, modes);
+  if (slices > 1) {
+    vary([](KernelSchedule& y, Reduction r) { y.reduction = r; },
+         std::array{Reduction::sequential, Reduction::reverse, Reduction::pairwise, Reduction::exact});
+    vary([](KernelSchedule& y, RoundingMode m) { y.reduction_rounding = m; }, modes);
+    if (s.output != formats::binary32())
+      vary([](KernelSchedule& y, const Format& f) { y.reduction_format = f; },
+           std::array<Format, 2>{formats::binary32(), s.output});
+  }
+  for (auto& x : v)
+    if (AccumulationModel(x).spec() != AccumulationModel(s).spec()) out.push_back({x, base.cls});
+}
+
+// The other ways of cutting K into the same chunks (the same arithmetic
+// under a sequential binary32 reduction, REPORT.md sec. 1).
+std::vector<std::string> equivalents(const KernelSchedule& s, const ChunkClass& cls) {
+  std::vector<std::string> eq;
+  std::set<int> tiles;
+  for (const Way& w : cls.ways) {
+    if (w == Way{s.split_k, s.split_tile, s.promotion}) continue;
+    if (w[2] == 0 && !tiles.insert(w[1]).second) continue;  // the fewest slices per tile only
+    std::string d = w[0] > 1 ? fmt::format("split_k={}:split_tile={}", w[0], w[1]) : "";
+    if (w[2] > 0) d += fmt::format("{}promotion={}", d.empty() ? "" : ":", w[2]);
+    if (!d.empty() && eq.size() < 4) eq.push_back(d);
+  }
+  return eq;
+}
+
+// What the values are: A and B of the format with the fewest fraction bits
+// that holds them all (bf16 data fits fp16 too), D of fp16 (float16 dumps),
+// bf16 or fp32; binary32 inputs are tf32 inputs to be converted.
+void value_formats(const GemmDump& dump, InferResult& r, std::vector<RoundingMode>& conversions) {
+  conversions = {RoundingMode::nearest_even};
+  r.stored = formats::binary32();
+  for (const auto& f :
+       {formats::e5m2(), formats::e4m3(), formats::bfloat16(), formats::binary16(), formats::tf32()})
+    if (all_in(dump.a, f) && all_in(dump.b, f)) {
+      r.stored = f;
+      break;
+    }
+  r.input = r.stored;
+  if (r.stored == formats::binary32()) {
+    if (!all_in(dump.a, formats::binary32()) || !all_in(dump.b, formats::binary32()))
+      throw GemmDumpError(
+          fmt::format("{}: A or B holds values wider than binary32: no tensor-core input", dump.source));
+    r.input = formats::tf32();
+    conversions = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero};
+  }
+  r.output = dump.d_dtype == "float16" ? formats::binary16() : formats::binary32();
+  if (r.output == formats::binary32() && all_in(dump.d, formats::bfloat16())) r.output = formats::bfloat16();
+  if (!all_in(dump.d, r.output))
+    throw GemmDumpError(
+        fmt::format("{}: D holds values that are not {} values", dump.array_source('D'), r.output.name));
+}
+
+std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<RoundingMode>& conversions,
+                                        int k, std::vector<ChunkClass>& classes) {
+  std::vector<Candidate> cands;
+  for (const auto& ins : instructions(r.input, r.output)) {
+    KernelSchedule base;
+    base.gpu = ins.gpu;
+    base.instruction_kind = ins.kind;
+    base.instruction = ins.model;
+    base.stored = r.stored;
+    base.output = r.output;
+    const auto cls = chunk_classes(base, k);
+    for (const auto conv : conversions)
+      for (const auto& c : cls) {
+        base.input_rounding = conv;
+        cands.push_back({with_way(base, c.ways.front()), classes.size()});
+        classes.push_back(c);
+      }
+  }
+  return cands;
+}
+
+// The candidates passing the whole confirm sample, checked on the whole dump.
+void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
+                const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
+                InferResult& r) {
+  std::set<std::string> done;
+  for (const auto& c : cands) {
+    if (c.confirm_pass != confirmed) break;
+    const std::string spec = AccumulationModel(c.schedule).spec();
+    if (!done.insert(spec).second) continue;
+    const auto check = check_gemm(dump, AccumulationModel(c.schedule), 0, options.threads);
+    if (check.passed != check.total) continue;
+    if (r.exact.size() == options.max_exact) {
+      r.truncated = true;
+      break;
+    }
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total});
+  }
+  if (!r.exact.empty()) return;
+  for (std::size_t i = 0; i < cands.size() && r.best.size() < options.top; ++i) {
+    const std::string spec = AccumulationModel(cands[i].schedule).spec();
+    if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
+    const auto check = check_gemm(dump, AccumulationModel(cands[i].schedule), 0, options.threads);
+    r.best.push_back(
+        {spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total});
+  }
+  std::stable_sort(r.best.begin(), r.best.end(),
+                   [](const auto& x, const auto& y) { return x.passed > y.passed; });
+}
+
+void named_presets(const GemmDump& dump, const InferOptions& options, InferResult& r) {
+  for (const auto& row : kernel_presets()) {
+    try {
+      const AccumulationModel p(kernel_preset(row.name, r.input, r.output, 0));
+      check_dump_formats(dump, p);
+      const auto check = check_gemm(dump, p, 0, options.threads);
+      if (check.passed == check.total) r.presets.push_back(p.spec());
+    } catch (const std::invalid_argument&) {
+      // The preset does not take these formats or values.
+    }
+  }
+}
+
+}  // namespace
+
+InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
+  InferResult r;
+  std::vector<RoundingMode> conversions;
+  value_formats(dump, r, conversions);
+  const int k = static_cast<int>(dump.a.cols());
+  // Stage 1: every instruction, conversion and way of cutting K, on a small sample.
+  std::vector<ChunkClass> classes;
+  std::vector<Candidate> cands = first_candidates(r, conversions, k, classes);
+  const Sample screen = sample_of(dump, options.sample);
+  score_all(cands, screen, options.threads, &Candidate::sample_pass);
+  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::sample_pass));
+  // Stage 2: the perfect ones (or the best 16) on a larger sample; then the
+  // variations (order, reductions, roundings) of the best four there.
+  std::size_t keep = 0;
+  while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
+    ++keep;
+  cands.resize(keep);
+  const Sample confirm = sample_of(dump, options.confirm);
+  score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
+  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+  std::vector<Candidate> variants;
+  for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
+  score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
+  r.candidates = classes.size() + variants.size();
+  cands.insert(cands.end(), variants.begin(), variants.end());
+  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+  // Stage 3: the whole dump.
+  whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+  named_presets(dump, options, r);
+  return r;
+}
+
+}  // namespace rpsim::sim
