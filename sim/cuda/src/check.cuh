@@ -33,6 +33,10 @@ class DeviceBuffer {
   std::size_t n_;
 };
 
+// wgmma.cu: one warpgroup per case on device arrays (K a multiple of the instruction's k).
+void launch_wgmma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                  std::uint32_t* d, std::size_t cases);
+
 inline unsigned blocks_for(std::size_t n, unsigned threads) {
   return unsigned((n + threads - 1) / threads);
 }

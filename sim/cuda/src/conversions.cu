@@ -13,10 +13,7 @@ __device__ float as_float(std::uint32_t b) {
   return __uint_as_float(b);
 }
 
-__global__ void convert_kernel(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n) {
-  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const std::uint32_t x = in[i];
+__device__ std::uint32_t convert_one(Conversion op, std::uint32_t x) {
   std::uint32_t r = 0;
   switch (op) {
     case Conversion::f32_to_f16_rn: r = __half_as_ushort(__float2half_rn(as_float(x))); break;
@@ -50,7 +47,14 @@ __global__ void convert_kernel(Conversion op, const std::uint32_t* in, std::uint
       break;
     }
   }
-  out[i] = r;
+  return r;
+}
+
+// `in` null: the inputs are first, first + 1, ...
+__global__ void convert_kernel(Conversion op, const std::uint32_t* in, std::uint32_t first,
+                               std::uint32_t* out, std::size_t n) {
+  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = convert_one(op, in ? in[i] : std::uint32_t(first + i));
 }
 
 __global__ void arithmetic_kernel(Arithmetic op, const std::uint32_t* a, const std::uint32_t* b,
@@ -82,22 +86,26 @@ __global__ void arithmetic_kernel(Arithmetic op, const std::uint32_t* a, const s
 
 const std::vector<ConversionInfo>& conversions() {
   static const std::vector<ConversionInfo> table = {
-      {Conversion::f32_to_f16_rn, "__float2half_rn", "binary32", "binary16", "rne", false},
-      {Conversion::f32_to_f16_rz, "__float2half_rz", "binary32", "binary16", "rtz", false},
-      {Conversion::f32_to_f16_rd, "__float2half_rd", "binary32", "binary16", "rd", false},
-      {Conversion::f32_to_f16_ru, "__float2half_ru", "binary32", "binary16", "ru", false},
-      {Conversion::f32_to_bf16_rn, "__float2bfloat16_rn", "binary32", "bfloat16", "rne", false},
-      {Conversion::f32_to_bf16_rz, "__float2bfloat16_rz", "binary32", "bfloat16", "rtz", false},
-      {Conversion::f32_to_bf16_rd, "__float2bfloat16_rd", "binary32", "bfloat16", "rd", false},
-      {Conversion::f32_to_bf16_ru, "__float2bfloat16_ru", "binary32", "bfloat16", "ru", false},
-      {Conversion::f32_to_e4m3_sat, "__nv_cvt_float_to_fp8(E4M3,SATFINITE)", "binary32", "e4m3", "rne", true},
-      {Conversion::f32_to_e4m3_nosat, "__nv_cvt_float_to_fp8(E4M3,NOSAT)", "binary32", "e4m3", "rne", false},
-      {Conversion::f32_to_e5m2_sat, "__nv_cvt_float_to_fp8(E5M2,SATFINITE)", "binary32", "e5m2", "rne", true},
-      {Conversion::f32_to_e5m2_nosat, "__nv_cvt_float_to_fp8(E5M2,NOSAT)", "binary32", "e5m2", "rne", false},
-      {Conversion::f16_to_f32, "__half2float", "binary16", "binary32", "rne", false},
-      {Conversion::bf16_to_f32, "__bfloat162float", "bfloat16", "binary32", "rne", false},
-      {Conversion::e4m3_to_f16, "__nv_cvt_fp8_to_halfraw(E4M3)", "e4m3", "binary16", "rne", false},
-      {Conversion::e5m2_to_f16, "__nv_cvt_fp8_to_halfraw(E5M2)", "e5m2", "binary16", "rne", false},
+      {Conversion::f32_to_f16_rn, "__float2half_rn", "binary32", "binary16", "rne", false, -1},
+      {Conversion::f32_to_f16_rz, "__float2half_rz", "binary32", "binary16", "rtz", false, -1},
+      {Conversion::f32_to_f16_rd, "__float2half_rd", "binary32", "binary16", "rd", false, -1},
+      {Conversion::f32_to_f16_ru, "__float2half_ru", "binary32", "binary16", "ru", false, -1},
+      {Conversion::f32_to_bf16_rn, "__float2bfloat16_rn", "binary32", "bfloat16", "rne", false, -1},
+      {Conversion::f32_to_bf16_rz, "__float2bfloat16_rz", "binary32", "bfloat16", "rtz", false, -1},
+      {Conversion::f32_to_bf16_rd, "__float2bfloat16_rd", "binary32", "bfloat16", "rd", false, -1},
+      {Conversion::f32_to_bf16_ru, "__float2bfloat16_ru", "binary32", "bfloat16", "ru", false, -1},
+      {Conversion::f32_to_e4m3_sat, "__nv_cvt_float_to_fp8(E4M3,SATFINITE)", "binary32", "e4m3", "rne", true,
+       -1},
+      {Conversion::f32_to_e4m3_nosat, "__nv_cvt_float_to_fp8(E4M3,NOSAT)", "binary32", "e4m3", "rne", false,
+       -1},
+      {Conversion::f32_to_e5m2_sat, "__nv_cvt_float_to_fp8(E5M2,SATFINITE)", "binary32", "e5m2", "rne", true,
+       -1},
+      {Conversion::f32_to_e5m2_nosat, "__nv_cvt_float_to_fp8(E5M2,NOSAT)", "binary32", "e5m2", "rne", false,
+       -1},
+      {Conversion::f16_to_f32, "__half2float", "binary16", "binary32", "rne", false, -1},
+      {Conversion::bf16_to_f32, "__bfloat162float", "bfloat16", "binary32", "rne", false, -1},
+      {Conversion::e4m3_to_f16, "__nv_cvt_fp8_to_halfraw(E4M3)", "e4m3", "binary16", "rne", false, 0x7FFF},
+      {Conversion::e5m2_to_f16, "__nv_cvt_fp8_to_halfraw(E5M2)", "e5m2", "binary16", "rne", false, 0x7FFF},
   };
   return table;
 }
@@ -118,7 +126,16 @@ const std::vector<ArithmeticInfo>& arithmetics() {
 
 void convert(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n) {
   DeviceBuffer<std::uint32_t> din(in, n), dout(n);
-  convert_kernel<<<blocks_for(n, 256), 256>>>(op, din.get(), dout.get(), n);
+  convert_kernel<<<blocks_for(n, 256), 256>>>(op, din.get(), 0, dout.get(), n);
+  check(cudaGetLastError(), "convert kernel launch");
+  check(cudaDeviceSynchronize(), "convert kernel");
+  dout.to_host(out);
+}
+
+void convert_range(Conversion op, std::uint32_t first, std::uint32_t* out, std::size_t n) {
+  if (n > (std::uint64_t(1) << 32) - first) throw CudaError("convert_range: the range passes 2^32");
+  DeviceBuffer<std::uint32_t> dout(n);
+  convert_kernel<<<blocks_for(n, 256), 256>>>(op, nullptr, first, dout.get(), n);
   check(cudaGetLastError(), "convert kernel launch");
   check(cudaDeviceSynchronize(), "convert kernel");
   dout.to_host(out);

@@ -53,9 +53,14 @@ struct ConversionInfo {
   const char* to;
   const char* rounding;  // rne rtz rd ru
   bool saturate;         // FP8 __NV_SATFINITE
+  // The one NaN returned for every NaN input (sim::ConversionSpec::nan_result); -1: none.
+  int nan_result;
 };
 const std::vector<ConversionInfo>& conversions();
 void convert(Conversion op, const std::uint32_t* in, std::uint32_t* out, std::size_t n);
+// The same for the inputs first, first + 1, ..., first + n - 1 (bit patterns
+// made on the device, so that an exhaustive check moves only the results).
+void convert_range(Conversion op, std::uint32_t first, std::uint32_t* out, std::size_t n);
 
 // Half and bfloat16 arithmetic intrinsics (all round to nearest even).
 enum class Arithmetic { hadd_f16, hsub_f16, hmul_f16, hfma_f16, hadd_bf16, hsub_bf16, hmul_bf16, hfma_bf16 };
@@ -69,10 +74,13 @@ const std::vector<ArithmeticInfo>& arithmetics();
 void arithmetic(Arithmetic op, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
                 std::uint32_t* out, std::size_t n);
 
-// One mma.sync instruction per case (a chain of them when K is a multiple of
-// the instruction's k): row 0 of A holds the case's a, column 0 of B its b,
-// C[0][0] its c, and D[0][0] is read back. Layout of a/b/c/d as in
-// ../shared/tc-golden: binary32 bit patterns, fp16 results widened exactly.
+// One tensor-core instruction per case (a chain of them when K is a multiple
+// of the instruction's k), C[0][0] holding the case's c and D[0][0] read
+// back: for mma.sync (one warp) row 0 of A holds the case's a and column 0 of
+// B its b; for wgmma (one warpgroup, A in registers, B in shared memory)
+// every row of A is a and every column of B is b, so that only the K order of
+// the fragments matters. Layout of a/b/c/d as in ../shared/tc-golden: binary32
+// bit patterns, fp16 results widened exactly.
 enum class Mma {
   m16n8k16_f16_f32,
   m16n8k16_f16_f16,
@@ -84,14 +92,25 @@ enum class Mma {
   // step_interleave), so it is validated on its own.
   m16n8k32_e4m3_f16,
   m16n8k32_e5m2_f16,
+  // Hopper's warpgroup instructions (sm_90a): the FP8 ones are the 13-bit
+  // FP8 datapath of tc-golden/H100's binary32 sets, unlike mma.sync's.
+  wgmma_m64n8k16_f16_f32,
+  wgmma_m64n8k16_f16_f16,
+  wgmma_m64n8k16_bf16_f32,
+  wgmma_m64n8k32_e4m3_f32,
+  wgmma_m64n8k32_e5m2_f32,
+  wgmma_m64n8k32_e4m3_f16,
+  wgmma_m64n8k32_e5m2_f16,
 };
 struct MmaInfo {
   Mma op;
-  const char* name;   // PTX instruction shape and types
-  const char* input;  // rpsim format names
+  const char* name;         // PTX instruction shape and types
+  const char* instruction;  // "mma.sync" or "wgmma" (the preset's instruction)
+  const char* input;        // rpsim format names
   const char* output;
   int k;       // K of one instruction
   int min_sm;  // compute capability x 10
+  int max_sm;  // 0: any newer one; 90 for sm_90a code, which runs on 9.0 only
 };
 const std::vector<MmaInfo>& mmas();
 void mma(Mma op, int K, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
