@@ -12,26 +12,43 @@ namespace rpsim::sim {
 
 namespace {
 
-// One ScalerConfig field: its name, its bit, and whether a config sets it.
-struct FieldInfo {
-  const char* name;
-  ScalerField bit;
-  bool (*is_set)(const ScalerConfig&);
-};
-constexpr FieldInfo kFields[] = {
-    {"init_scale", field_init_scale, [](const ScalerConfig& c) { return c.init_scale.has_value(); }},
-    {"growth_factor", field_growth_factor, [](const ScalerConfig& c) { return c.growth_factor.has_value(); }},
-    {"backoff_factor", field_backoff_factor,
-     [](const ScalerConfig& c) { return c.backoff_factor.has_value(); }},
-    {"growth_interval", field_growth_interval,
-     [](const ScalerConfig& c) { return c.growth_interval.has_value(); }},
-    {"hysteresis", field_hysteresis, [](const ScalerConfig& c) { return c.hysteresis.has_value(); }},
-    {"consecutive_hysteresis", field_consecutive_hysteresis,
-     [](const ScalerConfig& c) { return c.consecutive_hysteresis; }},
-    {"min_scale", field_min_scale, [](const ScalerConfig& c) { return c.min_scale.has_value(); }},
-    {"max_scale", field_max_scale, [](const ScalerConfig& c) { return c.max_scale.has_value(); }},
-    {"raise_at_min_scale", field_raise_at_min_scale,
-     [](const ScalerConfig& c) { return c.raise_at_min_scale; }},
+// One row per ScalerConfig field: its name, its bit, its kind, whether a
+// config sets it, how a config value sets it, and its value once set.
+constexpr ScalerFieldInfo kFields[] = {
+    {"init_scale", field_init_scale, ScalerFieldKind::real,
+     [](const ScalerConfig& c) { return c.init_scale.has_value(); },
+     [](ScalerConfig& c, double v) { c.init_scale = v; },
+     [](const ScalerConfig& c) { return *c.init_scale; }},
+    {"growth_factor", field_growth_factor, ScalerFieldKind::real,
+     [](const ScalerConfig& c) { return c.growth_factor.has_value(); },
+     [](ScalerConfig& c, double v) { c.growth_factor = v; },
+     [](const ScalerConfig& c) { return *c.growth_factor; }},
+    {"backoff_factor", field_backoff_factor, ScalerFieldKind::real,
+     [](const ScalerConfig& c) { return c.backoff_factor.has_value(); },
+     [](ScalerConfig& c, double v) { c.backoff_factor = v; },
+     [](const ScalerConfig& c) { return *c.backoff_factor; }},
+    {"growth_interval", field_growth_interval, ScalerFieldKind::integer,
+     [](const ScalerConfig& c) { return c.growth_interval.has_value(); },
+     [](ScalerConfig& c, double v) { c.growth_interval = std::int64_t(v); },
+     [](const ScalerConfig& c) { return double(*c.growth_interval); }},
+    {"hysteresis", field_hysteresis, ScalerFieldKind::integer,
+     [](const ScalerConfig& c) { return c.hysteresis.has_value(); },
+     [](ScalerConfig& c, double v) { c.hysteresis = std::int64_t(v); },
+     [](const ScalerConfig& c) { return double(*c.hysteresis); }},
+    {"consecutive_hysteresis", field_consecutive_hysteresis, ScalerFieldKind::flag,
+     [](const ScalerConfig& c) { return c.consecutive_hysteresis; },
+     [](ScalerConfig& c, double v) { c.consecutive_hysteresis = v != 0; },
+     [](const ScalerConfig& c) { return double(c.consecutive_hysteresis); }},
+    {"min_scale", field_min_scale, ScalerFieldKind::real,
+     [](const ScalerConfig& c) { return c.min_scale.has_value(); },
+     [](ScalerConfig& c, double v) { c.min_scale = v; }, [](const ScalerConfig& c) { return *c.min_scale; }},
+    {"max_scale", field_max_scale, ScalerFieldKind::real,
+     [](const ScalerConfig& c) { return c.max_scale.has_value(); },
+     [](ScalerConfig& c, double v) { c.max_scale = v; }, [](const ScalerConfig& c) { return *c.max_scale; }},
+    {"raise_at_min_scale", field_raise_at_min_scale, ScalerFieldKind::flag,
+     [](const ScalerConfig& c) { return c.raise_at_min_scale; },
+     [](ScalerConfig& c, double v) { c.raise_at_min_scale = v != 0; },
+     [](const ScalerConfig& c) { return double(c.raise_at_min_scale); }},
 };
 
 ScalerConfig defaults(std::optional<double> init, std::optional<double> growth, std::optional<double> backoff,
@@ -200,6 +217,10 @@ std::unique_ptr<LossScaler> make_static_scaler(const ScalerConfig& c) {
 
 std::span<const LossScalerInfo> loss_scalers() {
   return table();
+}
+
+std::span<const ScalerFieldInfo> scaler_fields() {
+  return kFields;
 }
 
 std::vector<std::string> scaler_field_names() {

@@ -105,6 +105,20 @@ struct LossScalerInfo {
   std::unique_ptr<LossScaler> (*make)(const ScalerConfig& resolved);
 };
 std::span<const LossScalerInfo> loss_scalers();
+
+// ScalerConfig's fields, one row each: the name configs use, its bit, its
+// kind (a flag is set by a nonzero value), whether a config sets it, the
+// setter a config reader calls (after checking the kind) and the getter.
+enum class ScalerFieldKind { real, integer, flag };
+struct ScalerFieldInfo {
+  const char* name;
+  ScalerField bit;
+  ScalerFieldKind kind;
+  bool (*is_set)(const ScalerConfig&);
+  void (*set)(ScalerConfig&, double);
+  double (*get)(const ScalerConfig&);  // when is_set (a flag: 0 or 1)
+};
+std::span<const ScalerFieldInfo> scaler_fields();
 // ScalerConfig's field names (as in configs and the CLI), in declaration order.
 std::vector<std::string> scaler_field_names();
 
