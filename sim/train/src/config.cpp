@@ -1,15 +1,36 @@
-// Reading and checking a training configuration before any work is done.
+// Reading and checking a training configuration (rpsim's own vocabulary)
+// before any work is done. Each section is a table of keys: the names a
+// config may use, the unknown-key check and the reading all come from it.
+#include <fmt/format.h>
+
 #include <cmath>
+#include <span>
 
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/config_keys.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace rpsim::sim::train {
 namespace {
 
 using namespace config_json;
+using nlohmann::json;
 
-std::vector<int> positive_ints(const nlohmann::json& j, const std::string& path) {
+struct Key {
+  const char* name;
+  void (*read)(const json& value, const std::string& path, Config& c) = nullptr;  // a value, or
+  std::span<const Key> section = {};                                              // an object of these keys
+  // Keys inside a value that is an object with its own table (policy, loss_scaler).
+  void (*check)(const json& value, const std::string& path, KeyReport& report) = nullptr;
+};
+
+std::vector<std::string> names(std::span<const Key> keys) {
+  std::vector<std::string> out;
+  for (const Key& k : keys) out.emplace_back(k.name);
+  return out;
+}
+
+std::vector<int> positive_ints(const json& j, const std::string& path) {
   if (!j.is_array()) fail(path, "expected a list of integers, got " + describe(j));
   std::vector<int> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
@@ -21,7 +42,7 @@ std::vector<int> positive_ints(const nlohmann::json& j, const std::string& path)
   return out;
 }
 
-std::vector<std::int64_t> step_list(const nlohmann::json& j, const std::string& path) {
+std::vector<std::int64_t> step_list(const json& j, const std::string& path) {
   if (!j.is_array()) fail(path, "expected a list of step numbers, got " + describe(j));
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
@@ -33,208 +54,274 @@ std::vector<std::int64_t> step_list(const nlohmann::json& j, const std::string& 
   return out;
 }
 
-double non_negative(const nlohmann::json& j, const std::string& path) {
+double non_negative(const json& j, const std::string& path) {
   const double v = number(j, path);
   if (!(v >= 0) || !std::isfinite(v)) fail(path, "must be a finite number >= 0, got " + describe(j));
   return v;
 }
 
-}  // namespace
+long long at_least(const json& j, const std::string& path, long long low) {
+  const long long v = integer(j, path);
+  if (v < low) fail(path, fmt::format("must be at least {}, got {}", low, v));
+  return v;
+}
 
-void apply_override(nlohmann::json& j, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  // Config files are valid UTF-8 (the JSON parser checks); an override must
-  // be too, or every later message and meta.json that shows it would fail.
-  try {
-    (void)nlohmann::json(assignment).dump();
-  } catch (const nlohmann::json::type_error&) {
-    const std::string shown =
-        nlohmann::json(assignment).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    throw ConfigError("--set " + shown + ": not valid UTF-8");
-  }
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set " + assignment + ": expected key=value (e.g. optimizer.lr=0.1)");
-  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    value = text;
-  }
-  nlohmann::json* node = &j;
-  std::size_t start = 0;
-  while (true) {
-    const auto dot = key.find('.', start);
-    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) throw ConfigError("--set " + assignment + ": empty key component");
-    if (!node->is_object()) throw ConfigError("--set " + key + ": '" + part + "' is inside a non-object");
-    if (dot == std::string::npos) {
-      (*node)[part] = value;
-      return;
-    }
-    node = &(*node)[part];
-    if (node->is_null()) *node = nlohmann::json::object();
-    start = dot + 1;
+std::string one_of(const json& j, const std::string& path, const std::vector<std::string>& allowed) {
+  const std::string s = string(j, path);
+  if (std::find(allowed.begin(), allowed.end(), s) != allowed.end()) return s;
+  fail(path, fmt::format("expected one of {}, got \"{}\"{}", fmt::join(allowed, ", "), s,
+                         did_you_mean(s, allowed)));
+}
+
+std::int64_t steps_at(const json& j, const std::string& path) {
+  return at_least(j, path, 0);
+}
+
+// A width or count of the gpt model: a positive integer.
+int size_at(const json& j, const std::string& path) {
+  const long long v = at_least(j, path, 1);
+  if (v > 1 << 20) fail(path, "must be at most 2^20, got " + std::to_string(v));
+  return int(v);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> n;
+  for (const auto& m : model_types()) n.emplace_back(m.name);
+  return n;
+}
+
+std::vector<std::string> data_names() {
+  std::vector<std::string> n;
+  for (const auto& d : data_sets()) n.emplace_back(d.name);
+  return n;
+}
+
+// The losses of the op table.
+std::vector<std::string> loss_names() {
+  std::vector<std::string> n;
+  for (const auto& o : ops())
+    if (o.loss) n.emplace_back(o.name);
+  return n;
+}
+
+const Key kModel[] = {
+    {"type",
+     [](const json& v, const std::string& p, Config& c) { c.model.type = one_of(v, p, model_names()); }},
+    {"hidden", [](const json& v, const std::string& p, Config& c) { c.model.hidden = positive_ints(v, p); }},
+    {"channels",
+     [](const json& v, const std::string& p, Config& c) { c.model.channels = positive_ints(v, p); }},
+    {"activation",
+     [](const json& v, const std::string& p, Config& c) {
+       c.model.activation = one_of(v, p, {"relu", "gelu"});
+     }},
+    {"layer_norm",
+     [](const json& v, const std::string& p, Config& c) { c.model.layer_norm = boolean(v, p); }},
+    {"n_layer", [](const json& v, const std::string& p, Config& c) { c.model.n_layer = size_at(v, p); }},
+    {"n_embd", [](const json& v, const std::string& p, Config& c) { c.model.n_embd = size_at(v, p); }},
+    {"n_head", [](const json& v, const std::string& p, Config& c) { c.model.n_head = size_at(v, p); }},
+    {"block_size",
+     [](const json& v, const std::string& p, Config& c) { c.model.block_size = size_at(v, p); }},
+    {"layers",
+     [](const json& v, const std::string& p, Config& c) {
+       if (!v.is_array() || v.empty()) fail(p, "expected a non-empty list of layers, got " + describe(v));
+       c.model.layers = v;
+     }},
+};
+
+const Key kData[] = {
+    {"name",
+     [](const json& v, const std::string& p, Config& c) { c.data.name = one_of(v, p, data_names()); }},
+    {"path", [](const json& v, const std::string& p, Config& c) { c.data.path = string(v, p); }},
+    {"train_limit", [](const json& v, const std::string& p,
+                       Config& c) { c.data.train_limit = std::size_t(at_least(v, p, 0)); }},
+    {"test_limit", [](const json& v, const std::string& p,
+                      Config& c) { c.data.test_limit = std::size_t(at_least(v, p, 0)); }},
+    {"synthetic_train_size", [](const json& v, const std::string& p,
+                                Config& c) { c.data.synthetic_train_size = std::size_t(at_least(v, p, 1)); }},
+    {"synthetic_test_size", [](const json& v, const std::string& p,
+                               Config& c) { c.data.synthetic_test_size = std::size_t(at_least(v, p, 1)); }},
+};
+
+void read_betas(const json& b, const std::string& path, Config& c) {
+  if (!b.is_array() || b.size() != 2) fail(path, "expected two numbers, got " + describe(b));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    const double v = number(b[i], p);
+    if (!(v >= 0 && v < 1)) fail(p, "must be in [0, 1)");
+    c.optimizer.betas[i] = v;
   }
 }
 
-Config parse_config(const nlohmann::json& j) {
-  Config c;
-  c.source = j;
-  check_keys(j,
-             {"name", "comment", "seed", "policy", "model", "data", "optimizer", "loss", "batch_size",
-              "epochs", "steps", "max_grad_norm", "loss_scaler", "shadow", "telemetry",
-              "inject_overflow_steps", "eval_batch_size", "evaluate"},
-             "config");
-  if (j.contains("name")) c.name = string(j["name"], "name");
-  if (j.contains("comment")) (void)string(j["comment"], "comment");
-  if (j.contains("seed")) {
-    const long long s = integer(j["seed"], "seed");
-    if (s < 0) fail("seed", "must be >= 0");
-    c.seed = std::uint64_t(s);
-  }
-  c.policy = policy_from_json(j.contains("policy") ? j["policy"] : nlohmann::json("fp32"), "policy");
+const Key kOptimizer[] = {
+    {"type",
+     [](const json& v, const std::string& p, Config& c) {
+       c.optimizer.type = one_of(v, p, {"sgd", "adam", "adamw"});
+     }},
+    {"lr", [](const json& v, const std::string& p, Config& c) { c.optimizer.lr = non_negative(v, p); }},
+    {"momentum",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.momentum = non_negative(v, p); }},
+    {"weight_decay",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.weight_decay = non_negative(v, p); }},
+    {"nesterov",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.nesterov = boolean(v, p); }},
+    {"betas", read_betas},
+    {"eps", [](const json& v, const std::string& p, Config& c) { c.optimizer.eps = non_negative(v, p); }},
+    {"warmup_steps",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.warmup_steps = steps_at(v, p); }},
+    {"decay_steps",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.decay_steps = steps_at(v, p); }},
+    {"min_lr",
+     [](const json& v, const std::string& p, Config& c) { c.optimizer.min_lr = non_negative(v, p); }},
+};
 
-  if (j.contains("model")) {
-    const auto& m = j["model"];
-    check_keys(m, {"type", "hidden", "activation", "layer_norm", "channels"}, "model");
-    if (m.contains("type")) {
-      c.model.type = string(m["type"], "model.type");
-      if (c.model.type != "mlp" && c.model.type != "cnn")
-        fail("model.type", "expected \"mlp\" or \"cnn\", got \"" + c.model.type + "\"");
-    }
-    if (m.contains("hidden")) c.model.hidden = positive_ints(m["hidden"], "model.hidden");
-    if (m.contains("channels")) c.model.channels = positive_ints(m["channels"], "model.channels");
-    if (m.contains("activation")) {
-      c.model.activation = string(m["activation"], "model.activation");
-      if (c.model.activation != "relu" && c.model.activation != "gelu")
-        fail("model.activation", "expected \"relu\" or \"gelu\", got \"" + c.model.activation + "\"");
-    }
-    if (m.contains("layer_norm")) c.model.layer_norm = boolean(m["layer_norm"], "model.layer_norm");
-  }
+const Key kTelemetry[] = {
+    {"histogram_steps",
+     [](const json& v, const std::string& p, Config& c) { c.histogram_steps = step_list(v, p); }},
+};
 
-  if (j.contains("data")) {
-    const auto& d = j["data"];
-    check_keys(d,
-               {"name", "path", "train_limit", "test_limit", "synthetic_train_size", "synthetic_test_size"},
-               "data");
-    if (d.contains("name")) {
-      c.data.name = string(d["name"], "data.name");
-      if (c.data.name != "fashion-mnist" && c.data.name != "synthetic")
-        fail("data.name", "expected \"fashion-mnist\" or \"synthetic\", got \"" + c.data.name + "\"");
-    }
-    if (d.contains("path")) c.data.path = string(d["path"], "data.path");
-    auto count = [&](const char* key, std::size_t& field, bool allow_zero) {
-      if (!d.contains(key)) return;
-      const std::string p = std::string("data.") + key;
-      const long long v = integer(d[key], p);
-      if (v < 0 || (!allow_zero && v == 0)) fail(p, allow_zero ? "must be >= 0" : "must be positive");
-      field = std::size_t(v);
-    };
-    count("train_limit", c.data.train_limit, true);
-    count("test_limit", c.data.test_limit, true);
-    count("synthetic_train_size", c.data.synthetic_train_size, false);
-    count("synthetic_test_size", c.data.synthetic_test_size, false);
-  }
+// Loss scaler: "policy" (a row of the loss-scaler table, "dynamic" meaning
+// PyTorch's) and the fields of ScalerConfig, from the scaling library's table.
+std::vector<std::string> loss_scaler_keys() {
+  std::vector<std::string> keys{"policy"};
+  for (const auto& f : scaler_fields()) keys.emplace_back(f.name);
+  return keys;
+}
 
-  if (j.contains("optimizer")) {
-    const auto& o = j["optimizer"];
-    check_keys(o, {"type", "lr", "momentum", "weight_decay", "nesterov", "betas", "eps"}, "optimizer");
-    if (o.contains("type")) {
-      c.optimizer.type = string(o["type"], "optimizer.type");
-      if (c.optimizer.type != "sgd" && c.optimizer.type != "adam" && c.optimizer.type != "adamw")
-        fail("optimizer.type", "expected \"sgd\", \"adam\" or \"adamw\", got \"" + c.optimizer.type + "\"");
+void read_loss_scaler(const json& s, const std::string& path, Config& c) {
+  expect_object(s, path);
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string p = join(path, it.key());
+    if (it.key() == "policy") {
+      c.loss_scaler.policy = string(*it, p);
+      if (c.loss_scaler.policy == "dynamic") c.loss_scaler.policy = "pytorch";
+      continue;
     }
-    if (o.contains("lr")) c.optimizer.lr = non_negative(o["lr"], "optimizer.lr");
-    if (o.contains("momentum")) c.optimizer.momentum = non_negative(o["momentum"], "optimizer.momentum");
-    if (o.contains("weight_decay"))
-      c.optimizer.weight_decay = non_negative(o["weight_decay"], "optimizer.weight_decay");
-    if (o.contains("nesterov")) c.optimizer.nesterov = boolean(o["nesterov"], "optimizer.nesterov");
-    if (o.contains("eps")) c.optimizer.eps = non_negative(o["eps"], "optimizer.eps");
-    if (o.contains("betas")) {
-      const auto& b = o["betas"];
-      if (!b.is_array() || b.size() != 2) fail("optimizer.betas", "expected two numbers, got " + describe(b));
-      for (int i = 0; i < 2; ++i) {
-        const std::string p = "optimizer.betas[" + std::to_string(i) + "]";
-        const double v = number(b[std::size_t(i)], p);
-        if (!(v >= 0 && v < 1)) fail(p, "must be in [0, 1)");
-        c.optimizer.betas[std::size_t(i)] = v;
-      }
-    }
-    if (c.optimizer.nesterov && c.optimizer.momentum == 0)
-      fail("optimizer.nesterov", "needs a momentum > 0 (as torch.optim.SGD)");
+    for (const auto& f : scaler_fields())
+      if (it.key() == f.name)
+        f.set(c.loss_scaler, f.kind == ScalerFieldKind::flag      ? double(boolean(*it, p))
+                             : f.kind == ScalerFieldKind::integer ? double(integer(*it, p))
+                                                                  : number(*it, p));
   }
+}
 
-  if (j.contains("loss")) {
-    c.loss = string(j["loss"], "loss");
-    if (c.loss != "cross_entropy" && c.loss != "mse_loss")
-      fail("loss", "expected \"cross_entropy\" or \"mse_loss\", got \"" + c.loss + "\"");
-  }
-  if (j.contains("batch_size")) {
-    const long long b = integer(j["batch_size"], "batch_size");
-    if (b < 1) fail("batch_size", "must be at least 1, got " + std::to_string(b));
-    c.batch_size = std::size_t(b);
-  }
-  if (j.contains("epochs")) {
-    const long long e = integer(j["epochs"], "epochs");
-    if (e < 1) fail("epochs", "must be at least 1, got " + std::to_string(e));
-    c.epochs = int(e);
-  }
-  if (j.contains("steps")) {
-    const long long s = integer(j["steps"], "steps");
-    if (s < 0) fail("steps", "must be >= 0 (0: run `epochs` epochs)");
-    c.steps = s;
-  }
-  if (j.contains("max_grad_norm")) c.max_grad_norm = non_negative(j["max_grad_norm"], "max_grad_norm");
-  if (j.contains("shadow")) c.shadow = boolean(j["shadow"], "shadow");
-  if (j.contains("evaluate")) c.evaluate = boolean(j["evaluate"], "evaluate");
-  if (j.contains("eval_batch_size")) {
-    const long long b = integer(j["eval_batch_size"], "eval_batch_size");
-    if (b < 1) fail("eval_batch_size", "must be at least 1");
-    c.eval_batch_size = std::size_t(b);
-  }
-  if (j.contains("telemetry")) {
-    check_keys(j["telemetry"], {"histogram_steps"}, "telemetry");
-    if (j["telemetry"].contains("histogram_steps"))
-      c.histogram_steps = step_list(j["telemetry"]["histogram_steps"], "telemetry.histogram_steps");
-  }
-  if (j.contains("inject_overflow_steps"))
-    c.inject_overflow_steps = step_list(j["inject_overflow_steps"], "inject_overflow_steps");
-
-  // Loss scaler: parameter names as ScalerConfig (PyTorch GradScaler's).
+void read_policy(const json& v, const std::string& p, Config& c) {
+  c.policy = policy_from_json(v, p);
+  // The policy's default scaler, unless loss_scaler (read after it) says otherwise.
   c.loss_scaler = ScalerConfig{};
   c.loss_scaler.policy = c.policy.default_loss_scaler == "dynamic" ? "pytorch" : "none";
-  if (j.contains("loss_scaler")) {
-    const auto& s = j["loss_scaler"];
-    check_keys(s,
-               {"policy", "init_scale", "growth_factor", "backoff_factor", "growth_interval", "hysteresis",
-                "consecutive_hysteresis", "min_scale", "max_scale"},
-               "loss_scaler");
-    if (s.contains("policy")) {
-      c.loss_scaler.policy = string(s["policy"], "loss_scaler.policy");
-      if (c.loss_scaler.policy == "dynamic") c.loss_scaler.policy = "pytorch";
+}
+
+// In reading order: the policy before the loss scaler its default depends on.
+const Key kTop[] = {
+    {"name", [](const json& v, const std::string& p, Config& c) { c.name = string(v, p); }},
+    {"comment", [](const json& v, const std::string& p, Config&) { (void)string(v, p); }},
+    {"seed",
+     [](const json& v, const std::string& p, Config& c) { c.seed = std::uint64_t(at_least(v, p, 0)); }},
+    {"policy",
+     read_policy,
+     {},
+     [](const json& v, const std::string& p, KeyReport& r) { check_policy_keys(v, p, r); }},
+    {"model", nullptr, kModel},
+    {"data", nullptr, kData},
+    {"optimizer", nullptr, kOptimizer},
+    {"loss", [](const json& v, const std::string& p, Config& c) { c.loss = one_of(v, p, loss_names()); }},
+    {"batch_size",
+     [](const json& v, const std::string& p, Config& c) { c.batch_size = std::size_t(at_least(v, p, 1)); }},
+    {"epochs", [](const json& v, const std::string& p, Config& c) { c.epochs = int(at_least(v, p, 1)); }},
+    {"steps",
+     [](const json& v, const std::string& p, Config& c) {
+       c.steps = integer(v, p);
+       if (c.steps < 0) fail(p, "must be >= 0 (0: run `epochs` epochs)");
+     }},
+    {"max_grad_norm",
+     [](const json& v, const std::string& p, Config& c) { c.max_grad_norm = non_negative(v, p); }},
+    {"loss_scaler",
+     read_loss_scaler,
+     {},
+     [](const json& v, const std::string& p, KeyReport& r) {
+       check_object_keys(v, loss_scaler_keys(), p, r);
+     }},
+    {"shadow", [](const json& v, const std::string& p, Config& c) { c.shadow = boolean(v, p); }},
+    {"telemetry", nullptr, kTelemetry},
+    {"inject_overflow_steps",
+     [](const json& v, const std::string& p, Config& c) { c.inject_overflow_steps = step_list(v, p); }},
+    {"eval_batch_size", [](const json& v, const std::string& p,
+                           Config& c) { c.eval_batch_size = std::size_t(at_least(v, p, 1)); }},
+    {"evaluate", [](const json& v, const std::string& p, Config& c) { c.evaluate = boolean(v, p); }},
+    {"eval_every", [](const json& v, const std::string& p, Config& c) { c.eval_every = steps_at(v, p); }},
+};
+
+void check_keys_in(const json& j, std::span<const Key> keys, const std::vector<std::string>& known,
+                   const std::string& path, KeyReport& report) {
+  if (!check_object_keys(j, known, path, report)) return;
+  for (const Key& k : keys) {
+    if (!j.contains(k.name)) continue;
+    const std::string p = join(path, k.name);
+    if (!k.read) check_keys_in(j[k.name], k.section, names(k.section), p, report);
+    if (k.check && j[k.name].is_object()) k.check(j[k.name], p, report);
+  }
+}
+
+void read_keys(const json& j, std::span<const Key> keys, const std::string& path, Config& c) {
+  for (const Key& k : keys) {
+    if (!j.contains(k.name)) continue;
+    const std::string p = join(path, k.name);
+    if (k.read) {
+      k.read(j[k.name], p, c);
+    } else {
+      expect_object(j[k.name], p);
+      read_keys(j[k.name], k.section, p, c);
     }
-    if (s.contains("init_scale"))
-      c.loss_scaler.init_scale = number(s["init_scale"], "loss_scaler.init_scale");
-    if (s.contains("growth_factor"))
-      c.loss_scaler.growth_factor = number(s["growth_factor"], "loss_scaler.growth_factor");
-    if (s.contains("backoff_factor"))
-      c.loss_scaler.backoff_factor = number(s["backoff_factor"], "loss_scaler.backoff_factor");
-    if (s.contains("growth_interval"))
-      c.loss_scaler.growth_interval = integer(s["growth_interval"], "loss_scaler.growth_interval");
-    if (s.contains("hysteresis"))
-      c.loss_scaler.hysteresis = integer(s["hysteresis"], "loss_scaler.hysteresis");
-    if (s.contains("consecutive_hysteresis"))
-      c.loss_scaler.consecutive_hysteresis =
-          boolean(s["consecutive_hysteresis"], "loss_scaler.consecutive_hysteresis");
-    if (s.contains("min_scale")) c.loss_scaler.min_scale = number(s["min_scale"], "loss_scaler.min_scale");
-    if (s.contains("max_scale")) c.loss_scaler.max_scale = number(s["max_scale"], "loss_scaler.max_scale");
+  }
+}
+
+// Checks that need more than one key.
+void check_combinations(const json& j, Config& c) {
+  if (c.optimizer.nesterov && c.optimizer.momentum == 0)
+    fail("optimizer.nesterov", "needs a momentum > 0 (as torch.optim.SGD)");
+  if (c.optimizer.decay_steps > 0 && c.optimizer.decay_steps <= c.optimizer.warmup_steps)
+    fail("optimizer.decay_steps", "must exceed optimizer.warmup_steps");
+  // Debian's folder may lack the files (a synthetic set stands in, loudly);
+  // a folder the config names must hold them.
+  const bool path_given = j.contains("data") && j["data"].contains("path");
+  if (c.data.name == "fashion-mnist" && path_given && c.data.path != kDebianFashionMnist) {
+    const auto missing = missing_fashion_mnist_files(c.data.path);
+    if (missing.size() == 4)
+      fail("data.path",
+           fmt::format("no Fashion-MNIST IDX files in '{}' (is the folder right?)", c.data.path));
+    if (!missing.empty())
+      fail("data.path", fmt::format("'{}' lacks {} (or .gz)", c.data.path, fmt::join(missing, ", ")));
   }
   try {
     c.loss_scaler = resolve_scaler_config(c.loss_scaler);
   } catch (const std::invalid_argument& e) {
     fail("loss_scaler", e.what());
   }
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  return names(kTop);
+}
+
+void check_config_keys(const json& j, KeyReport& report, const std::vector<std::string>& also_known) {
+  std::vector<std::string> known = names(kTop);
+  known.insert(known.end(), also_known.begin(), also_known.end());
+  check_keys_in(j, kTop, known, "", report);
+}
+
+Config parse_config(const json& j) {
+  KeyReport report;
+  check_config_keys(j, report);
+  report.throw_if_any();
+  Config c;
+  c.source = j;
+  c.policy = named_policy("fp32");
+  c.loss_scaler.policy = "none";
+  read_keys(j, kTop, "", c);
+  c.data.context = c.model.block_size;
+  check_combinations(j, c);
   return c;
 }
 

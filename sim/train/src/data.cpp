@@ -8,17 +8,36 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/data.hpp"
+#include "rpsim/train/text.hpp"
 
 namespace rpsim::sim::train {
 
 Matrix Dataset::batch(const std::vector<std::size_t>& indices) const {
   const int n = features();
+  if (text()) {
+    Matrix x(Eigen::Index(indices.size()), n);
+    for (std::size_t r = 0; r < indices.size(); ++r)
+      for (int t = 0; t < n; ++t)
+        x(Eigen::Index(r), t) = tokens[indices[r] * std::size_t(n) + std::size_t(t)];
+    return x;
+  }
   Matrix x(Eigen::Index(indices.size()), n);
   for (std::size_t r = 0; r < indices.size(); ++r) {
     const std::uint8_t* p = pixels.data() + indices[r] * std::size_t(n);
     for (int j = 0; j < n; ++j) x(Eigen::Index(r), j) = (double(p[j]) / 255.0 - 0.2860) / 0.3530;
   }
   return x;
+}
+
+std::vector<int> Dataset::targets(const std::vector<std::size_t>& indices) const {
+  std::vector<int> out;
+  if (!text()) {
+    for (std::size_t i : indices) out.push_back(labels[i]);
+    return out;
+  }
+  for (std::size_t i : indices)
+    for (int t = 1; t <= context; ++t) out.push_back(tokens[i * std::size_t(context) + std::size_t(t)]);
+  return out;
 }
 
 std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uint32_t>& dims) {
@@ -121,34 +140,76 @@ Dataset synthetic(std::size_t n, std::uint64_t stream) {
   return d;
 }
 
-}  // namespace
+const char* const kIdxStems[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 
-DataSplit load_data(const DataConfig& config) {
+// The synthetic stand-in for Fashion-MNIST.
+DataSplit synthetic_images(const DataConfig& config) {
   DataSplit s;
-  if (config.name == "fashion-mnist") {
-    const std::string ti = find_file(config.path, "train-images-idx3-ubyte");
-    const std::string tl = find_file(config.path, "train-labels-idx1-ubyte");
-    const std::string vi = find_file(config.path, "t10k-images-idx3-ubyte");
-    const std::string vl = find_file(config.path, "t10k-labels-idx1-ubyte");
-    if (!ti.empty() && !tl.empty() && !vi.empty() && !vl.empty()) {
-      s.train = load_split(ti, tl, config.train_limit);
-      s.test = load_split(vi, vl, config.test_limit);
-      s.description = "Fashion-MNIST from " + config.path;
-      return s;
-    }
-    s.description = "SYNTHETIC data: Fashion-MNIST IDX files not found under '" + config.path +
-                    "' (install Debian's dataset-fashion-mnist); results are NOT Fashion-MNIST results";
-  } else if (config.name == "synthetic") {
-    s.description = "SYNTHETIC data (requested): 10 classes of blob prototypes plus noise, 28x28";
-  } else {
-    throw std::invalid_argument("data.name: unknown data set \"" + config.name +
-                                "\" (fashion-mnist, synthetic)");
-  }
   s.synthetic = true;
+  s.description = "SYNTHETIC data (requested): 10 classes of blob prototypes plus noise, 28x28";
   auto limited = [](std::size_t n, std::size_t limit) { return limit && limit < n ? limit : n; };
   s.train = synthetic(limited(config.synthetic_train_size, config.train_limit), 10);
   s.test = synthetic(limited(config.synthetic_test_size, config.test_limit), 20);
   return s;
+}
+
+DataSplit fashion_mnist(const DataConfig& config, const std::string& path) {
+  DataSplit s;
+  const std::string ti = find_file(path, kIdxStems[0]);
+  const std::string tl = find_file(path, kIdxStems[1]);
+  const std::string vi = find_file(path, kIdxStems[2]);
+  const std::string vl = find_file(path, kIdxStems[3]);
+  if (!ti.empty() && !tl.empty() && !vi.empty() && !vl.empty()) {
+    s.train = load_split(ti, tl, config.train_limit);
+    s.test = load_split(vi, vl, config.test_limit);
+    s.description = "Fashion-MNIST from " + path;
+    return s;
+  }
+  s = synthetic_images(config);
+  s.description = "SYNTHETIC data: Fashion-MNIST IDX files not found under '" + path +
+                  "' (install Debian's dataset-fashion-mnist); results are NOT Fashion-MNIST results";
+  return s;
+}
+
+DataSplit synthetic_images(const DataConfig& config, const std::string&) {
+  return synthetic_images(config);
+}
+
+const DataSetInfo kDataSets[] = {
+    {"fashion-mnist", kDebianFashionMnist,
+     "Fashion-MNIST, 28x28 grey images, 10 classes (Debian's dataset-fashion-mnist)", fashion_mnist},
+    {"synthetic", "", "10 classes of blob prototypes plus noise, 28x28 (no files)", synthetic_images},
+    {"fortunes", "/usr/share/games/fortunes",
+     "English text for a character-level language model: Debian's fortunes (fortune cookies)", load_fortunes},
+    {"synthetic-text", "",
+     "deterministic generated sentences for a character-level language model (no files)", synthetic_text},
+};
+
+}  // namespace
+
+std::vector<std::string> missing_fashion_mnist_files(const std::string& dir) {
+  std::vector<std::string> missing;
+  for (const char* stem : kIdxStems)
+    if (find_file(dir, stem).empty()) missing.emplace_back(stem);
+  return missing;
+}
+
+std::span<const DataSetInfo> data_sets() {
+  return kDataSets;
+}
+
+std::string data_set_names() {
+  std::string s;
+  for (const auto& d : kDataSets) s += (s.empty() ? "" : ", ") + std::string(d.name);
+  return s;
+}
+
+DataSplit load_data(const DataConfig& config) {
+  for (const auto& d : kDataSets)
+    if (config.name == d.name) return d.load(config, config.path.empty() ? d.default_path : config.path);
+  throw std::invalid_argument("data.name: unknown data set \"" + config.name + "\" (" + data_set_names() +
+                              ")");
 }
 
 std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {

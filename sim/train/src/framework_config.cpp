@@ -1,303 +1,340 @@
+// A DeepSpeed config file read as DeepSpeed documents it (docs/config-json),
+// translated field by field into rpsim's vocabulary. Each block is a table.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/config_keys.hpp"
 #include "rpsim/train/framework_config.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace rpsim::sim::train {
 namespace {
 
-[[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& why) {
-  throw ConfigError(fmt::format("{}: {}: {}", where, key, why));
-}
+using namespace config_json;
+using nlohmann::json;
 
-double num(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_number()) bad(where, key, "expected a number, got " + v.dump());
-  return v.get<double>();
-}
-
-std::int64_t integer(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  const double d = num(v, where, key);
-  if (d != std::floor(d)) bad(where, key, "expected an integer, got " + v.dump());
-  return std::int64_t(d);
-}
-
-bool flag(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_boolean()) bad(where, key, "expected true or false, got " + v.dump());
-  return v.get<bool>();
-}
+// fp16 fields of dynamic loss scaling (DeepSpeed's DynamicLossScaler) and
+// the ScalerConfig field each sets; initial_scale_power is a log2.
+struct Fp16Field {
+  const char* deepspeed;
+  const char* scaler;
+};
+const Fp16Field kFp16Scaler[] = {
+    {"initial_scale_power", "init_scale"}, {"loss_scale_window", "growth_interval"},
+    {"hysteresis", "hysteresis"},          {"consecutive_hysteresis", "consecutive_hysteresis"},
+    {"min_loss_scale", "min_scale"},       {"raise_error_at_min_scale", "raise_at_min_scale"},
+};
+const char* const kFp16Ignored[] = {"auto_cast", "fp16_master_weights_and_grads"};
+const char* const kBf16Ignored[] = {"immediate_grad_update", "check_grad_overflow"};
+// FusedAdam / torch.optim parameters that rpsim's optimizers take under the same names.
+const char* const kOptimizerParams[] = {"lr", "weight_decay", "eps", "momentum", "betas", "nesterov"};
+const char* const kOptimizerIgnored[] = {"adam_w_mode", "torch_adam", "bias_correction", "amsgrad"};
 
 // DeepSpeed's documented top-level sections that a single-process numerical
 // simulator has nothing to do with (parallelism, I/O, logging, memory).
-const std::set<std::string>& deepspeed_ignored() {
-  static const std::set<std::string> s = {"train_micro_batch_size_per_gpu",
-                                          "steps_per_print",
-                                          "wall_clock_breakdown",
-                                          "dump_state",
-                                          "zero_optimization",
-                                          "zero_allow_untested_optimizer",
-                                          "zero_force_ds_cpu_optimizer",
-                                          "communication_data_type",
-                                          "prescale_gradients",
-                                          "gradient_predivide_factor",
-                                          "sparse_gradients",
-                                          "activation_checkpointing",
-                                          "flops_profiler",
-                                          "tensorboard",
-                                          "wandb",
-                                          "csv_monitor",
-                                          "comet",
-                                          "comms_logger",
-                                          "elasticity",
-                                          "aio",
-                                          "checkpoint",
-                                          "data_types",
-                                          "autotuning",
-                                          "pipeline",
-                                          "compression_training",
-                                          "data_efficiency",
-                                          "curriculum_learning",
-                                          "memory_breakdown",
-                                          "disable_allgather",
-                                          "scheduler",
-                                          "amp",
-                                          "timers",
-                                          "monitor_config",
-                                          "seq_parallel_communication_data_type",
-                                          "graph_harvesting",
-                                          "use_data_before_expert_parallelism",
-                                          "torch_autocast"};
-  return s;
+const char* const kIgnored[] = {"steps_per_print",
+                                "wall_clock_breakdown",
+                                "dump_state",
+                                "zero_optimization",
+                                "zero_allow_untested_optimizer",
+                                "zero_force_ds_cpu_optimizer",
+                                "communication_data_type",
+                                "prescale_gradients",
+                                "gradient_predivide_factor",
+                                "sparse_gradients",
+                                "activation_checkpointing",
+                                "flops_profiler",
+                                "tensorboard",
+                                "wandb",
+                                "csv_monitor",
+                                "comet",
+                                "comms_logger",
+                                "elasticity",
+                                "aio",
+                                "checkpoint",
+                                "data_types",
+                                "autotuning",
+                                "pipeline",
+                                "compression_training",
+                                "data_efficiency",
+                                "curriculum_learning",
+                                "memory_breakdown",
+                                "disable_allgather",
+                                "scheduler",
+                                "amp",
+                                "timers",
+                                "monitor_config",
+                                "seq_parallel_communication_data_type",
+                                "graph_harvesting",
+                                "use_data_before_expert_parallelism",
+                                "torch_autocast"};
+
+// rpsim keys that a DeepSpeed field covers; the others pass through a DeepSpeed file.
+const char* const kCoveredByDeepSpeed[] = {"policy", "loss_scaler", "batch_size", "max_grad_norm",
+                                           "optimizer"};
+
+template <class Names>
+std::vector<std::string> list(const Names& names) {
+  return std::vector<std::string>(std::begin(names), std::end(names));
 }
 
-const std::set<std::string>& rpsim_keys() {
-  static const std::set<std::string> s = {"name",
-                                          "comment",
-                                          "seed",
-                                          "policy",
-                                          "model",
-                                          "data",
-                                          "optimizer",
-                                          "loss",
-                                          "batch_size",
-                                          "epochs",
-                                          "steps",
-                                          "max_grad_norm",
-                                          "loss_scaler",
-                                          "shadow",
-                                          "telemetry",
-                                          "inject_overflow_steps",
-                                          "eval_batch_size",
-                                          "evaluate",
-                                          "grad_scaler",
-                                          "fp8_recipe"};
-  return s;
+template <class Names>
+bool in(const Names& names, const std::string& s) {
+  return std::find(std::begin(names), std::end(names), s) != std::end(names);
 }
 
-Translation from_deepspeed(const nlohmann::json& ds, const std::string& where) {
-  Translation t;
-  t.kind = "deepspeed";
-  nlohmann::json c = {{"name", "deepspeed"},
-                      {"comment", "translated from a DeepSpeed config"},
-                      {"model", {{"type", "mlp"}, {"hidden", {256, 256}}}},
-                      {"data", {{"name", "fashion-mnist"}}},
-                      {"epochs", 1},
-                      {"policy", "fp32"},
-                      {"loss_scaler", {{"policy", "none"}}}};
-  std::int64_t micro = 0, accumulation = 1, global = 0;
-  for (const auto& [key, value] : ds.items()) {
-    if (key == "train_batch_size") {
-      global = integer(value, where, key);
-    } else if (key == "gradient_accumulation_steps") {
-      accumulation = integer(value, where, key);
-    } else if (key == "gradient_clipping") {
-      c["max_grad_norm"] = num(value, where, key);
-    } else if (key == "fp16") {
-      for (const auto& [k, v] : value.items())
-        if (k != "enabled" && k != "loss_scale" && k != "initial_scale_power" && k != "loss_scale_window" &&
-            k != "hysteresis" && k != "consecutive_hysteresis" && k != "min_loss_scale" && k != "auto_cast" &&
-            k != "fp16_master_weights_and_grads" && k != "raise_error_at_min_scale")
-          bad(where, "fp16." + k, "unknown DeepSpeed fp16 field");
-      if (!value.value("enabled", false)) continue;
-      c["policy"] = "fp16-amp";
-      nlohmann::json s = {{"policy", "deepspeed"}};
-      const double loss_scale =
-          value.contains("loss_scale") ? num(value["loss_scale"], where, "fp16.loss_scale") : 0;
-      if (loss_scale < 0) bad(where, "fp16.loss_scale", "must be >= 0 (0 = dynamic)");
-      if (loss_scale > 0) {
-        s = {{"policy", "static"}, {"init_scale", loss_scale}};
-      } else {
-        // DeepSpeed defaults: initial_scale_power 16, window 1000, hysteresis 2, min 1.
-        s["init_scale"] =
-            std::ldexp(1.0, int(value.contains("initial_scale_power")
-                                    ? integer(value["initial_scale_power"], where, "fp16.initial_scale_power")
-                                    : 16));
-        s["growth_interval"] = value.contains("loss_scale_window")
-                                   ? integer(value["loss_scale_window"], where, "fp16.loss_scale_window")
-                                   : 1000;
-        s["hysteresis"] =
-            value.contains("hysteresis") ? integer(value["hysteresis"], where, "fp16.hysteresis") : 2;
-        if (value.contains("consecutive_hysteresis"))
-          s["consecutive_hysteresis"] =
-              flag(value["consecutive_hysteresis"], where, "fp16.consecutive_hysteresis");
-        s["min_scale"] = value.contains("min_loss_scale")
-                             ? num(value["min_loss_scale"], where, "fp16.min_loss_scale")
-                             : 1.0;
-        if (value.contains("raise_error_at_min_scale"))
-          s["raise_at_min_scale"] =
-              flag(value["raise_error_at_min_scale"], where, "fp16.raise_error_at_min_scale");
-      }
-      c["loss_scaler"] = s;
-      if (value.contains("auto_cast")) t.ignored.push_back("fp16.auto_cast");
-      if (value.contains("fp16_master_weights_and_grads"))
-        t.ignored.push_back("fp16.fp16_master_weights_and_grads");
-      t.notes.push_back(
-          "fp16.enabled: fp16 compute with fp32 master weights in the optimizer (policy fp16-amp)");
-    } else if (key == "bf16" || key == "bfloat16") {
-      for (const auto& [k, v] : value.items())
-        if (k != "enabled" && k != "immediate_grad_update" && k != "check_grad_overflow")
-          bad(where, key + "." + k, "unknown DeepSpeed bf16 field");
-      if (value.value("enabled", false)) c["policy"] = "bf16-amp";
-    } else if (key == "optimizer") {
-      if (!value.is_object() || !value.contains("type"))
-        bad(where, "optimizer", "expected {\"type\": ..., \"params\": {...}}");
-      std::string type = value["type"].get<std::string>();
-      for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      nlohmann::json o;
-      const nlohmann::json params = value.value("params", nlohmann::json::object());
-      if (type == "adam" || type == "adamw" || type == "fusedadam") {
-        // DeepSpeed's Adam is FusedAdam with adam_w_mode=True unless told otherwise.
-        const bool adamw = type == "adamw" || params.value("adam_w_mode", true);
-        o["type"] = adamw ? "adamw" : "adam";
-      } else if (type == "sgd") {
-        o["type"] = "sgd";
-      } else {
-        bad(where, "optimizer.type",
-            "\"" + value["type"].get<std::string>() + "\" is not simulated (Adam, AdamW, SGD)");
-      }
-      for (const auto& [k, v] : params.items()) {
-        if (k == "lr" || k == "weight_decay" || k == "eps" || k == "momentum" || k == "betas" ||
-            k == "nesterov")
-          o[k] = v;
-        else if (k == "adam_w_mode" || k == "torch_adam" || k == "bias_correction" || k == "amsgrad")
-          t.ignored.push_back("optimizer.params." + k);
-        else
-          bad(where, "optimizer.params." + k, "unknown optimizer parameter");
-      }
-      c["optimizer"] = o;
-    } else if (deepspeed_ignored().count(key)) {
-      t.ignored.push_back(key);
-    } else {
-      bad(where, key, "unknown DeepSpeed field (not in DeepSpeed's config documentation)");
+struct DeepSpeed {
+  Translation& t;
+  KeyReport& report;
+  std::int64_t global = 0, micro = 0, accumulation = 1;
+};
+
+// fp16 fields go to the loss scaler as the scaling table types them.
+json scaler_value(const json& v, const std::string& path, const char* field) {
+  for (const auto& f : scaler_fields())
+    if (std::string(f.name) == field)
+      return f.kind == ScalerFieldKind::flag      ? json(boolean(v, path))
+             : f.kind == ScalerFieldKind::integer ? json(integer(v, path))
+                                                  : json(number(v, path));
+  throw std::logic_error(std::string("no loss-scaler field ") + field);
+}
+
+void read_fp16(const json& v, const std::string& path, DeepSpeed& d) {
+  std::vector<std::string> known{"enabled", "loss_scale"};
+  for (const auto& f : kFp16Scaler) known.emplace_back(f.deepspeed);
+  for (const char* k : kFp16Ignored) known.emplace_back(k);
+  if (!check_object_keys(v, known, path, d.report)) return;
+  if (!(v.contains("enabled") && boolean(v["enabled"], join(path, "enabled")))) {
+    d.t.ignored.push_back(path + " (enabled is false)");
+    return;
+  }
+  d.t.config["policy"] = "fp16-amp";
+  d.t.notes.push_back(path +
+                      ".enabled -> policy fp16-amp (fp16 compute, fp32 master weights in the optimizer)");
+  const double loss_scale = v.contains("loss_scale") ? number(v["loss_scale"], join(path, "loss_scale")) : 0;
+  if (!(loss_scale >= 0) || !std::isfinite(loss_scale))
+    fail(join(path, "loss_scale"), "must be >= 0 (0 = dynamic)");
+  json s = {{"policy", loss_scale > 0 ? "static" : "deepspeed"}};
+  if (loss_scale > 0) {
+    s["init_scale"] = loss_scale;
+    d.t.notes.push_back(
+        fmt::format("{}.loss_scale {} -> loss_scaler static, init_scale {}", path, loss_scale, loss_scale));
+  } else {
+    d.t.notes.push_back(path + ".loss_scale 0 -> loss_scaler deepspeed (DynamicLossScaler)");
+  }
+  for (const auto& f : kFp16Scaler) {
+    if (!v.contains(f.deepspeed)) continue;
+    const std::string key = join(path, f.deepspeed);
+    if (loss_scale > 0) {
+      d.t.ignored.push_back(key + " (a static loss_scale is set)");
+      continue;
+    }
+    json value = scaler_value(v[f.deepspeed], key, f.scaler);
+    if (std::string(f.deepspeed) == "initial_scale_power")
+      value = std::ldexp(1.0, int(value.get<std::int64_t>()));
+    s[f.scaler] = value;
+    d.t.notes.push_back(
+        fmt::format("{} {} -> loss_scaler.{} {}", key, v[f.deepspeed].dump(), f.scaler,
+                    value.is_number_float() ? fmt::format("{}", value.get<double>()) : value.dump()));
+  }
+  for (const char* k : kFp16Ignored)
+    if (v.contains(k)) d.t.ignored.push_back(join(path, k));
+  d.t.config["loss_scaler"] = s;
+}
+
+void read_bf16(const json& v, const std::string& path, DeepSpeed& d) {
+  std::vector<std::string> known{"enabled"};
+  for (const char* k : kBf16Ignored) known.emplace_back(k);
+  if (!check_object_keys(v, known, path, d.report)) return;
+  for (const char* k : kBf16Ignored)
+    if (v.contains(k)) d.t.ignored.push_back(join(path, k));
+  if (!(v.contains("enabled") && boolean(v["enabled"], join(path, "enabled")))) {
+    d.t.ignored.push_back(path + " (enabled is false)");
+    return;
+  }
+  if (d.t.config.contains("policy")) fail(path, "fp16 and bf16 are both enabled (DeepSpeed allows one)");
+  d.t.config["policy"] = "bf16-amp";
+  d.t.notes.push_back(path + ".enabled -> policy bf16-amp (bf16 compute, fp32 master weights)");
+}
+
+void read_optimizer(const json& v, const std::string& path, DeepSpeed& d) {
+  if (!check_object_keys(v, {"type", "params"}, path, d.report)) return;
+  if (!v.contains("type")) fail(path, "expected {\"type\": ..., \"params\": {...}}");
+  const std::string given = string(v["type"], join(path, "type"));
+  std::string type = given;
+  for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  const json params = v.value("params", json::object());
+  const std::string ppath = join(path, "params");
+  std::vector<std::string> known = list(kOptimizerParams);
+  for (const char* k : kOptimizerIgnored) known.emplace_back(k);
+  if (!check_object_keys(params, known, ppath, d.report)) return;
+  json o;
+  if (type == "adam" || type == "adamw" || type == "fusedadam") {
+    // DeepSpeed's Adam is FusedAdam with adam_w_mode=True unless told otherwise.
+    const bool adamw = type == "adamw" || !params.contains("adam_w_mode") ||
+                       boolean(params["adam_w_mode"], ppath + ".adam_w_mode");
+    o["type"] = adamw ? "adamw" : "adam";
+  } else if (type == "sgd") {
+    o["type"] = "sgd";
+  } else {
+    fail(join(path, "type"), "\"" + given + "\" is not simulated (Adam, AdamW, SGD)");
+  }
+  d.t.notes.push_back(
+      fmt::format("{}.type {} -> optimizer.type {}", path, given, o["type"].get<std::string>()));
+  for (const auto& [k, value] : params.items()) {
+    if (in(kOptimizerParams, k)) {
+      o[k] = value;
+      d.t.notes.push_back(fmt::format("{}.{} -> optimizer.{}", ppath, k, k));
+    } else if (k != "adam_w_mode") {
+      d.t.ignored.push_back(join(ppath, k));
     }
   }
-  if (ds.contains("train_micro_batch_size_per_gpu"))
-    micro = integer(ds["train_micro_batch_size_per_gpu"], where, "train_micro_batch_size_per_gpu");
+  d.t.config["optimizer"] = o;
+}
+
+using Read = void (*)(const json& value, const std::string& path, DeepSpeed& d);
+struct DeepSpeedKey {
+  const char* name;
+  Read read;
+};
+const DeepSpeedKey kDeepSpeed[] = {
+    {"train_batch_size", [](const json& v, const std::string& p, DeepSpeed& d) { d.global = integer(v, p); }},
+    {"train_micro_batch_size_per_gpu",
+     [](const json& v, const std::string& p, DeepSpeed& d) { d.micro = integer(v, p); }},
+    {"gradient_accumulation_steps",
+     [](const json& v, const std::string& p, DeepSpeed& d) { d.accumulation = integer(v, p); }},
+    {"gradient_clipping",
+     [](const json& v, const std::string& p, DeepSpeed& d) {
+       d.t.config["max_grad_norm"] = number(v, p);
+       d.t.notes.push_back("gradient_clipping -> max_grad_norm (global norm, after unscaling)");
+     }},
+    {"fp16", read_fp16},
+    {"bf16", read_bf16},
+    {"bfloat16", read_bf16},
+    {"optimizer", read_optimizer},
+};
+
+std::vector<std::string> passthrough_keys() {
+  std::vector<std::string> out;
+  for (const auto& k : config_keys())
+    if (!in(kCoveredByDeepSpeed, k)) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> deepspeed_keys() {
+  std::vector<std::string> known;
+  for (const auto& k : kDeepSpeed) known.emplace_back(k.name);
+  for (const char* k : kIgnored) known.emplace_back(k);
+  for (const auto& k : passthrough_keys()) known.push_back(k);
+  return known;
+}
+
+void set_batch(DeepSpeed& d) {
   // One simulated device: the global batch is the batch of one optimizer step.
-  if (global <= 0 && micro > 0) global = micro * accumulation;
-  if (global <= 0) global = 128;
-  c["batch_size"] = global;
-  if (accumulation > 1)
-    t.notes.push_back(fmt::format("gradient_accumulation_steps {}: one optimizer step per batch of {}",
-                                  accumulation, global));
-  t.config = c;
+  if (d.global <= 0 && d.micro > 0) d.global = d.micro * d.accumulation;
+  if (d.global <= 0) return;  // rpsim's default batch
+  d.t.config["batch_size"] = d.global;
+  d.t.notes.push_back(fmt::format(
+      "{} -> batch_size {} (one simulated device, one optimizer step per batch)",
+      d.accumulation > 1 || d.micro > 0 ? "train_batch_size, micro batch x accumulation" : "train_batch_size",
+      d.global));
+}
+
+Translation from_deepspeed(const json& ds, KeyReport& report) {
+  Translation t;
+  t.kind = "deepspeed";
+  t.config = json::object();
+  DeepSpeed d{t, report};
+  check_object_keys(ds, deepspeed_keys(), "", report);
+  for (const auto& k : kDeepSpeed)
+    if (ds.contains(k.name)) k.read(ds[k.name], k.name, d);
+  for (const char* k : kIgnored)
+    if (ds.contains(k)) t.ignored.push_back(k);
+  for (const auto& k : passthrough_keys())
+    if (ds.contains(k)) t.config[k] = ds[k];
+  set_batch(d);
   return t;
 }
 
 }  // namespace
 
-bool looks_like_deepspeed(const nlohmann::json& j) {
+bool looks_like_deepspeed(const json& j) {
   if (!j.is_object()) return false;
-  bool deepspeed = false;
-  for (const auto& [key, value] : j.items()) {
-    // "optimizer" is a key of both; any other rpsim key makes it rpsim's.
-    if (key != "optimizer" && rpsim_keys().count(key)) return false;
-    if (key == "train_batch_size" || key == "fp16" || key == "bf16" || key == "gradient_accumulation_steps" ||
-        key == "train_micro_batch_size_per_gpu" || key == "zero_optimization" || key == "gradient_clipping")
-      deepspeed = true;
+  for (const auto& item : j.items()) {
+    // A named key, not a structured binding: clang before 16 cannot capture
+    // a binding in the lambda below (the fuzz build is clang).
+    const std::string& key = item.key();
+    if ((key != "optimizer" && std::any_of(std::begin(kDeepSpeed), std::end(kDeepSpeed),
+                                           [&](const DeepSpeedKey& k) { return key == k.name; })) ||
+        in(kIgnored, key))
+      return true;
   }
-  return deepspeed;
+  return false;
 }
 
-Translation translate_framework_config(const nlohmann::json& j, const std::string& where) {
-  if (looks_like_deepspeed(j)) return from_deepspeed(j, where);
+Translation translate_framework_config(const json& j, const std::string& vocabulary, KeyReport& report) {
+  if (vocabulary == "deepspeed") return from_deepspeed(j, report);
   Translation t;
   t.config = j;
-  nlohmann::json& c = t.config;
-  if (!c.is_object()) return t;  // parse_config reports it
-  // Keras mixed-precision policy names.
-  if (c.contains("policy") && c["policy"].is_string()) {
-    const std::string p = c["policy"];
-    if (p == "mixed_float16") {
-      c["policy"] = "fp16-amp";
-      // Keras wraps the optimizer in a LossScaleOptimizer under mixed_float16.
-      if (!c.contains("loss_scaler")) c["loss_scaler"] = {{"policy", "keras"}};
-      t.notes.push_back("policy mixed_float16: fp16-amp with the Keras 3 LossScaleOptimizer");
-    } else if (p == "mixed_bfloat16") {
-      c["policy"] = "bf16-amp";
-    } else if (p == "float32") {
-      c["policy"] = "fp32";
-    }
-  }
-  // torch.amp.GradScaler(init_scale=..., growth_factor=..., backoff_factor=...,
-  // growth_interval=..., enabled=...).
-  if (c.contains("grad_scaler")) {
-    const nlohmann::json g = c["grad_scaler"];
-    c.erase("grad_scaler");
-    if (c.contains("loss_scaler"))
-      bad(where, "grad_scaler", "give either grad_scaler or loss_scaler, not both");
-    if (!g.is_object()) bad(where, "grad_scaler", "expected an object of GradScaler keyword arguments");
-    nlohmann::json s = {{"policy", "pytorch"}};
-    for (const auto& [k, v] : g.items()) {
-      if (k == "enabled") {
-        if (!flag(v, where, "grad_scaler.enabled")) s = {{"policy", "none"}};
-      } else if (k == "init_scale" || k == "growth_factor" || k == "backoff_factor" ||
-                 k == "growth_interval") {
-        s[k] = v;
-      } else if (k == "device") {
-        t.ignored.push_back("grad_scaler.device");
-      } else {
-        bad(where, "grad_scaler." + k,
-            "not a GradScaler keyword (init_scale growth_factor backoff_factor growth_interval enabled)");
-      }
-    }
-    if (s["policy"] == "none") s = {{"policy", "none"}};
-    c["loss_scaler"] = s;
-  }
-  // transformer_engine.common.recipe.DelayedScaling fields.
-  if (c.contains("fp8_recipe")) {
-    const nlohmann::json r = c["fp8_recipe"];
-    c.erase("fp8_recipe");
-    if (!r.is_object()) bad(where, "fp8_recipe", "expected an object of DelayedScaling fields");
-    nlohmann::json policy = {{"name", "fp8"}};
-    nlohmann::json fp8 = {{"scaling", "delayed"}};
-    for (const auto& [k, v] : r.items()) {
-      if (k == "fp8_format") {
-        const std::string f = v.is_string() ? v.get<std::string>() : "";
-        if (f == "E4M3") {
-          // E4M3 in both passes: the backward inputs are e4m3 too.
-          policy["ops"] = {{"linear", {{"compute", "e4m3"}, {"backward_compute", "e4m3"}}},
-                           {"conv2d", {{"compute", "e4m3"}, {"backward_compute", "e4m3"}}}};
-        } else if (f != "HYBRID") {
-          bad(where, "fp8_recipe.fp8_format", "expected \"E4M3\" or \"HYBRID\", got " + v.dump());
-        }
-      } else if (k == "amax_history_len" || k == "margin") {
-        fp8[k] = v;
-      } else if (k == "amax_compute_algo") {
-        fp8[k] = v;
-      } else if (k == "interval" || k == "override_linear_precision" || k == "reduce_amax" ||
-                 k == "fp8_dpa" || k == "fp8_mha") {
-        t.ignored.push_back("fp8_recipe." + k);
-      } else {
-        bad(where, "fp8_recipe." + k, "not a DelayedScaling field");
-      }
-    }
-    policy["fp8"] = fp8;
-    c["policy"] = policy;
-  }
+  if (t.config.is_object()) translate_framework_names(t, report);  // else parse_config reports it
   return t;
+}
+
+namespace {
+
+// The same field under its two names (DeepSpeed's, rpsim's), from the tables.
+std::vector<std::pair<std::string, std::string>> name_pairs() {
+  std::vector<std::pair<std::string, std::string>> pairs{{"train_batch_size", "batch_size"},
+                                                         {"train_micro_batch_size_per_gpu", "batch_size"},
+                                                         {"gradient_clipping", "max_grad_norm"},
+                                                         {"fp16.enabled", "policy"},
+                                                         {"bf16.enabled", "policy"},
+                                                         {"fp16.loss_scale", "loss_scaler"}};
+  for (const auto& f : kFp16Scaler)
+    pairs.emplace_back(std::string("fp16.") + f.deepspeed, std::string("loss_scaler.") + f.scaler);
+  for (const char* p : kOptimizerParams)
+    pairs.emplace_back(std::string("optimizer.params.") + p, std::string("optimizer.") + p);
+  return pairs;
+}
+
+// A key of one vocabulary under the other's names, or "".
+std::string other_names(const std::string& path, bool from_deepspeed) {
+  std::string key = path;
+  // GradScaler keywords are rpsim's loss_scaler fields under PyTorch's names.
+  if (!from_deepspeed && key.rfind("grad_scaler", 0) == 0) key = "loss_scaler" + key.substr(11);
+  std::vector<std::string> names;
+  for (const auto& [ds, rp] : name_pairs()) {
+    const std::string& mine = from_deepspeed ? ds : rp;
+    const std::string& theirs = from_deepspeed ? rp : ds;
+    // A whole block (fp16) names the top-level keys its fields become.
+    std::string name;
+    if (mine == key) name = theirs;
+    if (mine.rfind(key + ".", 0) == 0) {
+      // As deep as the key asked about: fp16 -> loss_scaler, optimizer.params -> optimizer.lr.
+      const auto depth = std::count(key.begin(), key.end(), '.');
+      std::size_t cut = 0;
+      for (long i = 0; i <= depth && cut != std::string::npos; ++i) cut = theirs.find('.', cut ? cut + 1 : 0);
+      name = theirs.substr(0, cut);
+    }
+    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  if (names.empty() && from_deepspeed && in(kIgnored, key)) return "nothing (no meaning in a simulator)";
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+}  // namespace
+
+std::string vocabulary_hint(const std::string& path, const std::string& vocabulary) {
+  const bool deepspeed = vocabulary == "deepspeed";
+  const std::string name = other_names(path, !deepspeed);
+  if (name.empty()) return "";
+  return deepspeed ? "this is a DeepSpeed config, which calls it " + name
+                   : "that is DeepSpeed's name; this config is in rpsim's vocabulary, where it is " + name;
 }
 
 }  // namespace rpsim::sim::train

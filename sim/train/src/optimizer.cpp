@@ -1,4 +1,5 @@
 // Optimizer updates with every operation rounded to the policy's formats.
+#include <algorithm>
 #include <cmath>
 
 #include "rpsim/train/optimizer.hpp"
@@ -6,7 +7,16 @@
 namespace rpsim::sim::train {
 
 Optimizer::Optimizer(OptimizerConfig config, const PrecisionPolicy& policy, std::uint64_t seed)
-    : config_(std::move(config)), policy_(&policy), seed_(seed) {}
+    : config_(std::move(config)), policy_(&policy), seed_(seed), lr_(config_.lr) {}
+
+double OptimizerConfig::lr_at(std::int64_t step) const {
+  if (warmup_steps == 0 && decay_steps == 0) return lr;
+  if (step < warmup_steps) return lr * double(step + 1) / double(warmup_steps + 1);
+  if (step > decay_steps) return min_lr;
+  const double ratio =
+      double(step - warmup_steps) / double(std::max<std::int64_t>(1, decay_steps - warmup_steps));
+  return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
+}
 
 int Optimizer::state_buffers_per_parameter() const {
   int n = 0;
@@ -28,7 +38,7 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
     round_in_place(c, m);
     return m;
   };
-  const double lr = round_value(c, config_.lr);
+  const double lr = round_value(c, lr_);
   for (std::size_t k = 0; k < params.size(); ++k) {
     Parameter& prm = *params[k];
     State& s = state_[k];
@@ -37,7 +47,7 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
     Matrix update;  // the amount subtracted from w
     Matrix w_base = w;
     if (config_.type == "sgd") {
-      if (config_.weight_decay != 0) g = R(g + R(round_value(c, config_.weight_decay) * w));
+      if (config_.weight_decay != 0 && prm.decay) g = R(g + R(round_value(c, config_.weight_decay) * w));
       if (config_.momentum != 0) {
         if (!s.started) {
           s.m = rounded(st, g);
@@ -51,9 +61,9 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
     } else {
       const double b1 = round_value(c, config_.betas[0]), b2 = round_value(c, config_.betas[1]);
       if (config_.type == "adamw") {
-        if (config_.weight_decay != 0)
+        if (config_.weight_decay != 0 && prm.decay)
           w_base = R(w * round_value(c, 1.0 - round_value(c, lr * round_value(c, config_.weight_decay))));
-      } else if (config_.weight_decay != 0) {
+      } else if (config_.weight_decay != 0 && prm.decay) {
         g = R(g + R(round_value(c, config_.weight_decay) * w));
       }
       if (!s.started) {

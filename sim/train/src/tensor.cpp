@@ -1,69 +1,49 @@
 // Rounding of whole tensors and matmuls under an accumulation model.
 #include <omp.h>
 
-#include <bit>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <variant>
 #include <vector>
 
-#include "rpsim/formats/random.hpp"
+#include "native_matmul.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/formats/array.hpp"
+#include "rpsim/formats/random.hpp"
 #include "rpsim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
 namespace {
 
-enum class FastKind { identity, binary32, grid, none };
-
-FastKind fast_kind(const Format& fmt) {
-  if (fmt == formats::binary64()) return FastKind::identity;
-  if (fmt == formats::binary32()) return FastKind::binary32;
-  if (fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.man_bits <= 50 && fmt.emin > -1000 &&
-      fmt.emax < 1000)
-    return FastKind::grid;
-  return FastKind::none;
+// The formats library's round to nearest even, prepared once per format and
+// thread (ValueRounding: the array kernel, inline for binary64 and binary32).
+// The last format asked for is checked first: the ops of a layer ask for the
+// same one many times in a row.
+const ValueRounding& nearest(const Format& fmt) {
+  thread_local std::vector<std::unique_ptr<ValueRounding>> prepared;
+  thread_local const Format* last_format = nullptr;
+  thread_local const ValueRounding* last = nullptr;
+  // Equality too, not only the address: a format can die and another take its place.
+  if (last_format == &fmt && last->format() == fmt) return *last;
+  auto it = std::find_if(prepared.begin(), prepared.end(), [&](const auto& r) { return r->format() == fmt; });
+  if (it == prepared.end()) it = prepared.insert(prepared.end(), std::make_unique<ValueRounding>(fmt));
+  last_format = &fmt;
+  last = it->get();
+  return *last;
 }
 
-double pow2(int k) {
-  return std::bit_cast<double>(std::uint64_t(1023 + k) << 52);
-}
-
-double exact_round(const Format& fmt, double x) {
-  return to_double(fmt, round_double(fmt, x));
-}
-
-// Round to nearest even on the grid of the format: the quantum of x's binade
-// (or of the subnormal range) is 2^(max(E, emin) - man_bits); x scaled by its
-// inverse is rounded to an integer with the 2^52 trick, which is exact RNE
-// for magnitudes below 2^52. Results beyond the largest finite value, and
-// NaN/infinity, go to the exact core so overflow follows the format's rules.
-double grid_round(const Format& fmt, double x) {
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
-  const int biased = int((bits >> 52) & 0x7ff);
-  if (biased == 0x7ff) return exact_round(fmt, x);
-  if (x == 0) return x;
-  const int e = biased == 0 ? -1022 : biased - 1023;
-  const int q = (e > fmt.emin ? e : fmt.emin) - fmt.man_bits;
-  const double t = std::fabs(x) * pow2(-q);
-  const double big = 4503599627370496.0;  // 2^52
-  const double r = (t + big) - big;       // not folded: no -ffast-math in this build
-  const double y = std::copysign(r * pow2(q), x);
-  if (std::fabs(y) > fmt.max_finite()) return exact_round(fmt, x);
-  return y;
+std::span<double> span_of(Matrix& m) {
+  return {m.data(), std::size_t(m.size())};
 }
 
 }  // namespace
 
 double round_value(const Format& fmt, double x) {
-  switch (fast_kind(fmt)) {
-    case FastKind::identity: return x;
-    case FastKind::binary32: return double(float(x));
-    case FastKind::grid: return grid_round(fmt, x);
-    case FastKind::none: break;
-  }
-  return exact_round(fmt, x);
+  return nearest(fmt)(x);
 }
 
 double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t random_bits) {
@@ -75,38 +55,65 @@ double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t
   return to_double(fmt, round_double(fmt, x, r, flags));
 }
 
-void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode, RandomStream random) {
-  double* p = m.data();
-  const Eigen::Index n = m.size();
+namespace {
+
+// out = in rounded to fmt; `in` and `out` may be the same array. Entry i
+// draws counter_random(random.seed, random.stream, i) under stochastic rounding.
+void round_into(const Format& fmt, std::span<const double> in, std::span<double> out, RoundingMode mode,
+                RandomStream random) {
   if (mode == RoundingMode::nearest_even) {
-    switch (fast_kind(fmt)) {
-      case FastKind::identity: return;
-      case FastKind::binary32:
-        for (Eigen::Index i = 0; i < n; ++i) p[i] = double(float(p[i]));
-        return;
-      case FastKind::grid:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (Eigen::Index i = 0; i < n; ++i) p[i] = grid_round(fmt, p[i]);
-        return;
-      case FastKind::none: break;
-    }
-    for (Eigen::Index i = 0; i < n; ++i) p[i] = exact_round(fmt, p[i]);
+    nearest(fmt)(in, out);
     return;
   }
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (Eigen::Index i = 0; i < n; ++i)
-    p[i] = round_value(fmt, p[i], mode, counter_random(random.seed, random.stream, std::uint64_t(i)));
+  ArrayOptions options;
+  options.rounding.mode = mode;
+  options.seed = random.seed;
+  options.stream = random.stream;
+  round_values(fmt, in, out, options);
+}
+
+}  // namespace
+
+void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode, RandomStream random) {
+  round_into(fmt, span_of(m), span_of(m), mode, random);
 }
 
 Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStream random) {
+  Matrix r(m.rows(), m.cols());
+  round_into(fmt, {m.data(), std::size_t(m.size())}, span_of(r), mode, random);
+  return r;
+}
+
+namespace {
+thread_local ScopedTensorRounding::State tensor_rounding;
+}  // namespace
+
+ScopedTensorRounding::ScopedTensorRounding(RoundingMode mode, RandomStream base) : saved_(tensor_rounding) {
+  tensor_rounding = State{mode, base, 0};
+}
+
+ScopedTensorRounding::~ScopedTensorRounding() {
+  tensor_rounding = saved_;
+}
+
+void round_in_place(const Format& fmt, Matrix& m) {
+  ScopedTensorRounding::State& s = tensor_rounding;
+  // binary64 holds every entry: nothing to round, whatever the mode.
+  if (s.mode == RoundingMode::nearest_even || fmt == formats::binary64())
+    return round_in_place(fmt, m, RoundingMode::nearest_even);
+  // A stream per call: the base stream and the call count, mixed.
+  round_in_place(fmt, m, s.mode, RandomStream{s.base.seed, mix64(s.base.stream) ^ mix64(~s.calls++)});
+}
+
+Matrix rounded(const Format& fmt, const Matrix& m) {
   Matrix r = m;
-  round_in_place(fmt, r, mode, random);
+  round_in_place(fmt, r);
   return r;
 }
 
 namespace {
 
-// Every entry a binary32 value (or not finite): float(x) loses nothing.
+// Every entry a binary32 value (or NaN): float(x) loses nothing.
 bool all_binary32(const Matrix& m) {
   const double* p = m.data();
   for (Eigen::Index i = 0; i < m.size(); ++i)
@@ -121,59 +128,43 @@ const Format* sequential_rne(const sim::AccumulationModel& model) {
   return &seq->acc.format;
 }
 
-// Recursive summation in float, row by row with the K loop outside the
-// vectorised j loop: every c(i, j) is still acc = acc + a(i,p)*b(p,j) in
-// index order p = 0, 1, ..., each operation rounded to binary32.
-Matrix matmul_binary32(const Matrix& a, const Matrix& b) {
-  const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
-  std::vector<float> af(std::size_t(m * k)), bf(std::size_t(k * n));
-  for (Eigen::Index i = 0; i < m; ++i)
-    for (Eigen::Index p = 0; p < k; ++p) af[std::size_t(i * k + p)] = float(a(i, p));
-  for (Eigen::Index p = 0; p < k; ++p)
-    for (Eigen::Index j = 0; j < n; ++j) bf[std::size_t(p * n + j)] = float(b(p, j));
-  Matrix c(m, n);
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<std::size_t>(n));
-#pragma omp for schedule(static)
-    for (Eigen::Index i = 0; i < m; ++i) {
-      float* acc = row.data();
-      for (Eigen::Index j = 0; j < n; ++j) acc[j] = 0.0f;
-      const float* arow = af.data() + i * k;
-      for (Eigen::Index p = 0; p < k; ++p) {
-        const float x = arow[p];
-        const float* brow = bf.data() + p * n;
-#pragma omp simd
-        for (Eigen::Index j = 0; j < n; ++j) acc[j] += x * brow[j];
-      }
-      for (Eigen::Index j = 0; j < n; ++j) c(i, j) = double(acc[j]);
-    }
-  }
-  return c;
+// The accumulators matmul_grid takes: signed zeros, subnormals, at most 25
+// significand bits, and a range well inside binary64's.
+bool grid_accumulator(const Format& fmt) {
+  return fmt.has_sign && fmt.has_zero && fmt.subnormals && fmt.man_bits <= 24 && fmt.emin > -1000 &&
+         fmt.emax < 1000;
 }
 
-// Recursive summation rounded to `fmt` (a grid format with at most 25
-// significand bits) on binary64 arithmetic: with binary32 operands a*b is
-// exact in binary64, so grid_round(a*b) is the product rounded once; acc and
-// the rounded product are values of fmt, and rounding their binary64 sum to
-// fmt equals rounding the exact sum because 53 >= 2p + 2 (double rounding is
-// innocuous: Figueroa, "When is double rounding innocuous?", 1995).
+// Recursive summation rounded to such a format on binary64 arithmetic: with binary32 operands a*b is
+// exact in binary64, so rounding it to fmt is the product rounded once; acc
+// and the rounded product are values of fmt, and rounding their binary64 sum
+// to fmt equals rounding the exact sum because 53 >= 2p + 2 (double rounding
+// is innocuous: Figueroa, "When is double rounding innocuous?", 1995). A row
+// of C at a time, so that every rounding is an array rounding of n values;
+// each c(i, j) is still acc = round(acc + round(a(i,p) * b(p,j))) for p = 0, 1, ...
 Matrix matmul_grid(const Matrix& a, const Matrix& b, const Format& fmt) {
   const Eigen::Index m = a.rows(), k = a.cols(), n = b.cols();
+  const std::size_t width = std::size_t(n);
+  std::vector<double> b_rows(std::size_t(k) * width);  // B row-major: row p contiguous
+  for (Eigen::Index p = 0; p < k; ++p)
+    for (Eigen::Index j = 0; j < n; ++j) b_rows[std::size_t(p) * width + std::size_t(j)] = b(p, j);
   Matrix c(m, n);
 #pragma omp parallel
   {
-    std::vector<double> row(static_cast<std::size_t>(k));
+    const ValueRounding& round = nearest(fmt);
+    std::vector<double> acc(width), product(width);
 #pragma omp for schedule(static)
     for (Eigen::Index i = 0; i < m; ++i) {
-      for (Eigen::Index p = 0; p < k; ++p) row[std::size_t(p)] = a(i, p);
-      for (Eigen::Index j = 0; j < n; ++j) {
-        const double* col = b.col(j).data();
-        double acc = 0.0;
-        for (Eigen::Index p = 0; p < k; ++p)
-          acc = grid_round(fmt, acc + grid_round(fmt, row[std::size_t(p)] * col[p]));
-        c(i, j) = acc;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (Eigen::Index p = 0; p < k; ++p) {
+        const double x = a(i, p);
+        const double* row = b_rows.data() + std::size_t(p) * width;
+        for (std::size_t j = 0; j < width; ++j) product[j] = x * row[j];
+        round(product, product);
+        for (std::size_t j = 0; j < width; ++j) acc[j] += product[j];
+        round(acc, acc);
       }
+      for (Eigen::Index j = 0; j < n; ++j) c(i, j) = acc[std::size_t(j)];
     }
   }
   return c;
@@ -200,13 +191,25 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
   if (a.cols() != b.rows())
     throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
                                 std::to_string(b.rows()) + ")");
-  if (const Format* acc = sequential_rne(model); acc && all_binary32(a) && all_binary32(b)) {
-    if (*acc == formats::binary32()) return matmul_binary32(a, b);
-    if (fast_kind(*acc) == FastKind::grid && acc->man_bits <= 24) return matmul_grid(a, b, *acc);
+  if (const Format* acc = sequential_rne(model)) {
+    if (*acc == formats::binary32()) {
+      if (auto c = detail::matmul_native_binary32(a, b)) return std::move(*c);
+    } else if (grid_accumulator(*acc) && all_binary32(a) && all_binary32(b)) {
+      return matmul_grid(a, b, *acc);
+    }
   }
   const sim::GemmOptions options{omp_get_max_threads()};
-  if (const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant()))
-    return sim::gemm(model, rounded(tc->input, a), rounded(tc->input, b), options);
+  // A Tensor Core instruction or a kernel schedule over one reads values of
+  // its input format (a schedule: the format A and B are stored in, binary32
+  // for tf32, which it converts itself): the operands are cast to it, as a
+  // framework casts before calling the kernel.
+  const auto& v = model.variant();
+  if (std::holds_alternative<sim::TensorCoreModel>(v) || std::holds_alternative<sim::KernelSchedule>(v) ||
+      std::holds_alternative<sim::KernelPreset>(v))
+    // The cast in front of the instruction rounds to nearest, whatever the
+    // policy's tensor rounding (the hardware's conversion).
+    return sim::gemm(model, rounded(model.input_format(), a, RoundingMode::nearest_even),
+                     rounded(model.input_format(), b, RoundingMode::nearest_even), options);
   return sim::gemm(reseeded(model, random), a, b, options);
 }
 
@@ -217,13 +220,19 @@ Mask flushed_mask(const Matrix& before, const Matrix& after) {
 }
 
 std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
-  return std::int64_t(flushed_mask(before, after).count());
+  if (before.rows() != after.rows() || before.cols() != after.cols())
+    throw std::invalid_argument("count_flushed: shapes differ");
+  const double *x = before.data(), *y = after.data();
+  std::int64_t n = 0;
+  for (Eigen::Index i = 0; i < before.size(); ++i) n += (x[i] != 0.0) & (y[i] == 0.0);
+  return n;
 }
 
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {
   if (count == 0) return 0.0;
+  const ValueRounding& round = nearest(fmt);
   double acc = values[0];
-  for (Eigen::Index i = 1; i < count; ++i) acc = round_value(fmt, acc + values[i * stride]);
+  for (Eigen::Index i = 1; i < count; ++i) acc = round(acc + values[i * stride]);
   return acc;
 }
 

@@ -97,7 +97,7 @@ TEST_CASE("train: fp16-amp gradient underflow shrinks with loss scaling", "[trai
   CHECK(column(scaled.steps_csv, "loss_scale").front() == "1024");
 }
 
-TEST_CASE("train: underflow columns need no shadow; the shadow comparison is its own column", "[train]") {
+TEST_CASE("train: underflow columns need no shadow, the shadow comparison is its own column", "[train]") {
   auto j = small_config("fp16-amp");
   j["loss_scaler"] = {{"policy", "static"}, {"init_scale", 1}};
   j["optimizer"]["lr"] = 0.5;

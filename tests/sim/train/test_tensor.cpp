@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "rpsim/formats/random.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/formats/random.hpp"
 #include "rpsim/train/tensor.hpp"
 
 using namespace rpsim;
@@ -121,9 +121,10 @@ TEST_CASE("train: sequential low-precision accumulation on binary64 arithmetic e
 TEST_CASE("train: other accumulation models are sim::gemm, Tensor Cores on their input format", "[train]") {
   const Matrix a = random_matrix(formats::binary16(), 70, 96, 200, -5, 5);
   const Matrix b = random_matrix(formats::binary16(), 96, 12, 201, -5, 5);
-  for (const char* spec : {"sequential:fp16", "fma:fp32", "blocked:32:fp16", "pairwise:bf16", "kahan:fp16",
-                           "sequential:bf16:sr:seed=5", "exact:fp32", "tc:h100:fp16:fp32",
-                           "tc:v100:fp16:fp16", "eigen:binary64"}) {
+  for (const char* spec :
+       {"sequential:fp16", "fma:fp32", "blocked:32:fp16", "pairwise:bf16", "kahan:fp16",
+        "sequential:bf16:sr:seed=5", "exact:fp32", "tc:h100:fp16:fp32", "tc:v100:fp16:fp16",
+        "cublas:h100:fp16:fp16", "kernel:h100:fp16:fp32:split_k=2", "eigen:binary64"}) {
     const AccumulationModel model = AccumulationModel::parse(spec);
     INFO(spec);
     const Matrix got = with_1_and_2_threads([&] { return matmul(a, b, model); });
@@ -138,6 +139,15 @@ TEST_CASE("train: other accumulation models are sim::gemm, Tensor Cores on their
   const Matrix b32 = random_matrix(formats::binary32(), 48, 8, 203, -3, 3);
   CHECK(same_bits(matmul(a32, b32, tc),
                   sim::gemm(tc, rounded(formats::binary16(), a32), rounded(formats::binary16(), b32))));
+  // A kernel schedule reads its stored format: fp16 cast first; tf32 keeps
+  // binary32, which the schedule rounds to tf32 itself (RNE, the cuBLAS preset).
+  const AccumulationModel cublas = AccumulationModel::parse("cublas:h100:fp16:fp32");
+  CHECK(same_bits(matmul(a32, b32, cublas),
+                  sim::gemm(cublas, rounded(formats::binary16(), a32), rounded(formats::binary16(), b32))));
+  const AccumulationModel tf32 = AccumulationModel::parse("cublas:h100:tf32:fp32");
+  CHECK(same_bits(matmul(a32, b32, tf32), sim::gemm(tf32, a32, b32)));
+  CHECK_FALSE(
+      same_bits(matmul(a32, b32, tf32), matmul(a32, b32, AccumulationModel::parse("tc:h100:tf32:fp32"))));
 }
 
 TEST_CASE("train: stochastic accumulation draws per matmul from the random stream", "[train]") {

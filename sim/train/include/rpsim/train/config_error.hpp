@@ -1,5 +1,6 @@
 // Errors in a training configuration. The message starts with the key path
-// ("optimizer.lr: expected a number, got \"x\""); the CLI prefixes the file.
+// ("optimizer.lr: expected a number, got \"x\""); the loader prefixes the
+// file. Unknown keys are checked apart (config_keys.hpp), all at once.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,16 +36,18 @@ inline void expect_object(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) fail(path, "expected an object, got " + describe(j));
 }
 
-// Every key of `j` must be in `allowed`; names the first that is not.
+// Every key of `j` must be in `allowed` (a layer's arguments in the op
+// table); names every key that is not, at once, with the known ones.
 inline void check_keys(const nlohmann::json& j, const std::set<std::string>& allowed,
                        const std::string& path) {
   expect_object(j, path);
+  std::string unknown;
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (!allowed.count(it.key())) {
-      std::string known;
-      for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
-      fail(join(path, it.key()), "unknown key (known: " + known + ")");
-    }
+    if (!allowed.count(it.key())) unknown += (unknown.empty() ? "" : ", ") + join(path, it.key());
+  if (unknown.empty()) return;
+  std::string known;
+  for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+  fail(unknown, "unknown key (known: " + known + ")");
 }
 
 inline double number(const nlohmann::json& j, const std::string& path) {

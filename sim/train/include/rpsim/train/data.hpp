@@ -1,10 +1,12 @@
-// Training data: Fashion-MNIST from its IDX files (Debian's
-// dataset-fashion-mnist installs them gzipped under
-// /usr/share/datasets/fashion-mnist), or a deterministic synthetic stand-in
-// of the same shape when the files are absent (reported loudly).
+// Training data, one row per data set (data_sets()): Fashion-MNIST from its
+// IDX files (Debian's dataset-fashion-mnist installs them gzipped under
+// /usr/share/datasets/fashion-mnist) and text for language models (Debian's
+// fortunes, text.hpp), each with a deterministic synthetic stand-in of the
+// same shape when the files are absent (reported loudly).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,33 +14,68 @@
 
 namespace rpsim::sim::train {
 
+// A training or test set: images with one label each, or text cut into
+// windows of `context` tokens whose targets are the next tokens.
 struct Dataset {
-  std::vector<std::uint8_t> pixels;  // samples * features, row by row
-  std::vector<int> labels;
-  int channels = 1, height = 28, width = 28, classes = 10;
-  std::size_t size() const { return labels.size(); }
-  int features() const { return channels * height * width; }
-  // Rows `indices`, scaled to [0, 1] and standardised with the Fashion-MNIST
-  // training mean 0.2860 and standard deviation 0.3530 (binary64 values).
+  std::vector<std::uint8_t> pixels;                         // images: samples * features, row by row
+  std::vector<int> labels;                                  // images: one per sample
+  int channels = 1, height = 28, width = 28, classes = 10;  // text: classes = vocabulary size
+  // Text: sample i is tokens[i * context .. (i + 1) * context], inputs the
+  // first `context`, targets the last `context` (the next token of each).
+  std::vector<int> tokens;
+  int context = 0;  // > 0: a text set
+  std::size_t windows = 0;
+  bool text() const { return context > 0; }
+  std::size_t size() const { return text() ? windows : labels.size(); }
+  // Features per input row: pixels of an image, tokens of a window.
+  int features() const { return text() ? context : channels * height * width; }
+  // Rows `indices`. Images: scaled to [0, 1] and standardised with the
+  // Fashion-MNIST training mean 0.2860 and standard deviation 0.3530
+  // (binary64 values). Text: the token ids of each window (exact integers).
   Matrix batch(const std::vector<std::size_t>& indices) const;
+  // The labels of the rows of the model's output for `indices`: one per
+  // image, `context` per text window (row r * context + t: token t + 1).
+  std::vector<int> targets(const std::vector<std::size_t>& indices) const;
 };
 
+// Where Debian's dataset-fashion-mnist installs the IDX files.
+inline constexpr const char* kDebianFashionMnist = "/usr/share/datasets/fashion-mnist";
+
 struct DataConfig {
-  std::string name = "fashion-mnist";  // or "synthetic"
-  std::string path = "/usr/share/datasets/fashion-mnist";
-  std::size_t train_limit = 0;  // 0: all
+  std::string name = "fashion-mnist";  // a row of data_sets()
+  // Empty: the data set's default folder (Fashion-MNIST: Debian's; when it
+  // lacks the files a synthetic set stands in, loudly). Any other folder must
+  // hold them (a config error otherwise).
+  std::string path;
+  std::size_t train_limit = 0;  // samples (text: windows); 0: all
   std::size_t test_limit = 0;
   std::size_t synthetic_train_size = 6000;
   std::size_t synthetic_test_size = 1000;
+  int context = 64;  // text: tokens per window (the model's block_size)
 };
 
 struct DataSplit {
   Dataset train, test;
   bool synthetic = false;
   std::string description;  // files read, or why the synthetic set was used
+  std::string vocabulary;   // text: the byte of each token id
 };
 
+// The data-set table: one row per name a config can give.
+struct DataSetInfo {
+  const char* name;
+  const char* default_path;  // "" when it reads no files
+  const char* help;
+  DataSplit (*load)(const DataConfig& config, const std::string& path);
+};
+std::span<const DataSetInfo> data_sets();
+std::string data_set_names();  // comma-separated, for error messages
+
 DataSplit load_data(const DataConfig& config);
+
+// The Fashion-MNIST IDX files (each plain or .gz) that folder `dir` lacks:
+// empty when it holds all four.
+std::vector<std::string> missing_fashion_mnist_files(const std::string& dir);
 
 // Reads one IDX file (gzipped when the name ends in .gz, via `gzip -dc`).
 // Throws std::runtime_error naming the file on a bad header.

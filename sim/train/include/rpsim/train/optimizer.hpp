@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,14 @@ struct OptimizerConfig {
   bool nesterov = false;
   std::array<double, 2> betas{0.9, 0.999};
   double eps = 1e-8;
+  // Learning-rate schedule (nanoGPT's get_lr): linear warmup over
+  // warmup_steps, then cosine decay to min_lr at decay_steps, min_lr after.
+  // Both 0: the constant lr.
+  std::int64_t warmup_steps = 0, decay_steps = 0;
+  double min_lr = 0;
+  // The learning rate of step `step` (counted from 0, skipped steps included,
+  // as a scheduler stepped every iteration).
+  double lr_at(std::int64_t step) const;
 };
 
 class Optimizer {
@@ -29,6 +38,9 @@ class Optimizer {
   Optimizer(OptimizerConfig config, const PrecisionPolicy& policy, std::uint64_t seed);
   // One update of every parameter from its (unscaled, clipped) gradient.
   void step(const std::vector<Parameter*>& params);
+  // The learning rate of the next step (binary64; rounded to the optimizer's
+  // arithmetic format inside step()).
+  void set_lr(double lr) { lr_ = lr; }
   // Buffers per parameter (momentum: 1, Adam: 2) plus Kahan compensation.
   int state_buffers_per_parameter() const;
   const OptimizerConfig& config() const { return config_; }
@@ -41,6 +53,7 @@ class Optimizer {
   OptimizerConfig config_;
   const PrecisionPolicy* policy_;
   std::uint64_t seed_;
+  double lr_;
   std::uint64_t steps_ = 0;
   std::vector<State> state_;
 };

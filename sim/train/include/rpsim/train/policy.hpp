@@ -1,8 +1,8 @@
 // Precision policies: which format each op computes and outputs in, how its
 // matmuls accumulate, and where weights, gradients and optimizer state live.
-// The per-op table is what PyTorch's autocast op lists describe (allow list
-// to the low format, deny list to binary32, everything else follows its
-// inputs), written as data so a config can edit it.
+// The per-op rules start from each op's autocast class in the op table
+// (ops.hpp: allow list to the low format, deny list to binary32, everything
+// else follows its inputs), written as data so a config can edit them.
 #pragma once
 
 #include <map>
@@ -12,19 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/train/ops.hpp"
 #include "rpsim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
-
-// Op names as PyTorch's autocast lists spell them.
-inline const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> names{"linear",     "conv2d",     "relu",          "gelu",
-                                              "layer_norm", "max_pool2d", "cross_entropy", "mse_loss"};
-  return names;
-}
 
 // FP8 tensor scaling (Micikevicius et al. 2022; NVIDIA Transformer Engine's
 // DelayedScaling recipe; OCP MX v1.0 for block scaling).
@@ -62,6 +56,10 @@ struct PrecisionPolicy {
   const Format* gradients = nullptr;       // stored weight gradients
   const Format* optimizer_state = nullptr;
   const Format* optimizer_compute = nullptr;  // the optimizer's arithmetic (PyTorch "opmath")
+  // Every rounding of the forward and backward passes (op outputs,
+  // gradients, casts): "sr" rounds them stochastically, as Gupta et al.
+  // 2015's fixed-point training does; update_rounding is the weight store's.
+  RoundingMode rounding = RoundingMode::nearest_even;
   RoundingMode update_rounding = RoundingMode::nearest_even;
   bool kahan = false;  // compensated weight updates (Zamirai et al. 2020)
   Fp8Recipe fp8;
@@ -87,7 +85,7 @@ const std::vector<std::string>& policy_names();
 
 // A policy from config: a name, or an object {"name": ..., overrides}. Keys:
 // weights, master_weights, gradients, optimizer_state, optimizer_compute,
-// update_rounding, kahan, autocast {format, allow, deny}, accumulation,
+// rounding, update_rounding, kahan, autocast {format, allow, deny}, accumulation,
 // ops {op: {compute, output, backward_compute, accumulation} | "follow"},
 // fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size}.
 // An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
@@ -96,5 +94,8 @@ const std::vector<std::string>& policy_names();
 // eigen:binary64 (the FP64 shadow: Eigen's own order, not a modelled one).
 // Errors name `path` and the key.
 PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
+// Every unknown key of policy object `j` (at `path`), at any depth, into `report`.
+class KeyReport;
+void check_policy_keys(const nlohmann::json& j, const std::string& path, KeyReport& report);
 
 }  // namespace rpsim::sim::train

@@ -7,9 +7,9 @@
 #include <Eigen/Core>
 #include <cstdint>
 
+#include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
-#include "rpsim/accumulation/accumulation.hpp"
 
 namespace rpsim::sim::train {
 
@@ -44,10 +44,37 @@ double round_value(const Format& fmt, double x);
 double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t random_bits);
 
 // Rounds every entry in place. Stochastic rounding needs `random`.
-void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
-                    RandomStream random = {});
-Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode = RoundingMode::nearest_even,
-               RandomStream random = {});
+void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode, RandomStream random = {});
+Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStream random = {});
+
+// The same under the current thread's tensor rounding (ScopedTensorRounding):
+// round to nearest even unless a scope says otherwise.
+void round_in_place(const Format& fmt, Matrix& m);
+Matrix rounded(const Format& fmt, const Matrix& m);
+
+// Sets the mode of every tensor rounding that names none (op outputs,
+// gradients, the casts in front of ops) for the current thread until the end
+// of the scope: a policy's "rounding" for its forward and backward passes
+// (Gupta et al. 2015 round every fixed-point result stochastically). Under a
+// stochastic scope each rounding call draws from its own stream, derived
+// from `base` and a count of the scope's calls, so no two tensors share
+// random bits and the draws follow the order of calls, not the thread count.
+class ScopedTensorRounding {
+ public:
+  ScopedTensorRounding(RoundingMode mode, RandomStream base);
+  ~ScopedTensorRounding();
+  ScopedTensorRounding(const ScopedTensorRounding&) = delete;
+  ScopedTensorRounding& operator=(const ScopedTensorRounding&) = delete;
+
+  struct State {
+    RoundingMode mode = RoundingMode::nearest_even;
+    RandomStream base;
+    std::uint64_t calls = 0;
+  };
+
+ private:
+  State saved_;
+};
 
 // C = A * B with the dot products accumulated under `model`, any of sim's
 // accumulation models (accumulation.hpp: sequential, fma, pairwise,

@@ -6,9 +6,11 @@
 //   auto result = train::run(config, options);    // writes steps.csv, histograms.csv, meta.json
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,18 +20,11 @@
 #include "rpsim/train/data.hpp"
 #include "rpsim/train/layers.hpp"
 #include "rpsim/train/memory.hpp"
+#include "rpsim/train/model.hpp"
 #include "rpsim/train/optimizer.hpp"
 #include "rpsim/train/policy.hpp"
 
 namespace rpsim::sim::train {
-
-struct ModelConfig {
-  std::string type = "mlp";           // mlp or cnn
-  std::vector<int> hidden{256, 256};  // mlp: hidden widths
-  std::string activation = "relu";    // relu or gelu
-  bool layer_norm = false;            // mlp: LayerNorm after each hidden linear
-  std::vector<int> channels{8, 16};   // cnn: conv(3x3, pad 1) + activation + maxpool(2) per entry
-};
 
 struct Config {
   std::string name = "run";
@@ -49,27 +44,56 @@ struct Config {
   std::vector<std::int64_t> inject_overflow_steps;  // an inf placed in the first gradient at these steps
   std::size_t eval_batch_size = 1000;
   bool evaluate = true;
+  // > 0: also evaluate before the first step and after every eval_every
+  // steps (validation loss curves); 0: after each epoch (or the last step).
+  std::int64_t eval_every = 0;
   nlohmann::json source;  // the configuration as read (after --set)
 };
 
 // Every key checked (unknown key, wrong type, unknown policy/format, lr < 0,
-// batch_size 0, ...) before any work; ConfigError names the key path.
+// batch_size 0, ...) before any work; ConfigError names the key path, and
+// lists every unknown key at once with the nearest known names. `j` is in
+// rpsim's own vocabulary: config_loader.hpp reads files in any vocabulary.
 Config parse_config(const nlohmann::json& j);
-// `--set a.b=value`: value parsed as JSON when it is JSON, else taken as a string.
+// The top-level keys of rpsim's vocabulary, in reading order.
+std::vector<std::string> config_keys();
+// Every unknown key of `j`, at any depth, into `report`; `also_known` adds
+// names that count as known at the top (suggestions only).
+class KeyReport;
+void check_config_keys(const nlohmann::json& j, KeyReport& report,
+                       const std::vector<std::string>& also_known = {});
+// `--set a.b=value` (config_loader.cpp): value parsed as JSON when it is
+// JSON, else taken as a string; set through set_config_path.
 void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// After each step (progress lines, a study's or sweep's own accounting).
+struct StepReport {
+  std::int64_t step = 0, total_steps = 0;  // steps done, steps planned
+  int epoch = 0;                           // 0-based epoch of the step
+  double loss = 0, loss_scale = 1;
+};
 
 struct RunOptions {
   std::filesystem::path out_dir;  // empty: write nothing
-  std::FILE* progress = nullptr;  // progress lines (nullptr: silent)
+  // Where the steps done so far go when an interrupt cuts the run short
+  // (meta.json "partial": true); empty: nothing is written then.
+  std::filesystem::path partial_out_dir;
+  std::FILE* progress = nullptr;  // warnings and evaluation lines (nullptr: silent)
   bool progress_is_terminal = false;
+  std::function<void(const StepReport&)> on_step;
   int threads = 0;  // OpenMP threads, 0: default
 };
 
 struct Evaluation {
   std::int64_t step = 0;
-  int epoch = 0;
+  int epoch = 0;      // the epoch it ends (1-based)
+  double epochs = 0;  // epochs done, a fraction when a steps limit ends one midway
   double test_accuracy_percent = 0;
   double shadow_test_accuracy_percent = -1;  // -1 without shadow
+  double test_loss_nats = 0;                 // mean loss per output row
+  double shadow_test_loss_nats = NAN;        // NaN without shadow
+  // "epoch 1" after whole epochs, "0.43 of epoch 1" midway.
+  std::string label() const;
 };
 
 struct RunResult {
@@ -80,12 +104,19 @@ struct RunResult {
   double final_loss_scale = 1;
   std::vector<Evaluation> evaluations;
   MemoryReport memory;
+  std::uint64_t parameter_count = 0;
   bool synthetic_data = false;
   std::string data_description;
-  std::string steps_csv, histograms_csv;
+  std::string steps_csv, histograms_csv, evaluations_csv;
   nlohmann::json meta;
 };
 
+// evaluations.csv, one row per evaluation: step, epoch,
+// test_loss_emulated_nats, test_loss_fp64_nats, test_accuracy_emulated_percent,
+// test_accuracy_fp64_percent (fp64 columns empty without shadow); the loss
+// is the mean over the test set's output rows (text: tokens), top-1
+// accuracy over the same rows.
+//
 // steps.csv, one row per step: step, epoch, loss_emulated_nats,
 // loss_fp64_nats (empty without shadow), loss_scale, skipped, overflow_found,
 // grad_norm, then for each layer with parameters (fc0, conv0, ln0, ...):
@@ -98,6 +129,8 @@ struct RunResult {
 //       arriving at the layer that a rounding flushed to zero: where the op
 //       that produced it rounded its result, passed on through activations
 //       and pooling, or in this layer's cast of it (FP8: e5m2);
+//   <layer>_activation_grad_nonfinite_fraction  inf/NaN entries of that
+//       gradient (scaled: an overflow shows here before the unscale);
 //   <layer>_weight_rel_distance_from_fp64       ||w - w64|| / ||w64|| after the
 //       update (empty without shadow);
 //   <layer>_weight_grad_zero_vs_fp64_fraction,
@@ -106,15 +139,5 @@ struct RunResult {
 //       other difference in zeros once the runs diverge (ReLU masks), empty
 //       without shadow.
 RunResult run(const Config& config, const RunOptions& options);
-
-// A model of `config` for inputs of `data`'s shape with deterministic
-// PyTorch-style initialisation rounded to the policy's storage format.
-struct Model {
-  std::vector<std::unique_ptr<Layer>> layers;
-  std::unique_ptr<Loss> loss;
-  std::vector<Parameter*> parameters();
-  Model clone() const;
-};
-Model build_model(const Config& config, const Dataset& data);
 
 }  // namespace rpsim::sim::train

@@ -1,0 +1,81 @@
+// Layers of a sequential network with hand-written reverse-mode derivatives.
+// Every op reads the rule of its op class from the precision policy: inputs
+// are cast to its compute format, matmuls accumulate under its accumulation
+// model, results are rounded to its output format; the gradient of an input
+// is returned in that input's format (as autograd's cast backward does).
+//
+// The interfaces: a layer (forward, backward, parameters) and a loss.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rpsim/train/policy.hpp"
+#include "rpsim/train/tensor.hpp"
+
+namespace rpsim::sim::train {
+
+struct StepContext {
+  const PrecisionPolicy* policy = nullptr;
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+};
+
+struct Parameter {
+  std::string name;
+  Matrix value;  // in policy.parameter_storage()
+  Matrix grad;   // in policy.gradients
+  // Entries of `grad` flushed to zero by the roundings that made it: to the
+  // op's output and the gradient format in backward, then by unscaling and
+  // clipping (see Tensor::underflow).
+  std::int64_t grad_underflow = 0;
+  // Whether the optimizer's weight decay applies (nanoGPT decays only the
+  // matrices, not biases and LayerNorm gains).
+  bool decay = true;
+};
+
+// Amax history of one tensor under delayed scaling (Transformer Engine).
+struct AmaxHistory {
+  std::vector<double> values;  // most recent last
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  const std::string& name() const { return name_; }
+  virtual std::string op() const = 0;
+  virtual Tensor forward(const Tensor& x, const StepContext& ctx) = 0;
+  // Fills parameter gradients; returns the input gradient when asked for it.
+  virtual Tensor backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) = 0;
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  virtual std::unique_ptr<Layer> clone() const = 0;
+  // Elements (for the last batch) and format of what forward saved for backward.
+  virtual std::vector<std::pair<Eigen::Index, const Format*>> saved() const { return {}; }
+  // Entries of the last output gradient (dy) that backward's cast of it to
+  // the backward compute format (FP8: the quantisation) flushed to zero, in
+  // dy's layout; empty when the layer casts nothing.
+  virtual Mask gradient_cast_flushed() const { return Mask(); }
+  // Resolves references to other layers of the model (a tied weight) after
+  // the model is built or cloned.
+  virtual void link(std::vector<std::unique_ptr<Layer>>&) {}
+
+ private:
+  std::string name_;
+};
+
+// Losses: mean over the batch. backward(scale) returns d(scale * loss)/d
+// logits in the logits' format: the loss scale enters here, in the loss's
+// compute format, as loss.backward() on a scaled loss does.
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual std::string op() const = 0;
+  virtual double forward(const Tensor& logits, const std::vector<int>& labels, const StepContext& ctx) = 0;
+  virtual Tensor backward(double scale, const StepContext& ctx) = 0;
+  virtual std::unique_ptr<Loss> clone() const = 0;
+};
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,46 @@
+// Linear layer: y = x W + b, the matmul core Conv2d shares.
+#pragma once
+
+#include <string>
+
+#include "rpsim/train/layers/layer.hpp"
+
+namespace rpsim::sim::train {
+
+// y = x W + b with W stored (in, out). PyTorch's default init:
+// U(-1/sqrt(in), 1/sqrt(in)) for W and b.
+class Linear : public Layer {
+ public:
+  Linear(std::string name, Eigen::Index in, Eigen::Index out);
+  std::string op() const override { return "linear"; }
+  Tensor forward(const Tensor& x, const StepContext& ctx) override;
+  Tensor backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Linear>(*this); }
+  std::vector<std::pair<Eigen::Index, const Format*>> saved() const override;
+  Mask gradient_cast_flushed() const override { return dy_cast_flushed_; }
+
+  Parameter weight, bias;
+  // Shared by Linear and Conv2d (on im2col columns): the matmul core.
+  Matrix core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx);
+  // Fills the parameter gradients (and their grad_underflow); returns the
+  // input gradient in the op's output format, and its value before that
+  // rounding in *dx_before_rounding when given.
+  Matrix core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
+                       Matrix* dx_before_rounding = nullptr);
+
+ private:
+  std::string op_name_ = "linear";
+  Matrix x_;        // input as given
+  Matrix xc_, wc_;  // input and weight cast to the compute format (non-FP8 path)
+  const Format* x_format_ = nullptr;
+  const Format* saved_format_ = nullptr;
+  double x_scale_ = 1, w_scale_ = 1;
+  AmaxHistory x_history_, w_history_, dy_history_;
+  Mask dy_cast_flushed_;
+
+ protected:
+  void set_op_name(std::string n) { op_name_ = std::move(n); }
+};
+
+}  // namespace rpsim::sim::train

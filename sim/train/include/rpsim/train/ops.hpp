@@ -1,0 +1,58 @@
+// The op table: every op the training simulator knows, one row each, with
+// its autocast class (PyTorch's CUDA autocast lists), whether the FP8
+// policies run it as an FP8 GEMM, its help text and, for an op that is a
+// layer of its own, the factory a "layers" model builds it with. Policies
+// (the per-op rules), config parsing and error messages read this table;
+// adding a layer is one row here, its file under layers/ and its tests.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace rpsim::sim::train {
+
+class Layer;
+class Loss;
+
+// torch.autocast's CUDA op lists: "lower_precision_fp" ops cast their inputs
+// to the autocast format, "fp32" ops to binary32; ops on neither list run in
+// the format of their inputs (the widest, by type promotion).
+enum class AutocastClass { lower_precision, fp32, follow_inputs };
+
+// What a layer of a "layers" model sees of its input: features per row, and
+// for images their (channels, height, width) layout (channels 0: no image).
+struct LayerShape {
+  Eigen::Index features = 0;
+  int channels = 0, height = 0, width = 0;
+};
+
+// Builds the layer `name` from its config entry `args` (errors name `path`)
+// for inputs of `shape`, which it updates to the layer's output shape.
+using LayerFactory = std::unique_ptr<Layer> (*)(const std::string& name, const nlohmann::json& args,
+                                                const std::string& path, LayerShape& shape);
+using LossFactory = std::unique_ptr<Loss> (*)();
+
+struct OpInfo {
+  const char* name;  // as PyTorch spells the op
+  AutocastClass autocast;
+  // An FP8 GEMM (e4m3 forward, e5m2 gradients, scaled inputs) under the fp8
+  // policies: Transformer Engine's te.Linear modules.
+  bool fp8_gemm;
+  const char* help;
+  LayerFactory layer;  // null: a part of another layer, or a loss
+  LossFactory loss;    // non-null: a loss
+};
+
+std::span<const OpInfo> ops();
+const std::vector<std::string>& op_names();
+// The row of `name`, or null.
+const OpInfo* find_op(const std::string& name);
+// The names of the rows `keep` accepts, comma-separated (for error messages).
+std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,87 @@
+// The gpt row of the model table: a GPT-2-style decoder as nanoGPT writes
+// it (Karpathy, nanoGPT model.py), without dropout.
+#include <cmath>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/model.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+using Layers = std::vector<std::unique_ptr<Layer>>;
+
+// ln_1, c_attn (q, k, v), attention, c_proj: the attention half of a block.
+std::unique_ptr<Layer> attention_block(const std::string& h, const ModelConfig& c) {
+  Layers body;
+  body.push_back(std::make_unique<LayerNorm>(h + ".ln_1", c.n_embd));
+  body.push_back(std::make_unique<Linear>(h + ".attn.c_attn", c.n_embd, 3 * c.n_embd));
+  body.push_back(std::make_unique<CausalSelfAttention>(h + ".attn", c.block_size, c.n_head));
+  body.push_back(std::make_unique<Linear>(h + ".attn.c_proj", c.n_embd, c.n_embd));
+  return std::make_unique<Residual>(h + "_attn", std::move(body));
+}
+
+// ln_2, c_fc (4x wider), GELU, c_proj: the MLP half of a block.
+std::unique_ptr<Layer> mlp_block(const std::string& h, const ModelConfig& c) {
+  Layers body;
+  body.push_back(std::make_unique<LayerNorm>(h + ".ln_2", c.n_embd));
+  body.push_back(std::make_unique<Linear>(h + ".mlp.c_fc", c.n_embd, 4 * c.n_embd));
+  body.push_back(std::make_unique<GELU>(h + ".mlp.gelu"));
+  body.push_back(std::make_unique<Linear>(h + ".mlp.c_proj", 4 * c.n_embd, c.n_embd));
+  return std::make_unique<Residual>(h + "_mlp", std::move(body));
+}
+
+// N(0, std^2) by Box-Muller on counter_random, rounded to `fmt`.
+void init_normal(Matrix& m, double std, std::uint64_t seed, std::uint64_t stream, const Format& fmt) {
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const double u1 = (double(counter_random(seed, stream, 2 * std::uint64_t(i)) >> 11) + 1) * 0x1.0p-53;
+    const double u2 = double(counter_random(seed, stream, 2 * std::uint64_t(i) + 1) >> 11) * 0x1.0p-53;
+    m.data()[i] = std * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  }
+  round_in_place(fmt, m);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+Layers gpt_layers(const ModelConfig& c, const Dataset& data) {
+  if (c.n_embd % c.n_head != 0)
+    throw ConfigError("model.n_embd: " + std::to_string(c.n_embd) + " is not a multiple of model.n_head (" +
+                      std::to_string(c.n_head) + ")");
+  if (data.context != c.block_size)
+    throw ConfigError("model.block_size: the data's windows hold " + std::to_string(data.context) +
+                      " tokens");
+  Layers out;
+  out.push_back(std::make_unique<Embedding>("wte", data.classes, c.block_size, c.n_embd));
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string index = std::to_string(i), h = "h" + index;
+    out.push_back(attention_block(h, c));
+    out.push_back(mlp_block(h, c));
+  }
+  out.push_back(std::make_unique<LayerNorm>("ln_f", c.n_embd));
+  out.push_back(std::make_unique<LMHead>("lm_head", "wte"));
+  return out;
+}
+
+// nanoGPT's _init_weights: every Linear weight and both embeddings
+// N(0, 0.02^2), the residual projections (c_proj) N(0, (0.02 / sqrt(2
+// n_layer))^2), biases 0, LayerNorm gain 1 and bias 0. Weight decay applies
+// to the matrices only (nanoGPT's configure_optimizers: params with dim >= 2).
+void gpt_init(Model& model, const ModelConfig& c, std::uint64_t seed, const Format& storage) {
+  std::uint64_t stream = 1;
+  for (Parameter* p : model.parameters()) {
+    const bool norm = p->name.find(".ln_") != std::string::npos || p->name.rfind("ln_f.", 0) == 0;
+    if (norm || ends_with(p->name, ".bias")) {
+      p->decay = false;
+      round_in_place(storage, p->value);  // already 1 or 0
+      continue;
+    }
+    const double std = ends_with(p->name, "c_proj.weight") ? 0.02 / std::sqrt(2.0 * c.n_layer) : 0.02;
+    init_normal(p->value, std, seed, stream++, storage);
+  }
+}
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,76 @@
+// Internal to the layers: how an op's rule resolves to formats, FP8 tests,
+// the stochastic-rounding key of a matmul, the GEMM epilogue's dequantisation.
+#pragma once
+
+#include <string>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/train/layers.hpp"
+
+namespace rpsim::sim::train::detail {
+
+struct Formats {
+  const Format* compute;
+  const Format* output;
+  const Format* backward;
+};
+
+inline Formats resolve(const OpRule& r, const Format& input) {
+  if (r.follow_inputs) return {&input, &input, &input};
+  return {r.compute, r.output, r.backward_compute ? r.backward_compute : r.compute};
+}
+
+inline const Format& f32() {
+  return formats::binary32();
+}
+
+inline bool per_tensor_fp8(const OpRule& r, const PrecisionPolicy& p) {
+  return r.scaled_inputs && (p.fp8.scaling == Fp8Scaling::delayed || p.fp8.scaling == Fp8Scaling::current);
+}
+inline bool block_fp8(const OpRule& r, const PrecisionPolicy& p) {
+  return r.scaled_inputs && p.fp8.scaling == Fp8Scaling::mx;
+}
+
+// The stochastic-rounding key of one matmul of one layer at one step
+// (`which`: 0 forward, 1 weight gradient, 2 input gradient). Only models
+// that round stochastically read it.
+inline RandomStream matmul_stream(const std::string& layer, const StepContext& ctx, std::uint64_t which) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the layer name
+  for (const unsigned char ch : layer) h = (h ^ ch) * 0x100000001b3ull;
+  return RandomStream{ctx.seed, mix64(h ^ mix64(ctx.step)) + which};
+}
+
+// acc * (1 / (sa * sb)) in binary32, then in the accumulation format: the
+// GEMM epilogue's dequantisation.
+inline void dequantize(Matrix& acc, double sa, double sb, const Format& acc_format) {
+  const double inv = round_value(f32(), 1.0 / (sa * sb));
+  if (inv == 1.0) return;
+  acc *= inv;
+  round_in_place(acc_format, acc);
+}
+
+}  // namespace rpsim::sim::train::detail
+
+namespace rpsim::sim::train::detail {
+
+// The arithmetic an elementwise CUDA kernel runs in (PyTorch's opmath_t):
+// binary32 for narrower formats, else the format itself.
+inline const Format& opmath(const Format& f) {
+  return f.bits < 32 ? formats::binary32() : f;
+}
+
+// a + b as an elementwise kernel on values of `f`: in opmath, rounded to f.
+inline double add_rounded(double a, double b, const Format& f) {
+  return round_value(f, round_value(opmath(f), a + b));
+}
+
+// PyTorch's type promotion of two floating formats: the one that holds the
+// other, else binary32 (float16 + bfloat16 -> float32), else binary64.
+inline const Format& promote(const Format& a, const Format& b) {
+  if (a == b) return a;
+  if (a.precision() >= b.precision() && a.emax >= b.emax) return a;
+  if (b.precision() >= a.precision() && b.emax >= a.emax) return b;
+  return a.bits <= 32 && b.bits <= 32 ? formats::binary32() : formats::binary64();
+}
+
+}  // namespace rpsim::sim::train::detail

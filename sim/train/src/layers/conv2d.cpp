@@ -1,0 +1,106 @@
+// 2-D convolution: im2col, the Linear core, col2im.
+#include <stdexcept>
+#include <string>
+
+#include "common.hpp"
+
+namespace rpsim::sim::train {
+using namespace detail;
+
+Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int height, int width, int kernel,
+               int padding)
+    : Linear(std::move(name), Eigen::Index(in_channels) * kernel * kernel, out_channels),
+      c_(in_channels),
+      oc_(out_channels),
+      h_(height),
+      w_(width),
+      k_(kernel),
+      pad_(padding),
+      out_h_(height + 2 * padding - kernel + 1),
+      out_w_(width + 2 * padding - kernel + 1) {
+  set_op_name("conv2d");
+  if (out_h_ <= 0 || out_w_ <= 0) throw std::invalid_argument(this->name() + ": kernel larger than image");
+}
+
+namespace {
+
+// From the matmul layout (one row per batch item and output position, one
+// column per output channel) to the image layout (one row per batch item,
+// channels then positions): a conv output, or a mask over one.
+template <class M>
+M to_image_layout(const M& rows, Eigen::Index batch, Eigen::Index positions, Eigen::Index channels) {
+  M out(batch, channels * positions);
+  for (Eigen::Index b = 0; b < batch; ++b)
+    for (Eigen::Index p = 0; p < positions; ++p)
+      for (Eigen::Index o = 0; o < channels; ++o) out(b, o * positions + p) = rows(b * positions + p, o);
+  return out;
+}
+
+}  // namespace
+
+template <class F>
+void Conv2d::for_each_patch_entry(Eigen::Index batch, F&& f) const {
+  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  for (Eigen::Index b = 0; b < batch; ++b)
+    for (int oy = 0; oy < out_h_; ++oy)
+      for (int ox = 0; ox < out_w_; ++ox) {
+        const Eigen::Index r = b * positions + oy * out_w_ + ox;
+        for (int ch = 0; ch < c_; ++ch)
+          for (int ky = 0; ky < k_; ++ky)
+            for (int kx = 0; kx < k_; ++kx) {
+              const int iy = oy + ky - pad_, ix = ox + kx - pad_;
+              if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
+              f(r, Eigen::Index((ch * k_ + ky) * k_ + kx), b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
+            }
+      }
+}
+
+Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
+  const Eigen::Index batch = x.values.rows();
+  if (x.values.cols() != Eigen::Index(c_) * h_ * w_)
+    throw std::invalid_argument(name() + ": expected " + std::to_string(c_ * h_ * w_) + " input features");
+  batch_ = batch;
+  x_format_ = x.format;
+  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  Matrix cols = Matrix::Zero(batch * positions, Eigen::Index(c_) * k_ * k_);
+  for_each_patch_entry(batch, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
+    cols(r, col) = x.values(b, in);
+  });
+  const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
+  const Matrix out = core_forward(cols, *x.format, ctx);
+  return Tensor{to_image_layout(out, batch, positions, oc_), f.output};
+}
+
+Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
+  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  Matrix d(batch_ * positions, oc_);
+  for (Eigen::Index b = 0; b < batch_; ++b)
+    for (Eigen::Index p = 0; p < positions; ++p)
+      for (int o = 0; o < oc_; ++o) d(b * positions + p, o) = dy.values(b, o * positions + p);
+  Matrix dcols_raw;
+  const Matrix dcols = core_backward(d, ctx, need_input_grad, &dcols_raw);
+  if (!need_input_grad) return Tensor{Matrix(), x_format_};
+  // col2im: overlapping patches summed in binary64.
+  auto col2im = [&](const Matrix& cols) {
+    Matrix dx = Matrix::Zero(batch_, Eigen::Index(c_) * h_ * w_);
+    for_each_patch_entry(batch_, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
+      dx(b, in) += cols(r, col);
+    });
+    return dx;
+  };
+  Matrix dx = col2im(dcols);
+  round_in_place(*x_format_, dx);
+  // Underflow: nonzero in the col2im of the unrounded matmul result, zero
+  // after the roundings (of the columns to the output format, of dx to x's).
+  Mask flushed = flushed_mask(col2im(dcols_raw), dx);
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
+}
+
+Mask Conv2d::gradient_cast_flushed() const {
+  // Back from (batch * positions, out channels) rows to the (C, H, W) layout.
+  const Mask& m = Linear::gradient_cast_flushed();
+  if (m.size() == 0) return m;
+  return to_image_layout(m, batch_, Eigen::Index(out_h_) * out_w_, oc_);
+}
+
+}  // namespace rpsim::sim::train

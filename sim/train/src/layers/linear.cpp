@@ -1,0 +1,138 @@
+// Linear: the matmul core shared with Conv2d, under every policy and FP8 recipe.
+#include <utility>
+
+#include "common.hpp"
+
+namespace rpsim::sim::train {
+using namespace detail;
+
+Linear::Linear(std::string name, Eigen::Index in, Eigen::Index out) : Layer(std::move(name)) {
+  weight.name = this->name() + ".weight";
+  bias.name = this->name() + ".bias";
+  weight.value = Matrix::Zero(in, out);
+  bias.value = Matrix::Zero(1, out);
+}
+
+Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx) {
+  const PrecisionPolicy& pol = *ctx.policy;
+  const OpRule& rule = pol.rule(op_name_);
+  const Formats f = resolve(rule, x_format);
+  const Format& accf = rule.accumulation.output_format();
+  x_ = x;
+  x_format_ = &x_format;
+  saved_format_ = f.compute;
+  const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
+  Matrix acc;
+  if (block_fp8(rule, pol)) {
+    acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1),
+                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation,
+                 forward_stream);
+  } else if (per_tensor_fp8(rule, pol)) {
+    x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_);
+    w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_);
+    acc = matmul(fp8_quantize(x, *f.compute, x_scale_), fp8_quantize(weight.value, *f.compute, w_scale_),
+                 rule.accumulation, forward_stream);
+    dequantize(acc, x_scale_, w_scale_, accf);
+  } else {
+    xc_ = rounded(*f.compute, x);
+    wc_ = rounded(*f.compute, weight.value);
+    acc = matmul(xc_, wc_, rule.accumulation, forward_stream);
+  }
+  // Bias added in the accumulation format, as a GEMM epilogue does.
+  const Eigen::RowVectorXd b =
+      rounded(per_tensor_fp8(rule, pol) || block_fp8(rule, pol) ? accf : *f.compute, bias.value);
+  acc.rowwise() += b;
+  round_in_place(accf, acc);
+  round_in_place(*f.output, acc);
+  return acc;
+}
+
+Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
+                             Matrix* dx_before_rounding) {
+  const PrecisionPolicy& pol = *ctx.policy;
+  const OpRule& rule = pol.rule(op_name_);
+  const Formats f = resolve(rule, *x_format_);
+  const Format& accf = rule.accumulation.output_format();
+  const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
+  // dw_raw, dx_raw: the matmul results before any rounding (underflow telemetry).
+  Matrix dw, dx, dy_used, dw_raw, dx_raw;
+  const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
+  const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
+  const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
+  if (block_fp8(rule, pol)) {
+    const int bs = pol.fp8.block_size;
+    const Matrix dy_cols = mx_quantize(dy, *f.backward, bs, 0);
+    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), dy_cols, rule.accumulation, dw_stream);
+    dy_cast_flushed_ = flushed_mask(dy, dy_cols);
+    if (need_input_grad) {
+      const Matrix dy_rows = mx_quantize(dy, *f.backward, bs, 1);
+      dx = matmul(dy_rows, mx_quantize(wt, *f.compute, bs, 0), rule.accumulation, dx_stream);
+      dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
+    }
+    dy_used = dy;
+  } else if (per_tensor_fp8(rule, pol)) {
+    const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_);
+    const Matrix dyq = fp8_quantize(dy, *f.backward, dy_scale);
+    dy_cast_flushed_ = flushed_mask(dy, dyq);
+    dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation, dw_stream);
+    dw_raw = dw;
+    dequantize(dw, x_scale_, dy_scale, accf);
+    if (need_input_grad) {
+      dx = matmul(dyq, fp8_quantize(wt, *f.compute, w_scale_), rule.accumulation, dx_stream);
+      dx_raw = dx;
+      dequantize(dx, dy_scale, w_scale_, accf);
+    }
+    dy_used = dy;  // Transformer Engine reduces dbias from the unquantised gradient
+  } else {
+    dy_used = rounded(*f.backward, dy);
+    dy_cast_flushed_ = flushed_mask(dy, dy_used);
+    // The casts saved by forward (autocast saves the low-precision copies).
+    dw = matmul(xc_.transpose(), dy_used, rule.accumulation, dw_stream);
+    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation, dx_stream);
+  }
+  if (!per_tensor_fp8(rule, pol)) {
+    dw_raw = dw;
+    if (need_input_grad) dx_raw = dx;
+  }
+  // The weight gradient leaves the op in its output format and is stored in
+  // the policy's gradient format (autocast: fp16 grad cast back to fp32).
+  round_in_place(*f.output, dw);
+  round_in_place(*pol.gradients, dw);
+  weight.grad_underflow = count_flushed(dw_raw, dw);
+  weight.grad = std::move(dw);
+  Matrix db(1, dy_used.cols());
+  for (Eigen::Index j = 0; j < dy_used.cols(); ++j)
+    db(0, j) = sequential_sum(accf, dy_used.col(j).data(), dy_used.rows());
+  const Matrix db_raw = db;
+  round_in_place(*f.output, db);
+  round_in_place(*pol.gradients, db);
+  bias.grad_underflow = count_flushed(db_raw, db);
+  bias.grad = std::move(db);
+  if (need_input_grad) {
+    round_in_place(*f.output, dx);
+    if (dx_before_rounding) *dx_before_rounding = std::move(dx_raw);
+  }
+  return dx;
+}
+
+Tensor Linear::forward(const Tensor& x, const StepContext& ctx) {
+  const Formats f = resolve(ctx.policy->rule("linear"), *x.format);
+  return Tensor{core_forward(x.values, *x.format, ctx), f.output};
+}
+
+Tensor Linear::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
+  Matrix raw;
+  Matrix dx = core_backward(dy.values, ctx, need_input_grad, &raw);
+  if (!need_input_grad) return Tensor{Matrix(), x_format_};
+  round_in_place(*x_format_, dx);
+  Mask flushed = flushed_mask(raw, dx);
+  return Tensor{std::move(dx), x_format_, std::move(flushed)};
+}
+
+std::vector<std::pair<Eigen::Index, const Format*>> Linear::saved() const {
+  // What autograd keeps: the input cast to the compute format (FP8: its
+  // quantised copy, one byte per element).
+  return {{x_.size(), saved_format_}};
+}
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,169 @@
+// The model table: mlp, cnn, gpt (gpt.cpp) and a list of op-table layers.
+#include "rpsim/train/model.hpp"
+
+#include <cmath>
+
+#include "rpsim/formats/random.hpp"
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/trainer.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+using Layers = std::vector<std::unique_ptr<Layer>>;
+
+void init_uniform(Matrix& m, double bound, std::uint64_t seed, std::uint64_t stream, const Format& fmt) {
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const double u = double(counter_random(seed, stream, std::uint64_t(i)) >> 11) * 0x1.0p-53;
+    m.data()[i] = (2 * u - 1) * bound;
+  }
+  round_in_place(fmt, m);
+}
+
+// torch.nn.Linear / Conv2d default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+// for weight and bias, one random stream per tensor in layer order.
+void torch_default_init(Model& m, const ModelConfig&, std::uint64_t seed, const Format& storage) {
+  std::uint64_t stream = 1;
+  for (auto& l : m.layers)
+    if (auto* lin = dynamic_cast<Linear*>(l.get())) {
+      const double bound = 1.0 / std::sqrt(double(lin->weight.value.rows()));
+      init_uniform(lin->weight.value, bound, seed, stream++, storage);
+      init_uniform(lin->bias.value, bound, seed, stream++, storage);
+    }
+}
+
+std::unique_ptr<Layer> activation(const ModelConfig& mc, const std::string& name) {
+  if (mc.activation == "gelu") return std::make_unique<GELU>(name);
+  return std::make_unique<ReLU>(name);
+}
+
+// Hidden Linear (+ LayerNorm) + activation per width, then the classifier.
+void add_mlp(Layers& out, const ModelConfig& mc, const std::vector<int>& hidden, Eigen::Index width,
+             int classes) {
+  for (std::size_t i = 0; i < hidden.size(); ++i) {
+    const std::string n = std::to_string(i);
+    out.push_back(std::make_unique<Linear>("fc" + n, width, hidden[i]));
+    if (mc.layer_norm) out.push_back(std::make_unique<LayerNorm>("ln" + n, hidden[i]));
+    out.push_back(activation(mc, "act" + n));
+    width = hidden[i];
+  }
+  out.push_back(std::make_unique<Linear>("fc" + std::to_string(hidden.size()), width, classes));
+}
+
+Layers mlp_layers(const ModelConfig& mc, const Dataset& data) {
+  Layers out;
+  add_mlp(out, mc, mc.hidden, data.features(), data.classes);
+  return out;
+}
+
+// conv(3x3, pad 1) + activation + maxpool(2) per channel count, then a Linear.
+Layers cnn_layers(const ModelConfig& mc, const Dataset& data) {
+  Layers out;
+  int c = data.channels, h = data.height, w = data.width;
+  for (std::size_t i = 0; i < mc.channels.size(); ++i) {
+    const std::string n = std::to_string(i);
+    out.push_back(std::make_unique<Conv2d>("conv" + n, c, mc.channels[i], h, w, 3, 1));
+    out.push_back(activation(mc, "act_conv" + n));
+    out.push_back(std::make_unique<MaxPool2d>("pool" + n, mc.channels[i], h, w, 2));
+    c = mc.channels[i];
+    h /= 2;
+    w /= 2;
+    if (h < 1 || w < 1)
+      throw ConfigError("model.channels: too many pooling stages for " + std::to_string(data.height) + "x" +
+                        std::to_string(data.width) + " images");
+  }
+  add_mlp(out, mc, {}, Eigen::Index(c) * h * w, data.classes);
+  return out;
+}
+
+// Any stack of op-table layers: {"op": NAME, args...} per entry.
+Layers listed_layers(const ModelConfig& mc, const Dataset& data) {
+  using namespace config_json;
+  Layers out;
+  LayerShape shape{data.features(), data.channels, data.height, data.width};
+  if (!mc.layers.is_array() || mc.layers.empty()) fail("model.layers", "expected a non-empty list of layers");
+  for (std::size_t i = 0; i < mc.layers.size(); ++i) {
+    const std::string path = "model.layers[" + std::to_string(i) + "]";
+    const auto& entry = mc.layers[i];
+    expect_object(entry, path);
+    if (!entry.contains("op")) fail(join(path, "op"), "missing");
+    const std::string op = string(entry["op"], join(path, "op"));
+    const OpInfo* info = find_op(op);
+    if (!info || !info->layer)
+      fail(join(path, "op"), "\"" + op + "\" is not a layer (layers: " + op_list([](const OpInfo& o) {
+                               return o.layer != nullptr;
+                             }) + ")");
+    out.push_back(info->layer(op + std::to_string(i), entry, path, shape));
+  }
+  if (shape.features != data.classes)
+    fail("model.layers", "the last layer gives " + std::to_string(shape.features) +
+                             " features, the data has " + std::to_string(data.classes) + " classes");
+  return out;
+}
+
+const ModelInfo kModels[] = {
+    {"mlp", "Linear layers of model.hidden widths (+ LayerNorm), model.activation between", false, mlp_layers,
+     torch_default_init},
+    {"cnn", "conv 3x3 + activation + max-pool 2 per model.channels entry, then a Linear", false, cnn_layers,
+     torch_default_init},
+    {"gpt",
+     "GPT-2-style decoder (nanoGPT): model.n_layer blocks of width model.n_embd, model.n_head heads, "
+     "model.block_size tokens, tied output projection",
+     true, gpt_layers, gpt_init},
+    {"layers", "model.layers: a list of op-table layers, e.g. [{\"op\": \"linear\", \"out\": 10}]", false,
+     listed_layers, torch_default_init},
+};
+
+}  // namespace
+
+std::span<const ModelInfo> model_types() {
+  return kModels;
+}
+
+const ModelInfo* find_model_type(const std::string& name) {
+  for (const auto& m : kModels)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+std::string model_type_names() {
+  std::string s;
+  for (const auto& m : kModels) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+std::vector<Parameter*> Model::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& l : layers)
+    for (Parameter* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+Model Model::clone() const {
+  Model m;
+  for (const auto& l : layers) m.layers.push_back(l->clone());
+  for (auto& l : m.layers) l->link(m.layers);
+  m.loss = loss->clone();
+  return m;
+}
+
+Model build_model(const Config& config, const Dataset& data) {
+  const ModelInfo* info = find_model_type(config.model.type);
+  if (!info)
+    throw ConfigError("model.type: unknown \"" + config.model.type + "\" (known: " + model_type_names() +
+                      ")");
+  if (info->text != data.text())
+    throw ConfigError("model.type: " + config.model.type +
+                      (info->text ? " needs a text" : " needs an image") + " data set, data.name gives " +
+                      (data.text() ? "text" : "images"));
+  Model m;
+  m.layers = info->layers(config.model, data);
+  for (auto& l : m.layers) l->link(m.layers);
+  const OpInfo* loss = find_op(config.loss);
+  if (!loss || !loss->loss) throw ConfigError("loss: unknown \"" + config.loss + "\"");
+  m.loss = loss->loss();
+  info->init(m, config.model, config.seed, config.policy.parameter_storage());
+  return m;
+}
+
+}  // namespace rpsim::sim::train

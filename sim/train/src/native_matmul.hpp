@@ -1,0 +1,19 @@
+// The trainer's native binary32 GEMM (internal to sim/train): what
+// sequential:binary32:rne computes, at the speed of the hardware.
+#pragma once
+
+#include <optional>
+
+#include "rpsim/train/tensor.hpp"
+
+namespace rpsim::sim::train::detail {
+
+// C = A * B with every c(i, j) computed as acc = acc + a(i, p) * b(p, j) for
+// p = 0, 1, ..., k - 1 from acc = +0, each product and each sum rounded to
+// binary32: bit-identical to sim::gemm under sequential:binary32:rne (not
+// fused) when every operand is a binary32 value. Nothing (std::nullopt) when
+// some operand is not one (NaN aside): the float kernel would round it.
+// Deterministic for any thread count.
+std::optional<Matrix> matmul_native_binary32(const Matrix& a, const Matrix& b);
+
+}  // namespace rpsim::sim::train::detail

@@ -1,0 +1,142 @@
+// The op table and the factories of the ops that are layers of their own.
+#include "rpsim/train/ops.hpp"
+
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/layers.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+using namespace config_json;
+using AC = AutocastClass;
+
+int positive(const nlohmann::json& args, const char* key, long long fallback, const std::string& path) {
+  if (!args.contains(key)) {
+    if (fallback > 0) return int(fallback);
+    fail(join(path, key), "missing");
+  }
+  const long long v = integer(args[key], join(path, key));
+  if (v < 1 || v > 1 << 20) fail(join(path, key), "must be a positive integer, got " + describe(args[key]));
+  return int(v);
+}
+
+void image_input(const LayerShape& s, const std::string& path, const char* op) {
+  if (s.channels == 0) fail(path, std::string(op) + " needs an image input (channels, height, width)");
+}
+
+std::unique_ptr<Layer> make_linear(const std::string& name, const nlohmann::json& args,
+                                   const std::string& path, LayerShape& s) {
+  check_keys(args, {"op", "out"}, path);
+  const int out = positive(args, "out", 0, path);
+  auto l = std::make_unique<Linear>(name, s.features, out);
+  s = LayerShape{out};
+  return l;
+}
+
+std::unique_ptr<Layer> make_conv2d(const std::string& name, const nlohmann::json& args,
+                                   const std::string& path, LayerShape& s) {
+  check_keys(args, {"op", "out_channels", "kernel", "padding"}, path);
+  image_input(s, path, "conv2d");
+  const int oc = positive(args, "out_channels", 0, path), k = positive(args, "kernel", 3, path);
+  const int pad =
+      args.contains("padding") ? int(integer(args["padding"], join(path, "padding"))) : (k - 1) / 2;
+  if (pad < 0 || pad > k) fail(join(path, "padding"), "must be in [0, kernel]");
+  const int oh = s.height + 2 * pad - k + 1, ow = s.width + 2 * pad - k + 1;
+  if (oh < 1 || ow < 1) fail(join(path, "kernel"), "larger than the padded image");
+  auto l = std::make_unique<Conv2d>(name, s.channels, oc, s.height, s.width, k, pad);
+  s = LayerShape{Eigen::Index(oc) * oh * ow, oc, oh, ow};
+  return l;
+}
+
+std::unique_ptr<Layer> make_max_pool2d(const std::string& name, const nlohmann::json& args,
+                                       const std::string& path, LayerShape& s) {
+  check_keys(args, {"op", "size"}, path);
+  image_input(s, path, "max_pool2d");
+  const int size = positive(args, "size", 2, path);
+  if (s.height / size < 1 || s.width / size < 1) fail(join(path, "size"), "larger than the image");
+  auto l = std::make_unique<MaxPool2d>(name, s.channels, s.height, s.width, size);
+  s = LayerShape{Eigen::Index(s.channels) * (s.height / size) * (s.width / size), s.channels, s.height / size,
+                 s.width / size};
+  return l;
+}
+
+template <class L>
+std::unique_ptr<Layer> make_elementwise(const std::string& name, const nlohmann::json& args,
+                                        const std::string& path, LayerShape&) {
+  check_keys(args, {"op"}, path);
+  return std::make_unique<L>(name);
+}
+
+std::unique_ptr<Layer> make_layer_norm(const std::string& name, const nlohmann::json& args,
+                                       const std::string& path, LayerShape& s) {
+  check_keys(args, {"op"}, path);
+  auto l = std::make_unique<LayerNorm>(name, s.features);
+  s = LayerShape{s.features};  // normalised per row: no image layout kept
+  return l;
+}
+
+// PyTorch's autocast lists (torch/csrc/autograd/autocast_mode.cpp, CUDA):
+// linear, conv2d, matmul/bmm lower precision; layer_norm, softmax, the losses
+// binary32; the rest on neither list.
+const OpInfo kOps[] = {
+    {"linear", AC::lower_precision, true, "y = x W + b (torch.nn.Linear); layers entry {\"out\": N}",
+     make_linear, nullptr},
+    {"conv2d", AC::lower_precision, true,
+     "2-D convolution, stride 1 (torch.nn.Conv2d); {\"out_channels\": N, \"kernel\": 3, \"padding\": 1}",
+     make_conv2d, nullptr},
+    {"relu", AC::follow_inputs, false, "max(x, 0)", make_elementwise<ReLU>, nullptr},
+    {"gelu", AC::follow_inputs, false, "x Phi(x), the exact erf form (torch.nn.GELU)", make_elementwise<GELU>,
+     nullptr},
+    {"layer_norm", AC::fp32, false, "normalisation over each row's features (torch.nn.LayerNorm)",
+     make_layer_norm, nullptr},
+    {"max_pool2d", AC::follow_inputs, false, "max pooling, window = stride; {\"size\": 2}", make_max_pool2d,
+     nullptr},
+    {"cross_entropy", AC::fp32, false, "softmax cross-entropy (log_softmax + nll_loss), mean over rows",
+     nullptr, [] { return std::unique_ptr<Loss>(std::make_unique<CrossEntropyLoss>()); }},
+    {"mse_loss", AC::fp32, false, "mean squared error against one-hot targets", nullptr,
+     [] { return std::unique_ptr<Loss>(std::make_unique<MSELoss>()); }},
+    // The transformer's ops (built by the gpt model).
+    {"embedding", AC::follow_inputs, false,
+     "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr},
+    {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
+     nullptr, nullptr},
+    {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
+     nullptr},
+    {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",
+     nullptr, nullptr},
+    // F.linear on the embedding matrix, so autocast's linear rule; not an FP8
+    // GEMM: Transformer Engine recipes (and Megatron's output layer) keep
+    // the output projection in higher precision.
+    {"lm_head", AC::lower_precision, false, "output projection tied to the token embedding (no bias)",
+     nullptr, nullptr},
+};
+
+}  // namespace
+
+std::span<const OpInfo> ops() {
+  return kOps;
+}
+
+const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& o : kOps) n.emplace_back(o.name);
+    return n;
+  }();
+  return names;
+}
+
+const OpInfo* find_op(const std::string& name) {
+  for (const auto& o : kOps)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+std::string op_list(bool (*keep)(const OpInfo&)) {
+  std::string s;
+  for (const auto& o : kOps)
+    if (!keep || keep(o)) s += (s.empty() ? "" : ", ") + std::string(o.name);
+  return s;
+}
+
+}  // namespace rpsim::sim::train

@@ -1,0 +1,210 @@
+// The plan of a training run and its time estimate, from the config alone.
+#include "rpsim/train/run_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <variant>
+
+#include "rpsim/io/progress.hpp"
+#include "rpsim/train/data.hpp"
+#include "rpsim/train/model.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+// Seconds per unit of work, measured as user CPU time with --threads 1 on
+// this project's machine (AMD EPYC, 2.6 GHz) on the 784-256-256-10 MLP, the
+// 784-64-10 and 784-1024-1024-10 ones and batches 8 to 128: a step under
+// fp32 with the FP64 shadow costs kPerMultiplyAdd per multiply-add of its
+// six matmuls (forward and two backward, emulated and shadow), kPerParameter
+// per parameter (optimizer, telemetry) and kPerStep; these fit the measured
+// steps within 10%. Other policies cost kPolicyFactor times that (fp16-amp
+// 1.44, bf16-pure 1.38, bf16-kahan 1.44, fp8 1.56 measured); a run without
+// the shadow 0.62 times. Accumulation models other than native binary32 add
+// per emulated multiply-add: sequential narrower formats with round to
+// nearest 23 ns, the Tensor Core kernel 2.6 ns, per-element emulation
+// (pairwise, blocked, Kahan, exact, stochastic) 250 ns.
+constexpr double kPerMultiplyAdd = 0.42e-9, kPerParameter = 143e-9, kPerStep = 3e-3;
+constexpr double kPolicyFactor = 1.45, kFp8Factor = 1.55, kNoShadowFactor = 0.62;
+constexpr double kLoadFashionMnist = 1.0;  // gunzip and read the IDX files
+
+double extra_per_multiply_add(const sim::AccumulationModel& m) {
+  const auto& v = m.variant();
+  if (std::holds_alternative<sim::EigenGemm>(v)) return 0;
+  if (std::holds_alternative<sim::TensorCoreModel>(v)) return 2.6e-9;
+  if (std::holds_alternative<sim::Sequential>(v) && m.rounding() == RoundingMode::nearest_even)
+    return m.output_format() == formats::binary32() ? 0 : 23e-9;
+  return 250e-9;
+}
+
+void count_model(const Config& config, RunPlan& plan) {
+  // Images: Fashion-MNIST's and the synthetic set's shape (1x28x28, 10
+  // classes), no need to read them. Text: the vocabulary is the data's, so
+  // the text is read (a few MB).
+  const ModelInfo* info = find_model_type(config.model.type);
+  Dataset shape;
+  if (info && info->text) shape = load_data(config.data).train;
+  Model model = build_model(config, shape);
+  for (Parameter* p : model.parameters()) plan.parameters += p->value.size();
+  for (const auto& layer : model.layers)
+    if (const auto* conv = dynamic_cast<const Conv2d*>(layer.get()))
+      plan.forward_multiply_adds +=
+          double(conv->weight.value.size()) * conv->out_height() * conv->out_width();
+    else if (const auto* linear = dynamic_cast<const Linear*>(layer.get()))
+      plan.forward_multiply_adds += double(linear->weight.value.size());
+}
+
+void count_data(const Config& config, RunPlan& plan) {
+  const DataConfig& d = config.data;
+  if (d.name != "fashion-mnist" && d.name != "synthetic") {
+    // Text (fortunes, synthetic-text): read it, as the run will.
+    const DataSplit data = load_data(d);
+    plan.synthetic_data = data.synthetic;
+    plan.train_samples = data.train.size();
+    plan.test_samples = data.test.size();
+    plan.data_source = data.description;
+    return;
+  }
+  auto limited = [](std::size_t n, std::size_t limit) { return limit && limit < n ? limit : n; };
+  // No data.path: the data-set table's folder, as load_data reads it.
+  std::string path = d.path;
+  for (const auto& row : data_sets())
+    if (path.empty() && row.name == d.name) path = row.default_path;
+  const bool files = d.name == "fashion-mnist" && missing_fashion_mnist_files(path).empty();
+  plan.synthetic_data = !files;
+  plan.train_samples = limited(files ? 60000 : d.synthetic_train_size, d.train_limit);
+  plan.test_samples = limited(files ? 10000 : d.synthetic_test_size, d.test_limit);
+  plan.data_source = files ? "Fashion-MNIST IDX files in " + path
+                     : d.name == "synthetic"
+                         ? std::string("SYNTHETIC (asked for): 10 classes of blobs plus noise, 28x28")
+                         : "SYNTHETIC stand-in: no Fashion-MNIST files in " + path +
+                               " (install Debian's dataset-fashion-mnist)";
+}
+
+double estimate(const Config& config, const RunPlan& plan) {
+  const double step_macs = 3.0 * double(config.batch_size) * plan.forward_multiply_adds;
+  const double factor = config.policy.fp8.scaling != Fp8Scaling::none ? kFp8Factor
+                        : config.policy.name.rfind("fp32", 0) == 0    ? 1.0
+                                                                      : kPolicyFactor;
+  const double shadow = config.shadow ? 1.0 : kNoShadowFactor;
+  const double extra = extra_per_multiply_add(config.policy.rule("linear").accumulation);
+  const double step =
+      shadow * factor * (kPerMultiplyAdd * step_macs + kPerParameter * double(plan.parameters) + kPerStep) +
+      extra * step_macs / 2;
+  const double eval = double(plan.evaluations) * double(plan.test_samples) * plan.forward_multiply_adds *
+                      (kPerMultiplyAdd + extra);
+  return double(plan.total_steps) * step + eval + (plan.synthetic_data ? 0.2 : kLoadFashionMnist);
+}
+
+std::string model_text(const Config& c, const RunPlan& plan) {
+  const ModelConfig& m = c.model;
+  std::string shape;
+  if (m.type == "cnn")
+    shape = fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
+                        fmt::join(m.channels, "/"), m.activation);
+  else if (m.type != "mlp")
+    shape = m.type + " (" + find_model_type(m.type)->help + ")";
+  else
+    shape = fmt::format("mlp 784-{}-10, {}{}", fmt::join(m.hidden, "-"), m.activation,
+                        m.layer_norm ? ", LayerNorm" : "");
+  return fmt::format("{}; {} parameters", shape, plan.parameters);
+}
+
+std::string scaler_text(const ScalerConfig& s) {
+  std::string upstream;
+  std::vector<std::string> fields;
+  for (const auto& row : loss_scalers())
+    if (row.name == s.policy) {
+      upstream = std::string(row.upstream);
+      for (const auto& f : scaler_fields()) {
+        if (!(row.fields & f.bit) || !f.is_set(s)) continue;
+        fields.push_back(f.kind == ScalerFieldKind::flag ? std::string(f.name) + (f.get(s) ? " on" : " off")
+                                                         : fmt::format("{} {:g}", f.name, f.get(s)));
+      }
+    }
+  return fmt::format("{} ({}){}{}", s.policy, upstream, fields.empty() ? "" : ": ", fmt::join(fields, ", "));
+}
+
+}  // namespace
+
+RunPlan plan_run(const Config& config) {
+  RunPlan plan;
+  count_model(config, plan);
+  count_data(config, plan);
+  plan.steps_per_epoch = std::int64_t((plan.train_samples + config.batch_size - 1) / config.batch_size);
+  plan.total_steps = config.steps > 0 ? config.steps : plan.steps_per_epoch * config.epochs;
+  if (config.evaluate && plan.test_samples > 0) plan.evaluations = config.steps > 0 ? 1 : config.epochs;
+  plan.estimate_s = estimate(config, plan);
+  return plan;
+}
+
+namespace {
+
+// "(default)" for a section the config does not give.
+std::string given(const LoadedConfig& l, const char* key) {
+  return l.config.contains(key) ? "" : " (default: the config has no \"" + std::string(key) + "\")";
+}
+
+std::string policy_text(const PrecisionPolicy& p) {
+  const std::string base = p.name.substr(0, p.name.find('+'));
+  for (const auto& row : policies())
+    if (row.name == base)
+      return fmt::format("{}: {}{}", p.name, row.description,
+                         p.name != base ? " (with the config's overrides, see meta.json)" : "");
+  return p.name;
+}
+
+std::string steps_text(const Config& c, const RunPlan& plan) {
+  if (c.steps > 0 && c.steps < plan.steps_per_epoch * c.epochs)
+    return fmt::format(
+        "{} of the {} in {} epoch{} (the config's \"steps\" limit; --set steps=0 runs the full {})",
+        plan.total_steps, plan.steps_per_epoch * c.epochs, c.epochs, c.epochs > 1 ? "s" : "",
+        c.epochs > 1 ? "epochs" : "epoch");
+  if (c.steps > 0)
+    return fmt::format("{} (the config's \"steps\"; {} per epoch)", plan.total_steps, plan.steps_per_epoch);
+  return fmt::format("{} = {} epoch{} of {} (--set steps=N stops earlier)", plan.total_steps, c.epochs,
+                     c.epochs > 1 ? "s" : "", plan.steps_per_epoch);
+}
+
+}  // namespace
+
+std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& plan,
+                         const std::string& out_dir) {
+  std::string s;
+  auto line = [&s](const char* item, const std::string& text) {
+    s += fmt::format("  {:<10} {}\n", item, text);
+  };
+  line("config", fmt::format("{}, read as {}", l.where,
+                             l.vocabulary == "deepspeed" ? "a DeepSpeed config" : "an rpsim config"));
+  line("model", model_text(c, plan) + given(l, "model"));
+  line("data", fmt::format("{}: {} train, {} test samples{}", plan.data_source, plan.train_samples,
+                           plan.test_samples, given(l, "data")));
+  line("policy", policy_text(c.policy) + given(l, "policy"));
+  line("scaler",
+       scaler_text(c.loss_scaler) + (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
+  line("optimizer", fmt::format("{}, lr {:g}, batch {}{}", c.optimizer.type, c.optimizer.lr, c.batch_size,
+                                given(l, "optimizer")));
+  line("steps", steps_text(c, plan));
+  line("shadow", c.shadow ? "FP64, trained in lockstep from the same weights and batches" : "off");
+  line("output",
+       out_dir.empty() ? std::string("none") : out_dir + "/ (steps.csv, histograms.csv, meta.json)");
+  if (!l.notes.empty()) {
+    s += l.vocabulary == "deepspeed" ? "  from the DeepSpeed config:\n" : "  framework names translated:\n";
+    for (const auto& n : l.notes) s += "    " + n + "\n";
+  }
+  if (!l.ignored.empty())
+    line("ignored", fmt::format("{} (no meaning in a simulator)", fmt::join(l.ignored, ", ")));
+  line("estimate", fmt::format("about {} (rates measured on one core of this project's machine; the progress "
+                               "lines give an ETA from the real rate)",
+                               io::format_duration(plan.estimate_s)));
+  return s;
+}
+
+std::string Evaluation::label() const {
+  if (std::fabs(epochs - std::round(epochs)) < 1e-9 && epochs >= 1) return fmt::format("epoch {}", epoch);
+  return fmt::format("{:.2g} of epoch {}", epochs - std::floor(epochs), int(std::floor(epochs)) + 1);
+}
+
+}  // namespace rpsim::sim::train
