@@ -1,0 +1,127 @@
+// NumPy inputs of the Python module: dtype and layout checks, and the
+// rounding keywords.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "bindings.hpp"
+#include "rpsim/formats/explain.hpp"
+
+namespace rpsim::python {
+
+namespace {
+
+// An ndarray, or an object NumPy reads as one with its own dtype (the array
+// interface, the buffer protocol: a CPU torch tensor, a memoryview).
+bool array_like(py::handle x) {
+  return py::isinstance<py::array>(x) || py::hasattr(x, "__array__") ||
+         py::hasattr(x, "__array_interface__") || PyObject_CheckBuffer(x.ptr());
+}
+
+std::string dtype_name(const py::array& a) {
+  return py::str(a.dtype()).cast<std::string>();
+}
+
+// array_t::ensure and array::ensure return null (the NumPy error cleared)
+// for what NumPy cannot read.
+template <class Array>
+Array checked(Array a, py::handle x, const char* what, const char* as) {
+  if (!a)
+    throw py::type_error(fmt::format("{}: {} cannot be read as {}", what,
+                                     py::str(py::type::handle_of(x)).cast<std::string>(), as));
+  return a;
+}
+
+}  // namespace
+
+py::array float_array(py::handle x, const char* what) {
+  using f64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+  using f32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
+  if (!array_like(x)) return checked(f64::ensure(x), x, what, "float64 numbers");  // a number or a list
+  py::array a = checked(py::array::ensure(x), x, what, "an array");
+  // array_t's check compares dtypes with PyArray_EquivTypes: native byte order only.
+  if (py::isinstance<py::array_t<double>>(a)) return f64::ensure(a);  // a copy only when not C-contiguous
+  if (py::isinstance<py::array_t<float>>(a)) return f32::ensure(a);
+  const char kind = a.dtype().kind();
+  if (kind == 'f' && a.itemsize() <= 4) return f32::ensure(a);  // float16: exact in float32
+  if (kind == 'f' && a.itemsize() == 8) return f64::ensure(a);  // float64 in the other byte order
+  throw py::type_error(
+      fmt::format("{}: dtype {} is not float16, float32 or float64 (convert it with "
+                  "x.astype(numpy.float64))",
+                  what, dtype_name(a)));
+}
+
+py::dtype bits_dtype(const Format& fmt) {
+  if (fmt.bits <= 8) return py::dtype::of<std::uint8_t>();
+  if (fmt.bits <= 16) return py::dtype::of<std::uint16_t>();
+  if (fmt.bits <= 32) return py::dtype::of<std::uint32_t>();
+  return py::dtype::of<std::uint64_t>();
+}
+
+py::array bits_array(py::handle bits, const Format& fmt, const char* what) {
+  py::array a = checked(py::array::ensure(bits), bits, what, "an array of integers");
+  const char kind = a.dtype().kind();
+  if (kind != 'u' && kind != 'i')
+    throw py::type_error(fmt::format("{}: dtype {} is not an integer type (encodings of {} are {})", what,
+                                     dtype_name(a), fmt.name, py::str(bits_dtype(fmt)).cast<std::string>()));
+  // A value outside [0, 2^bits) is not an encoding: say so rather than drop bits.
+  const std::uint64_t mask = fmt.bit_mask();
+  if (a.size() > 0) {
+    if (kind == 'i') {
+      const auto low = a.attr("min")().cast<std::int64_t>();
+      if (low < 0)
+        throw py::value_error(
+            fmt::format("{}: negative value {} is not an encoding of {}", what, low, fmt.name));
+    }
+    if (a.itemsize() * 8 > fmt.bits) {
+      const py::object top = a.attr("max")();
+      if (top.cast<std::uint64_t>() > mask)
+        throw py::value_error(fmt::format("{}: value {} is not an encoding of {} ({} bits)", what,
+                                          top.cast<std::uint64_t>(), fmt.name, fmt.bits));
+    }
+  }
+  const py::dtype want = bits_dtype(fmt);
+  return py::array::ensure(a.attr("astype")(want, py::arg("copy") = false), py::array::c_style);
+}
+
+Rounding make_rounding(const std::string& rounding, int stochastic_bits, bool ftz, bool daz,
+                       const py::object& saturate) {
+  Rounding r;
+  r.mode = parse_rounding(rounding);  // FormatError -> ValueError, listing the names
+  if (stochastic_bits < 1 || stochastic_bits > 64)
+    throw py::value_error(fmt::format("stochastic_bits = {}: must be 1 to 64", stochastic_bits));
+  r.stochastic_bits = stochastic_bits;
+  r.flush_subnormal_outputs = ftz;
+  r.flush_subnormal_inputs = daz;
+  if (!saturate.is_none()) {
+    if (!py::isinstance<py::bool_>(saturate))
+      throw py::type_error(
+          fmt::format("saturate = {}: must be None, True or False", py::repr(saturate).cast<std::string>()));
+    // Infinity falls back to NaN, then to saturation, where the format lacks it (round.cpp).
+    r.overflow = saturate.cast<bool>() ? Overflow::saturate : Overflow::infinity;
+  }
+  return r;
+}
+
+py::list flag_list(Flags flags) {
+  py::list names;
+  if (flags != 0)
+    for (const py::handle name : py::str(flag_names(flags)).attr("split")()) names.append(name);
+  return names;
+}
+
+const Format& format_arg(const std::string& spec) {
+  return rpsim::format(spec);
+}
+
+py::array empty_like(const py::array& like, const py::dtype& dtype) {
+  std::vector<py::ssize_t> shape(like.shape(), like.shape() + like.ndim());
+  return py::array(dtype, shape);
+}
+
+py::object unwrap_0d(py::array a) {
+  if (a.ndim() == 0) return a[py::tuple()];
+  return a;
+}
+
+}  // namespace rpsim::python

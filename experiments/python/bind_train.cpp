@@ -1,0 +1,118 @@
+// rpsim._train: the C++ half of rpsim.train (rpsim/_train.py turns its CSV
+// text into arrays). The same calls as `rpsim train`: the config loader
+// (any vocabulary, overrides as --set takes them), parse, run.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bindings.hpp"
+#include "rpsim/io/results_io.hpp"
+#include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/trainer.hpp"
+
+namespace rpsim::python {
+
+namespace {
+
+namespace train = sim::train;
+
+// A JSON value (nlohmann) as Python objects, through the json module: meta
+// holds only what json.loads reads back exactly.
+py::object to_python(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+train::LoadedConfig load(const py::object& config, const std::vector<std::string>& overrides) {
+  if (py::isinstance<py::dict>(config)) {
+    const std::string text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
+    return train::read_config_json(nlohmann::json::parse(text), "config dict", overrides);
+  }
+  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__"))
+    return train::read_config_file(py::str(config).cast<std::string>(), overrides);
+  throw py::type_error(fmt::format("config: {} is neither a dict nor a path",
+                                   py::str(py::type::handle_of(config)).cast<std::string>()));
+}
+
+// train::run on a worker thread while this one, holding the GIL only while
+// it looks, lets Python's SIGINT handler run: Ctrl-C sets the flag the
+// trainer polls, which stops at a step boundary with nothing written.
+train::RunResult run_interruptibly(const train::Config& config, const train::RunOptions& options) {
+  io::interrupted().store(false);
+  std::future<train::RunResult> done;
+  {
+    py::gil_scoped_release release;
+    done = std::async(std::launch::async, [&] { return train::run(config, options); });
+  }
+  bool keyboard_interrupt = false;
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      if (done.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) break;
+    }
+    if (!keyboard_interrupt && PyErr_CheckSignals() != 0) {
+      keyboard_interrupt = true;
+      io::interrupted().store(true);
+    }
+  }
+  train::RunResult result;
+  {
+    py::gil_scoped_release release;
+    result = done.get();  // rethrows what the run threw
+  }
+  io::interrupted().store(false);
+  if (keyboard_interrupt) throw py::error_already_set();  // the KeyboardInterrupt Python raised
+  return result;
+}
+
+py::dict train_py(const py::object& config, const std::vector<std::string>& overrides, const py::object& out,
+                  int threads, bool progress) {
+  const train::LoadedConfig loaded = load(config, overrides);
+  const train::Config parsed = loaded.parse();  // ConfigError (invalid_argument) -> ValueError
+  if (threads < 0)
+    throw py::value_error(fmt::format("threads = {}: must be >= 0 (0: OpenMP's default)", threads));
+  train::RunOptions options;
+  options.threads = threads;
+  options.progress = progress ? stderr : nullptr;
+  if (!out.is_none()) {
+    options.out_dir = py::str(out).cast<std::string>();
+    io::ensure_writable_dir(options.out_dir);  // IoError -> OSError
+  }
+  const train::RunResult r = run_interruptibly(parsed, options);
+  py::list evaluations;
+  for (const auto& e : r.evaluations) {
+    py::dict d;
+    d["step"] = e.step;
+    d["epoch"] = e.epoch;
+    d["test_accuracy_percent"] = e.test_accuracy_percent;
+    d["shadow_test_accuracy_percent"] =
+        parsed.shadow ? py::object(py::float_(e.shadow_test_accuracy_percent)) : py::object(py::none());
+    evaluations.append(d);
+  }
+  py::dict d;
+  d["steps_csv"] = r.steps_csv;
+  d["histograms_csv"] = r.histograms_csv;
+  d["meta"] = to_python(r.meta);
+  d["evaluations"] = evaluations;
+  d["ignored"] = py::cast(loaded.ignored);
+  d["notes"] = py::cast(loaded.notes);
+  d["vocabulary"] = loaded.vocabulary;
+  return d;
+}
+
+}  // namespace
+
+void bind_train(py::module_& m) {
+  using py::arg;
+  m.def("_train", &train_py, arg("config"), arg("overrides"), arg("out") = py::none(), arg("threads") = 0,
+        arg("progress") = false,
+        "One `rpsim train` run: the config (a dict or a file in any vocabulary the CLI reads) with "
+        "overrides as --set takes them ('optimizer.lr=0.1'); steps.csv and histograms.csv as text, meta "
+        "as a dict. out: also write the CLI's three files there. rpsim.train wraps it.");
+}
+
+}  // namespace rpsim::python

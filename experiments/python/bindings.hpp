@@ -1,0 +1,76 @@
+// What the binding files of the Python module share: NumPy input checks
+// (dtype, layout, no copy when none is needed) and the rounding keywords.
+// Each bind_*.cpp adds one group of functions to the module `rpsim._core`.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
+
+namespace rpsim::python {
+
+namespace py = pybind11;
+
+void bind_formats(py::module_& m);       // round, encode, decode, round_scalar
+void bind_descriptors(py::module_& m);   // formats, format_info, explain
+void bind_accumulation(py::module_& m);  // gemm
+void bind_validation(py::module_& m);    // gemm_check (the C++ half)
+void bind_scaling(py::module_& m);       // scaler_trajectory
+void bind_train(py::module_& m);         // train (the C++ half)
+void bind_bench(py::module_& m);         // _time_round_values: the C++ array path timed in C++
+
+// `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
+// it already is one. float16 is widened to float32 (exact). A Python number
+// or (nested) list is read as float64; an array (or anything with
+// __array__, such as a CPU torch tensor) of another dtype raises TypeError
+// naming `what` and the dtype.
+py::array float_array(py::handle x, const char* what);
+
+// Encodings of `fmt` as a C-contiguous array of its storage type (uint8,
+// uint16, uint32 or uint64 by fmt.bits), without a copy when it already is
+// one. Any integer dtype is accepted; a value that is not an encoding of
+// `fmt` (negative, or bits above fmt.bits) raises ValueError; a non-integer
+// dtype raises TypeError.
+py::array bits_array(py::handle bits, const Format& fmt, const char* what);
+
+// An accumulation model from a spec string or a dict (its JSON form);
+// ValueError naming the model otherwise (bind_accumulation.cpp).
+sim::AccumulationModel model_arg(const py::object& model);
+// A 2-D array as the column-major matrix sim::gemm takes (one copy);
+// `what` names it in errors.
+sim::Matrix matrix_arg(py::handle x, const char* what);
+// A matrix as a new C-contiguous float64 array.
+py::array to_numpy(const sim::Matrix& m);
+
+// The unsigned NumPy dtype that holds one encoding of `fmt`.
+py::dtype bits_dtype(const Format& fmt);
+
+// The keyword arguments of round/encode/round_scalar as the core's Rounding:
+// rounding by name (ValueError listing the names), stochastic_bits 1..64,
+// ftz (subnormal results flushed), daz (subnormal inputs read as zero),
+// saturate None (the format's default), True or False (overflow to infinity,
+// or NaN where the format has no infinity).
+Rounding make_rounding(const std::string& rounding, int stochastic_bits, bool ftz, bool daz,
+                       const py::object& saturate);
+
+// The format a user named (a table name, alias or spec string); ValueError
+// naming it otherwise. The reference lives as long as the process.
+const Format& format_arg(const std::string& spec);
+
+// IEEE flags by name: ["inexact", "underflow"], [] for none.
+py::list flag_list(Flags flags);
+
+// A new C-contiguous array of `dtype` shaped like `like`.
+py::array empty_like(const py::array& like, const py::dtype& dtype);
+
+// NumPy's convention for a 0-d result: the scalar.
+py::object unwrap_0d(py::array a);
+
+}  // namespace rpsim::python

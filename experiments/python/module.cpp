@@ -1,0 +1,28 @@
+// The extension module rpsim._core; the package rpsim (rpsim/__init__.py)
+// re-exports it and adds the parts written in Python. Errors become Python
+// exceptions: bad formats, roundings, keys and values ValueError (the core's
+// std::invalid_argument family: FormatError, ConfigError, GoldenDataError),
+// file problems OSError, an interrupt KeyboardInterrupt.
+#include "bindings.hpp"
+#include "rpsim/io/results_io.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  namespace python = rpsim::python;
+  m.doc() = "rpsim: bit-exact reduced-precision arithmetic (the C++ core of the rpsim package)";
+  python::bind_formats(m);
+  python::bind_descriptors(m);
+  python::bind_accumulation(m);
+  python::bind_validation(m);
+  python::bind_scaling(m);
+  python::bind_train(m);
+  python::bind_bench(m);
+  pybind11::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const rpsim::io::IoError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (const rpsim::io::Interrupted& e) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+    }
+  });
+}

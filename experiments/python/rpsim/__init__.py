@@ -1,0 +1,13 @@
+"""rpsim from Python: bit-exact reduced-precision arithmetic over the same C++ core as the
+`rpsim` command line (formats, accumulation models, loss scalers, the training simulator).
+
+NumPy arrays in and out; the GIL is released during long calls and the C++ core uses its own
+OpenMP threads. Bad formats, roundings, keys or values raise ValueError naming them; arrays of
+the wrong dtype raise TypeError.
+"""
+from ._core import decode, encode, explain, format_info, formats, gemm, round, round_scalar, scaler_trajectory
+from ._gemm import GemmCheckResult, gemm_check
+from ._train import TrainResult, train
+
+__all__ = ["round", "encode", "decode", "round_scalar", "formats", "format_info", "explain", "gemm", "gemm_check",
+           "GemmCheckResult", "scaler_trajectory", "train", "TrainResult"]
