@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "rpsim/io/results_io.hpp"
 #include "rpsim/scaling/loss_scaler.hpp"
 #include "rpsim/scaling/loss_scaler_trace.hpp"
-#include "rpsim/io/results_io.hpp"
 
 namespace rpsim::cli {
 
@@ -24,11 +24,29 @@ struct ScalerArgs {
   std::string output;
 };
 
+// The events of a file ('-': standard input); none at all is an error, not
+// an empty table.
+std::vector<bool> read_events(const std::string& path) {
+  std::vector<bool> events;
+  if (path == "-") {
+    events = sim::read_overflow_events(std::cin, "<stdin>");
+  } else {
+    std::ifstream in(path);
+    if (!in) throw UsageError(fmt::format("cannot open event file '{}'", path));
+    events = sim::read_overflow_events(in, path);
+  }
+  if (events.empty())
+    throw UsageError(fmt::format("event file '{}' holds no events (expected one 0 or 1 per line)",
+                                 path == "-" ? "<stdin>" : path));
+  return events;
+}
+
 void add_scaler(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "scaler",
       "Replay overflow events (one 0/1 per line, 1 = inf/NaN gradient) through a framework's loss scaler; "
-      "prints CSV step,scale,skipped");
+      "prints CSV step,scale,skipped: the scale in effect during that step (before the step's update), "
+      "skipped = 1 when the step's optimizer update was skipped");
   auto a = std::make_shared<ScalerArgs>();
   std::string policies;
   for (const auto& p : sim::loss_scaler_policies()) policies += (policies.empty() ? "" : " ") + p;
@@ -69,15 +87,7 @@ void add_scaler(CLI::App& app, Action& action) {
       config.raise_at_min_scale = a->raise_at_min_scale;
       auto scaler = sim::make_loss_scaler(config);  // validates before any input is read
 
-      std::vector<bool> events;
-      if (a->events == "-") {
-        events = sim::read_overflow_events(std::cin, "<stdin>");
-      } else {
-        std::ifstream in(a->events);
-        if (!in) throw UsageError(fmt::format("cannot open event file '{}'", a->events));
-        events = sim::read_overflow_events(in, a->events);
-      }
-      const sim::ScalerTrace trace = sim::run_loss_scaler(*scaler, events);
+      const sim::ScalerTrace trace = sim::run_loss_scaler(*scaler, read_events(a->events));
       const std::string csv = sim::scaler_trace_csv(trace);
       if (a->output.empty())
         fmt::print("{}", csv);

@@ -57,7 +57,10 @@ int run_one(const st::StudyInfo& info, bool quick, const fs::path& out_dir, cons
         throw UsageError(
             fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));
   }
-  fmt::print("study {}{}: {}\n", info.name, quick ? " (quick)" : "", info.question);
+  fmt::print(
+      "study {}{}: {}\n  config {}, output {}/ (tables written at the end; an interrupt writes none)\n",
+      info.name, quick ? " (quick)" : "", info.question, config.string(), out_dir.string());
+  std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   const st::StudyOutput out = st::run_study(info, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,12 +3,15 @@
 // one merged summary.csv.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 #include "commands.hpp"
+#include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/sweep/sweep.hpp"
+#include "rpsim/train/run_plan.hpp"
 #ifdef RPSIM_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -45,6 +48,59 @@ bool under_mpi() {
   return false;
 }
 
+// Before any work: the runs, those already complete, the output and an
+// estimate (each run's, see train/run_plan.hpp, spread over the jobs).
+void print_plan(const sim::sweep::Sweep& s, const std::vector<const sim::sweep::Run*>& runs, int jobs) {
+  std::size_t complete = 0;
+  double seconds = 0;
+  for (const auto* r : runs)
+    if (sim::sweep::run_complete(s, *r))
+      ++complete;
+    else
+      seconds += sim::train::plan_run(sim::train::parse_config(r->config)).estimate_s;
+  std::string grid;
+  for (const auto& axis : s.axes)
+    grid += fmt::format("{}{} ({} values)", grid.empty() ? "" : " x ", axis.key, axis.values.size());
+  const std::size_t todo = runs.size() - complete;
+  const int at_once = int(std::max<std::size_t>(1, std::min<std::size_t>(std::size_t(jobs), todo)));
+  fmt::print("rpsim sweep {}: what will run\n", s.name);
+  fmt::print("  grid       {}\n", grid);
+  fmt::print("  runs       {} ({} already complete, kept), {} at once, one thread each\n", runs.size(),
+             complete, at_once);
+  fmt::print("  output     {}/<run-id>/, then {}/summary.csv\n", s.out_dir.string(), s.out_dir.string());
+  fmt::print("  estimate   about {} (a line as each run ends)\n", io::format_duration(seconds / at_once));
+  std::fflush(stdout);
+}
+
+#ifdef RPSIM_HAVE_MPI
+int run_mpi(const sim::sweep::Sweep& s) {
+  MPI_Init(nullptr, nullptr);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int failed = 0;
+  std::string error;
+  try {
+    // Each rank takes runs index % size == rank: deterministic, and each run
+    // is itself deterministic, so the merged files do not depend on size.
+    sim::sweep::execute(s, sim::sweep::shard(s, rank, size), 1, stdout);
+  } catch (const std::exception& e) {
+    failed = 1;
+    error = e.what();
+  }
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any_failed && rank == 0) {
+    sim::sweep::merge(s);
+    fmt::print("sweep {}: {} runs on {} MPI ranks, summary in {}\n", s.name, s.runs.size(), size,
+               (s.out_dir / "summary.csv").string());
+  }
+  MPI_Finalize();
+  if (failed) throw std::invalid_argument(error);
+  return any_failed ? 1 : 0;
+}
+#endif
+
 int run(const Options& o) {
   sim::sweep::Sweep s = sim::sweep::load(o.file);
   if (!o.out.empty()) s.out_dir = o.out;
@@ -68,6 +124,7 @@ int run(const Options& o) {
   if (!shard_text.empty()) {
     const auto [i, n] = parse_shard(shard_text);
     const auto mine = sim::sweep::shard(s, i, n);
+    print_plan(s, mine, jobs);
     const std::size_t ran = sim::sweep::execute(s, mine, jobs, stdout);
     if (io::interrupted()) {
       fmt::print(stderr, "sweep {}: interrupted; completed runs are kept, rerun to resume\n", s.name);
@@ -80,43 +137,16 @@ int run(const Options& o) {
 
   if (under_mpi()) {
 #ifdef RPSIM_HAVE_MPI
-    MPI_Init(nullptr, nullptr);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int failed = 0;
-    std::string error;
-    try {
-      // Each rank takes runs index % size == rank: deterministic, and each run
-      // is itself deterministic, so the merged files do not depend on size.
-      sim::sweep::execute(s, sim::sweep::shard(s, rank, size), 1, stdout);
-    } catch (const std::exception& e) {
-      failed = 1;
-      error = e.what();
-    }
-    int any_failed = 0;
-    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any_failed && rank == 0) {
-      sim::sweep::merge(s);
-      fmt::print("sweep {}: {} runs on {} MPI ranks, summary in {}\n", s.name, s.runs.size(), size,
-                 (s.out_dir / "summary.csv").string());
-    }
-    MPI_Finalize();
-    if (failed) throw std::invalid_argument(error);
-    return any_failed ? 1 : 0;
+    return run_mpi(s);
 #else
     fmt::print(stderr, "rpsim was built without MPI: running the whole sweep in this process\n");
 #endif
   }
 
-  const std::size_t ran = sim::sweep::execute(
-      s,
-      [&] {
-        std::vector<const sim::sweep::Run*> all;
-        for (const auto& r : s.runs) all.push_back(&r);
-        return all;
-      }(),
-      jobs, stdout);
+  std::vector<const sim::sweep::Run*> all;
+  for (const auto& r : s.runs) all.push_back(&r);
+  print_plan(s, all, jobs);
+  const std::size_t ran = sim::sweep::execute(s, all, jobs, stdout);
   if (io::interrupted()) {
     fmt::print(stderr, "sweep {}: interrupted; completed runs are kept, rerun to resume\n", s.name);
     return 130;

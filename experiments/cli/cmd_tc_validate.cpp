@@ -1,63 +1,100 @@
-// rpsim tc-validate DIR [--model PRESET]: checks a tensor-core model bit for
-// bit against vectors measured on a GPU (layout of shared/tc-golden/<GPU>).
+// rpsim tc-validate DIR [--model PRESET] [--instruction mma.sync|wgmma]:
+// checks a tensor-core model bit for bit against vectors measured on a GPU
+// (layout of shared/tc-golden/<GPU>).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "commands.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/validation/tensor_core_golden.hpp"
 
 namespace rpsim::cli {
 
 namespace {
 
+struct Options {
+  std::string dir, model, instruction;
+  std::size_t show = 5;
+};
+
+std::string set_label(const sim::GoldenSet& set) {
+  return fmt::format("{} {}->{}", set.gpu, set.input_folder, set.output.man_bits == 10 ? "fp16" : "fp32");
+}
+
+// The instruction's schedule when it is not one plain step.
+std::string schedule(const sim::TensorCoreModel& m) {
+  std::string s = fmt::format("{} per step", m.terms_per_step);
+  if (m.instruction_terms() != m.terms_per_step)
+    s += fmt::format(", {} per instruction, interleave {}", m.instruction_terms(), m.step_interleave);
+  if (m.c_join == sim::CJoin::after_products) s += ", C added last";
+  return s;
+}
+
+std::vector<sim::GoldenSet> load(const Options& o) {
+  if (!std::filesystem::is_directory(o.dir)) throw UsageError(fmt::format("DIR '{}' is not a folder", o.dir));
+  const auto& names = sim::tensor_core_preset_names();
+  if (!o.model.empty() && std::find(names.begin(), names.end(), o.model) == names.end())
+    throw UsageError(
+        fmt::format("--model '{}' is not a tensor core preset (known: {})", o.model, fmt::join(names, " ")));
+  try {
+    auto sets = sim::load_golden_gpu(o.dir);
+    // --instruction overrides what the folder's conventions.json says.
+    if (!o.instruction.empty())
+      for (auto& s : sets) s.instruction = o.instruction;
+    return sets;
+  } catch (const sim::GoldenDataError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+int run(const Options& o) {
+  const auto sets = load(o);
+  std::size_t passed = 0, failed = 0;
+  std::vector<std::string> skipped;
+  for (const auto& set : sets) {
+    sim::TensorCoreModel m;
+    try {
+      m = sim::golden_model(set, o.model);
+    } catch (const sim::GoldenDataError& e) {
+      throw UsageError(e.what());
+    } catch (const std::invalid_argument& e) {
+      // The preset lacks this set's input, output or instruction: check the others.
+      skipped.push_back(fmt::format("{}: {}", set_label(set), e.what()));
+      continue;
+    }
+    const auto r = sim::check_golden(set, m, o.show);
+    fmt::print("{} [{}, C {}]: {}/{} bit-exact (model {}, K = {}, {})\n", set_label(set), m.instruction,
+               set.c_loaded ? "loaded" : "= 0", r.passed, r.total, m.name, set.k, schedule(m));
+    for (const auto& line : r.first_mismatches) fmt::print("  mismatch {}\n", line);
+    passed += r.passed;
+    failed += r.total - r.passed;
+  }
+  for (const auto& s : skipped) fmt::print("skipped {}\n", s);
+  if (skipped.size() == sets.size())
+    throw UsageError(fmt::format("'{}': no set can be checked with {}", o.dir,
+                                 o.model.empty() ? "the folder's preset" : "--model " + o.model));
+  fmt::print("{} passed, {} failed{}\n", passed, failed,
+             skipped.empty() ? "" : fmt::format(", {} sets skipped", skipped.size()));
+  return failed == 0 ? 0 : 1;
+}
+
 void add_tc_validate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tc-validate",
                                  "Check a tensor-core model bit for bit against GPU-measured vectors "
                                  "(a folder laid out like shared/tc-golden/<GPU>)");
-  auto dir = std::make_shared<std::string>();
-  auto model = std::make_shared<std::string>();
-  auto show = std::make_shared<std::size_t>(5);
-  cmd->add_option("DIR", *dir, "GPU folder, e.g. ../shared/tc-golden/H100")->required();
-  cmd->add_option("--model", *model,
-                  "preset: v100 t4 a100 a2 a30 ada l40s h100 h200 b200 (default: from the folder name)");
-  cmd->add_option("--show", *show, "mismatches to print per set")->capture_default_str();
-  cmd->callback([=, &action] {
-    action = [=]() -> int {
-      if (!std::filesystem::is_directory(*dir))
-        throw UsageError(fmt::format("DIR '{}' is not a folder", *dir));
-      std::vector<sim::GoldenSet> sets;
-      try {
-        sets = sim::load_golden_gpu(*dir);
-      } catch (const sim::GoldenDataError& e) {
-        throw UsageError(e.what());
-      }
-      std::size_t passed = 0, failed = 0;
-      for (const auto& set : sets) {
-        sim::TensorCoreModel m;
-        try {
-          m = sim::golden_model(set, *model);
-        } catch (const std::invalid_argument& e) {
-          throw UsageError(fmt::format("--model '{}': {}", *model, e.what()));
-        }
-        const auto r = sim::check_golden(set, m, *show);
-        // The instruction's schedule when it is not one plain step.
-        std::string schedule = fmt::format("{} per step", m.terms_per_step);
-        if (m.instruction_terms() != m.terms_per_step)
-          schedule +=
-              fmt::format(", {} per instruction, interleave {}", m.instruction_terms(), m.step_interleave);
-        if (m.c_join == sim::CJoin::after_products) schedule += ", C added last";
-        fmt::print("{} {}->{}: {}/{} bit-exact (model {}, K = {}, {})\n", set.gpu, set.input_folder,
-                   set.output.man_bits == 10 ? "fp16" : "fp32", r.passed, r.total, m.name, set.k, schedule);
-        for (const auto& line : r.first_mismatches) fmt::print("  mismatch {}\n", line);
-        passed += r.passed;
-        failed += r.total - r.passed;
-      }
-      fmt::print("{} passed, {} failed\n", passed, failed);
-      return failed == 0 ? 0 : 1;
-    };
-  });
+  auto o = std::make_shared<Options>();
+  cmd->add_option("DIR", o->dir, "GPU folder, e.g. ../shared/tc-golden/H100")->required();
+  cmd->add_option("--model", o->model,
+                  "preset (default: from the folder name or its conventions.json); sets the preset lacks are "
+                  "skipped and listed:\n" +
+                      sim::tensor_core_preset_help());
+  cmd->add_option("--instruction", o->instruction,
+                  "check every set as measured with this instruction, whatever conventions.json says")
+      ->check(CLI::IsMember({"mma.sync", "wgmma"}));
+  cmd->add_option("--show", o->show, "mismatches to print per set")->capture_default_str();
+  cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }
 
 const Registrar registered("tc-validate", add_tc_validate);

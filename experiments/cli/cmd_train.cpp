@@ -1,101 +1,112 @@
 // rpsim train CONFIG.json [--set key=value ...] [--out DIR]: one training run
-// under a precision policy with its FP64 shadow (sim/train/trainer.hpp).
+// under a precision policy with its FP64 shadow (sim/train/trainer.hpp). It
+// says what will run before any work, reports progress at least every 10 s,
+// and on Ctrl-C keeps the steps done in OUT-partial/ (meta.json "partial").
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "commands.hpp"
+#include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/framework_config.hpp"
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/run_plan.hpp"
 
 namespace rpsim::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
+struct TrainArgs {
+  std::string file, out;
+  std::vector<std::string> sets;
+  int threads = 0;
+  bool quiet = false, plan = false;
+};
+
+void print_results(const sim::train::Config& config, const sim::train::RunResult& result,
+                   const fs::path& dir) {
+  if (result.synthetic_data) fmt::print("WARNING: {}\n", result.data_description);
+  fmt::print("{}: policy {}, {} steps ({} skipped), final loss {:.6g} nats, final loss scale {:g}\n",
+             config.name, config.policy.name, result.steps_done, result.skipped_steps, result.final_loss,
+             result.final_loss_scale);
+  for (const auto& e : result.evaluations) {
+    fmt::print("{} (step {}): test accuracy {:.2f}%", e.label(), e.step, e.test_accuracy_percent);
+    if (config.shadow) fmt::print(", fp64 shadow {:.2f}%", e.shadow_test_accuracy_percent);
+    fmt::print("\n");
+  }
+  const auto& m = result.memory;
+  fmt::print("memory (bytes): weights {} master {} activations {} gradients {} optimizer state {} total {}\n",
+             m.weights, m.master_weights, m.activations, m.gradients, m.optimizer_state, m.total());
+  fmt::print("wrote {}/steps.csv, histograms.csv, meta.json\n", dir.string());
+}
+
+int train(const TrainArgs& a) {
+  sim::train::LoadedConfig loaded;
+  sim::train::Config config;
+  try {
+    loaded = sim::train::read_config_file(a.file, a.sets);
+    config = loaded.parse();
+  } catch (const sim::train::ConfigError& e) {
+    throw UsageError(e.what());
+  }
+  if (a.threads < 0) throw UsageError(fmt::format("--threads {}: must be >= 0", a.threads));
+  sim::train::RunOptions options;
+  options.out_dir = a.out.empty() ? fs::path("results") / config.name : fs::path(a.out);
+  options.partial_out_dir = options.out_dir.string() + "-partial";
+  try {
+    if (!a.plan) io::ensure_writable_dir(options.out_dir);  // --plan creates nothing
+  } catch (const io::IoError& e) {
+    throw UsageError(e.what());
+  }
+  const sim::train::RunPlan plan = sim::train::plan_run(config);
+  fmt::print("rpsim train {}: what will run\n{}", config.name,
+             sim::train::describe_run(loaded, config, plan, options.out_dir.string()));
+  std::fflush(stdout);
+  if (a.plan) return 0;
+  options.threads = a.threads;
+  options.progress = a.quiet ? nullptr : stderr;
+  options.progress_is_terminal = isatty(fileno(stderr));
+  auto line = std::make_shared<io::ProgressLine>(options.progress, options.progress_is_terminal,
+                                                 "train " + config.name, "steps");
+  options.on_step = [line](const sim::train::StepReport& r) {
+    line->update(r.step, r.total_steps, fmt::format("loss {:.4f}, scale {:g}", r.loss, r.loss_scale));
+  };
+  io::install_interrupt_handler();
+  const auto result = sim::train::run(config, options);
+  line->finish();
+  if (result.interrupted) {
+    fmt::print(stderr, "rpsim train: interrupted at step {} of {}; ", result.steps_done, plan.total_steps);
+    if (result.steps_done > 0)
+      fmt::print(stderr, "the {} steps done are in {}/ (meta.json: \"partial\": true); nothing in {}\n",
+                 result.steps_done, options.partial_out_dir.string(), options.out_dir.string());
+    else
+      fmt::print(stderr, "no step was done, nothing written\n");
+    return 130;
+  }
+  print_results(config, result, options.out_dir);
+  return 0;
+}
+
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a network under a precision policy beside an FP64 shadow");
-  auto file = std::make_shared<std::string>();
-  auto sets = std::make_shared<std::vector<std::string>>();
-  auto out = std::make_shared<std::string>();
-  auto threads = std::make_shared<int>(0);
-  auto quiet = std::make_shared<bool>(false);
-  cmd->add_option("CONFIG", *file, "configuration JSON (see experiments/configs/)")->required();
-  cmd->add_option("--set", *sets, "override a key: --set optimizer.lr=0.1 --set policy=bf16-amp");
-  cmd->add_option("--out", *out, "output directory (default results/<name>)");
-  cmd->add_option("--threads", *threads, "OpenMP threads (0: default)");
-  cmd->add_flag("--quiet", *quiet, "no progress output");
-  cmd->callback([=, &action] {
-    action = [=]() -> int {
-      std::ifstream in(*file);
-      if (!in) throw UsageError(fmt::format("cannot open config file '{}'", *file));
-      std::stringstream text;
-      text << in.rdbuf();
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(text.str());
-      } catch (const nlohmann::json::exception& e) {
-        // parse_error, and out_of_range for a number such as 1e999.
-        throw UsageError(fmt::format("{}: not valid JSON: {}", *file, e.what()));
-      }
-      sim::train::Config config;
-      try {
-        // A DeepSpeed config, Keras policy names, GradScaler keywords and TE
-        // recipe fields become rpsim's own config first; --set applies after.
-        const sim::train::Translation t = sim::train::translate_framework_config(j, *file);
-        j = t.config;
-        if (t.kind == "deepspeed") j["name"] = std::filesystem::path(*file).stem().string();
-        if (!t.ignored.empty())
-          fmt::print("{}: ignored (no meaning in a simulator): {}\n", *file, fmt::join(t.ignored, ", "));
-        for (const auto& n : t.notes) fmt::print("{}: {}\n", *file, n);
-        for (const auto& s : *sets) sim::train::apply_override(j, s);
-        if (!j.contains("name") && j.is_object()) j["name"] = std::filesystem::path(*file).stem().string();
-        config = sim::train::parse_config(j);
-      } catch (const sim::train::ConfigError& e) {
-        throw UsageError(fmt::format("{}: {}", *file, e.what()));
-      }
-      if (*threads < 0) throw UsageError(fmt::format("--threads {}: must be >= 0", *threads));
-      sim::train::RunOptions options;
-      options.out_dir =
-          out->empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(*out);
-      try {
-        io::ensure_writable_dir(options.out_dir);
-      } catch (const io::IoError& e) {
-        throw UsageError(e.what());
-      }
-      options.threads = *threads;
-      options.progress = *quiet ? nullptr : stderr;
-      options.progress_is_terminal = isatty(fileno(stderr));
-      io::install_interrupt_handler();
-      const auto result = sim::train::run(config, options);
-      if (result.interrupted) {
-        fmt::print(stderr, "rpsim train: stopped by interrupt after {} steps; nothing written to {}\n",
-                   result.steps_done, options.out_dir.string());
-        return 130;
-      }
-      if (result.synthetic_data) fmt::print("WARNING: {}\n", result.data_description);
-      fmt::print("{}: policy {}, {} steps ({} skipped), final loss {:.6g}, final loss scale {:g}\n",
-                 config.name, config.policy.name, result.steps_done, result.skipped_steps, result.final_loss,
-                 result.final_loss_scale);
-      for (const auto& e : result.evaluations) {
-        fmt::print("epoch {} (step {}): test accuracy {:.2f}%", e.epoch, e.step, e.test_accuracy_percent);
-        if (config.shadow) fmt::print(", fp64 shadow {:.2f}%", e.shadow_test_accuracy_percent);
-        fmt::print("\n");
-      }
-      const auto& m = result.memory;
-      fmt::print(
-          "memory (bytes): weights {} master {} activations {} gradients {} optimizer state {} total {}\n",
-          m.weights, m.master_weights, m.activations, m.gradients, m.optimizer_state, m.total());
-      fmt::print("wrote {}/steps.csv, histograms.csv, meta.json\n", options.out_dir.string());
-      return 0;
-    };
-  });
+  auto a = std::make_shared<TrainArgs>();
+  cmd->add_option("CONFIG", a->file,
+                  "configuration JSON: rpsim's own or a DeepSpeed config (see experiments/configs/)")
+      ->required();
+  cmd->add_option("--set", a->sets,
+                  "override a key, in the vocabulary of the config file: --set optimizer.lr=0.1, "
+                  "--set policy=bf16-amp, --set fp16.initial_scale_power=10 (DeepSpeed)");
+  cmd->add_option("--out", a->out, "output directory (default results/<name>)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0: default)");
+  cmd->add_flag("--quiet", a->quiet, "no progress output");
+  cmd->add_flag("--plan", a->plan, "print what would run (and the time estimate), then stop");
+  cmd->callback([a, &action] { action = [a] { return train(*a); }; });
 }
 
 const Registrar registered("train", add_train);

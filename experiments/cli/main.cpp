@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "rpsim/formats/format.hpp"
@@ -19,15 +21,37 @@ Registrar::Registrar(const char* name, AddCommand add) {
 }
 }  // namespace rpsim::cli
 
+namespace {
+
+// `rpsim help` and `rpsim help COMMAND` are `rpsim --help` and
+// `rpsim COMMAND --help` (what a user types first, by analogy with git).
+std::vector<std::string> arguments(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "help") {
+    args.erase(args.begin());
+    args.push_back("--help");
+  }
+  std::reverse(args.begin(), args.end());  // CLI11's order for parse(vector)
+  return args;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"rpsim: bit-exact simulation of reduced-precision arithmetic in deep learning"};
   app.require_subcommand(1);
+  app.footer("'rpsim help COMMAND' (or 'rpsim COMMAND --help') describes one command.");
   rpsim::cli::Action action;
   auto commands = rpsim::cli::registry();
   std::sort(commands.begin(), commands.end());
   for (const auto& [name, add] : commands) add(app, action);
+  if (argc == 1) {  // no command: the list of them, not only "a subcommand is required"
+    fmt::print(stderr, "{}", app.help());
+    return 2;
+  }
   try {
-    app.parse(argc, argv);
+    auto args = arguments(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

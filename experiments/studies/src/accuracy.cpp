@@ -1,5 +1,6 @@
-// Study 5, `accuracy`: training curves and final test accuracy under each
-// precision policy, with each run's distance from its FP64 shadow. Gupta et
+// Study 5, `accuracy` (and `fixed-point`, the same runner on Gupta et al.'s
+// policies): training curves and final test accuracy under each precision
+// policy, with each run's distance from its FP64 shadow. Gupta et
 // al., ICML 2015: 16-bit fixed point trains to fp32 accuracy with stochastic
 // rounding but not with round to nearest; Zamirai et al., arXiv:2010.06192
 // (2020): pure bf16 training loses accuracy to nearest-rounded weight updates,
@@ -31,7 +32,8 @@ StudyOutput run_accuracy(const StudyOptions& options) {
     if (!spec.is_object() || !spec.contains("label") || !spec.at("label").is_string() ||
         !spec.contains("policy"))
       throw cfg.error(where,
-                      "must be {\"label\": STRING, \"policy\": NAME or object, optional \"set\": {...}}");
+                      "must be {\"label\": STRING, \"policy\": NAME or object, optional \"set\": "
+                      "{\"dotted.key\": value, ...}}");
     const std::string label = spec.at("label").get<std::string>();
     nlohmann::json patch = spec.value("set", nlohmann::json::object());
     patch["policy"] = spec.at("policy");
@@ -64,7 +66,11 @@ StudyOutput run_accuracy(const StudyOptions& options) {
     if (index == 1) describe_training(run, out);
   }
   out.meta["policies"] = policies;
-  out.meta["formats"] = {"binary32", "binary16", "bfloat16", "e4m3", "e5m2", "binary64 (shadow)"};
+  // The formats the runs use, as the config lists them (the default: the
+  // accuracy study's policies).
+  out.meta["formats"] = cfg.has("formats") ? nlohmann::json(cfg.strings("formats"))
+                                           : nlohmann::json{"binary32", "binary16", "bfloat16",
+                                                            "e4m3",     "e5m2",     "binary64 (shadow)"};
   out.meta["seed"] = training_config(cfg).value("seed", 0);
   return out;
 }

@@ -26,6 +26,16 @@ const std::vector<StudyInfo>& studies() {
        "are provoked?",
        run_loss_scale},
       {"accuracy", "How close to fp32 and to an FP64 shadow does each precision policy train?", run_accuracy},
+      {"transformer",
+       "Does a small GPT train in fp16 without loss scaling, and how far from its FP64 shadow does each "
+       "policy "
+       "end?",
+       run_transformer},
+      // The accuracy study's runner on Gupta et al. 2015's policies (its config).
+      {"fixed-point",
+       "Does 16-bit fixed point train with round to nearest, and with stochastic rounding (Gupta et al. "
+       "2015)?",
+       run_accuracy},
   };
   return suite;
 }

@@ -15,7 +15,7 @@
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/error_analysis.hpp"
 #include "rpsim/accumulation/gemm.hpp"
-#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/study/tensor_cores.hpp"
 
 namespace rpsim::sim::study {

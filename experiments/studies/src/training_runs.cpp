@@ -1,12 +1,17 @@
 // Running the training simulator in process for the training studies.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
+#include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/study/training_runs.hpp"
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/config_loader.hpp"
 
 namespace rpsim::sim::study {
 
@@ -44,22 +49,33 @@ std::vector<std::size_t> TextTable::columns_ending(const std::string& suffix) co
 }
 
 nlohmann::json training_config(const StudyConfig& cfg, const nlohmann::json& patch) {
-  if (!cfg.has("train") || !cfg.values().at("train").is_object())
-    throw cfg.error("train", "must be a training config object (as for `rpsim train`)");
-  nlohmann::json j = cfg.values().at("train");
+  if (!cfg.has("train") || !(cfg.values().at("train").is_object() || cfg.values().at("train").is_string()))
+    throw cfg.error("train", "must be a training config (as for `rpsim train`): an object or a file name");
+  const nlohmann::json& train = cfg.values().at("train");
+  std::vector<std::string> sets;
   // An empty list is allowed here: the full run may need no assignment.
-  const bool any = cfg.has("train_set") &&
-                   !(cfg.values().at("train_set").is_array() && cfg.values().at("train_set").empty());
-  if (any)
-    for (const auto& assignment : cfg.strings("train_set")) {
-      try {
-        train::apply_override(j, assignment);
-      } catch (const std::exception& e) {
-        throw cfg.error("train_set", fmt::format("has a bad assignment '{}': {}", assignment, e.what()));
-      }
+  if (cfg.has("train_set") &&
+      !(cfg.values().at("train_set").is_array() && cfg.values().at("train_set").empty()))
+    sets = cfg.strings("train_set");
+  // Read as `rpsim train` reads a config, train_set as its --set.
+  train::LoadedConfig loaded;
+  try {
+    loaded = train.is_string()
+                 ? train::read_config_file(
+                       std::filesystem::path(cfg.path()).parent_path() / train.get<std::string>(), sets)
+                 : train::read_config_json(train, "train", sets);
+  } catch (const train::ConfigError& e) {
+    throw std::invalid_argument(fmt::format("config '{}': {}", cfg.path(), e.what()));
+  }
+  // The study's own settings, in rpsim's vocabulary, replace what they name.
+  for (const auto& [key, value] : patch.items()) {
+    try {
+      train::set_config_path(loaded.config, key, value);
+    } catch (const train::ConfigError& e) {
+      throw std::invalid_argument(fmt::format("config '{}': {}", cfg.path(), e.what()));
     }
-  j.merge_patch(patch);
-  return j;
+  }
+  return loaded.config;
 }
 
 TrainingRun run_training(const nlohmann::json& config, const std::string& where) {
@@ -70,8 +86,12 @@ TrainingRun run_training(const nlohmann::json& config, const std::string& where)
     throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
   }
   train::RunOptions options;  // no out_dir: the study writes its own tables
+  // Each run's progress on stderr (the first line 2 s in, then every 10 s).
+  io::ProgressLine line(stderr, isatty(fileno(stderr)), where, "steps");
+  options.on_step = [&line](const train::StepReport& r) { line.update(r.step, r.total_steps); };
   TrainingRun run;
   run.result = train::run(parsed, options);
+  line.finish();
   // A truncated run must not become a row of the study's tables.
   if (run.result.interrupted)
     throw io::Interrupted(fmt::format("{}: stopped by interrupt at step {}; nothing of this study written",
@@ -88,8 +108,7 @@ TrainingRun run_training(const nlohmann::json& config, const std::string& where)
 void describe_training(const TrainingRun& run, StudyOutput& out) {
   out.meta["data_set"] = run.result.data_description;
   out.meta["synthetic_data"] = run.result.synthetic_data;
-  if (run.result.synthetic_data)
-    out.findings.push_back("WARNING: Fashion-MNIST not found; trained on the synthetic stand-in");
+  if (run.result.synthetic_data) out.findings.push_back("WARNING: " + run.result.data_description);
 }
 
 }  // namespace rpsim::sim::study

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "rpsim/io/results_io.hpp"
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/config_keys.hpp"
+#include "rpsim/train/config_loader.hpp"
 
 namespace rpsim::sim::sweep {
 namespace {
@@ -25,23 +27,6 @@ nlohmann::ordered_json read_json(const std::filesystem::path& file, const std::s
     return nlohmann::ordered_json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("{} '{}': not valid JSON: {}", what, file.string(), e.what()));
-  }
-}
-
-// Sets a dotted key path, creating objects on the way.
-void set_path(nlohmann::json& j, const std::string& key, const nlohmann::json& value) {
-  nlohmann::json* node = &j;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = key.find('.', start);
-    const std::string part = key.substr(start, dot - start);
-    if (!node->is_object()) *node = nlohmann::json::object();
-    if (dot == std::string::npos) {
-      (*node)[part] = value;
-      return;
-    }
-    node = &(*node)[part];
-    start = dot + 1;
   }
 }
 
@@ -107,34 +92,23 @@ double column_mean(const std::string& csv, const std::string& needle) {
   return n ? sum / double(n) : 0;
 }
 
-}  // namespace
-
-Sweep load(const std::filesystem::path& file) {
-  const nlohmann::ordered_json j = read_json(file, "sweep");
-  const std::string where = file.string();
-  if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
-  for (const auto& [key, value] : j.items())
-    if (key != "name" && key != "base" && key != "grid" && key != "out")
-      throw std::invalid_argument(
-          fmt::format("{}: unknown key '{}' (expected name, base, grid, out)", where, key));
-  Sweep s;
-  s.source = file;
-  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
-    throw std::invalid_argument(where + ": name: expected a non-empty string");
-  s.name = j["name"].get<std::string>();
-  if (safe(s.name) != s.name)
-    throw std::invalid_argument(where + ": name: only letters, digits, - _ . allowed");
-  s.out_dir = j.contains("out") ? std::filesystem::path(j["out"].get<std::string>())
-                                : std::filesystem::path("results") / s.name;
+// The training config the grid starts from: an object, or a file (any
+// vocabulary `rpsim train` reads) beside the sweep file.
+nlohmann::json read_base(const nlohmann::ordered_json& j, const std::filesystem::path& file,
+                         std::string& where) {
   if (!j.contains("base")) throw std::invalid_argument(where + ": base: missing (a config object or file)");
   if (j["base"].is_string()) {
     const std::filesystem::path base = file.parent_path() / j["base"].get<std::string>();
-    s.base = nlohmann::json::parse(read_json(base, "base config").dump());
-  } else if (j["base"].is_object()) {
-    s.base = nlohmann::json::parse(j["base"].dump());
-  } else {
-    throw std::invalid_argument(where + ": base: expected an object or a file name");
+    where = base.string();
+    return nlohmann::json::parse(read_json(base, "base config").dump());
   }
+  if (!j["base"].is_object())
+    throw std::invalid_argument(where + ": base: expected an object or a file name");
+  where += ": base";
+  return nlohmann::json::parse(j["base"].dump());
+}
+
+void read_axes(const nlohmann::ordered_json& j, const std::string& where, Sweep& s) {
   if (!j.contains("grid") || !j["grid"].is_object() || j["grid"].empty())
     throw std::invalid_argument(where + ": grid: expected an object of key -> [values]");
   std::size_t total = 1;
@@ -148,36 +122,71 @@ Sweep load(const std::filesystem::path& file) {
     if (total > 100000) throw std::invalid_argument(where + ": grid: more than 100000 runs");
     s.axes.push_back(std::move(a));
   }
-  // Row-major expansion: the last axis varies fastest; the ids are stable
-  // because they depend only on the grid as written.
-  const int digits = int(std::to_string(total - 1).size());
-  for (std::size_t i = 0; i < total; ++i) {
-    Run r;
-    r.index = i;
-    r.config = s.base;
-    std::size_t rest = i;
-    std::vector<std::size_t> pick(s.axes.size());
-    for (std::size_t a = s.axes.size(); a-- > 0;) {
-      pick[a] = rest % s.axes[a].values.size();
-      rest /= s.axes[a].values.size();
-    }
-    std::string label;
-    for (std::size_t a = 0; a < s.axes.size(); ++a) {
-      const nlohmann::json& v = s.axes[a].values[pick[a]];
-      r.values.push_back(v);
-      set_path(r.config, s.axes[a].key, v);
-      if (a) label += ',';
-      label += fmt::format("{}={}", s.axes[a].key, value_text(v));
-    }
-    r.id = safe(fmt::format("r{:0{}}-{}", i, digits, label));
-    r.config["name"] = r.id;
-    try {
-      (void)train::parse_config(r.config);
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(fmt::format("{}: run {} ({}): {}", where, r.id, label, e.what()));
-    }
-    s.runs.push_back(std::move(r));
+}
+
+// Run i of the grid, row-major (the last axis varies fastest); the ids are
+// stable because they depend only on the grid as written. The grid's keys
+// are in the base's vocabulary, as --set's are.
+Run grid_run(const Sweep& s, std::size_t i, std::size_t total, const std::string& base_where) {
+  Run r;
+  r.index = i;
+  std::size_t rest = i;
+  std::vector<std::size_t> pick(s.axes.size());
+  for (std::size_t a = s.axes.size(); a-- > 0;) {
+    pick[a] = rest % s.axes[a].values.size();
+    rest /= s.axes[a].values.size();
   }
+  std::string label;
+  std::vector<std::pair<std::string, nlohmann::json>> settings;
+  for (std::size_t a = 0; a < s.axes.size(); ++a) {
+    const nlohmann::json& v = s.axes[a].values[pick[a]];
+    r.values.push_back(v);
+    settings.emplace_back(s.axes[a].key, v);
+    if (a) label += ',';
+    label += fmt::format("{}={}", s.axes[a].key, value_text(v));
+  }
+  r.id = safe(fmt::format("r{:0{}}-{}", i, int(std::to_string(total - 1).size()), label));
+  try {
+    train::LoadedConfig loaded = train::read_config_json(s.base, base_where, settings);
+    loaded.config["name"] = r.id;
+    (void)loaded.parse();
+    r.config = std::move(loaded.config);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(fmt::format("{}: run {} ({}): {}", s.source.string(), r.id, label, e.what()));
+  }
+  return r;
+}
+
+}  // namespace
+
+Sweep load(const std::filesystem::path& file) {
+  const nlohmann::ordered_json j = read_json(file, "sweep");
+  std::string where = file.string();
+  if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
+  train::KeyReport report;
+  train::check_object_keys(nlohmann::json::parse(j.dump()), {"name", "base", "grid", "out"}, "", report);
+  try {
+    report.throw_if_any();
+  } catch (const train::ConfigError& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
+  Sweep s;
+  s.source = file;
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
+    throw std::invalid_argument(where + ": name: expected a non-empty string");
+  s.name = j["name"].get<std::string>();
+  if (safe(s.name) != s.name)
+    throw std::invalid_argument(where + ": name: only letters, digits, - _ . allowed");
+  if (j.contains("out") && !j["out"].is_string())
+    throw std::invalid_argument(where + ": out: expected a folder name");
+  s.out_dir = j.contains("out") ? std::filesystem::path(j["out"].get<std::string>())
+                                : std::filesystem::path("results") / s.name;
+  std::string base_where = where;
+  s.base = read_base(j, file, base_where);
+  read_axes(j, where, s);
+  std::size_t total = 1;
+  for (const Axis& a : s.axes) total *= a.values.size();
+  for (std::size_t i = 0; i < total; ++i) s.runs.push_back(grid_run(s, i, total, base_where));
   return s;
 }
 

@@ -83,6 +83,7 @@ const BadInput kCases[] = {
     {"scaler", "scaler --policy pytorch --events {data}/events_inf.txt", "events_inf.txt:2"},
     {"scaler", "scaler --policy pytorch --events {data}/events_nul.txt", "events_nul.txt:2"},
     {"scaler", "scaler --policy pytorch --events {data}/events_bad_token.txt -o {tmp}/out.csv", "events_bad_token.txt"},
+    {"scaler", "scaler --policy pytorch --events {data}/events_empty.txt", "events_empty.txt"},  // no events: not an empty table
     // (events valid, output not writable)
     {"scaler", "scaler --policy pytorch --events {data}/events_valid.txt -o {tmp}/a-file/out.csv", "a-file"},
     {"scaler", "scaler --policy pytorch --events {data}/events_valid.txt -o {tmp}/a-dir", "a-dir"},
@@ -131,6 +132,31 @@ const BadInput kCases[] = {
     {"gemm", "gemm --a {data}/matrix_bad_number.txt --b {data}/matrix_2x2.txt", "matrix_bad_number.txt:1"},
     {"gemm", "gemm --a {data}/matrix_empty.txt --b {data}/matrix_2x2.txt", "matrix_empty.txt"},
     {"gemm", "gemm --a {data}/matrix_2x3.txt --b {data}/matrix_2x2.txt", "2x3"},
+    // --- gemm --dump and gemm-check: array files, shapes, values, models
+    {"gemm", "gemm --m 4 --n 4 --k 16 --dump {tmp}/a-file/x.npz", "a-file"},
+    {"gemm", "gemm --m 4 --n 4 --k 16 --dump {tmp}/x.txt", "x.txt"},
+    {"gemm-check", "gemm-check {tmp}/missing.npz --model cublas:h100:fp16:fp32", "missing.npz"},
+    {"gemm-check", "gemm-check {tmp}/a-dir --model cublas:h100:fp16:fp32", "a-dir"},
+    {"gemm-check", "gemm-check {data}/npz_not_zip.npz --model cublas:h100:fp16:fp32", "npz_not_zip.npz"},
+    {"gemm-check", "gemm-check {data}/npz_truncated.npz --model cublas:h100:fp16:fp32", "npz_truncated.npz"},
+    {"gemm-check", "gemm-check {data}/npy_truncated.npy --model cublas:h100:fp16:fp32", "npy_truncated.npy"},
+    {"gemm-check", "gemm-check {data}/gemm_int_dtype.npy --model cublas:h100:fp16:fp32", "'<i4'"},
+    {"gemm-check", "gemm-check {data}/gemm_wrong_shape.npz --model cublas:h100:fp16:fp32", "gemm_wrong_shape.npz: B"},
+    {"gemm-check", "gemm-check {data}/gemm_no_d.npz --model cublas:h100:fp16:fp32", "gemm_no_d.npz: no array D"},
+    {"gemm-check", "gemm-check {data}/gemm_inf_input.npz --model cublas:h100:fp16:fp32", "gemm_inf_input.npz: A[1, 1]"},
+    {"gemm-check", "gemm-check {data}/gemm_d_third.npz --model cublas:h100:fp16:fp16", "gemm_d_third.npz: D[0, 0]"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model cublas:h100:fp17:fp32", "fp17"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model kernel:h100:fp16:fp32:split_k=0", "split_k"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz", "--model"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model cublas:h100:fp16:fp32 --infer", "--infer"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model cublas:h100:fp16:fp32 --format csv", "csv"},
+    {"gemm-check", "gemm-check {data}/matrix_2x2.txt --format text --model tc:h100:fp16:fp32", "no array A"},
+    {"gemm-check", "gemm-check {data}/matrix_bad_number.txt --format text --model tc:h100:fp16:fp32", "matrix_bad_number.txt:1"},
+    {"gemm", "gemm --threads -3", "--threads -3"},
+    {"gemm", "gemm --a {data}/matrix_2x2.txt", "--b"},                      // was: a random B
+    {"gemm", "gemm --b {data}/matrix_2x2.txt", "--a"},
+    {"gemm", "gemm --a {data}/matrix_2x2.txt --b {data}/matrix_2x2.txt --m 4", "--m"},  // was: ignored
+    {"gemm", "gemm --k 100000000", "--k 100000000"},                        // was: std::bad_alloc, exit 3
     // --- train: configs as in experiments/configs, broken one way each
     {"train", "train {tmp}/missing.json --out {tmp}/out", "missing.json"},
     {"train", "train {tmp}/a-dir --out {tmp}/out", "a-dir"},
@@ -148,6 +174,8 @@ const BadInput kCases[] = {
     {"train", "train {data}/train_unknown_optimizer.json --out {tmp}/out", "adamx"},
     {"train", "train {data}/train_model_wrong_type.json --out {tmp}/out", "model"},
     {"train", "train {data}/train_hidden_zero.json --out {tmp}/out", "hidden"},
+    // was: a WARNING, then synthetic data
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set data.path={tmp}/no-such-folder --out {tmp}/out", "no-such-folder"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set optimizer.lr=nan --out {tmp}/out", "lr"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set nonsense --out {tmp}/out", "nonsense"},
     // An override that is not UTF-8 (found by fuzz_train_config: it was an internal error, exit 3).

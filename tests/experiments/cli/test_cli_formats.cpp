@@ -135,7 +135,7 @@ TEST_CASE("explain rejects bad input with exit 2 and names it", "[cli]") {
   }
 }
 
-TEST_CASE("testfloat reports passes and failures; bad input exits 2 naming file:line", "[cli]") {
+TEST_CASE("testfloat reports passes and failures, bad input exits 2 naming file:line", "[cli]") {
   // 1 + 1 = 2 is right; 1 + 1 = 3 (0x4200) is wrong.
   const TempFile vectors("mixed.tv", "3C00 3C00 4000 00\n3C00 3C00 4200 00\n");
   const auto r = run_cli("testfloat f16_add --rounding rne " + vectors.str());
@@ -207,4 +207,30 @@ TEST_CASE("testfloat: E4M3's NaN widens with its payload (x86 SSE convention)", 
   CHECK(ends_with(r.output, "2 passed, 0 failed\n"));
   const TempFile canonical("e4m3_nan_old.tv", "7F 7FC00000 00\n");
   CHECK(run_cli("testfloat e4m3_to_f32 " + canonical.str()).status == 1);
+}
+
+TEST_CASE("explain: a format without subnormals names no min subnormal", "[cli]") {
+  const auto off = run_cli("explain 1e-6 -f exp=5,man=2,subnormals=no");
+  INFO(off.output);
+  REQUIRE(off.status == 0);
+  CHECK(off.output.find("min subnormal") == std::string::npos);
+  CHECK(off.output.find("no subnormals") != std::string::npos);
+  const auto on = run_cli("explain 1e-6 -f e5m2");
+  CHECK(on.output.find("min subnormal 1.52587890625e-05") != std::string::npos);
+}
+
+TEST_CASE("rpsim help lists the commands, rpsim help COMMAND describes one, no command exits 2", "[cli]") {
+  const auto all = run_cli("help");
+  INFO(all.output);
+  CHECK(all.status == 0);
+  for (const char* command : {"explain", "gemm", "scaler", "study", "sweep", "train"})
+    CHECK(all.output.find(std::string("\n  ") + command) != std::string::npos);
+  const auto one = run_cli("help train");
+  INFO(one.output);
+  CHECK(one.status == 0);
+  CHECK(one.output.find("--set") != std::string::npos);
+  CHECK(one.output.find("--plan") != std::string::npos);
+  const auto none = run_cli("");
+  CHECK(none.status == 2);
+  CHECK(none.output.find("rpsim help COMMAND") != std::string::npos);
 }

@@ -1,4 +1,5 @@
-// Each framework example config runs unchanged through the real rpsim train.
+// Each framework example config runs unchanged through the real rpsim train;
+// every shipped training config runs a short version by default.
 #include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -30,9 +31,43 @@ TEST_CASE("framework example configs run unchanged through rpsim train", "[frame
     CHECK(std::filesystem::exists(dir / "steps.csv"));
     CHECK(std::filesystem::exists(dir / "meta.json"));
   }
-  const auto r = run_cli("train " + (configs / "deepspeed-fp16.json").string() + quick + " --out " +
+  // With progress (no --quiet): the block must come before the first progress line.
+  const auto r = run_cli("train " + (configs / "deepspeed-fp16.json").string() + quick.substr(8) + " --out " +
                          (out / "x").string());
-  CHECK_THAT(r.output,
-             Catch::Contains("ignored (no meaning in a simulator): fp16.auto_cast, zero_optimization"));
+  INFO(r.output);
+  REQUIRE(quick.substr(0, 8) == " --quiet");
+  // Said before any work: what the DeepSpeed file gave and what it ignored.
+  const auto block = r.output.find("what will run");
+  const auto ignored =
+      r.output.find("ignored    fp16.auto_cast, zero_optimization (no meaning in a simulator)");
+  CHECK(block != std::string::npos);
+  const auto translated = r.output.find("fp16.enabled -> policy fp16-amp");
+  REQUIRE(ignored != std::string::npos);
+  REQUIRE(translated != std::string::npos);
+  CHECK(block < translated);
+  CHECK(block < ignored);
+  const auto progress = r.output.find("train deepspeed-fp16: 4/4 steps");
+  CHECK(progress != std::string::npos);
+  CHECK(ignored < progress);
   std::filesystem::remove_all(out);
+}
+
+TEST_CASE("every shipped training config runs a short version by default and says how to run the full one",
+          "[framework]") {
+  const auto configs = rpsim::test::source_dir() / "experiments/configs";
+  int checked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(configs)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("study-", 0) == 0 || name.rfind("sweep-", 0) == 0) continue;
+    ++checked;
+    const auto r = run_cli("train " + e.path().string() + " --plan --out " +
+                           (std::filesystem::temp_directory_path() / "rpsim-plan-never-created").string());
+    INFO(name << "\n" << r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output,
+               Catch::Contains("(the config's \"steps\" limit; --set steps=0 runs the full epoch)"));
+    CHECK_THAT(r.output, Catch::Contains("estimate   about"));
+  }
+  CHECK(checked >= 12);
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / "rpsim-plan-never-created"));
 }

@@ -146,3 +146,10 @@ TEST_CASE("rpsim scaler: DeepSpeed --raise-at-min-scale stops like upstream, exi
   CHECK(r.output == "step,scale,skipped\n1,4,1\n2,2,1\n3,1,1\n4,1,0\n");
   fs::remove(events);
 }
+
+TEST_CASE("rpsim scaler --help says which scale the CSV's column is", "[cli][scaler]") {
+  const auto r = run_cli("scaler --help");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("before the step's update") != std::string::npos);
+}

@@ -154,4 +154,13 @@ TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks]") {
   for (const char* png : {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png",
                           "05-accuracy.png"})
     CHECK(fs::exists(quick_results() / "figures" / png));
+  // The executed notebooks are kept, with their "measured next to published" tables.
+  for (const char* nb : {"01-summation", "02-tensor-cores", "03-underflow", "04-loss-scale", "05-accuracy"}) {
+    const fs::path html = quick_results() / "figures" / (std::string(nb) + ".html");
+    INFO(html);
+    REQUIRE(fs::exists(html));
+    std::ifstream in(html);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("<table") != std::string::npos);
+  }
 }

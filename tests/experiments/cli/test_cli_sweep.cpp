@@ -53,11 +53,20 @@ TEST_CASE("a sweep is identical locally, under mpirun -np 2, and as 3 merged sha
   while (std::getline(lines, row)) ++rows;
   CHECK(rows == 12);
   CHECK(std::filesystem::exists(local / "r00-policy=fp16-amp_optimizer.lr=0.01_seed=0" / "steps.csv"));
+  // What will run, before the first run ends.
+  const auto block = r.output.find("rpsim sweep sweep-ci: what will run");
+  REQUIRE(block != std::string::npos);
+  CHECK(block < r.output.find(" done in "));
+  CHECK_THAT(r.output,
+             Catch::Contains("grid       policy (2 values) x optimizer.lr (3 values) x seed (2 values)"));
+  CHECK_THAT(r.output, Catch::Contains("runs       12 (0 already complete, kept), 2 at once"));
+  CHECK_THAT(r.output, Catch::Contains("estimate   about"));
 
   // Resume: everything complete, nothing rerun, same summary.
   r = run_cli("sweep " + sweep_file + " --jobs 2 --out " + local.string());
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Catch::Contains("(0 run now, 12 already complete)"));
+  CHECK_THAT(r.output, Catch::Contains("runs       12 (12 already complete, kept)"));
   CHECK(without_wall_time(read(local / "summary.csv")) == without_wall_time(summary));
 
   // The sweep notebook draws the grid from this summary (Debian's Jupyter).

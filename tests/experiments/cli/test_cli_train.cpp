@@ -90,5 +90,29 @@ TEST_CASE("rpsim train: a small run writes steps, histograms and meta", "[cli][t
   CHECK(text.find("\"synthetic\": true") != std::string::npos);
   CHECK(text.find("\"master_weights_bytes\"") != std::string::npos);
   CHECK(text.find("\"git_commit\"") != std::string::npos);
+  CHECK(text.find("\"partial\": false") != std::string::npos);
+  fs::remove_all(scratch());
+}
+
+TEST_CASE("rpsim train: says what will run before any work, then progress, and names a partial epoch",
+          "[cli][train]") {
+  const fs::path cfg = write("small.json", kSmall);
+  const fs::path out = scratch() / "plan";
+  const auto r = run_cli("train " + cfg.string() + " --out " + out.string() + " --set steps=3");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto block = r.output.find("what will run");
+  REQUIRE(block != std::string::npos);
+  for (const char* item :
+       {"model      mlp 784-16-10", "data       SYNTHETIC (asked for)", "policy     fp16-amp",
+        "scaler     pytorch", "steps      3 of the 4 in 1 epoch", "output     ", "estimate   about"})
+    CHECK(r.output.find(item, block) != std::string::npos);
+  // The progress line (with its ETA or "done") comes after the block.
+  const auto progress = r.output.find("train cli-small: 3/3 steps");
+  REQUIRE(progress != std::string::npos);
+  CHECK(block < progress);
+  // 3 of the 4 steps of an epoch: not "epoch 1".
+  CHECK(r.output.find("0.75 of epoch 1 (step 3): test accuracy") != std::string::npos);
+  CHECK(r.output.find("epoch 1 (step") == r.output.find("0.75 of epoch 1 (step") + 8);
   fs::remove_all(scratch());
 }

@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <filesystem>
 
-#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/study/tensor_cores.hpp"
 #include "shared_data.hpp"

@@ -1,7 +1,8 @@
 // Studies 3-5 train the same small network many times under different
 // precision policies and loss scalers. A study config holds one base training
-// config ("train", the format of `rpsim train CONFIG.json`) and a list of
-// `--set` style assignments ("train_set") that --quick overrides to shrink it.
+// config ("train", read as `rpsim train CONFIG.json` reads one, through
+// train/config_loader.hpp) and a list of `--set` style assignments
+// ("train_set") that --quick overrides to shrink it.
 #pragma once
 
 #include <map>
@@ -25,8 +26,11 @@ struct TextTable {
   std::vector<std::size_t> columns_ending(const std::string& suffix) const;
 };
 
-// The base training config of a study with its "train_set" assignments and
-// then `patch` (a JSON merge patch) applied.
+// The base training config of a study, in rpsim's vocabulary: "train" (an
+// object, or a file beside the study config, in any vocabulary `rpsim train`
+// reads) with the "train_set" assignments in its vocabulary, then each key of
+// `patch` (a dotted path in rpsim's vocabulary) set to its value, replacing
+// what was there.
 nlohmann::json training_config(const StudyConfig& cfg,
                                const nlohmann::json& patch = nlohmann::json::object());
 
@@ -45,5 +49,6 @@ void describe_training(const TrainingRun& run, StudyOutput& out);
 StudyOutput run_underflow(const StudyOptions& options);
 StudyOutput run_loss_scale(const StudyOptions& options);
 StudyOutput run_accuracy(const StudyOptions& options);
+StudyOutput run_transformer(const StudyOptions& options);
 
 }  // namespace rpsim::sim::study

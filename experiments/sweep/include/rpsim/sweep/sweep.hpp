@@ -21,22 +21,24 @@ struct Run {
   std::size_t index = 0;               // position in the grid (row-major over axes)
   std::string id;                      // "r003-policy=fp16-amp,seed=1" made filesystem-safe
   std::vector<nlohmann::json> values;  // one per axis
-  nlohmann::json config;               // the base config with the values applied
+  nlohmann::json config;               // the base with the values applied, in rpsim's vocabulary
 };
 
 struct Sweep {
   std::string name;
   std::filesystem::path source;   // the sweep file
   std::filesystem::path out_dir;  // results/<name> unless the file or --out says otherwise
-  nlohmann::json base;            // the training config the grid starts from
+  nlohmann::json base;            // the training config the grid starts from, as written
   std::vector<Axis> axes;
   std::vector<Run> runs;
 };
 
 // Reads SWEEP.json: {"name": ..., "base": {config} | "path/to/config.json",
-// "grid": {"key": [v1, v2], ...}, "out": "dir"?}. Every run's config is
-// parsed (train::parse_config) before any work; errors name the file, the
-// grid key and the run. Throws std::invalid_argument.
+// "grid": {"key": [v1, v2], ...}, "out": "dir"?}. The base is read as
+// `rpsim train` reads a config (train/config_loader.hpp: rpsim's vocabulary
+// or DeepSpeed's, Keras names, grad_scaler, fp8_recipe), the grid's keys in
+// the base's vocabulary. Every run's config is parsed before any work;
+// errors name the file, the grid key and the run. Throws std::invalid_argument.
 Sweep load(const std::filesystem::path& file);
 
 // Which runs a worker takes: shard i of n takes runs with index % n == i.

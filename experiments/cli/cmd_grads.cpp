@@ -1,0 +1,88 @@
+// rpsim grads FILE.npz: a user's gradient dump (every param.grad and
+// activation gradient of one PyTorch step, experiments/python/dump_grads.py)
+// -> for each tensor, format and loss scale the fractions that underflow
+// (non-zero -> 0), land in the subnormals and overflow; a log2 histogram with
+// the zero bin (Micikevicius et al. 2018, Fig. 3's form); and the static
+// scales at which nothing overflows and the fewest values underflow. The
+// counting is sim/scaling's (gradient_report.hpp); this file reads and writes.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "commands.hpp"
+#include "rpsim/io/npy.hpp"
+#include "rpsim/io/results_io.hpp"
+#include "rpsim/scaling/gradient_report.hpp"
+
+namespace rpsim::cli {
+namespace {
+
+struct GradsArgs {
+  std::string file, out = "results/grads", formats = "binary16,bfloat16,e4m3,e5m2";
+  int min_log2 = -8, max_log2 = 32;
+};
+
+std::vector<const Format*> format_list(const std::string& text) {
+  std::vector<const Format*> out;
+  std::stringstream in(text);
+  // A spec may itself hold commas (exp=5,man=10): a key=value item after
+  // another key=value item continues that spec; anything else starts a new one.
+  std::string item, spec;
+  while (std::getline(in, item, ',')) {
+    if (!spec.empty() && item.find('=') != std::string::npos && spec.find('=') != std::string::npos) {
+      spec += "," + item;
+      continue;
+    }
+    if (!spec.empty()) out.push_back(&format(spec));
+    spec = item;
+  }
+  if (!spec.empty()) out.push_back(&format(spec));
+  if (out.empty()) throw UsageError("--formats: no format given");
+  return out;
+}
+
+int run_grads(const GradsArgs& a) {
+  const auto formats = format_list(a.formats);
+  std::vector<io::NumericArray> arrays;
+  try {
+    arrays = io::read_array_file(a.file);
+  } catch (const io::ArrayFileError& e) {
+    throw UsageError(e.what());
+  }
+  std::vector<sim::scaling::NamedValues> tensors;
+  for (const auto& arr : arrays) tensors.push_back({arr.name, arr.values});
+  if (tensors.empty()) throw UsageError(fmt::format("'{}' holds no arrays", a.file));
+  const auto report = sim::scaling::gradient_report(tensors, formats, a.min_log2, a.max_log2);
+  const std::filesystem::path dir(a.out);
+  std::filesystem::create_directories(dir);
+  io::write_atomic(dir / "fractions.csv", report.fractions_csv);
+  io::write_atomic(dir / "histogram.csv", report.histogram_csv);
+  io::write_atomic(dir / "scale_range.csv", report.scale_range_csv);
+  fmt::print("{}: {} tensors, scales 2^{}..2^{}\n", a.file, tensors.size(), a.min_log2, a.max_log2);
+  for (const auto& line : report.findings) fmt::print("  {}\n", line);
+  fmt::print("wrote fractions.csv, histogram.csv, scale_range.csv to {}\n", a.out);
+  return 0;
+}
+
+void add_grads(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("grads",
+                                 "Underflow, subnormal and overflow fractions of a gradient dump "
+                                 "(.npz/.npy) per format and loss scale");
+  auto a = std::make_shared<GradsArgs>();
+  cmd->add_option("FILE", a->file, ".npz of act_grad/<module> and param_grad/<name> arrays, or one .npy")
+      ->required();
+  cmd->add_option("--formats", a->formats, "comma-separated format names or specs")->capture_default_str();
+  cmd->add_option("--min-log2-scale", a->min_log2, "smallest loss scale tried, as log2")
+      ->capture_default_str();
+  cmd->add_option("--max-log2-scale", a->max_log2, "largest loss scale tried, as log2")
+      ->capture_default_str();
+  cmd->add_option("-o,--out", a->out, "output directory")->capture_default_str();
+  cmd->callback([=, &action] { action = [=] { return run_grads(*a); }; });
+}
+
+const Registrar registered("grads", add_grads);
+
+}  // namespace
+}  // namespace rpsim::cli
