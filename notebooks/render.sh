@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Executes the numbered notebooks headlessly on a results folder and fails if
-# any notebook fails. Figures land in RESULTS_DIR/figures/.
+# any notebook fails. Figures land in RESULTS_DIR/figures/, and each executed
+# notebook beside them as RESULTS_DIR/figures/NN-name.html (its tables, such as
+# "measured next to published", and figures), moved there once complete.
 #   notebooks/render.sh [RESULTS_DIR] [NN ...]     (default: ../results, all)
-# Runs on Debian's Python (/usr/bin/python3: matplotlib, pandas, nbconvert).
+# Runs on Debian's Python (/usr/bin/python3: matplotlib, pandas, nbconvert);
+# 01 also imports the module rpsim (build/python, or RPSIM_PYTHONPATH).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 results=$(realpath -m "${1:-$here/../results}")
@@ -12,9 +15,14 @@ if [ ! -x "$nbconvert" ]; then
   echo "render.sh: $nbconvert not found (apt install jupyter-nbconvert python3-matplotlib python3-pandas)" >&2
   exit 3
 fi
-out=$(mktemp -d)
+mkdir -p "$results/figures"
+out=$(mktemp -d "$results/figures/.render.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 export RPSIM_RESULTS="$results" MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1
+# Notebooks that compute live import the module rpsim from the build tree
+# (or from where `cmake --install` put it, already on the path).
+python_dir=${RPSIM_PYTHONPATH:-$here/../build/python}
+if [ -d "$python_dir/rpsim" ]; then export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"; fi
 notebooks=()
 if [ $# -eq 0 ]; then
   notebooks=("$here"/[0-9][0-9]-*.ipynb)
@@ -24,9 +32,11 @@ fi
 failed=0
 for nb in "${notebooks[@]}"; do
   start=$(date +%s)
-  if (cd "$here" && "$nbconvert" --to notebook --execute --ExecutePreprocessor.timeout=600 \
+  name=$(basename "$nb" .ipynb)
+  if (cd "$here" && "$nbconvert" --to html --execute --ExecutePreprocessor.timeout=600 \
         --output-dir "$out" "$nb" >"$out/log.txt" 2>&1); then
-    echo "ok    $(basename "$nb") ($(( $(date +%s) - start )) s)"
+    mv -f "$out/$name.html" "$results/figures/$name.html"
+    echo "ok    $name ($(( $(date +%s) - start )) s): $results/figures/$name.html"
   else
     echo "FAIL  $(basename "$nb")"; tail -n 25 "$out/log.txt" >&2; failed=1
   fi

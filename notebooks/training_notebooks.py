@@ -1,0 +1,126 @@
+"""Notebooks 05 (accuracy) and 07 (transformer): the training studies'
+cell sources, called from make_notebooks.py with its shared setup cells."""
+
+
+def accuracy(setup, SAVE, COMPARE):
+    return [
+    ("md", """# 05 · Accuracy: how close to fp32 and to an FP64 shadow does each precision policy train?
+
+Gupta et al. (*Deep Learning with Limited Numerical Precision*, ICML 2015) showed that 16-bit training
+matches fp32 with stochastic rounding but stalls with round-to-nearest; Zamirai et al. (*Revisiting BFloat16
+Training*, arXiv:2010.06192, 2020) showed that pure bf16 training loses accuracy because nearest-rounded
+weight updates vanish, and that stochastic rounding or Kahan-compensated updates recover fp32 accuracy.
+The same MLP, initial weights and data order are trained under fp32, fp16-amp, bf16-amp, bf16-pure with
+nearest and stochastic update rounding, bf16 with Kahan updates and FP8 with delayed scaling; every run
+has an FP64 shadow, so each curve also shows how far the weights drift from exact arithmetic.
+
+Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study accuracy`."""),
+    ("code", setup("accuracy", "05-accuracy.png")),
+    ("code", """curves = csv("curves.csv")
+evals = csv("evaluations.csv")
+summary = csv("summary.csv")
+summary"""),
+    ("code", """fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+for run, g in curves.groupby("run", sort=False):
+    w = max(1, len(g) // 40)
+    axes[0].plot(g.step, g.loss_emulated_nats.rolling(w, min_periods=1).mean(), label=run)
+    axes[1].plot(g.step, g.weight_rel_distance_from_fp64.clip(lower=1e-12), label=run)
+axes[0].set_xlabel("step"); axes[0].set_ylabel("training loss (nats, smoothed)"); axes[0].set_title("(a) training loss")
+axes[1].set_yscale("log"); axes[1].set_xlabel("step"); axes[1].set_ylabel("||w - w_fp64|| / ||w_fp64|| (mean over layers)")
+axes[1].set_title("(b) distance from the FP64 shadow")
+axes[0].legend(fontsize=7); axes[1].legend(fontsize=7)
+ax = axes[2]
+x = np.arange(len(summary))
+ax.bar(x, summary.test_accuracy_percent, color="tab:blue", label="policy")
+ax.plot(x, summary.fp64_test_accuracy_percent, "k_", ms=20, mew=2, label="its FP64 shadow")
+ax.set_xticks(x); ax.set_xticklabels(summary.run, rotation=45, ha="right")
+lo = min(summary.test_accuracy_percent.min(), summary.fp64_test_accuracy_percent.min())
+ax.set_ylim(max(0, lo - 5), 100); ax.set_ylabel("test accuracy %"); ax.set_title("(c) final test accuracy"); ax.legend(fontsize=7)
+fig.tight_layout()"""),
+    ("code", SAVE),
+    ("md", "## Measured next to published"),
+    ("code", COMPARE + """
+
+acc = dict(zip(summary.run, summary.test_accuracy_percent))
+dist = dict(zip(summary.run, summary.final_weight_rel_distance_from_fp64))
+def gap(a, b):
+    return f"{acc[a] - acc[b]:+.2f} points" if a in acc and b in acc else "n/a"
+rows = [
+    ("bf16-pure RNE minus fp32 accuracy", gap("bf16-pure-rne", "fp32"), "below fp32 (RNE updates vanish)", "Zamirai et al. 2020"),
+    ("bf16-pure SR minus fp32 accuracy", gap("bf16-pure-sr", "fp32"), "close to fp32", "Zamirai et al. 2020; Gupta et al. 2015"),
+    ("bf16-kahan minus fp32 accuracy", gap("bf16-kahan", "fp32"), "close to fp32", "Zamirai et al. 2020"),
+    ("fp16-amp minus fp32 accuracy", gap("fp16-amp", "fp32"), "matches fp32", "Micikevicius et al. 2018"),
+]
+for run in summary.run:
+    rows.append((f"{run}: weight distance from FP64 shadow", f"{dist[run]:.3g}", "-", "(this simulator)"))
+compare(rows);"""),
+]
+
+
+def transformer(setup, SAVE, COMPARE):
+    return [
+    ("md", """# 07 · Transformer: does a small GPT train in fp16 without loss scaling?
+
+Micikevicius et al. (*Mixed Precision Training*, ICLR 2018) found that fp16 training without loss scaling
+fails or degrades on some networks (SSD, Fig. 3: 67% of activation-gradient values become zero in fp16),
+and that a loss scale recovers them. rpsim trains a character-level GPT (nanoGPT's layout: token and
+position embeddings, pre-LayerNorm blocks of causal self-attention and a GELU MLP, residual adds, a tied
+output projection; AdamW with warmup and cosine decay, clipping at 1) on Debian's `fortunes` text under
+fp32, fp16 autocast with PyTorch's dynamic loss scaler, the same without any scaling, bf16 autocast and FP8
+(delayed scaling), each beside an FP64 shadow trained in lockstep from the same weights and batches.
+Validation loss (nats per character) is measured every few steps on held-out text, in the run's own
+precision and in the shadow's.
+
+Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study transformer`."""),
+    ("code", setup("transformer", "07-transformer.png")),
+    ("code", """curves = csv("curves.csv")
+evals = csv("evaluations.csv")
+summary = csv("summary.csv")
+synthetic = meta.get("synthetic_data", False)
+print(meta.get("data_set", ""))
+summary"""),
+    ("code", """runs = list(summary.run)
+colours = dict(zip(runs, plt.cm.tab10.colors))
+fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+ax = axes[0]
+for run, g in evals.groupby("run", sort=False):
+    ax.plot(g.step, g.val_loss_emulated_nats, "-o", ms=3, color=colours[run], label=run)
+    ax.plot(g.step, g.val_loss_fp64_nats, ":", color=colours[run], lw=1)
+ax.set_xlabel("step"); ax.set_ylabel("validation loss (nats/char)")
+ax.set_title("(a) validation loss; dotted: each run's FP64 shadow")
+ax.legend(fontsize=7)
+ax = axes[1]
+for run, g in curves.groupby("run", sort=False):
+    w = max(1, len(g) // 40)
+    ax.plot(g.step, g.loss_emulated_nats.rolling(w, min_periods=1).mean(), color=colours[run], label=run)
+ax.set_xlabel("step"); ax.set_ylabel("training loss (nats/char, smoothed)"); ax.set_title("(b) training loss")
+ax.legend(fontsize=7)
+ax = axes[2]
+for run, g in curves.groupby("run", sort=False):
+    ax.plot(g.step, g.activation_grad_underflow_fraction_mean.clip(lower=1e-7), color=colours[run], label=run)
+ax.set_yscale("log"); ax.set_xlabel("step")
+ax.set_ylabel("activation-gradient entries flushed to 0 (mean over layers; floor 1e-7)")
+ax.set_title("(c) gradient underflow per step")
+ax.legend(fontsize=7)
+title = "character-level GPT on " + ("SYNTHETIC text" if synthetic else "Debian's fortunes")
+fig.suptitle(title)
+fig.tight_layout()"""),
+    ("code", SAVE),
+    ("md", "## Measured next to published"),
+    ("code", COMPARE + """
+
+val = dict(zip(summary.run, summary.val_loss_emulated_nats))
+shadow = dict(zip(summary.run, summary.val_loss_fp64_nats))
+under = dict(zip(summary.run, summary.activation_grad_underflow_fraction_mean))
+def diff(a, b):
+    return f"{val[a] - val[b]:+.4f} nats" if a in val and b in val else "n/a"
+rows = [
+    ("fp16 no scaling minus fp32, validation loss", diff("fp16-amp-noscale", "fp32"), "fails or degrades on some networks", "Micikevicius et al. 2018"),
+    ("fp16 dynamic scaling minus fp32", diff("fp16-amp", "fp32"), "matches fp32", "Micikevicius et al. 2018"),
+    ("bf16-amp minus fp32", diff("bf16-amp", "fp32"), "matches fp32", "Kalamkar et al. 2019"),
+    ("fp8 minus fp32", diff("fp8", "fp32"), "close to fp16/bf16", "Micikevicius et al. 2022"),
+]
+for run in summary.run:
+    rows.append((f"{run}: activation gradients flushed per step", f"{100 * under[run]:.3g}%", "67% (SSD, fp16, no scaling)" if run == "fp16-amp-noscale" else "-", "Micikevicius et al. 2018, Fig. 3"))
+compare(rows);"""),
+]
