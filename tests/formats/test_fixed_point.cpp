@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fixed_point_cases.hpp"
 #include "fixed_point_oracle.hpp"
 #include "mpfr_oracle.hpp"
 #include "rpsim/formats/array.hpp"
@@ -28,24 +29,11 @@ using fixed_oracle::Result;
 
 namespace {
 
-constexpr RoundingMode kModes[] = {
-    RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero, RoundingMode::down,
-    RoundingMode::up,           RoundingMode::odd,          RoundingMode::stochastic};
-
 // Word and fraction lengths: fraction shorter than, equal to and longer than
 // the word, and no fraction at all.
 constexpr Q kSmall[] = {{2, 0}, {2, 1}, {3, 1}, {4, 2}, {5, 0}, {5, 5}, {6, 3}, {6, 9}, {7, 2}};
 
-const Format& format_of(const Q& q) {
-  return format(fmt::format("q{}.{}", q.word, q.frac));  // not "q" + ...: GCC 12's -Wrestrict false positive
-}
-
-Rounding rounding_for(RoundingMode mode, std::uint64_t index) {
-  Rounding r;
-  r.mode = mode;
-  r.random_bits = counter_random(7, std::uint64_t(mode), index);
-  return r;
-}
+constexpr std::uint64_t kSeed = 7;  // this file's stochastic-rounding draws
 
 struct Tally {
   std::uint64_t checked = 0, failed = 0;
@@ -69,13 +57,13 @@ std::string describe(const char* op, const Format& f, RoundingMode m, std::int64
 
 // a op b for every pair of encodings, every mode.
 void binary_ops(const Q& q, Tally& t) {
-  const Format& f = format_of(q);
+  const Format& f = fixed_cases::format_of(q);
   const i128 scale = i128(1) << q.frac;
   for (std::uint64_t x = 0; x <= q.mask(); ++x) {
     for (std::uint64_t y = 0; y <= q.mask(); ++y) {
       const i128 a = q.decode(x), b = q.decode(y);
-      for (RoundingMode m : kModes) {
-        const Rounding r = rounding_for(m, x << 32 | y);
+      for (RoundingMode m : fixed_cases::kModes) {
+        const Rounding r = fixed_cases::rounding_for(kSeed, m, x << 32 | y);
         Flags fl = 0;
         std::uint64_t got = add(f, x, y, r, fl);
         t.check(describe("add", f, m, a, b), fixed_oracle::round_ratio(q, a + b, 1, r), got, fl);
@@ -102,12 +90,12 @@ void binary_ops(const Q& q, Tally& t) {
 }
 
 void sqrt_and_fma(const Q& q, Tally& t) {
-  const Format& f = format_of(q);
+  const Format& f = fixed_cases::format_of(q);
   const i128 scale = i128(1) << q.frac;
   for (std::uint64_t x = 0; x <= q.mask(); ++x) {
     const i128 a = q.decode(x);
-    for (RoundingMode m : kModes) {
-      const Rounding r = rounding_for(m, x);
+    for (RoundingMode m : fixed_cases::kModes) {
+      const Rounding r = fixed_cases::rounding_for(kSeed, m, x);
       Flags fl = 0;
       const std::uint64_t got = rpsim::sqrt(f, x, r, fl);
       const Result want =
@@ -117,8 +105,8 @@ void sqrt_and_fma(const Q& q, Tally& t) {
     for (std::uint64_t y = 0; y <= q.mask(); ++y) {
       for (std::uint64_t z = 0; z <= q.mask(); ++z) {
         const i128 b = q.decode(y), c = q.decode(z);
-        for (RoundingMode m : kModes) {
-          const Rounding r = rounding_for(m, x << 40 | y << 20 | z);
+        for (RoundingMode m : fixed_cases::kModes) {
+          const Rounding r = fixed_cases::rounding_for(kSeed, m, x << 40 | y << 20 | z);
           Flags fl = 0;
           const std::uint64_t got = rpsim::fma(f, x, y, z, r, fl);
           t.check(describe("fma", f, m, a, b) + "," + std::to_string(std::int64_t(c)),

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fixed_point_cases.hpp"
 #include "fixed_point_oracle.hpp"
 #include "mpfr_oracle.hpp"
 #include "rpsim/formats/array.hpp"
@@ -28,21 +29,9 @@ using fixed_oracle::Result;
 
 namespace {
 
-constexpr RoundingMode kModes[] = {
-    RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero, RoundingMode::down,
-    RoundingMode::up,           RoundingMode::odd,          RoundingMode::stochastic};
 constexpr Q kTargets[] = {{2, 0}, {3, 1}, {4, 2}, {5, 5}, {6, 9}, {8, 4}, {12, 20}, {16, 14}, {16, 0}};
 
-const Format& format_of(const Q& q) {
-  return format(fmt::format("q{}.{}", q.word, q.frac));  // not "q" + ...: GCC 12's -Wrestrict false positive
-}
-
-Rounding rounding_for(RoundingMode mode, std::uint64_t index) {
-  Rounding r;
-  r.mode = mode;
-  r.random_bits = counter_random(11, std::uint64_t(mode), index);
-  return r;
-}
+constexpr std::uint64_t kSeed = 11;  // this file's stochastic-rounding draws
 
 // value = n * 2^e exactly, as K = value * 2^f rounded.
 Result round_scaled(const Q& q, i128 n, int e, const Rounding& r) {
@@ -84,14 +73,14 @@ struct Tally {
 TEST_CASE("formats: every binary16 into fixed point, every mode, against exact integers") {
   Tally t;
   for (const Q& q : kTargets) {
-    const Format& to = format_of(q);
+    const Format& to = fixed_cases::format_of(q);
     for (std::uint64_t h = 0; h < 0x10000; ++h) {
       i128 n = 0;
       int e = 0;
       const bool finite = binary16_value(h, n, e);
       const bool nan = !finite && (h & 0x3FF) != 0;
-      for (RoundingMode m : kModes) {
-        const Rounding r = rounding_for(m, h);
+      for (RoundingMode m : fixed_cases::kModes) {
+        const Rounding r = fixed_cases::rounding_for(kSeed, m, h);
         Flags fl = 0;
         const std::uint64_t got = convert(to, formats::binary16(), h, r, fl);
         Result want;
@@ -114,12 +103,12 @@ TEST_CASE("formats: every binary16 into fixed point, every mode, against exact i
 TEST_CASE("formats: fixed point into fixed point, every encoding and mode, against exact integers") {
   Tally t;
   for (const Q& from_q : {Q{8, 4}, Q{12, 20}, Q{6, 0}}) {
-    const Format& from = format_of(from_q);
+    const Format& from = fixed_cases::format_of(from_q);
     for (const Q& q : kTargets) {
-      const Format& to = format_of(q);
+      const Format& to = fixed_cases::format_of(q);
       for (std::uint64_t x = 0; x <= from_q.mask(); ++x) {
-        for (RoundingMode m : kModes) {
-          const Rounding r = rounding_for(m, x);
+        for (RoundingMode m : fixed_cases::kModes) {
+          const Rounding r = fixed_cases::rounding_for(kSeed, m, x);
           Flags fl = 0;
           const std::uint64_t got = convert(to, from, x, r, fl);
           const Result want = round_scaled(q, from_q.decode(x), -from_q.frac, r);
@@ -135,7 +124,7 @@ TEST_CASE("formats: fixed point into fixed point, every encoding and mode, again
 TEST_CASE("formats: fixed point into floating point against MPFR") {
   Tally t;
   for (const Q& q : {Q{8, 4}, Q{16, 14}, Q{16, 30}, Q{12, 0}}) {
-    const Format& from = format_of(q);
+    const Format& from = fixed_cases::format_of(q);
     for (const char* name : {"binary16", "bfloat16", "e4m3", "e5m2", "binary32"}) {
       const Format& to = format(name);
       for (std::uint64_t x = 0; x <= q.mask(); ++x) {
