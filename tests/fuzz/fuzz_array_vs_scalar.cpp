@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "formats_under_test.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/ops.hpp"
@@ -33,12 +34,7 @@ constexpr rpsim::ArrayIsa kIsas[] = {rpsim::ArrayIsa::portable, rpsim::ArrayIsa:
                                      rpsim::ArrayIsa::avx512, rpsim::ArrayIsa::best};
 
 const std::vector<const Format*>& formats_under_test() {
-  static const std::vector<const Format*> list = [] {
-    std::vector<const Format*> v;
-    for (const Format& f : rpsim::named_formats()) v.push_back(&f);
-    for (const char* spec : kCustomSpecs) v.push_back(&rpsim::format(spec));
-    return v;
-  }();
+  static const std::vector<const Format*> list = rpsim::fuzz::named_and_custom_formats(kCustomSpecs);
   return list;
 }
 

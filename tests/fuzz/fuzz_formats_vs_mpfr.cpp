@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "differential_check.hpp"
+#include "formats_under_test.hpp"
 #include "mpfr_reference.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/ops.hpp"
@@ -55,12 +56,7 @@ const char* const kCustomSpecs[] = {"e3m4",
                                     "q53.30"};
 
 const std::vector<const Format*>& formats_under_test() {
-  static const std::vector<const Format*> list = [] {
-    std::vector<const Format*> v;
-    for (const Format& f : rpsim::named_formats()) v.push_back(&f);
-    for (const char* spec : kCustomSpecs) v.push_back(&rpsim::format(spec));
-    return v;
-  }();
+  static const std::vector<const Format*> list = rpsim::fuzz::named_and_custom_formats(kCustomSpecs);
   return list;
 }
 
