@@ -6,11 +6,12 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make git pkg-config
   libeigen3-dev libboost-dev libfmt-dev catch2 libmpfr-dev libcli11-dev
-  nlohmann-json3-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  nlohmann-json3-dev libbenchmark-dev zlib1g-dev
+  clang libclang-rt-14-dev clang-format
   openmpi-bin libopenmpi-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
   python3-matplotlib python3-pandas jupyter-nbconvert python3-ipykernel
+  python3-dev python3-numpy pybind11-dev python3-pybind11 python3-pytest python3-hypothesis
 )
 
 missing=()

@@ -5,6 +5,8 @@ find_package(Boost 1.74 REQUIRED)  # header-only: erf_inv in sim/scaling
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# zlib inflates .npz archives (sim/io's NumPy reader).
+find_package(ZLIB REQUIRED)
 if(RPSIM_BUILD_TESTS)
   # MPFR is a test oracle only: nothing rpsim ships links it.
   find_package(PkgConfig REQUIRED)

@@ -8,7 +8,7 @@ set(RPSIM_EXPORTED_TARGETS "" CACHE INTERNAL "")
 
 function(rpsim_library name folder)
   cmake_parse_arguments(ARG "" "" "PUBLIC;PRIVATE" ${ARGN})
-  file(GLOB sources CONFIGURE_DEPENDS ${folder}/src/*.cpp)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${folder}/src/*.cpp)
   set(target rpsim_${name})
   if(sources)
     add_library(${target} ${sources})
