@@ -21,7 +21,7 @@ demo: build
 	bash experiments/demo.sh $(BUILD)
 
 test: build
-	cd $(BUILD) && OMP_NUM_THREADS=2 ctest --output-on-failure -j 1 --timeout 1200
+	cd $(BUILD) && OMP_NUM_THREADS=2 ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 clean:
 	rm -rf $(BUILD)
