@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the rpsim binary and
-# the test programs, then every ctest test except the `long` and `gpu` labels.
-# Budget: ~8 minutes on 2 cores: builds only rpsim and the test programs (no
-# benchmarks, no CUDA kernels: the `gpu` label is not run here).
+# the test programs, then every ctest test except the `long`, `gpu` and
+# `pipeline` labels (a `pipeline` test reruns one study whole, 5-7 minutes
+# each under ASan; `study all --quick` runs the same code here once).
+# Budget: ~12 minutes on 2 cores: builds only rpsim and the test programs (no
+# benchmarks, no CUDA kernels: the `gpu` label is not run here), at -O1 with
+# line tables (-g1): half the compile time of -O2 -g, and reports still name
+# file and line.
 #
 #   .ci/sanitize.sh [BUILD_DIR]      (default: build-asan)
 set -euo pipefail
@@ -10,7 +14,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build-asan}
 jobs=${RPSIM_JOBS:-$(nproc)}
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPSIM_SANITIZE=ON \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DRPSIM_SANITIZE=ON \
   -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_CUDA=OFF -DRPSIM_WERROR=ON >/dev/null
 # The programs ctest runs: rpsim (driven by the CLI tests) and test_<area>.
 targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(rpsim\|test_[a-z_]*\): .*/\1/p' | sort -u)
@@ -22,4 +27,4 @@ ninja -C "$build" -j "$jobs" $targets
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Tests that run the rpsim binary inherit these, so the CLI is checked too.
-ctest --test-dir "$build" -LE 'long|gpu' --output-on-failure -j "$jobs"
+ctest --test-dir "$build" -LE 'long|gpu|pipeline' --output-on-failure -j "$jobs"

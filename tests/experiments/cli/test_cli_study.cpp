@@ -72,7 +72,7 @@ TEST_CASE("study all --quick: every study writes meta.json with the common field
   CHECK(number(stagnation.where("format", "bfloat16").at(0), "stagnation_value") == 256);
 }
 
-TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts", "[study][cli]") {
+TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts", "[study][cli][pipeline]") {
   const auto summary = read_csv(quick_results() / "underflow" / "summary.csv");
   std::vector<std::map<std::string, std::string>> statics;
   for (const auto& row : summary.rows)
@@ -107,7 +107,7 @@ TEST_CASE("underflow: a larger loss scale never loses more gradients until overf
   }
 }
 
-TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli]") {
+TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli][pipeline]") {
   const auto trace = read_csv(quick_results() / "loss-scale" / "scale_trace.csv");
   const auto summary = read_csv(quick_results() / "loss-scale" / "summary.csv");
   REQUIRE(summary.rows.size() >= 3);
@@ -128,7 +128,7 @@ TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli
     }
 }
 
-TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", "[study][cli]") {
+TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", "[study][cli][pipeline]") {
   const auto summary = read_csv(quick_results() / "accuracy" / "summary.csv");
   REQUIRE(summary.rows.size() == 7);
   for (const auto& row : summary.rows) {
@@ -142,7 +142,7 @@ TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", 
         number(summary.where("run", "bf16-pure-rne").at(0), "final_weight_rel_distance_from_fp64"));
 }
 
-TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks]") {
+TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pipeline]") {
   if (!fs::exists("/usr/bin/jupyter-nbconvert")) {
     WARN("/usr/bin/jupyter-nbconvert absent: notebooks not executed");
     return;
