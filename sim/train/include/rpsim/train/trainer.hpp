@@ -153,7 +153,9 @@ struct RunResult {
 //       largest block scale 1 / 2^shared over blocks with a nonzero finite
 //       amax (nan when none);
 //   <t>_fp8_saturated_fraction   entries whose |x * scale| exceeded the
-//       format's max finite and were clamped to it;
+//       format's max finite and were clamped to it (under current
+//       scaling only entries of magnitude amax, when the binary32 scale
+//       rounded up);
 //   <t>_fp8_flushed_fraction     nonzero entries that quantised to zero.
 // Per-tensor fractions are over the tensor's forward quantisation (x, w) or
 // its one backward quantisation (dy); MX quantises a tensor once per
