@@ -38,6 +38,44 @@ lo = min(summary.test_accuracy_percent.min(), summary.fp64_test_accuracy_percent
 ax.set_ylim(max(0, lo - 5), 100); ax.set_ylabel("test accuracy %"); ax.set_title("(c) final test accuracy"); ax.legend(fontsize=7)
 fig.tight_layout()"""),
     ("code", SAVE),
+    ("md", """## FP8 scaling: delayed against current
+
+Transformer Engine's delayed scaling quantises each matmul input with a scale computed from the amax
+history of earlier steps (`amax_history_len`, `amax_compute_algo`); current scaling uses the amax of the
+tensor in hand. `fp8.csv` holds, per step and FP8-quantised tensor (`fc0.x` a layer's input, `fc0.w` its
+weight, `fc0.dy` the gradient arriving at it, e4m3 forward and e5m2 backward), the tensor's amax, the scale
+used, and the fractions of entries clamped at the format's largest finite value (saturated) and of nonzero
+entries quantised to zero (flushed); the `fp8-current` run is trained for this table only. Zero fractions
+are drawn at the floor 1e-7."""),
+    ("code", """fp8 = csv("fp8.csv") if (STUDY / "fp8.csv").exists() else None
+if fp8 is None:
+    print("no fp8.csv: the study config runs no FP8 policy")
+else:
+    tensors = list(dict.fromkeys(fp8.tensor))
+    colours = dict(zip(tensors, plt.cm.tab10.colors))
+    styles = dict(zip(dict.fromkeys(fp8.run), ["-", "--", ":", "-."]))
+    fig, axes = plt.subplots(2, 2, figsize=(15, 9), sharex=True)
+    panels = [("amax", "amax (max |entry|)", "(a) amax per step"),
+              ("scale", "scale in use (x * scale is quantised)", "(b) per-tensor scale"),
+              ("saturated_fraction", "entries clamped at max finite (floor 1e-7)", "(c) saturated fraction"),
+              ("flushed_fraction", "nonzero entries quantised to 0 (floor 1e-7)", "(d) flushed fraction")]
+    for ax, (col, ylabel, title) in zip(axes.flat, panels):
+        for (run, tensor), g in fp8.groupby(["run", "tensor"], sort=False):
+            y = g[col] if col in ("amax", "scale") else g[col].clip(lower=1e-7)
+            ax.plot(g.step, y, styles[run], color=colours[tensor], lw=1.2, marker="o", ms=2)
+        ax.set_yscale("log"); ax.set_ylabel(ylabel); ax.set_title(title)
+    for ax in axes[1]:
+        ax.set_xlabel("step")
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=colours[t], label=t) for t in tensors]
+    handles += [Line2D([], [], color="k", ls=ls, label=run) for run, ls in styles.items()]
+    fig.legend(handles=handles, fontsize=8, loc="center right")
+    fig.suptitle("FP8 telemetry: delayed vs current per-tensor scaling")
+    fig.tight_layout(rect=(0, 0, 0.88, 1))
+    fig.savefig(FIGURE.with_name(FIGURE.stem + "-fp8.png"), dpi=120, bbox_inches="tight")
+    print("saved", FIGURE.with_name(FIGURE.stem + "-fp8.png"))
+    summary_fp8 = fp8.groupby(["run", "tensor"], sort=False)[["amax", "scale", "saturated_fraction", "flushed_fraction"]].agg(["min", "max"])
+    display(summary_fp8)"""),
     ("md", "## Measured next to published"),
     ("code", COMPARE + """
 

@@ -7,11 +7,54 @@
 // recovered by stochastic rounding or Kahan-compensated updates.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "rpsim/study/training_runs.hpp"
 
 namespace rpsim::sim::study {
+namespace {
+
+struct RunSpec {
+  std::string label, policy;  // policy: its name, or its object as JSON text
+  nlohmann::json patch;       // the run's "set" with its "policy"
+};
+
+RunSpec run_spec(const StudyConfig& cfg, const nlohmann::json& spec, const std::string& where) {
+  if (!spec.is_object() || !spec.contains("label") || !spec.at("label").is_string() ||
+      !spec.contains("policy"))
+    throw cfg.error(where,
+                    "must be {\"label\": STRING, \"policy\": NAME or object, optional \"set\": "
+                    "{\"dotted.key\": value, ...}}");
+  RunSpec r;
+  r.label = spec.at("label").get<std::string>();
+  r.patch = spec.value("set", nlohmann::json::object());
+  r.patch["policy"] = spec.at("policy");
+  r.policy = spec.at("policy").is_string() ? spec.at("policy").get<std::string>() : spec.at("policy").dump();
+  return r;
+}
+
+// fp8.csv, one row per step and FP8-quantised tensor of every run that has
+// the FP8 columns in its steps.csv. Made on the first such run, so that a
+// config without FP8 (the fixed-point study) writes exactly the tables it did.
+void add_fp8_rows(StudyOutput& out, CsvTable*& fp8, const RunSpec& run, const TextTable& s) {
+  const std::string suffix = "_fp8_amax";
+  for (std::size_t c : s.columns_ending(suffix)) {
+    const std::string tensor = s.columns[c].substr(0, s.columns[c].size() - suffix.size());
+    const std::string at = tensor + "_fp8_";
+    // MX runs have a range of block scales instead of one scale: left empty.
+    const bool per_tensor = std::find(s.columns.begin(), s.columns.end(), at + "scale") != s.columns.end();
+    if (!fp8)
+      fp8 = &out.table("fp8.csv", {"run", "policy", "step", "tensor", "amax", "scale", "saturated_fraction",
+                                   "flushed_fraction"});
+    for (const auto& row : s.rows)
+      fp8->row(run.label, run.policy, row[s.column("step")], tensor, row[c],
+               per_tensor ? row[s.column(at + "scale")] : std::string(),
+               row[s.column(at + "saturated_fraction")], row[s.column(at + "flushed_fraction")]);
+  }
+}
+
+}  // namespace
 
 StudyOutput run_accuracy(const StudyOptions& options) {
   const StudyConfig& cfg = options.config;
@@ -25,24 +68,19 @@ StudyOutput run_accuracy(const StudyOptions& options) {
   auto& summary = out.table("summary.csv", {"run", "policy", "steps", "skipped_steps", "final_loss_nats",
                                             "final_weight_rel_distance_from_fp64", "test_accuracy_percent",
                                             "fp64_test_accuracy_percent", "accuracy_gap_points"});
+  CsvTable* fp8 = nullptr;
   nlohmann::json policies = nlohmann::json::array();
   std::size_t index = 0;
   for (const auto& spec : cfg.values().at("runs")) {
     const std::string where = fmt::format("runs[{}]", index++);
-    if (!spec.is_object() || !spec.contains("label") || !spec.at("label").is_string() ||
-        !spec.contains("policy"))
-      throw cfg.error(where,
-                      "must be {\"label\": STRING, \"policy\": NAME or object, optional \"set\": "
-                      "{\"dotted.key\": value, ...}}");
-    const std::string label = spec.at("label").get<std::string>();
-    nlohmann::json patch = spec.value("set", nlohmann::json::object());
-    patch["policy"] = spec.at("policy");
-    const std::string policy =
-        spec.at("policy").is_string() ? spec.at("policy").get<std::string>() : spec.at("policy").dump();
+    const RunSpec rs = run_spec(cfg, spec, where);
+    const std::string& label = rs.label;
+    const std::string& policy = rs.policy;
     policies.push_back(spec.at("policy"));
     const TrainingRun run =
-        run_training(training_config(cfg, patch), fmt::format("{}: {}", cfg.path(), where));
+        run_training(training_config(cfg, rs.patch), fmt::format("{}: {}", cfg.path(), where));
     const TextTable& s = run.steps;
+    add_fp8_rows(out, fp8, rs, s);
     const auto dist = s.columns_ending("_weight_rel_distance_from_fp64");
     double last_distance = NAN;
     for (const auto& row : s.rows) {
@@ -64,6 +102,20 @@ StudyOutput run_accuracy(const StudyOptions& options) {
         fmt::format("{:>16}: test accuracy {:.2f}% (fp64 shadow {:.2f}%), weights {:.2e} from fp64", label,
                     run.final_accuracy_percent, run.shadow_accuracy_percent, last_distance));
     if (index == 1) describe_training(run, out);
+  }
+  // Runs trained only for fp8.csv (another FP8 scaling beside the one in
+  // "runs"), kept out of the curves and the summary.
+  if (cfg.has("fp8_scaling_runs")) {
+    if (!cfg.values().at("fp8_scaling_runs").is_array())
+      throw cfg.error("fp8_scaling_runs", "must be an array of runs, as \"runs\"");
+    std::size_t k = 0;
+    for (const auto& spec : cfg.values().at("fp8_scaling_runs")) {
+      const std::string where = fmt::format("fp8_scaling_runs[{}]", k++);
+      const RunSpec rs = run_spec(cfg, spec, where);
+      add_fp8_rows(
+          out, fp8, rs,
+          run_training(training_config(cfg, rs.patch), fmt::format("{}: {}", cfg.path(), where)).steps);
+    }
   }
   out.meta["policies"] = policies;
   // The formats the runs use, as the config lists them (the default: the

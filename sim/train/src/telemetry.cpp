@@ -68,6 +68,40 @@ void layer_histograms(std::string& csv, std::int64_t step, const std::string& na
   histogram_rows(csv, step, name, "weight_grad", arithmetic, w);
 }
 
+// MX has one scale per block: its range stands where the per-tensor scale does.
+bool block_scaled(const PrecisionPolicy& p) {
+  return p.fp8.scaling == Fp8Scaling::mx;
+}
+
+// The FP8 columns of one layer, tensor by tensor in the layer's order.
+std::string fp8_columns(const Layer& layer, const PrecisionPolicy& policy) {
+  std::string out;
+  for (const auto& [tensor, stats] : layer.fp8_stats(policy)) {
+    const std::string p = "," + layer.name() + "." + tensor + "_fp8_";
+    out += p + "amax" + (block_scaled(policy) ? p + "scale_min" + p + "scale_max" : p + "scale") + p +
+           "saturated_fraction" + p + "flushed_fraction";
+  }
+  return out;
+}
+
+std::string fp8_cells(const Layer& layer, const PrecisionPolicy& policy) {
+  std::string out;
+  // Appended cell by cell: GCC 12 warns (-Wrestrict) on "," + num(...).
+  const auto cell = [&out](double v) {
+    out += ',';
+    out += num(v);
+  };
+  for (const auto& [tensor, s] : layer.fp8_stats(policy)) {
+    const double n = double(s->entries);
+    cell(s->amax);
+    cell(s->scale_min);
+    if (block_scaled(policy)) cell(s->scale_max);
+    cell(n > 0 ? double(s->saturated) / n : 0);
+    cell(n > 0 ? double(s->flushed) / n : 0);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string num(double v) {
@@ -78,8 +112,9 @@ std::string num(double v) {
   return buf;
 }
 
-Telemetry::Telemetry(const Model& model, const std::vector<std::int64_t>& histogram_steps)
-    : histogram_steps_(histogram_steps.begin(), histogram_steps.end()) {
+Telemetry::Telemetry(const Model& model, const PrecisionPolicy& policy,
+                     const std::vector<std::int64_t>& histogram_steps)
+    : policy_(policy), histogram_steps_(histogram_steps.begin(), histogram_steps.end()) {
   for (std::size_t i = 0; i < model.layers.size(); ++i)
     if (!model.layers[i]->parameters().empty()) tracked_.push_back(i);
   steps_csv = "step,epoch,loss_emulated_nats,loss_fp64_nats,loss_scale,skipped,overflow_found,grad_norm";
@@ -90,6 +125,9 @@ Telemetry::Telemetry(const Model& model, const std::vector<std::int64_t>& histog
                  ln + "_weight_rel_distance_from_fp64," + ln + "_weight_grad_zero_vs_fp64_fraction," + ln +
                  "_activation_grad_zero_vs_fp64_fraction";
   }
+  // After every per-layer column, so that a run without FP8 keeps its columns
+  // exactly and an FP8 run's first columns match them.
+  for (std::size_t i : tracked_) steps_csv += fp8_columns(*model.layers[i], policy);
   steps_csv += "\n";
 }
 
@@ -157,6 +195,7 @@ void Telemetry::add_row(const std::string& head, const Network& emu, const Netwo
     row += ',';
     if (shadow) row += num(activation_zero_vs_[t]);
   }
+  for (std::size_t i : tracked_) row += fp8_cells(*emu.model.layers[i], policy_);
   steps_csv += row + "\n";
 }
 

@@ -16,8 +16,10 @@ std::string num(double v);
 
 class Telemetry {
  public:
-  // Columns for every layer of `model` that has parameters.
-  Telemetry(const Model& model, const std::vector<std::int64_t>& histogram_steps);
+  // Columns for every layer of `model` that has parameters, and for each
+  // tensor they quantise to FP8 under `policy` (none: no FP8 columns).
+  Telemetry(const Model& model, const PrecisionPolicy& policy,
+            const std::vector<std::int64_t>& histogram_steps);
 
   // Histogram rows of `step` when it is a histogram step: the activation
   // gradients (unscaled) and weight gradients, emulated and FP64.
@@ -26,13 +28,14 @@ class Telemetry {
   void measure_gradients(const Network& emu, const Network* shadow);
   // Appends the row: `head` (step ... grad_norm), then per layer the
   // fractions measured above and the weights' distance from the shadow
-  // (call after the optimizer step).
+  // (call after the optimizer step), then the FP8 tensors' step.
   void add_row(const std::string& head, const Network& emu, const Network* shadow);
 
   std::string steps_csv;
   std::string histograms_csv = "step,layer,tensor,arithmetic,log2_abs_bin,count\n";
 
  private:
+  const PrecisionPolicy& policy_;
   std::vector<std::size_t> tracked_;  // layers with parameters
   std::set<std::int64_t> histogram_steps_;
   std::vector<double> under_, nonfinite_, activation_under_, activation_nonfinite_, zero_vs_,

@@ -72,7 +72,8 @@ TEST_CASE("study all --quick: every study writes meta.json with the common field
   CHECK(number(stagnation.where("format", "bfloat16").at(0), "stagnation_value") == 256);
 }
 
-TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts", "[study][cli][pipeline]") {
+TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts",
+          "[study][cli][pipeline]") {
   const auto summary = read_csv(quick_results() / "underflow" / "summary.csv");
   std::vector<std::map<std::string, std::string>> statics;
   for (const auto& row : summary.rows)
@@ -142,6 +143,23 @@ TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", 
         number(summary.where("run", "bf16-pure-rne").at(0), "final_weight_rel_distance_from_fp64"));
 }
 
+TEST_CASE("accuracy: fp8.csv holds delayed and current scaling per step and tensor",
+          "[study][cli][pipeline]") {
+  const auto fp8 = read_csv(quick_results() / "accuracy" / "fp8.csv");
+  const auto delayed = fp8.where("run", "fp8-delayed"), current = fp8.where("run", "fp8-current");
+  REQUIRE(!delayed.empty());
+  CHECK(delayed.size() == current.size());
+  for (const auto& row : current) {
+    INFO(row.at("tensor") << " step " << row.at("step"));
+    // Current scaling: e4m3's (e5m2's for gradients) max finite / this step's amax, in binary32.
+    const double max = row.at("tensor").ends_with(".dy") ? 57344.0 : 448.0;
+    CHECK(number(row, "scale") == double(float(max / number(row, "amax"))));
+  }
+  // fp8-current is trained for fp8.csv only; a study without FP8 runs writes no fp8.csv.
+  CHECK(read_csv(quick_results() / "accuracy" / "summary.csv").where("run", "fp8-current").empty());
+  CHECK(!fs::exists(quick_results() / "fixed-point" / "fp8.csv"));
+}
+
 TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pipeline]") {
   if (!fs::exists("/usr/bin/jupyter-nbconvert")) {
     WARN("/usr/bin/jupyter-nbconvert absent: notebooks not executed");
@@ -152,7 +170,7 @@ TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pip
   const int status = std::system(cmd.c_str());
   CHECK(status == 0);
   for (const char* png : {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png",
-                          "05-accuracy.png"})
+                          "05-accuracy.png", "05-accuracy-fp8.png"})
     CHECK(fs::exists(quick_results() / "figures" / png));
   // The executed notebooks are kept, with their "measured next to published" tables.
   for (const char* nb : {"01-summation", "02-tensor-cores", "03-underflow", "04-loss-scale", "05-accuracy"}) {

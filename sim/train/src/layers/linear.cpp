@@ -23,15 +23,17 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   saved_format_ = f.compute;
   const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
   Matrix acc;
+  x_stats_ = w_stats_ = Fp8Stats();
   if (block_fp8(rule, pol)) {
-    acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1),
-                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0), rule.accumulation,
+    acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1, &x_stats_),
+                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0, &w_stats_), rule.accumulation,
                  forward_stream);
   } else if (per_tensor_fp8(rule, pol)) {
-    x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_);
-    w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_);
-    acc = matmul(fp8_quantize(x, *f.compute, x_scale_), fp8_quantize(weight.value, *f.compute, w_scale_),
-                 rule.accumulation, forward_stream);
+    x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_, &x_stats_);
+    w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_, &w_stats_);
+    acc = matmul(fp8_quantize(x, *f.compute, x_scale_, &x_stats_),
+                 fp8_quantize(weight.value, *f.compute, w_scale_, &w_stats_), rule.accumulation,
+                 forward_stream);
     dequantize(acc, x_scale_, w_scale_, accf);
   } else {
     xc_ = rounded(*f.compute, x);
@@ -59,20 +61,21 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
   const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
   const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
   const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
+  dy_stats_ = Fp8Stats();
   if (block_fp8(rule, pol)) {
     const int bs = pol.fp8.block_size;
-    const Matrix dy_cols = mx_quantize(dy, *f.backward, bs, 0);
-    dw = matmul(mx_quantize(xt, *f.compute, bs, 1), dy_cols, rule.accumulation, dw_stream);
+    const Matrix dy_cols = mx_quantize(dy, *f.backward, bs, 0, &dy_stats_);
+    dw = matmul(mx_quantize(xt, *f.compute, bs, 1, &x_stats_), dy_cols, rule.accumulation, dw_stream);
     dy_cast_flushed_ = flushed_mask(dy, dy_cols);
     if (need_input_grad) {
-      const Matrix dy_rows = mx_quantize(dy, *f.backward, bs, 1);
-      dx = matmul(dy_rows, mx_quantize(wt, *f.compute, bs, 0), rule.accumulation, dx_stream);
+      const Matrix dy_rows = mx_quantize(dy, *f.backward, bs, 1, &dy_stats_);
+      dx = matmul(dy_rows, mx_quantize(wt, *f.compute, bs, 0, &w_stats_), rule.accumulation, dx_stream);
       dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
     }
     dy_used = dy;
   } else if (per_tensor_fp8(rule, pol)) {
-    const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_);
-    const Matrix dyq = fp8_quantize(dy, *f.backward, dy_scale);
+    const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_, &dy_stats_);
+    const Matrix dyq = fp8_quantize(dy, *f.backward, dy_scale, &dy_stats_);
     dy_cast_flushed_ = flushed_mask(dy, dyq);
     dw = matmul(fp8_quantize(xt, *f.compute, x_scale_), dyq, rule.accumulation, dw_stream);
     dw_raw = dw;
@@ -127,6 +130,12 @@ Tensor Linear::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   round_in_place(*x_format_, dx);
   Mask flushed = flushed_mask(raw, dx);
   return Tensor{std::move(dx), x_format_, std::move(flushed)};
+}
+
+std::vector<std::pair<std::string, const Fp8Stats*>> Linear::fp8_stats(const PrecisionPolicy& p) const {
+  const OpRule& rule = p.rule(op_name_);
+  if (!per_tensor_fp8(rule, p) && !block_fp8(rule, p)) return {};
+  return {{"x", &x_stats_}, {"w", &w_stats_}, {"dy", &dy_stats_}};
 }
 
 std::vector<std::pair<Eigen::Index, const Format*>> Linear::saved() const {

@@ -138,6 +138,30 @@ struct RunResult {
 //       emulated run but nonzero in the FP64 shadow: underflow plus every
 //       other difference in zeros once the runs diverge (ReLU masks), empty
 //       without shadow.
+// Then, only under a policy that quantises matmul inputs to FP8 (fp8,
+// fp8-delayed, fp8-current, fp8-mx), for each such layer in the order above
+// and each tensor it quantises, <t> = <layer>.x (the input; Conv2d: its
+// im2col matrix), <layer>.w (the weight), <layer>.dy (the output gradient,
+// scaled by the loss scale):
+//   <t>_fp8_amax                 max |entry| of the tensor this step;
+//   <t>_fp8_scale                per-tensor scaling: the scale it was
+//       quantised with (x * scale rounded to e4m3/e5m2). Delayed: from the
+//       amax history of earlier steps (amax_history_len, amax_compute_algo;
+//       the first step uses its own amax); current: max_finite / amax /
+//       2^margin of this step, in binary32; 1 when that amax is 0 or not finite;
+//   <t>_fp8_scale_min, <t>_fp8_scale_max   MX instead: the smallest and
+//       largest block scale 1 / 2^shared over blocks with a nonzero finite
+//       amax (nan when none);
+//   <t>_fp8_saturated_fraction   entries whose |x * scale| exceeded the
+//       format's max finite and were clamped to it (under current
+//       scaling only entries of magnitude amax, when the binary32 scale
+//       rounded up);
+//   <t>_fp8_flushed_fraction     nonzero entries that quantised to zero.
+// Per-tensor fractions are over the tensor's forward quantisation (x, w) or
+// its one backward quantisation (dy); MX quantises a tensor once per
+// blocking (x and w again, transposed, in backward; dy along rows and
+// columns), and its fractions are over all of that step's quantisations.
+// Evaluation forwards run after the row is written and do not show.
 RunResult run(const Config& config, const RunOptions& options);
 
 }  // namespace rpsim::sim::train

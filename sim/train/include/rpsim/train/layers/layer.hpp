@@ -7,6 +7,8 @@
 // The interfaces: a layer (forward, backward, parameters) and a loss.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +43,22 @@ struct AmaxHistory {
   std::vector<double> values;  // most recent last
 };
 
+// What the FP8 quantisations of one tensor saw in the last step (the FP8
+// columns of steps.csv). Per-tensor scaling records the one quantisation
+// whose scale it sets (backward reuses x's and w's scales on the same
+// values, so the counts would repeat); MX adds up every quantisation of the
+// tensor in the step, since each blocking differs.
+struct Fp8Stats {
+  double amax = 0;  // max |x| of the tensor as given
+  // Per-tensor: the scale used (x * scale is quantised). MX: the smallest
+  // and largest block scale 1 / 2^shared (NaN when no block had a nonzero
+  // finite amax).
+  double scale_min = NAN, scale_max = NAN;
+  std::int64_t entries = 0;    // entries quantised (MX: summed over the uses)
+  std::int64_t saturated = 0;  // |x * scale| clamped to the format's max finite
+  std::int64_t flushed = 0;    // nonzero entries that quantised to zero
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -58,6 +76,13 @@ class Layer {
   // the backward compute format (FP8: the quantisation) flushed to zero, in
   // dy's layout; empty when the layer casts nothing.
   virtual Mask gradient_cast_flushed() const { return Mask(); }
+  // The tensors this layer quantises to FP8 under `policy`, named as in
+  // steps.csv ("x", "w", "dy"), with what they saw in the last step; empty
+  // when it quantises none. The list depends only on the policy, so the
+  // telemetry's columns are fixed before the first step.
+  virtual std::vector<std::pair<std::string, const Fp8Stats*>> fp8_stats(const PrecisionPolicy&) const {
+    return {};
+  }
   // Resolves references to other layers of the model (a tied weight) after
   // the model is built or cloned.
   virtual void link(std::vector<std::unique_ptr<Layer>>&) {}

@@ -19,6 +19,7 @@ class Linear : public Layer {
   std::unique_ptr<Layer> clone() const override { return std::make_unique<Linear>(*this); }
   std::vector<std::pair<Eigen::Index, const Format*>> saved() const override;
   Mask gradient_cast_flushed() const override { return dy_cast_flushed_; }
+  std::vector<std::pair<std::string, const Fp8Stats*>> fp8_stats(const PrecisionPolicy& p) const override;
 
   Parameter weight, bias;
   // Shared by Linear and Conv2d (on im2col columns): the matmul core.
@@ -37,6 +38,7 @@ class Linear : public Layer {
   const Format* saved_format_ = nullptr;
   double x_scale_ = 1, w_scale_ = 1;
   AmaxHistory x_history_, w_history_, dy_history_;
+  Fp8Stats x_stats_, w_stats_, dy_stats_;  // the last step's, for steps.csv
   Mask dy_cast_flushed_;
 
  protected:
