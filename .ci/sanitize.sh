@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the rpsim binary and
 # the test programs, then every ctest test except the `long`, `gpu` and
-# `pipeline` labels (a `pipeline` test reruns one study whole, 5-7 minutes
-# each under ASan; `study all --quick` runs the same code here once).
+# `pipeline` labels (the notebooks, rendered by Python: nothing sanitized
+# beyond the quick study run the study tests share).
 # Budget: ~12 minutes on 2 cores: builds only rpsim and the test programs (no
 # benchmarks, no CUDA kernels: the `gpu` label is not run here), at -O1 with
 # line tables (-g1): half the compile time of -O2 -g, and reports still name

@@ -3,8 +3,11 @@
 // notebooks execute on those results.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,13 +24,38 @@ using rpsim::test::run_cli;
 
 namespace {
 
-// One quick run of the whole suite, shared by the test cases below.
+// A number that changes when `p` is rewritten (its time and size).
+std::uint64_t stamp(const fs::path& p) {
+  std::error_code ec;
+  const auto t = fs::last_write_time(p, ec).time_since_epoch().count();
+  return std::uint64_t(t) * 1000003u + std::uint64_t(fs::file_size(p, ec));
+}
+
+// One quick run of the whole suite, shared by the test cases below and by the
+// other processes ctest starts for them (each case is its own process): a
+// folder next to the binary, named after the binary's and the study configs'
+// stamps, filled by the first process under a lock and read by the others.
+// Rebuilding rpsim or editing a config names a new folder.
 const fs::path& quick_results() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("rpsim-study-all-" + std::to_string(::getpid()));
-    const auto r = run_cli("study all --quick --out " + d.string());
-    INFO(r.output);
-    REQUIRE(r.status == 0);
+    const fs::path bin = rpsim::test::rpsim_binary();
+    std::uint64_t key = stamp(bin);
+    for (const auto& e : fs::directory_iterator(rpsim::test::source_dir() / "experiments" / "configs"))
+      key = key * 31 + stamp(e.path());
+    const fs::path d = bin.parent_path() / ("test-study-all-quick-" + std::to_string(key));
+    const int lock = ::open((d.string() + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+    REQUIRE(lock >= 0);
+    REQUIRE(::flock(lock, LOCK_EX) == 0);
+    if (!fs::exists(d / "complete")) {
+      fs::remove_all(d);
+      const auto r = run_cli("study all --quick --out " + d.string());
+      INFO(r.output);
+      if (r.status == 0) std::ofstream(d / "complete") << "rpsim study all --quick finished\n";
+      ::close(lock);
+      REQUIRE(r.status == 0);
+    } else {
+      ::close(lock);
+    }
     return d;
   }();
   return dir;
@@ -72,8 +100,7 @@ TEST_CASE("study all --quick: every study writes meta.json with the common field
   CHECK(number(stagnation.where("format", "bfloat16").at(0), "stagnation_value") == 256);
 }
 
-TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts",
-          "[study][cli][pipeline]") {
+TEST_CASE("underflow: a larger loss scale never loses more gradients until overflow starts", "[study][cli]") {
   const auto summary = read_csv(quick_results() / "underflow" / "summary.csv");
   std::vector<std::map<std::string, std::string>> statics;
   for (const auto& row : summary.rows)
@@ -108,7 +135,7 @@ TEST_CASE("underflow: a larger loss scale never loses more gradients until overf
   }
 }
 
-TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli][pipeline]") {
+TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli]") {
   const auto trace = read_csv(quick_results() / "loss-scale" / "scale_trace.csv");
   const auto summary = read_csv(quick_results() / "loss-scale" / "summary.csv");
   REQUIRE(summary.rows.size() >= 3);
@@ -129,7 +156,7 @@ TEST_CASE("loss-scale: scalers skip exactly the overflowing steps", "[study][cli
     }
 }
 
-TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", "[study][cli][pipeline]") {
+TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", "[study][cli]") {
   const auto summary = read_csv(quick_results() / "accuracy" / "summary.csv");
   REQUIRE(summary.rows.size() == 7);
   for (const auto& row : summary.rows) {
@@ -143,8 +170,7 @@ TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", 
         number(summary.where("run", "bf16-pure-rne").at(0), "final_weight_rel_distance_from_fp64"));
 }
 
-TEST_CASE("accuracy: fp8.csv holds delayed and current scaling per step and tensor",
-          "[study][cli][pipeline]") {
+TEST_CASE("accuracy: fp8.csv holds delayed and current scaling per step and tensor", "[study][cli]") {
   const auto fp8 = read_csv(quick_results() / "accuracy" / "fp8.csv");
   const auto delayed = fp8.where("run", "fp8-delayed"), current = fp8.where("run", "fp8-current");
   REQUIRE(!delayed.empty());
@@ -165,6 +191,8 @@ TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pip
     WARN("/usr/bin/jupyter-nbconvert absent: notebooks not executed");
     return;
   }
+  fs::remove_all(quick_results() /
+                 "figures");  // the folder is shared: no figure from an earlier render counts
   const std::string cmd = (rpsim::test::source_dir() / "notebooks/render.sh").string() + " " +
                           quick_results().string() + " 01 02 03 04 05 2>&1";
   const int status = std::system(cmd.c_str());
