@@ -134,10 +134,14 @@ for run, g in curves.groupby("run", sort=False):
 ax.set_xlabel("step"); ax.set_ylabel("training loss (nats/char, smoothed)"); ax.set_title("(b) training loss")
 ax.legend(fontsize=7)
 ax = axes[2]
+# A run that never flushes sits on the floor; the legend says which, so no
+# line is hidden under another without saying so.
 for run, g in curves.groupby("run", sort=False):
-    ax.plot(g.step, g.activation_grad_underflow_fraction_mean.clip(lower=1e-7), color=colours[run], label=run)
+    none = not (g.activation_grad_underflow_fraction_mean > 0).any()
+    ax.plot(g.step, g.activation_grad_underflow_fraction_mean.clip(lower=1e-7), color=colours[run],
+            ls=":" if none else "-", label=run + (" (none: on the floor)" if none else ""))
 ax.set_yscale("log"); ax.set_xlabel("step")
-ax.set_ylabel("activation-gradient entries flushed to 0 (mean over layers; floor 1e-7)")
+ax.set_ylabel("act.-grad entries flushed to 0\\n(mean over layers; floor 1e-7)")
 ax.set_title("(c) gradient underflow per step")
 ax.legend(fontsize=7)
 title = "character-level GPT on " + ("SYNTHETIC text" if synthetic else "Debian's fortunes")
