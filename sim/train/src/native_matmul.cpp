@@ -1,110 +1,157 @@
-// The native binary32 GEMM, register-blocked: micro-tiles of 4 rows by 16
-// columns of C held in vector registers over the whole K loop, so each c(i, j)
-// still sees its K terms in index order, one binary32 product and one
-// binary32 addition each (rpsim_train is built with -ffp-contract=off, and
-// the AVX2 clone has no FMA in its target, so acc + a*b never fuses). The
-// vector width changes how many c(i, j) advance at once, never the
-// operations on one. Packing converts the operands to binary32 and checks
-// that the conversion loses nothing.
+// The native GEMMs, register-blocked: micro-tiles of 4 rows by two vectors
+// of columns of C held in vector registers over the whole K loop, so each
+// c(i, j) still sees its K terms in index order, one product and one
+// addition each in the element type (every library is built with
+// -ffp-contract=off, so acc + a*b never fuses, whatever the target). The
+// vector width (SSE2, AVX2 or AVX-512, chosen once at load time) changes
+// how many c(i, j) advance at once, never the operations on one, so the
+// result is the same bits on every x86-64. Packing converts the operands to
+// the element type and checks that the conversion loses nothing.
 #include "native_matmul.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace rpsim::sim::train::detail {
 namespace {
 
-constexpr Eigen::Index kRows = 4;   // rows of a micro-tile
-constexpr Eigen::Index kCols = 16;  // columns of a micro-tile: two vectors of 8
-using Vec8 = float __attribute__((vector_size(32)));
+constexpr Eigen::Index kRows = 4;  // rows of a micro-tile
 
-// x as binary32; `exact` is cleared when that rounds (NaN converts as NaN).
-inline float to_binary32(double x, bool& exact) {
-  const float f = float(x);
-  exact &= double(f) == x || std::isnan(x);
+// x in T; `exact` is cleared when that rounds (NaN converts as NaN).
+template <class T>
+inline T convert(double x, bool& exact) {
+  const T f = T(x);
+  if constexpr (!std::is_same_v<T, double>) exact &= double(f) == x || std::isnan(x);
   return f;
 }
 
 // A in blocks of kRows rows, each stored p-major: block[p * kRows + r] =
 // a(i0 + r, p); rows past the end are zero.
-bool pack_a(const Matrix& a, std::vector<float>& out) {
+template <class T>
+bool pack_a(const Matrix& a, std::vector<T>& out) {
   const Eigen::Index m = a.rows(), k = a.cols(), blocks = (m + kRows - 1) / kRows;
-  out.assign(std::size_t(blocks * kRows * k), 0.0f);
+  out.assign(std::size_t(blocks * kRows * k), T(0));
   bool exact = true;
   for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-    float* dst = out.data() + blk * kRows * k;
+    T* dst = out.data() + blk * kRows * k;
     const Eigen::Index rows = std::min(kRows, m - blk * kRows);
     for (Eigen::Index p = 0; p < k; ++p)
-      for (Eigen::Index r = 0; r < rows; ++r) dst[p * kRows + r] = to_binary32(a(blk * kRows + r, p), exact);
+      for (Eigen::Index r = 0; r < rows; ++r) dst[p * kRows + r] = convert<T>(a(blk * kRows + r, p), exact);
   }
   return exact;
 }
 
-// B in panels of kCols columns, each stored p-major: panel[p * kCols + c] =
-// b(p, j0 + c); columns past the end are zero.
-bool pack_b(const Matrix& b, std::vector<float>& out) {
-  const Eigen::Index k = b.rows(), n = b.cols(), panels = (n + kCols - 1) / kCols;
-  out.assign(std::size_t(panels * kCols * k), 0.0f);
+// B in panels of `width` columns, each stored p-major: panel[p * width + c]
+// = b(p, j0 + c); columns past the end are zero.
+template <class T>
+bool pack_b(const Matrix& b, Eigen::Index width, std::vector<T>& out) {
+  const Eigen::Index k = b.rows(), n = b.cols(), panels = (n + width - 1) / width;
+  out.assign(std::size_t(panels * width * k), T(0));
   bool exact = true;
   for (Eigen::Index pan = 0; pan < panels; ++pan) {
-    float* dst = out.data() + pan * kCols * k;
-    const Eigen::Index cols = std::min(kCols, n - pan * kCols);
+    T* dst = out.data() + pan * width * k;
+    const Eigen::Index cols = std::min(width, n - pan * width);
     for (Eigen::Index c = 0; c < cols; ++c)
-      for (Eigen::Index p = 0; p < k; ++p) dst[p * kCols + c] = to_binary32(b(p, pan * kCols + c), exact);
+      for (Eigen::Index p = 0; p < k; ++p) dst[p * width + c] = convert<T>(b(p, pan * width + c), exact);
   }
   return exact;
 }
 
-// One micro-tile: acc(r, c) = sum over p in order of a(r, p) * b(p, c).
-[[gnu::always_inline]] inline void micro_tile(const float* a, const float* b, Eigen::Index k,
-                                              float (&tile)[kRows][kCols]) {
-  Vec8 acc[kRows][2] = {};
+// One micro-tile of kRows x 2 vectors of kBytes: tile[r * width + c] = sum
+// over p in order of a(r, p) * b(p, c), width = 2 * kBytes / sizeof(T).
+// (No function takes or returns a vector: that would change the ABI by target.)
+template <class T, int kBytes>
+[[gnu::always_inline]] inline void micro_tile(const T* a, const T* b, Eigen::Index k, T* tile) {
+  typedef T Vec __attribute__((vector_size(kBytes)));
+  constexpr Eigen::Index lanes = kBytes / sizeof(T), width = 2 * lanes;
+  Vec acc[kRows][2] = {};
   for (Eigen::Index p = 0; p < k; ++p) {
-    Vec8 b0, b1;  // (no function returns a Vec8: that would change the ABI by clone)
-    std::memcpy(&b0, b + p * kCols, sizeof b0);
-    std::memcpy(&b1, b + p * kCols + 8, sizeof b1);
+    Vec b0, b1;
+    std::memcpy(&b0, b + p * width, sizeof b0);
+    std::memcpy(&b1, b + p * width + lanes, sizeof b1);
     for (Eigen::Index r = 0; r < kRows; ++r) {
-      const float x = a[p * kRows + r];
+      const T x = a[p * kRows + r];
       acc[r][0] = acc[r][0] + x * b0;
       acc[r][1] = acc[r][1] + x * b1;
     }
   }
   for (Eigen::Index r = 0; r < kRows; ++r) {
-    std::memcpy(&tile[r][0], &acc[r][0], sizeof(Vec8));
-    std::memcpy(&tile[r][8], &acc[r][1], sizeof(Vec8));
+    std::memcpy(tile + r * width, &acc[r][0], sizeof(Vec));
+    std::memcpy(tile + r * width + lanes, &acc[r][1], sizeof(Vec));
   }
 }
 
+template <class T>
+__attribute__((target("avx512f"))) void tile_avx512(const T* a, const T* b, Eigen::Index k, T* tile) {
+  micro_tile<T, 64>(a, b, k, tile);
+}
+template <class T>
+__attribute__((target("avx2"))) void tile_avx2(const T* a, const T* b, Eigen::Index k, T* tile) {
+  micro_tile<T, 32>(a, b, k, tile);
+}
+template <class T>
+void tile_sse2(const T* a, const T* b, Eigen::Index k, T* tile) {
+  micro_tile<T, 16>(a, b, k, tile);
+}
+
+// The widest kernel this CPU runs, and its panel width.
+template <class T>
+struct Kernel {
+  void (*tile)(const T*, const T*, Eigen::Index, T*);
+  Eigen::Index width;
+};
+
+template <class T>
+Kernel<T> kernel() {
+  constexpr Eigen::Index per_16_bytes = 16 / sizeof(T);
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {&tile_avx512<T>, 8 * per_16_bytes};
+  if (__builtin_cpu_supports("avx2")) return {&tile_avx2<T>, 4 * per_16_bytes};
+  return {&tile_sse2<T>, 2 * per_16_bytes};
+}
+
 // Every tile, panel by panel (a panel of B stays in cache while the blocks
-// of A stream past it); the AVX2 clone is chosen at load time where the CPU
-// has it.
-__attribute__((target_clones("avx2", "default"))) void all_tiles(const std::vector<float>& ap,
-                                                                 const std::vector<float>& bp, Eigen::Index k,
-                                                                 Matrix& c) {
-  const Eigen::Index m = c.rows(), n = c.cols();
-  const Eigen::Index blocks = (m + kRows - 1) / kRows, panels = (n + kCols - 1) / kCols;
+// of A stream past it).
+template <class T>
+void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vector<T>& bp, Eigen::Index k,
+               Matrix& c) {
+  const Eigen::Index m = c.rows(), n = c.cols(), width = kern.width;
+  const Eigen::Index blocks = (m + kRows - 1) / kRows, panels = (n + width - 1) / width;
 #pragma omp parallel for schedule(static) collapse(2)
   for (Eigen::Index pan = 0; pan < panels; ++pan)
     for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-      float tile[kRows][kCols];
-      micro_tile(ap.data() + blk * kRows * k, bp.data() + pan * kCols * k, k, tile);
-      const Eigen::Index rows = std::min(kRows, m - blk * kRows), cols = std::min(kCols, n - pan * kCols);
+      alignas(64) T tile[kRows * 128 / sizeof(T)];
+      kern.tile(ap.data() + blk * kRows * k, bp.data() + pan * width * k, k, tile);
+      const Eigen::Index rows = std::min(kRows, m - blk * kRows), cols = std::min(width, n - pan * width);
       for (Eigen::Index col = 0; col < cols; ++col)
-        for (Eigen::Index r = 0; r < rows; ++r) c(blk * kRows + r, pan * kCols + col) = double(tile[r][col]);
+        for (Eigen::Index r = 0; r < rows; ++r)
+          c(blk * kRows + r, pan * width + col) = double(tile[r * width + col]);
     }
+}
+
+template <class T>
+std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b) {
+  static const Kernel<T> kern = kernel<T>();
+  std::vector<T> ap, bp;
+  if (!pack_a(a, ap) || !pack_b(b, kern.width, bp)) return std::nullopt;
+  Matrix c(a.rows(), b.cols());
+  all_tiles(kern, ap, bp, a.cols(), c);
+  return c;
 }
 
 }  // namespace
 
 std::optional<Matrix> matmul_native_binary32(const Matrix& a, const Matrix& b) {
-  std::vector<float> ap, bp;
-  if (!pack_a(a, ap) || !pack_b(b, bp)) return std::nullopt;
-  Matrix c(a.rows(), b.cols());
-  all_tiles(ap, bp, a.cols(), c);
-  return c;
+  return matmul_native<float>(a, b);
+}
+
+Matrix matmul_native_binary64(const Matrix& a, const Matrix& b) {
+  return *matmul_native<double>(a, b);
 }
 
 }  // namespace rpsim::sim::train::detail

@@ -1,5 +1,6 @@
-// The trainer's native binary32 GEMM (internal to sim/train): what
-// sequential:binary32:rne computes, at the speed of the hardware.
+// The trainer's native GEMMs (internal to sim/train): what
+// sequential:binary32:rne and sequential:binary64:rne compute, at the speed
+// of the hardware.
 #pragma once
 
 #include <optional>
@@ -15,5 +16,9 @@ namespace rpsim::sim::train::detail {
 // some operand is not one (NaN aside): the float kernel would round it.
 // Deterministic for any thread count.
 std::optional<Matrix> matmul_native_binary32(const Matrix& a, const Matrix& b);
+
+// The same in binary64 (every operand is one): bit-identical to sim::gemm
+// under sequential:binary64:rne, the FP64 shadow's GEMM.
+Matrix matmul_native_binary64(const Matrix& a, const Matrix& b);
 
 }  // namespace rpsim::sim::train::detail

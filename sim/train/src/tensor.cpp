@@ -61,6 +61,12 @@ namespace {
 // draws counter_random(random.seed, random.stream, i) under stochastic rounding.
 void round_into(const Format& fmt, std::span<const double> in, std::span<double> out, RoundingMode mode,
                 RandomStream random) {
+  // binary64 holds every entry, whatever the mode: no pass over the data (the
+  // FP64 shadow rounds every tensor of every op to it).
+  if (fmt == formats::binary64()) {
+    if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+    return;
+  }
   if (mode == RoundingMode::nearest_even) {
     nearest(fmt)(in, out);
     return;
@@ -194,6 +200,8 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
   if (const Format* acc = sequential_rne(model)) {
     if (*acc == formats::binary32()) {
       if (auto c = detail::matmul_native_binary32(a, b)) return std::move(*c);
+    } else if (*acc == formats::binary64()) {
+      return detail::matmul_native_binary64(a, b);
     } else if (grid_accumulator(*acc) && all_binary32(a) && all_binary32(b)) {
       return matmul_grid(a, b, *acc);
     }
@@ -216,7 +224,12 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
 Mask flushed_mask(const Matrix& before, const Matrix& after) {
   if (before.rows() != after.rows() || before.cols() != after.cols())
     throw std::invalid_argument("flushed_mask: shapes differ");
-  return before.array() != 0.0 && after.array() == 0.0;
+  Mask out(before.rows(), before.cols());
+  const double *x = before.data(), *y = after.data();
+  bool* o = out.data();
+  // A plain loop the compiler vectorises (Eigen's bool expressions are not).
+  for (Eigen::Index i = 0; i < before.size(); ++i) o[i] = (x[i] != 0.0) & (y[i] == 0.0);
+  return out;
 }
 
 std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
@@ -230,9 +243,17 @@ std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
 
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {
   if (count == 0) return 0.0;
-  const ValueRounding& round = nearest(fmt);
   double acc = values[0];
-  for (Eigen::Index i = 1; i < count; ++i) acc = round(acc + values[i * stride]);
+  // binary64: nothing to round. binary32: float(acc + v) is round(acc + v)
+  // (both round the binary64 sum to nearest even, overflow to infinity), without a call per term.
+  if (fmt == formats::binary64()) {
+    for (Eigen::Index i = 1; i < count; ++i) acc += values[i * stride];
+  } else if (fmt == formats::binary32()) {
+    for (Eigen::Index i = 1; i < count; ++i) acc = double(float(acc + values[i * stride]));
+  } else {
+    const ValueRounding& round = nearest(fmt);
+    for (Eigen::Index i = 1; i < count; ++i) acc = round(acc + values[i * stride]);
+  }
   return acc;
 }
 

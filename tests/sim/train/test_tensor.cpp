@@ -86,6 +86,34 @@ TEST_CASE("train: native binary32 matmul equals sim::gemm sequential:fp32:rne bi
   CHECK(same_bits(matmul(a, b, fp32), sim::gemm(fp32, a, b)));
 }
 
+TEST_CASE(
+    "train: native binary64 matmul (the FP64 shadow's) equals sim::gemm sequential:fp64:rne bit for bit",
+    "[train]") {
+  const AccumulationModel fp64 = AccumulationModel::parse("sequential:fp64:rne");
+  // Any binary64 operands: wide exponents give long alignment shifts, [-540,
+  // 0] products reach the binary64 subnormals, [400, 520] sums overflow to
+  // infinity (and inf - inf to NaN, whose bits the model does not fix).
+  struct Case {
+    int e_lo, e_hi;
+  };
+  auto same = [](const Matrix& x, const Matrix& y) {
+    for (Eigen::Index i = 0; i < x.size(); ++i)
+      if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i]) &&
+          !(std::isnan(x.data()[i]) && std::isnan(y.data()[i])))
+        return false;
+    return true;
+  };
+  std::uint64_t stream = 200;
+  for (const Case c : {Case{-3, 3}, Case{-200, 200}, Case{-540, 0}, Case{400, 520}})
+    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 37}, std::tuple{1, 1, 1}}) {
+      const Matrix a = random_matrix(formats::binary64(), m, k, ++stream, c.e_lo, c.e_hi);
+      const Matrix b = random_matrix(formats::binary64(), k, n, ++stream, c.e_lo, c.e_hi);
+      const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, fp64); });
+      INFO("exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x" << k << "x" << n);
+      CHECK(same(fast, sim::gemm(fp64, a, b)));
+    }
+}
+
 TEST_CASE("train: sequential low-precision accumulation on binary64 arithmetic equals sim::gemm", "[train]") {
   // NaN is NaN: its sign and payload are not part of the model.
   auto same = [](const Matrix& x, const Matrix& y) {

@@ -18,7 +18,11 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   const OpRule& rule = pol.rule(op_name_);
   const Formats f = resolve(rule, x_format);
   const Format& accf = rule.accumulation.output_format();
-  x_ = x;
+  // The input itself only where backward quantises it again (FP8); the
+  // other paths keep its cast (a copy of a tensor the size of a batch's
+  // activations saved per step).
+  x_size_ = x.size();
+  x_ = per_tensor_fp8(rule, pol) || block_fp8(rule, pol) ? x : Matrix();
   x_format_ = &x_format;
   saved_format_ = f.compute;
   const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
@@ -141,7 +145,7 @@ std::vector<std::pair<std::string, const Fp8Stats*>> Linear::fp8_stats(const Pre
 std::vector<std::pair<Eigen::Index, const Format*>> Linear::saved() const {
   // What autograd keeps: the input cast to the compute format (FP8: its
   // quantised copy, one byte per element).
-  return {{x_.size(), saved_format_}};
+  return {{x_size_, saved_format_}};
 }
 
 }  // namespace rpsim::sim::train

@@ -90,8 +90,8 @@ const std::vector<std::string>& policy_names();
 // fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size}.
 // An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
 // "sequential:bf16:sr") or a JSON object (sim::AccumulationModel::from_json).
-// The named policies accumulate in sequential:binary32:rne, except fp64's
-// eigen:binary64 (the FP64 shadow: Eigen's own order, not a modelled one).
+// The named policies accumulate in sequential:binary32:rne, except fp64 (the
+// FP64 shadow) in sequential:binary64:rne.
 // Errors name `path` and the key.
 PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
 // Every unknown key of policy object `j` (at `path`), at any depth, into `report`.

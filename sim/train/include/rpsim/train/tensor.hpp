@@ -88,6 +88,8 @@ class ScopedTensorRounding {
 //    model (products of binary16/bfloat16/FP8 values are exact in binary32,
 //    binary32 products are rounded once; rpsim_sim is compiled with
 //    -ffp-contract=off, so acc + a*b never becomes an FMA);
+//  - sequential:binary64:rne (not fused; the FP64 shadow's): the same
+//    kernel in binary64, bit-identical to sim::gemm;
 //  - sequential:FMT:rne (not fused) on binary32 operands, FMT with signed
 //    zeros, subnormals and at most 25 significand bits (binary16, bfloat16,
 //    tf32, e5m2, e4m3, ...): binary64 arithmetic with the grid
@@ -96,8 +98,7 @@ class ScopedTensorRounding {
 //  - a Tensor Core model reads its input format: operands that are not
 //    values of it are first rounded to it (nearest even), as the cast in
 //    front of a tensor-core GEMM does (an fp32 GEMM on TF32 units, say);
-//  - every other model, eigen:binary64 (the FP64 shadow's) included:
-//    sim::gemm.
+//  - every other model (eigen:binary64 included): sim::gemm.
 // `random` keys stochastic rounding: when it is not {0, 0}, a model that
 // rounds stochastically gets its seed mixed with random.seed and
 // random.stream, so each matmul of a run draws its own bits (sim::gemm then

@@ -32,7 +32,8 @@ class Linear : public Layer {
 
  private:
   std::string op_name_ = "linear";
-  Matrix x_;        // input as given
+  Matrix x_;  // input as given (FP8 paths only: the others keep xc_)
+  Eigen::Index x_size_ = 0;
   Matrix xc_, wc_;  // input and weight cast to the compute format (non-FP8 path)
   const Format* x_format_ = nullptr;
   const Format* saved_format_ = nullptr;
