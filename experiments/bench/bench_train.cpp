@@ -8,26 +8,13 @@
 // time is the minimum over a few repetitions (the machine is shared; the
 // minimum is the least disturbed). After the runs a markdown table gives
 // every configuration's ratio.
-#include <benchmark/benchmark.h>
-
-#include <omp.h>
-#include <Eigen/Core>
-
-#include <algorithm>
-#include <cstdio>
-#include <ctime>
+#include <cmath>
 #include <string>
 #include <vector>
 
-#include "rpsim/train/trainer.hpp"
+#include "bench_train_common.hpp"
 
 namespace {
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 using MatrixF = Eigen::MatrixXf;
 constexpr int kBatch = 128;
@@ -102,55 +89,18 @@ double native_seconds_per_step() {
   const MatrixF x = MatrixF::Random(kBatch, 784);
   std::vector<int> labels(kBatch);
   for (int i = 0; i < kBatch; ++i) labels[std::size_t(i)] = i % 10;
-  net.step(x, labels, 0.05f, 0.9f);  // warm-up
-  double best = 1e30;
-  float sink = 0;
-  for (int r = 0; r < kNativeRepeats; ++r) {
-    const double t0 = cpu_seconds();
-    for (int s = 0; s < kSteps; ++s) sink += net.step(x, labels, 0.05f, 0.9f);
-    best = std::min(best, (cpu_seconds() - t0) / kSteps);
-  }
-  benchmark::DoNotOptimize(sink);
-  return best;
+  return bench_train::native_seconds_per_step([&] { return net.step(x, labels, 0.05f, 0.9f); }, kSteps,
+                                              kNativeRepeats);
 }
-
-double run_seconds(const rpsim::sim::train::Config& c) {
-  const double t0 = cpu_seconds();
-  const auto r = rpsim::sim::train::run(c, {});
-  benchmark::DoNotOptimize(r.final_loss);
-  return cpu_seconds() - t0;
-}
-
-// Marginal CPU seconds of one emulated step: min over repeats of run(N) and
-// of run(2N), then their difference over N.
-double emulated_seconds_per_step(const std::string& policy, bool shadow) {
-  const auto once = emulated_config(policy, shadow, kSteps);
-  const auto twice = emulated_config(policy, shadow, 2 * kSteps);
-  double t1 = 1e30, t2 = 1e30;
-  for (int r = 0; r < kRepeats; ++r) {
-    t1 = std::min(t1, run_seconds(once));
-    t2 = std::min(t2, run_seconds(twice));
-  }
-  return (t2 - t1) / kSteps;
-}
-
-struct Row {
-  std::string label;
-  double native_ms, emulated_ms;
-};
-std::vector<Row> g_rows;  // in the order the benchmarks ran
 
 void ratio_benchmark(benchmark::State& state, const std::string& label, const std::string& policy,
                      bool shadow) {
-  omp_set_num_threads(1);
-  Eigen::setNbThreads(1);
+  bench_train::single_thread();
   for (auto _ : state) {
     const double native = native_seconds_per_step();
-    const double emulated = emulated_seconds_per_step(policy, shadow);
-    state.counters["native_ms_per_step"] = 1e3 * native;
-    state.counters["emulated_ms_per_step"] = 1e3 * emulated;
-    state.counters["ratio_to_native"] = emulated / native;
-    g_rows.push_back(Row{label, 1e3 * native, 1e3 * emulated});
+    const double emulated = bench_train::emulated_seconds_per_step(
+        emulated_config(policy, shadow, kSteps), emulated_config(policy, shadow, 2 * kSteps), kRepeats);
+    bench_train::record(state, label, native, emulated);
   }
 }
 
@@ -183,12 +133,7 @@ int main(int argc, char** argv) {
   // per touched page and read about 25% slower than every later one.
   run_seconds(emulated_config("fp32", true, 2));
   benchmark::RunSpecifiedBenchmarks();
-  std::printf("\n| training step (batch %d, 1 thread, CPU time) | native ms | emulated ms | x native |\n",
-              kBatch);
-  std::printf("|---|---:|---:|---:|\n");
-  for (const Row& r : g_rows)
-    std::printf("| %s | %.2f | %.2f | %.2fx |\n", r.label.c_str(), r.native_ms, r.emulated_ms,
-                r.emulated_ms / r.native_ms);
+  bench_train::print_table("training step (batch " + std::to_string(kBatch) + ", 1 thread, CPU time)");
   benchmark::Shutdown();
   return 0;
 }

@@ -1,0 +1,101 @@
+// The measuring shared by the training-step benchmarks (bench_train.cpp for
+// the MLP, bench_train_gpt.cpp for the GPT): CPU time, the marginal cost of
+// an emulated step, the native baseline's cost and the closing table. Only
+// .cpp files in bench/ become programs; this header is included by them.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <omp.h>
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "rpsim/train/trainer.hpp"
+
+namespace bench_train {
+
+// Process CPU time: on a shared machine wall time would charge other
+// processes' slices to the step.
+inline double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// One thread each side: the ratio is per core, not a race of thread pools.
+inline void single_thread() {
+  omp_set_num_threads(1);
+  Eigen::setNbThreads(1);
+}
+
+// CPU seconds per call of `step` (returning the loss): one warm-up call,
+// then the minimum over `repeats` of `steps` calls each (the minimum is the
+// least disturbed by the other work on the machine).
+template <class Step>
+double native_seconds_per_step(Step&& step, int steps, int repeats) {
+  float sink = step();  // warm-up: first-touch allocations, caches
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = cpu_seconds();
+    for (int s = 0; s < steps; ++s) sink += step();
+    best = std::min(best, (cpu_seconds() - t0) / steps);
+  }
+  benchmark::DoNotOptimize(sink);
+  return best;
+}
+
+inline double run_seconds(const rpsim::sim::train::Config& c) {
+  const double t0 = cpu_seconds();
+  const auto r = rpsim::sim::train::run(c, {});
+  benchmark::DoNotOptimize(r.final_loss);
+  return cpu_seconds() - t0;
+}
+
+// Marginal CPU seconds of one emulated step: `once` runs N steps, `twice`
+// 2N on the same data; min over repeats of each, then their difference over
+// N, so the set-up every run pays once (data, model, meta.json) is not
+// charged to the steps.
+inline double emulated_seconds_per_step(const rpsim::sim::train::Config& once,
+                                        const rpsim::sim::train::Config& twice, int repeats) {
+  double t1 = 1e30, t2 = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    t1 = std::min(t1, run_seconds(once));
+    t2 = std::min(t2, run_seconds(twice));
+  }
+  return (t2 - t1) / double(twice.steps - once.steps);
+}
+
+struct Row {
+  std::string label;
+  double native_ms, emulated_ms;
+};
+
+// In the order the benchmarks ran.
+inline std::vector<Row>& rows() {
+  static std::vector<Row> r;
+  return r;
+}
+
+// The benchmark's counters and the table's row for one configuration.
+inline void record(benchmark::State& state, const std::string& label, double native_s, double emulated_s) {
+  state.counters["native_ms_per_step"] = 1e3 * native_s;
+  state.counters["emulated_ms_per_step"] = 1e3 * emulated_s;
+  state.counters["ratio_to_native"] = emulated_s / native_s;
+  rows().push_back(Row{label, 1e3 * native_s, 1e3 * emulated_s});
+}
+
+// `heading`: the first column's title (what a step is, and how it was timed).
+inline void print_table(const std::string& heading) {
+  std::printf("\n| %s | native ms | emulated ms | x native |\n", heading.c_str());
+  std::printf("|---|---:|---:|---:|\n");
+  for (const Row& r : rows())
+    std::printf("| %s | %.2f | %.2f | %.2fx |\n", r.label.c_str(), r.native_ms, r.emulated_ms,
+                r.emulated_ms / r.native_ms);
+}
+
+}  // namespace bench_train
