@@ -127,11 +127,7 @@ BENCHMARK(BM_bf16_pure_sr_no_shadow)->Unit(benchmark::kMillisecond)->Iterations(
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  // One short emulated run first: until a large block has been freed,
-  // glibc's malloc maps and unmaps every temporary over 128 KiB (its dynamic
-  // mmap threshold), so the first native steps measured paid a page fault
-  // per touched page and read about 25% slower than every later one.
-  run_seconds(emulated_config("fp32", true, 2));
+  bench_train::warm_allocator(emulated_config("fp32", true, 2));
   benchmark::RunSpecifiedBenchmarks();
   bench_train::print_table("training step (batch " + std::to_string(kBatch) + ", 1 thread, CPU time)");
   benchmark::Shutdown();

@@ -56,6 +56,15 @@ inline double run_seconds(const rpsim::sim::train::Config& c) {
   return cpu_seconds() - t0;
 }
 
+// Before any timing, one short emulated run (`c`, a couple of steps): until
+// a large block has been freed, glibc's malloc maps and unmaps every
+// temporary over 128 KiB (its dynamic mmap threshold), so the first native
+// steps measured paid a page fault per touched page and read about 25%
+// slower than every later one.
+inline void warm_allocator(const rpsim::sim::train::Config& c) {
+  run_seconds(c);
+}
+
 // Marginal CPU seconds of one emulated step: `once` runs N steps, `twice`
 // 2N on the same data; min over repeats of each, then their difference over
 // N, so the set-up every run pays once (data, model, meta.json) is not

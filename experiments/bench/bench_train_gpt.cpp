@@ -382,6 +382,7 @@ int main(int argc, char** argv) {
                  "bench_train_gpt: the native GPT step does not learn; its timings would mean nothing\n");
     return 1;
   }
+  bench_train::warm_allocator(emulated_config(wide, "fp32", true, 2));
   register_rows("small", small);
   register_rows("wide", wide);
   benchmark::RunSpecifiedBenchmarks();

@@ -42,6 +42,10 @@ std::span<double> span_of(Matrix& m) {
 
 }  // namespace
 
+const ValueRounding& nearest_rounding(const Format& fmt) {
+  return nearest(fmt);
+}
+
 double round_value(const Format& fmt, double x) {
   return nearest(fmt)(x);
 }

@@ -27,7 +27,9 @@ Matrix product(const Matrix& a, const Matrix& b, const OpRule& rule, const Forma
 void scale_in_place(Matrix& m, double c, const Format& f) {
   const Format& op = opmath(f);
   const double cs = round_value(op, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = round_value(f, round_value(op, m.data()[i] * cs));
+  m *= cs;
+  round_in_place(op, m, RoundingMode::nearest_even);
+  round_in_place(f, m, RoundingMode::nearest_even);
 }
 
 RandomStream head_stream(const std::string& name, const StepContext& ctx, Eigen::Index r, int h, int heads,
@@ -58,15 +60,15 @@ void CausalSelfAttention::forward_head(const Matrix& x, Eigen::Index r, int h, c
   // Softmax over each row, the future masked to -inf, its max subtracted.
   const Formats fp = resolve(pol.rule("softmax"), *fs.output);
   const Format& c = *fp.compute;
+  const ValueRounding& rc = nearest_rounding(c);
   round_in_place(c, att);
   s.p = Matrix::Zero(t_, t_);
   std::vector<double> e(static_cast<std::size_t>(t_));
   for (Eigen::Index i = 0; i < t_; ++i) {
     const double m = att.row(i).head(i + 1).maxCoeff();
-    for (Eigen::Index j = 0; j <= i; ++j)
-      e[std::size_t(j)] = round_value(c, std::exp(round_value(c, att(i, j) - m)));
+    for (Eigen::Index j = 0; j <= i; ++j) e[std::size_t(j)] = rc(std::exp(rc(att(i, j) - m)));
     const double sum = sequential_sum(c, e.data(), i + 1);
-    for (Eigen::Index j = 0; j <= i; ++j) s.p(i, j) = round_value(c, e[std::size_t(j)] / sum);
+    for (Eigen::Index j = 0; j <= i; ++j) s.p(i, j) = rc(e[std::size_t(j)] / sum);
   }
   round_in_place(*fp.output, s.p);
   const Formats fv = resolve(mm, promote(*fp.output, *x_format_));
@@ -113,14 +115,14 @@ void CausalSelfAttention::backward_head(const Matrix& dy, Eigen::Index r, int h,
   // Softmax backward in its compute format: ds = p * (dp - sum(dp * p)).
   const Formats fp = resolve(pol.rule("softmax"), *scores_format_);
   const Format& c = *fp.compute;
+  const ValueRounding& rc = nearest_rounding(c);
   round_in_place(c, dp);
   Matrix ds = Matrix::Zero(t_, t_);
   std::vector<double> prod(static_cast<std::size_t>(t_));
   for (Eigen::Index i = 0; i < t_; ++i) {
-    for (Eigen::Index j = 0; j <= i; ++j) prod[std::size_t(j)] = round_value(c, dp(i, j) * s.p(i, j));
+    for (Eigen::Index j = 0; j <= i; ++j) prod[std::size_t(j)] = rc(dp(i, j) * s.p(i, j));
     const double sum = sequential_sum(c, prod.data(), i + 1);
-    for (Eigen::Index j = 0; j <= i; ++j)
-      ds(i, j) = round_value(c, s.p(i, j) * round_value(c, dp(i, j) - sum));
+    for (Eigen::Index j = 0; j <= i; ++j) ds(i, j) = rc(s.p(i, j) * rc(dp(i, j) - sum));
   }
   round_in_place(*fp.output, ds);
   round_in_place(*scores_format_, ds);

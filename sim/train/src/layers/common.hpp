@@ -59,9 +59,14 @@ inline const Format& opmath(const Format& f) {
   return f.bits < 32 ? formats::binary32() : f;
 }
 
-// a + b as an elementwise kernel on values of `f`: in opmath, rounded to f.
-inline double add_rounded(double a, double b, const Format& f) {
-  return round_value(f, round_value(opmath(f), a + b));
+// a + b as an elementwise kernel on values of `f`: in opmath, rounded to f
+// (always to nearest, whatever the tensor rounding). The binary64 sum of two
+// values of f rounded twice, as two array roundings.
+inline Matrix add_rounded(const Matrix& a, const Matrix& b, const Format& f) {
+  Matrix y = a + b;
+  round_in_place(opmath(f), y, RoundingMode::nearest_even);
+  round_in_place(f, y, RoundingMode::nearest_even);
+  return y;
 }
 
 // PyTorch's type promotion of two floating formats: the one that holds the

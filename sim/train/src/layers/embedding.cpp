@@ -28,7 +28,7 @@ Tensor Embedding::forward(const Tensor& x, const StepContext& ctx) {
   positions_ = t_count;
   ids_.assign(std::size_t(rows_), 0);
   const Matrix wte = rounded(*f.compute, token.value), wpe = rounded(*f.compute, position.value);
-  Matrix y(rows_, width);
+  Matrix tokens(rows_, width), positions(rows_, width);  // the rows each token reads
   for (Eigen::Index b = 0; b < batch; ++b)
     for (Eigen::Index t = 0; t < t_count; ++t) {
       const double v = x.values(b, t);
@@ -36,9 +36,10 @@ Tensor Embedding::forward(const Tensor& x, const StepContext& ctx) {
         throw std::invalid_argument(name() + ": token id " + std::to_string(v) + " outside the vocabulary");
       const Eigen::Index r = b * t_count + t;
       ids_[std::size_t(r)] = int(v);
-      for (Eigen::Index j = 0; j < width; ++j)
-        y(r, j) = add_rounded(wte(Eigen::Index(v), j), wpe(t, j), *f.compute);
+      tokens.row(r) = wte.row(Eigen::Index(v));
+      positions.row(r) = wpe.row(t);
     }
+  Matrix y = add_rounded(tokens, positions, *f.compute);
   round_in_place(*f.output, y);
   return Tensor{std::move(y), f.output};
 }
@@ -46,7 +47,7 @@ Tensor Embedding::forward(const Tensor& x, const StepContext& ctx) {
 Tensor Embedding::backward(const Tensor& dy, const StepContext& ctx, bool) {
   const PrecisionPolicy& pol = *ctx.policy;
   const Formats f = resolve(pol.rule("embedding"), pol.parameter_storage());
-  const Format& acc = opmath(*f.backward);
+  const ValueRounding& acc = nearest_rounding(opmath(*f.backward));
   const Matrix d = rounded(*f.backward, dy.values);
   // Sums over the rows that read each weight row, in row order, in opmath.
   Matrix dwte = Matrix::Zero(token.value.rows(), token.value.cols());
@@ -54,9 +55,9 @@ Tensor Embedding::backward(const Tensor& dy, const StepContext& ctx, bool) {
   for (Eigen::Index r = 0; r < rows_; ++r)
     for (Eigen::Index j = 0; j < d.cols(); ++j) {
       double& a = dwte(ids_[std::size_t(r)], j);
-      a = round_value(acc, a + d(r, j));
+      a = acc(a + d(r, j));
       double& p = dwpe(r % positions_, j);
-      p = round_value(acc, p + d(r, j));
+      p = acc(p + d(r, j));
     }
   auto store = [&](Parameter& prm, Matrix g, bool accumulate) {
     const Matrix raw = g;
@@ -65,9 +66,8 @@ Tensor Embedding::backward(const Tensor& dy, const StepContext& ctx, bool) {
     std::int64_t flushed = count_flushed(raw, g);
     if (accumulate) {
       // autograd's AccumulateGrad: grad += new, in the gradient's format.
-      Matrix sum(g.rows(), g.cols()), exact = prm.grad + g;
-      for (Eigen::Index i = 0; i < g.size(); ++i)
-        sum.data()[i] = add_rounded(prm.grad.data()[i], g.data()[i], *pol.gradients);
+      const Matrix exact = prm.grad + g;
+      Matrix sum = add_rounded(prm.grad, g, *pol.gradients);
       flushed += count_flushed(exact, sum);
       g = std::move(sum);
       flushed += prm.grad_underflow;

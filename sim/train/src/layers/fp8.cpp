@@ -35,11 +35,12 @@ Matrix fp8_quantize(const Matrix& x, const Format& f, double scale, Fp8Stats* st
   const double mx = f.max_finite();
   Matrix q(x.rows(), x.cols());
   std::int64_t saturated = 0, flushed = 0;
+  const ValueRounding &r32 = nearest_rounding(f32()), &rf = nearest_rounding(f);
   for (Eigen::Index i = 0; i < x.size(); ++i) {
-    double v = round_value(f32(), x.data()[i] * scale);
+    double v = r32(x.data()[i] * scale);
     saturated += std::isfinite(v) && std::fabs(v) > mx;
     if (std::isfinite(v)) v = std::clamp(v, -mx, mx);
-    q.data()[i] = round_value(f, v);
+    q.data()[i] = rf(v);
     flushed += x.data()[i] != 0 && q.data()[i] == 0;
   }
   if (stats) {
@@ -68,6 +69,7 @@ Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Sta
     return axis == 1 ? m(line, k) : m(k, line);
   };
   const double mx = f.max_finite();
+  const ValueRounding& rf = nearest_rounding(f);
   Fp8Stats s;
   for (Eigen::Index line = 0; line < lines; ++line)
     for (Eigen::Index k0 = 0; k0 < length; k0 += block) {
@@ -84,7 +86,7 @@ Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Sta
         double v = at(x, line, k) / scale;
         s.saturated += std::isfinite(v) && std::fabs(v) > mx;
         if (std::isfinite(v)) v = std::clamp(v, -mx, mx);
-        const double q = round_value(f, v) * scale;
+        const double q = rf(v) * scale;
         s.flushed += at(x, line, k) != 0 && q == 0;
         const_cast<double&>(at(out, line, k)) = q;
       }

@@ -18,6 +18,7 @@ LayerNorm::LayerNorm(std::string name, Eigen::Index features, double eps)
 Tensor LayerNorm::forward(const Tensor& x, const StepContext& ctx) {
   const Formats f = resolve(ctx.policy->rule("layer_norm"), *x.format);
   const Format& c = *f.compute;
+  const ValueRounding& rc = nearest_rounding(c);
   x_format_ = x.format;
   compute_ = &c;
   const Matrix xc = rounded(c, x.values);
@@ -29,18 +30,18 @@ Tensor LayerNorm::forward(const Tensor& x, const StepContext& ctx) {
   std::vector<double> row(static_cast<std::size_t>(n)), sq(static_cast<std::size_t>(n));
   for (Eigen::Index i = 0; i < xc.rows(); ++i) {
     for (Eigen::Index j = 0; j < n; ++j) row[std::size_t(j)] = xc(i, j);
-    const double mean = round_value(c, sequential_sum(c, row.data(), n) / double(n));
+    const double mean = rc(sequential_sum(c, row.data(), n) / double(n));
     for (Eigen::Index j = 0; j < n; ++j) {
-      row[std::size_t(j)] = round_value(c, xc(i, j) - mean);
-      sq[std::size_t(j)] = round_value(c, row[std::size_t(j)] * row[std::size_t(j)]);
+      row[std::size_t(j)] = rc(xc(i, j) - mean);
+      sq[std::size_t(j)] = rc(row[std::size_t(j)] * row[std::size_t(j)]);
     }
-    const double var = round_value(c, sequential_sum(c, sq.data(), n) / double(n));
-    const double rstd = round_value(c, 1.0 / std::sqrt(round_value(c, var + eps_)));
+    const double var = rc(sequential_sum(c, sq.data(), n) / double(n));
+    const double rstd = rc(1.0 / std::sqrt(rc(var + eps_)));
     rstd_(i) = rstd;
     for (Eigen::Index j = 0; j < n; ++j) {
-      const double xh = round_value(c, row[std::size_t(j)] * rstd);
+      const double xh = rc(row[std::size_t(j)] * rstd);
       xhat_(i, j) = xh;
-      y(i, j) = round_value(c, round_value(c, xh * g(0, j)) + b(0, j));
+      y(i, j) = rc(rc(xh * g(0, j)) + b(0, j));
     }
   }
   round_in_place(*f.output, y);
@@ -50,14 +51,15 @@ Tensor LayerNorm::forward(const Tensor& x, const StepContext& ctx) {
 Tensor LayerNorm::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
   const PrecisionPolicy& pol = *ctx.policy;
   const Format& c = *compute_;
+  const ValueRounding& rc = nearest_rounding(c);
   const Matrix d = rounded(c, dy.values);
   const Eigen::Index n = d.cols();
   Matrix dgamma(1, n), dbeta(1, n);
   for (Eigen::Index j = 0; j < n; ++j) {
     double sg = 0, sb = 0;
     for (Eigen::Index i = 0; i < d.rows(); ++i) {
-      sg = round_value(c, sg + round_value(c, d(i, j) * xhat_(i, j)));
-      sb = round_value(c, sb + d(i, j));
+      sg = rc(sg + rc(d(i, j) * xhat_(i, j)));
+      sb = rc(sb + d(i, j));
     }
     dgamma(0, j) = sg;
     dbeta(0, j) = sb;

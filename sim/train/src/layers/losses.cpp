@@ -11,6 +11,7 @@ double CrossEntropyLoss::forward(const Tensor& logits, const std::vector<int>& l
                                  const StepContext& ctx) {
   const Formats f = resolve(ctx.policy->rule("cross_entropy"), *logits.format);
   const Format& c = *f.compute;
+  const ValueRounding& rc = nearest_rounding(c);
   compute_ = &c;
   logits_format_ = logits.format;
   labels_ = labels;
@@ -20,11 +21,10 @@ double CrossEntropyLoss::forward(const Tensor& logits, const std::vector<int>& l
   std::vector<double> e(static_cast<std::size_t>(classes)), losses(static_cast<std::size_t>(batch));
   for (Eigen::Index i = 0; i < batch; ++i) {
     const double m = z.row(i).maxCoeff();
-    for (Eigen::Index j = 0; j < classes; ++j)
-      e[std::size_t(j)] = round_value(c, std::exp(round_value(c, z(i, j) - m)));
+    for (Eigen::Index j = 0; j < classes; ++j) e[std::size_t(j)] = rc(std::exp(rc(z(i, j) - m)));
     const double s = sequential_sum(c, e.data(), classes);
     const double log_s = round_value(c, std::log(s));
-    for (Eigen::Index j = 0; j < classes; ++j) probabilities_(i, j) = round_value(c, e[std::size_t(j)] / s);
+    for (Eigen::Index j = 0; j < classes; ++j) probabilities_(i, j) = rc(e[std::size_t(j)] / s);
     const int y = labels[std::size_t(i)];
     // -log softmax_y = log s - (z_y - m)
     losses[std::size_t(i)] = round_value(c, log_s - round_value(c, z(i, y) - m));

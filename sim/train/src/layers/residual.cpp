@@ -30,8 +30,7 @@ Tensor Residual::forward(const Tensor& x, const StepContext& ctx) {
   body_format_ = h.format;
   const Formats f = resolve(ctx.policy->rule("add"), promote(*x.format, *h.format));
   const Matrix a = rounded(*f.compute, x.values), b = rounded(*f.compute, h.values);
-  Matrix y(a.rows(), a.cols());
-  for (Eigen::Index i = 0; i < y.size(); ++i) y.data()[i] = add_rounded(a.data()[i], b.data()[i], *f.compute);
+  Matrix y = add_rounded(a, b, *f.compute);
   round_in_place(*f.output, y);
   return Tensor{std::move(y), f.output};
 }
@@ -47,9 +46,7 @@ Tensor Residual::backward(const Tensor& dy, const StepContext& ctx, bool need_in
   const Matrix direct = rounded(*x_format_, dy.values);
   Mask direct_flushed = flushed_mask(dy.values, direct);
   if (dy.flushed.size()) direct_flushed = direct_flushed || dy.flushed;
-  Matrix dx(direct.rows(), direct.cols());
-  for (Eigen::Index i = 0; i < dx.size(); ++i)
-    dx.data()[i] = add_rounded(direct.data()[i], g.values.data()[i], *x_format_);
+  Matrix dx = add_rounded(direct, g.values, *x_format_);
   // Flushed: zero after the add and either flushed by the add's rounding or
   // zero because a branch's contribution was flushed.
   Mask flushed = flushed_mask(Matrix(direct + g.values), dx);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/formats/array.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
 
@@ -42,6 +43,11 @@ struct RandomStream {
 // else goes through the exact core.
 double round_value(const Format& fmt, double x);
 double round_value(const Format& fmt, double x, RoundingMode mode, std::uint64_t random_bits);
+
+// round_value(fmt, .) as a callable prepared once per format and thread (the
+// formats library's ValueRounding, inline for binary64 and binary32): what an
+// element loop holds, where round_value would look the format up per call.
+const ValueRounding& nearest_rounding(const Format& fmt);
 
 // Rounds every entry in place. Stochastic rounding needs `random`.
 void round_in_place(const Format& fmt, Matrix& m, RoundingMode mode, RandomStream random = {});
