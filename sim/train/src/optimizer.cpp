@@ -27,75 +27,172 @@ int Optimizer::state_buffers_per_parameter() const {
   return n + (policy_->kahan ? 1 : 0);
 }
 
+namespace {
+
+// Whether ValueRounding rounds to `f` inline (binary64: nothing to do,
+// binary32: a cast): then one branch-free pass per element, each rounding an
+// expression, replaces a pass over the tensor per operation.
+bool inline_rounding(const Format& f) {
+  return f == formats::binary32() || f == formats::binary64();
+}
+
+struct ToBinary64 {
+  double operator()(double x) const { return x; }
+};
+struct ToBinary32 {  // round to nearest even, overflow to infinity: the cast
+  double operator()(double x) const { return double(float(x)); }
+};
+
+struct FusedTensors {
+  const double *value, *grad;
+  double *m, *v, *next;
+  Eigen::Index n;
+  bool sgd, adamw, decay, started;
+};
+
+// array_next's operations in the same order on each element, so the same
+// bits: rc rounds to the arithmetic format, rst to the state format.
+template <class RC, class RST, class K>
+void fused_loop(const OptimizerConfig& cfg, const K& k, const FusedTensors& t) {
+  const RC rc;
+  const RST rst;
+  for (Eigen::Index i = 0; i < t.n; ++i) {
+    const double w = rc(t.value[i]);
+    double g = rc(t.grad[i]), w_base = w, update;
+    if (t.sgd) {
+      if (t.decay) g = rc(g + rc(k.wd * w));
+      if (cfg.momentum != 0) {
+        t.m[i] = t.started ? rst(rc(rc(k.momentum * rc(t.m[i])) + g)) : rst(g);
+        const double buf = rc(t.m[i]);
+        g = cfg.nesterov ? rc(g + rc(k.momentum * buf)) : buf;
+      }
+      update = rc(k.lr * g);
+    } else {
+      if (t.decay && t.adamw)
+        w_base = rc(w * k.decay_factor);
+      else if (t.decay)
+        g = rc(g + rc(k.wd * w));
+      t.m[i] = rst(rc(rc(k.b1 * rc(t.m[i])) + rc(k.one_minus_b1 * g)));
+      t.v[i] = rst(rc(rc(k.b2 * rc(t.v[i])) + rc(k.one_minus_b2 * rc(g * g))));
+      const double denom = rc(rc(rc(std::sqrt(rc(t.v[i]))) / k.sqrt_bc2) + k.eps);
+      update = rc(rc(rc(t.m[i]) / denom) * k.step_size);
+    }
+    t.next[i] = rc(w_base - update);
+  }
+}
+
+}  // namespace
+
+struct Optimizer::Scalars {
+  double lr, wd, momentum, b1, b2, one_minus_b1, one_minus_b2, step_size, sqrt_bc2, eps, decay_factor;
+};
+
+Matrix Optimizer::fused_next(Parameter& prm, State& s, const Scalars& k) const {
+  const bool sgd = config_.type == "sgd";
+  const Eigen::Index rows = prm.value.rows(), cols = prm.value.cols();
+  if (!s.started && (!sgd || config_.momentum != 0)) s.m = Matrix::Zero(rows, cols);
+  if (!s.started && !sgd) s.v = Matrix::Zero(rows, cols);
+  Matrix next(rows, cols);
+  const FusedTensors t{prm.value.data(),
+                       prm.grad.data(),
+                       s.m.data(),
+                       s.v.data(),
+                       next.data(),
+                       prm.value.size(),
+                       sgd,
+                       config_.type == "adamw",
+                       config_.weight_decay != 0 && prm.decay,
+                       s.started};
+  const bool c64 = *policy_->optimizer_compute == formats::binary64();
+  const bool st64 = *policy_->optimizer_state == formats::binary64();
+  if (c64 && st64) fused_loop<ToBinary64, ToBinary64>(config_, k, t);
+  if (c64 && !st64) fused_loop<ToBinary64, ToBinary32>(config_, k, t);
+  if (!c64 && st64) fused_loop<ToBinary32, ToBinary64>(config_, k, t);
+  if (!c64 && !st64) fused_loop<ToBinary32, ToBinary32>(config_, k, t);
+  return next;
+}
+
 void Optimizer::step(const std::vector<Parameter*>& params) {
   const PrecisionPolicy& p = *policy_;
   const Format& c = *p.optimizer_compute;
-  const Format& st = *p.optimizer_state;
-  const Format& store = p.parameter_storage();
   ++steps_;
   if (state_.size() != params.size()) state_.assign(params.size(), State{});
+  Scalars k{};
+  k.lr = round_value(c, lr_);
+  k.wd = round_value(c, config_.weight_decay);
+  k.momentum = round_value(c, config_.momentum);
+  if (config_.type != "sgd") {
+    k.b1 = round_value(c, config_.betas[0]);
+    k.b2 = round_value(c, config_.betas[1]);
+    k.one_minus_b1 = round_value(c, 1.0 - k.b1);
+    k.one_minus_b2 = round_value(c, 1.0 - k.b2);
+    const double t = double(steps_);
+    const double bc1 = round_value(c, 1.0 - std::pow(config_.betas[0], t));
+    const double bc2 = round_value(c, 1.0 - std::pow(config_.betas[1], t));
+    // torch.optim.Adam: step_size = lr / bc1; denom = sqrt(v) / sqrt(bc2) + eps.
+    k.step_size = round_value(c, k.lr / bc1);
+    k.sqrt_bc2 = round_value(c, std::sqrt(bc2));
+    k.eps = round_value(c, config_.eps);
+    k.decay_factor = round_value(c, 1.0 - round_value(c, k.lr * k.wd));
+  }
+  const bool fused = !p.kahan && inline_rounding(c) && inline_rounding(*p.optimizer_state);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Parameter& prm = *params[i];
+    State& s = state_[i];
+    Matrix next = fused ? fused_next(prm, s, k) : array_next(prm, s, k);
+    s.started = true;
+    if (!p.kahan)
+      round_in_place(p.parameter_storage(), next, p.update_rounding, RandomStream{seed_, (steps_ << 16) ^ i});
+    prm.value = std::move(next);
+  }
+}
+
+// The update one tensor operation at a time (any formats, Kahan included);
+// returns the new weights before the storage rounding (with Kahan: after it).
+Matrix Optimizer::array_next(Parameter& prm, State& s, const Scalars& k) const {
+  const PrecisionPolicy& p = *policy_;
+  const Format& c = *p.optimizer_compute;
+  const Format& st = *p.optimizer_state;
   auto R = [&](Matrix m) {
     round_in_place(c, m);
     return m;
   };
-  const double lr = round_value(c, lr_);
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    Parameter& prm = *params[k];
-    State& s = state_[k];
-    const Matrix w = rounded(c, prm.value);
-    Matrix g = rounded(c, prm.grad);
-    Matrix update;  // the amount subtracted from w
-    Matrix w_base = w;
-    if (config_.type == "sgd") {
-      if (config_.weight_decay != 0 && prm.decay) g = R(g + R(round_value(c, config_.weight_decay) * w));
-      if (config_.momentum != 0) {
-        if (!s.started) {
-          s.m = rounded(st, g);
-        } else {
-          s.m = rounded(st, R(R(round_value(c, config_.momentum) * rounded(c, s.m)) + g));
-        }
-        const Matrix buf = rounded(c, s.m);
-        g = config_.nesterov ? R(g + R(round_value(c, config_.momentum) * buf)) : buf;
-      }
-      update = R(lr * g);
-    } else {
-      const double b1 = round_value(c, config_.betas[0]), b2 = round_value(c, config_.betas[1]);
-      if (config_.type == "adamw") {
-        if (config_.weight_decay != 0 && prm.decay)
-          w_base = R(w * round_value(c, 1.0 - round_value(c, lr * round_value(c, config_.weight_decay))));
-      } else if (config_.weight_decay != 0 && prm.decay) {
-        g = R(g + R(round_value(c, config_.weight_decay) * w));
-      }
-      if (!s.started) {
-        s.m = Matrix::Zero(w.rows(), w.cols());
-        s.v = Matrix::Zero(w.rows(), w.cols());
-      }
-      s.m = rounded(st, R(R(b1 * rounded(c, s.m)) + R(round_value(c, 1.0 - b1) * g)));
-      s.v = rounded(st, R(R(b2 * rounded(c, s.v)) + R(round_value(c, 1.0 - b2) * R(g.cwiseProduct(g)))));
-      const double t = double(steps_);
-      const double bc1 = round_value(c, 1.0 - std::pow(config_.betas[0], t));
-      const double bc2 = round_value(c, 1.0 - std::pow(config_.betas[1], t));
-      // torch.optim.Adam: step_size = lr / bc1; denom = sqrt(v) / sqrt(bc2) + eps.
-      const double step_size = round_value(c, lr / bc1);
-      const double sqrt_bc2 = round_value(c, std::sqrt(bc2));
-      Matrix denom = R(R(R(rounded(c, s.v).cwiseSqrt()) / sqrt_bc2).array() + round_value(c, config_.eps));
-      update = R(R(rounded(c, s.m).cwiseQuotient(denom)) * step_size);
+  const Matrix w = rounded(c, prm.value);
+  Matrix g = rounded(c, prm.grad);
+  Matrix update;     // the amount subtracted from w
+  Matrix w_decayed;  // AdamW's decoupled decay of w, when it applies
+  if (config_.type == "sgd") {
+    if (config_.weight_decay != 0 && prm.decay) g = R(g + R(k.wd * w));
+    if (config_.momentum != 0) {
+      s.m = s.started ? rounded(st, R(R(k.momentum * rounded(c, s.m)) + g)) : rounded(st, g);
+      const Matrix buf = rounded(c, s.m);
+      g = config_.nesterov ? R(g + R(k.momentum * buf)) : buf;
     }
-    s.started = true;
-    Matrix next;
-    if (p.kahan) {
-      // Kahan-compensated update: the part of the update lost when rounding
-      // the new weight is carried to the next step.
-      if (s.compensation.size() == 0) s.compensation = Matrix::Zero(w.rows(), w.cols());
-      const Matrix y = R(R(-update) + rounded(c, s.compensation));
-      next = rounded(store, R(w_base + y));
-      s.compensation = rounded(st, R(y - R(next - w_base)));
-    } else {
-      next = R(w_base - update);
-      round_in_place(store, next, p.update_rounding, RandomStream{seed_, (steps_ << 16) ^ k});
+    update = R(k.lr * g);
+  } else {
+    if (config_.type == "adamw") {
+      if (config_.weight_decay != 0 && prm.decay) w_decayed = R(w * k.decay_factor);
+    } else if (config_.weight_decay != 0 && prm.decay) {
+      g = R(g + R(k.wd * w));
     }
-    prm.value = std::move(next);
+    if (!s.started) {
+      s.m = Matrix::Zero(w.rows(), w.cols());
+      s.v = Matrix::Zero(w.rows(), w.cols());
+    }
+    s.m = rounded(st, R(R(k.b1 * rounded(c, s.m)) + R(k.one_minus_b1 * g)));
+    s.v = rounded(st, R(R(k.b2 * rounded(c, s.v)) + R(k.one_minus_b2 * R(g.cwiseProduct(g)))));
+    Matrix denom = R(R(R(rounded(c, s.v).cwiseSqrt()) / k.sqrt_bc2).array() + k.eps);
+    update = R(R(rounded(c, s.m).cwiseQuotient(denom)) * k.step_size);
   }
+  const Matrix& w_base = w_decayed.size() ? w_decayed : w;  // (no copy of w)
+  if (!p.kahan) return R(w_base - update);
+  // Kahan-compensated update: the part of the update lost when rounding the
+  // new weight is carried to the next step.
+  if (s.compensation.size() == 0) s.compensation = Matrix::Zero(w.rows(), w.cols());
+  const Matrix y = R(R(-update) + rounded(c, s.compensation));
+  Matrix next = rounded(p.parameter_storage(), R(w_base + y));
+  s.compensation = rounded(st, R(y - R(next - w_base)));
+  return next;
 }
 
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm, const PrecisionPolicy& policy) {

@@ -50,6 +50,12 @@ class Optimizer {
     Matrix m, v, compensation;
     bool started = false;
   };
+  struct Scalars;  // one step's scalars, each in the arithmetic format
+  // The new weights of one parameter before the storage rounding: tensor
+  // operation by tensor operation (any formats, Kahan: after that rounding),
+  // or element by element where every rounding is inline (the same bits).
+  Matrix array_next(Parameter& prm, State& s, const Scalars& k) const;
+  Matrix fused_next(Parameter& prm, State& s, const Scalars& k) const;
   OptimizerConfig config_;
   const PrecisionPolicy* policy_;
   std::uint64_t seed_;
