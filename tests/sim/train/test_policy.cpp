@@ -23,7 +23,7 @@ std::string linear_spec(const PrecisionPolicy& p) {
 
 }  // namespace
 
-TEST_CASE("train: named policies accumulate in binary32, the FP64 policy in Eigen's binary64", "[train]") {
+TEST_CASE("train: named policies accumulate in binary32, the FP64 policy in binary64 in order", "[train]") {
   for (const auto& name : policy_names()) {
     INFO(name);
     CHECK(linear_spec(named_policy(name)) ==
