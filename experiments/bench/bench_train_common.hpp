@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rpsim/io/process.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace bench_train {
@@ -56,12 +57,14 @@ inline double run_seconds(const rpsim::sim::train::Config& c) {
   return cpu_seconds() - t0;
 }
 
-// Before any timing, one short emulated run (`c`, a couple of steps): until
-// a large block has been freed, glibc's malloc maps and unmaps every
+// Before any timing: the rpsim binary's malloc settings (io::
+// keep_freed_memory), then one short emulated run (`c`, a couple of steps):
+// until a large block has been freed, glibc's malloc maps and unmaps every
 // temporary over 128 KiB (its dynamic mmap threshold), so the first native
 // steps measured paid a page fault per touched page and read about 25%
 // slower than every later one.
 inline void warm_allocator(const rpsim::sim::train::Config& c) {
+  rpsim::io::keep_freed_memory();  // as the rpsim binary's main does
   run_seconds(c);
 }
 

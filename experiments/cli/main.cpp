@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/testfloat.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/io/results_io.hpp"
 
 namespace rpsim::cli {
@@ -38,6 +39,7 @@ std::vector<std::string> arguments(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rpsim::io::keep_freed_memory();
   CLI::App app{"rpsim: bit-exact simulation of reduced-precision arithmetic in deep learning"};
   app.require_subcommand(1);
   app.footer("'rpsim help COMMAND' (or 'rpsim COMMAND --help') describes one command.");

@@ -1,6 +1,7 @@
 // steps.csv and histograms.csv rows.
 #include "telemetry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -51,11 +52,15 @@ void histogram_rows(std::string& csv, std::int64_t step, const std::string& laye
     csv += prefix + std::to_string(bin) + "," + std::to_string(count) + "\n";
 }
 
-Matrix weights_of(Layer& layer) {
-  std::vector<double> all;
-  for (Parameter* p : layer.parameters())
-    all.insert(all.end(), p->value.data(), p->value.data() + p->value.size());
-  return Eigen::Map<Matrix>(all.data(), Eigen::Index(all.size()), 1);
+// Every parameter of `layer` into one column (`out`, resized only when its
+// size changes: the buffers live as long as the run).
+void weights_of(Layer& layer, Matrix& out) {
+  Eigen::Index n = 0;
+  for (const Parameter* p : layer.parameters()) n += p->value.size();
+  if (out.size() != n) out.resize(n, 1);
+  double* at = out.data();
+  for (const Parameter* p : layer.parameters())
+    at = std::copy(p->value.data(), p->value.data() + p->value.size(), at);
 }
 
 // The histograms of one layer's gradients in one network.
@@ -185,8 +190,9 @@ void Telemetry::add_row(const std::string& head, const Network& emu, const Netwo
     row += ',' + num(under_[t]) + ',' + num(nonfinite_[t]) + ',' + num(activation_under_[t]) + ',' +
            num(activation_nonfinite_[t]) + ',';
     if (shadow) {
-      const Matrix we = weights_of(*emu.model.layers[tracked_[t]]);
-      const Matrix ws = weights_of(*shadow->model.layers[tracked_[t]]);
+      weights_of(*emu.model.layers[tracked_[t]], weights_emu_);
+      weights_of(*shadow->model.layers[tracked_[t]], weights_shadow_);
+      const Matrix &we = weights_emu_, &ws = weights_shadow_;
       const double denom = ws.norm();
       row += num(denom > 0 ? (we - ws).norm() / denom : (we - ws).norm());
     }

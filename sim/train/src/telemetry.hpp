@@ -40,6 +40,7 @@ class Telemetry {
   std::set<std::int64_t> histogram_steps_;
   std::vector<double> under_, nonfinite_, activation_under_, activation_nonfinite_, zero_vs_,
       activation_zero_vs_;
+  Matrix weights_emu_, weights_shadow_;  // one layer's weights in a column, reused every step
 };
 
 }  // namespace rpsim::sim::train
