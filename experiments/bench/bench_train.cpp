@@ -18,7 +18,7 @@ namespace {
 
 using MatrixF = Eigen::MatrixXf;
 constexpr int kBatch = 128;
-constexpr int kSteps = 10;   // N: the emulated runs take N and 2N steps
+constexpr int kSteps = 20;   // N: the emulated runs take N and 2N steps
 constexpr int kRepeats = 3;  // emulated: minimum over this many (N, 2N) pairs
 constexpr int kNativeRepeats = 9;
 

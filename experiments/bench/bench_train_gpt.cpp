@@ -30,7 +30,7 @@ namespace {
 
 using Mat = Eigen::MatrixXf;
 using Col = Eigen::VectorXf;
-constexpr int kSteps = 5;    // N: the emulated runs take N and 2N steps
+constexpr int kSteps = 20;   // N: the emulated runs take N and 2N steps
 constexpr int kRepeats = 3;  // emulated: minimum over this many (N, 2N) pairs
 constexpr int kNativeSteps = 10, kNativeRepeats = 9;
 

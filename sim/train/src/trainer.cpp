@@ -101,6 +101,7 @@ StepOutcome Training::emulated_step(const Matrix& x, const std::vector<int>& lab
 // The shadow's step on the same batch, every op in binary64.
 double Training::shadow_step(const Matrix& x, const std::vector<int>& labels, std::int64_t step) {
   const StepContext sctx{&fp64_policy(), config_.seed, std::uint64_t(step)};
+  const ScopedNothingFlushed binary64;
   const double loss = forward_backward(shadow_, x, labels, 1.0, sctx);
   // Its norm is reported nowhere: computed only to clip.
   if (config_.max_grad_norm > 0)

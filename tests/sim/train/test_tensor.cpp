@@ -190,3 +190,22 @@ TEST_CASE("train: stochastic accumulation draws per matmul from the random strea
   const AccumulationModel rne = AccumulationModel::parse("sequential:bf16");
   CHECK(same_bits(matmul(a, b, rne, RandomStream{3, 1}), matmul(a, b, rne)));
 }
+
+TEST_CASE("train: inside ScopedNothingFlushed masks are all false and counts zero, outside they count",
+          "[train]") {
+  Matrix before(2, 3), after(2, 3);
+  before << 1e-9, 2.0, 0.0, -1e-9, 3.0, 5.0;
+  after << 0.0, 2.0, 0.0, 0.0, 3.0, 5.0;  // two entries flushed
+  CHECK(count_flushed(before, after) == 2);
+  CHECK(flushed_mask(before, after).count() == 2);
+  {
+    const ScopedNothingFlushed binary64;
+    const Mask m = flushed_mask(before, after);
+    CHECK(m.rows() == 2);
+    CHECK(m.cols() == 3);
+    CHECK(m.count() == 0);
+    CHECK(count_flushed(before, after) == 0);
+    CHECK_THROWS_AS(flushed_mask(before, Matrix(3, 2)), std::invalid_argument);
+  }
+  CHECK(count_flushed(before, after) == 2);
+}

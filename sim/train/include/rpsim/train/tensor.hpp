@@ -119,6 +119,21 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
 Mask flushed_mask(const Matrix& before, const Matrix& after);
 std::int64_t count_flushed(const Matrix& before, const Matrix& after);
 
+// For the current thread until the end of the scope, every rounding is to
+// binary64 (the FP64 shadow's step), which flushes nothing: flushed_mask
+// gives all-false masks of the right shape and count_flushed 0 without
+// reading the tensors (those passes were a tenth of a small GPT's shadow).
+class ScopedNothingFlushed {
+ public:
+  ScopedNothingFlushed();
+  ~ScopedNothingFlushed();
+  ScopedNothingFlushed(const ScopedNothingFlushed&) = delete;
+  ScopedNothingFlushed& operator=(const ScopedNothingFlushed&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // Sum of `values` in index order with a rounding to `fmt` after each add.
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride = 1);
 

@@ -33,6 +33,7 @@ class GELU : public Layer {
 
  private:
   Tensor x_;
+  Matrix erf_;  // erf(x / sqrt 2) of forward, which backward's derivative needs again
 };
 
 }  // namespace rpsim::sim::train
