@@ -25,14 +25,26 @@ if [ -d ../shared/tc-golden ] && "$rpsim" tc-validate --help >/dev/null 2>&1; th
 fi
 
 if "$rpsim" study --help >/dev/null 2>&1; then
-  echo "== Study suite (results/), then figures (results/figures/)"
-  "$rpsim" study all --out results
+  echo "== Study suite (results/), each study's figures (results/figures/) as soon as it is done"
+  render=1
+  if [ ! -x /usr/bin/jupyter-nbconvert ]; then
+    echo "jupyter-nbconvert not installed: figures not rendered" >&2
+    render=0
+  fi
+  # `rpsim study all` one study at a time (its table's order), each followed
+  # by the notebook named after it (NN-<study>.ipynb), so the first figure is
+  # there in well under a minute instead of after the whole suite.
+  start=$(date +%s)
+  for study in $("$rpsim" study list | cut -d' ' -f1); do
+    "$rpsim" study "$study" --out "results/$study"
+    for nb in notebooks/[0-9][0-9]-"$study".ipynb; do
+      [ "$render" = 1 ] && [ -e "$nb" ] || continue
+      nn=$(basename "$nb"); bash notebooks/render.sh results "${nn%%-*}"
+    done
+  done
+  echo "all studies and their figures: $(( $(date +%s) - start )) s"
   # Notebook 06 draws a sweep's summary: the small CI grid (fp16-amp/bf16-amp x
   # learning rate x seed, synthetic data, a few seconds).
   "$rpsim" sweep experiments/configs/sweep-ci.json --out results/sweep-ci
-  if [ -x /usr/bin/jupyter-nbconvert ]; then
-    bash notebooks/render.sh results
-  else
-    echo "jupyter-nbconvert not installed: figures not rendered" >&2
-  fi
+  if [ "$render" = 1 ]; then bash notebooks/render.sh results 06; fi
 fi
