@@ -95,12 +95,17 @@ StudyOutput run_accuracy(const StudyOptions& options) {
     }
     for (const auto& e : run.result.evaluations)
       evals.row(label, e.step, e.epoch, e.test_accuracy_percent, e.shadow_test_accuracy_percent);
+    // A config may turn the shadow off (a long run): its columns are then NaN, not the -1 sentinel.
+    const bool shadow = run.shadow_accuracy_percent >= 0;
+    const double shadow_accuracy = shadow ? run.shadow_accuracy_percent : NAN;
     summary.row(label, policy, std::int64_t(s.rows.size()), run.result.skipped_steps, run.result.final_loss,
-                last_distance, run.final_accuracy_percent, run.shadow_accuracy_percent,
-                run.final_accuracy_percent - run.shadow_accuracy_percent);
+                last_distance, run.final_accuracy_percent, shadow_accuracy,
+                run.final_accuracy_percent - shadow_accuracy);
     out.findings.push_back(
-        fmt::format("{:>16}: test accuracy {:.2f}% (fp64 shadow {:.2f}%), weights {:.2e} from fp64", label,
-                    run.final_accuracy_percent, run.shadow_accuracy_percent, last_distance));
+        shadow ? fmt::format("{:>16}: test accuracy {:.2f}% (fp64 shadow {:.2f}%), weights {:.2e} from fp64",
+                             label, run.final_accuracy_percent, shadow_accuracy, last_distance)
+               : fmt::format("{:>16}: test accuracy {:.2f}% (no fp64 shadow)", label,
+                             run.final_accuracy_percent));
     if (index == 1) describe_training(run, out);
   }
   // Runs trained only for fp8.csv (another FP8 scaling beside the one in
