@@ -95,9 +95,9 @@ StudyOutput run_accuracy(const StudyOptions& options) {
     }
     for (const auto& e : run.result.evaluations)
       evals.row(label, e.step, e.epoch, e.test_accuracy_percent, e.shadow_test_accuracy_percent);
-    // A config may turn the shadow off (a long run): its columns are then NaN, not the -1 sentinel.
-    const bool shadow = run.shadow_accuracy_percent >= 0;
-    const double shadow_accuracy = shadow ? run.shadow_accuracy_percent : NAN;
+    // A config may turn the shadow off (a long run): its columns are then NaN.
+    const bool shadow = !std::isnan(run.shadow_accuracy_percent);
+    const double shadow_accuracy = run.shadow_accuracy_percent;
     summary.row(label, policy, std::int64_t(s.rows.size()), run.result.skipped_steps, run.result.final_loss,
                 last_distance, run.final_accuracy_percent, shadow_accuracy,
                 run.final_accuracy_percent - shadow_accuracy);

@@ -38,5 +38,8 @@ TEST_CASE("accuracy without the shadow writes NaN shadow columns, not -1", "[stu
   CHECK(rpsim::test::number(row, "test_accuracy_percent") > 0);
   CHECK(std::isnan(rpsim::test::number(row, "fp64_test_accuracy_percent")));
   CHECK(std::isnan(rpsim::test::number(row, "accuracy_gap_points")));
+  const auto evals = rpsim::test::read_csv(dir / "out" / "evaluations.csv");
+  REQUIRE(!evals.rows.empty());
+  for (const auto& e : evals.rows) CHECK(std::isnan(rpsim::test::number(e, "fp64_test_accuracy_percent")));
   std::filesystem::remove_all(dir);
 }

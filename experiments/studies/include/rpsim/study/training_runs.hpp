@@ -5,6 +5,7 @@
 // ("train_set") that --quick overrides to shrink it.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,7 +38,7 @@ nlohmann::json training_config(const StudyConfig& cfg,
 struct TrainingRun {
   train::RunResult result;
   TextTable steps, histograms;
-  double final_accuracy_percent = -1, shadow_accuracy_percent = -1;
+  double final_accuracy_percent = -1, shadow_accuracy_percent = NAN;  // NaN: no shadow
 };
 
 // Parses `config` (errors name `where`, e.g. "study-underflow.json: run 'scale 8'") and trains in process.

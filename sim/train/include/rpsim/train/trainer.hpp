@@ -89,9 +89,9 @@ struct Evaluation {
   int epoch = 0;      // the epoch it ends (1-based)
   double epochs = 0;  // epochs done, a fraction when a steps limit ends one midway
   double test_accuracy_percent = 0;
-  double shadow_test_accuracy_percent = -1;  // -1 without shadow
-  double test_loss_nats = 0;                 // mean loss per output row
-  double shadow_test_loss_nats = NAN;        // NaN without shadow
+  double shadow_test_accuracy_percent = NAN;  // NaN without shadow
+  double test_loss_nats = 0;                  // mean loss per output row
+  double shadow_test_loss_nats = NAN;         // NaN without shadow
   // "epoch 1" after whole epochs, "0.43 of epoch 1" midway.
   std::string label() const;
 };
