@@ -4,13 +4,16 @@
 #pragma once
 
 #include "array_exact.hpp"
+#include "array_fixed.hpp"
 #include "array_kernel.hpp"
 
 namespace rpsim::array_detail {
 
-// Fixed-format tags that stand for the two exact paths (array_exact.hpp).
+// Fixed-format tags that stand for the two exact paths (array_exact.hpp)
+// and the fixed-point kernel (array_fixed.hpp).
 struct IdentityPath {};
 struct Binary32Path {};
+struct FixedPointPath {};
 
 // What Isa::run<Fixed, Kind, In, Out> runs: an exact path or the bit kernel.
 template <class Fixed, int Kind, class In, class Out>
@@ -20,6 +23,8 @@ template <class Fixed, int Kind, class In, class Out>
     identity_block<In>(kp, in, out, n, index0);
   } else if constexpr (std::is_same_v<Fixed, Binary32Path>) {
     binary32_block(kp, in, out, n, index0);
+  } else if constexpr (std::is_same_v<Fixed, FixedPointPath>) {
+    fixed_block<Kind, In, Out>(kp, in, out, n, index0);
   } else {
     round_block<Fixed, Kind, In, Out>(kp, in, out, n, index0);
   }
@@ -49,6 +54,12 @@ KernelFn<In, Out> by_mode(int kind) {
   }
 }
 
+// The fixed-point kernel for the mode, or nullptr for a floating-point format.
+template <class Isa, class In, class Out>
+KernelFn<In, Out> pick_fixed_point(const KernelParams& kp) {
+  return kp.fixed_point ? by_mode<Isa, FixedPointPath, In, Out>(mode_kind(kp.mode)) : nullptr;
+}
+
 template <class Fixed>
 bool matches(const KernelParams& kp) {
   return kp.man_bits == Fixed::man_bits && kp.emin == Fixed::emin && kp.bits == Fixed::bits &&
@@ -58,6 +69,7 @@ bool matches(const KernelParams& kp) {
 template <class Isa, class In, class Out>
 KernelFn<In, Out> pick_specialised(const KernelParams& kp) {
   if (auto exact = pick_exact<Isa, In, Out>(kp)) return exact;
+  if (auto fixed = pick_fixed_point<Isa, In, Out>(kp)) return fixed;
   const int kind = mode_kind(kp.mode);
   if (matches<Binary16Format>(kp)) return by_mode<Isa, Binary16Format, In, Out>(kind);
   if (matches<Bfloat16Format>(kp)) return by_mode<Isa, Bfloat16Format, In, Out>(kind);

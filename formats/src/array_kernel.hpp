@@ -43,6 +43,11 @@ struct KernelParams {
   // The exact paths (identity_block, binary32_block), when they apply.
   bool identity = false;
   bool hardware_binary32 = false;
+  // The fixed-point kernel (array_fixed.hpp), when it applies: the fraction
+  // length f and the grid 2^-f.
+  bool fixed_point = false;
+  int fixed_frac_bits = 0;
+  double fixed_grid = 0;
   int stochastic_bits = 32;
   std::uint64_t key = 0;  // mix64(seed ^ mix64(stream)), see counter_random
   // For the scalar core on special elements.

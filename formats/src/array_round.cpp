@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -34,22 +35,36 @@ struct Portable {
 template <class In, class Out>
 KernelFn<In, Out> pick_portable(const KernelParams& kp) {
   if (auto exact = pick_exact<Portable, In, Out>(kp)) return exact;
+  if (auto fixed = pick_fixed_point<Portable, In, Out>(kp)) return fixed;
   return by_mode<Portable, RuntimeFormat, In, Out>(mode_kind(kp.mode));
 }
 
 namespace {
 
+// Stochastic rounding with a bit count the kernels' 64-bit arithmetic takes.
+bool stochastic_bits_supported(const Rounding& r) {
+  return r.mode != RoundingMode::stochastic || (r.stochastic_bits >= 1 && r.stochastic_bits <= 62);
+}
+
 // Formats and modes the bit kernel reproduces; anything else (E8M0's missing
 // zero and sign, formats without subnormals, exponent ranges beyond binary64's
-// normal range, unusual stochastic bit counts, fixed point's two's-complement
-// words) runs on the scalar core.
+// normal range, unusual stochastic bit counts, fixed point: see
+// fixed_kernel_handles) runs on the scalar core.
 bool kernel_handles(const Format& fmt, const Rounding& r, bool value_output) {
   if (fmt.is_fixed_point()) return false;
   if (!fmt.has_sign || !fmt.has_zero || !fmt.subnormals) return false;
   if (fmt.man_bits > 51 || fmt.emin < -1022 || fmt.emax > 1023) return false;
-  if (r.mode == RoundingMode::stochastic && (r.stochastic_bits < 1 || r.stochastic_bits > 62)) return false;
+  if (!stochastic_bits_supported(r)) return false;
   if (value_output && fmt.emin - fmt.man_bits < -1022) return false;
   return true;
+}
+
+// Q formats the fixed-point kernel reproduces: word lengths up to 51 (its
+// shift stays at least 1), without input or output flushing (the scalar core
+// handles those flags and the rare formats beyond).
+bool fixed_kernel_handles(const Format& fmt, const Rounding& r) {
+  return fmt.is_fixed_point() && fmt.bits <= 51 && stochastic_bits_supported(r) &&
+         !r.flush_subnormal_inputs && !r.flush_subnormal_outputs;
 }
 
 bool fits_binary32(const Format& fmt) {
@@ -202,7 +217,13 @@ Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
   plan.kp.identity = std::is_same_v<In, Out> && holds_every_value<In>(fmt);
   plan.kp.hardware_binary32 =
       std::is_same_v<In, double> && std::is_same_v<Out, double> && hardware_binary32_applies(fmt, o.rounding);
-  if (plan.kp.identity || plan.kp.hardware_binary32 || kernel_handles(fmt, o.rounding, value_output))
+  if (fixed_kernel_handles(fmt, o.rounding)) {
+    plan.kp.fixed_point = true;
+    plan.kp.fixed_frac_bits = fmt.frac_bits;
+    plan.kp.fixed_grid = std::ldexp(1.0, -fmt.frac_bits);
+  }
+  if (plan.kp.identity || plan.kp.hardware_binary32 || plan.kp.fixed_point ||
+      kernel_handles(fmt, o.rounding, value_output))
     plan.kernel = choose_kernel<In, Out>(plan.kp, o.isa);
   if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
     if (plan.kernel && resolve(o.isa) == ArrayIsa::avx512) {

@@ -95,6 +95,37 @@ TEST_CASE("array rounding equals the scalar core at every binary16 rounding boun
   }
 }
 
+TEST_CASE("fixed-point formats: every kernel equals the scalar core, grid ties and saturation included",
+          "[array]") {
+  // Word lengths from 2 to 51 (the kernel's range) and 52 (the scalar core's),
+  // fraction lengths below, at and above the word length.
+  const auto floats = special_floats();
+  for (const char* name : {"q16.14", "q16.8", "q8.3", "q2.0", "q4.9", "q24.20", "q32.30", "q51.40", "q52.10"}) {
+    const Format fmt = parse_format(name);
+    std::vector<double> in = random_inputs(fmt, 8000, 17);
+    for (double x : special_values(fmt)) in.push_back(x);
+    // Every half and quarter grid step across the range and past both ends.
+    std::mt19937_64 gen(11);
+    const double quarter = std::ldexp(1.0, -fmt.frac_bits - 2);
+    const std::int64_t span = std::int64_t(1) << std::min(fmt.bits + 2, 60);
+    for (int i = 0; i < 8000; ++i) {
+      const std::int64_t k = std::int64_t(gen() % std::uint64_t(2 * span)) - span;
+      in.push_back(double(k) * quarter);
+    }
+    const auto in_f = to_floats(in, 19);
+    for (ArrayIsa isa : {ArrayIsa::avx512, ArrayIsa::avx2, ArrayIsa::portable}) {
+      for (RoundingMode mode : all_modes) {
+        for (ArrayOptions o : rounding_variants(mode)) {
+          o.isa = isa;
+          check_against_reference(fmt, in, o);
+          check_against_reference(fmt, in_f, o);
+          check_against_reference(fmt, floats, o);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("stochastic rounding is the same for any thread count, chunking and kernel", "[array]") {
   const Format& fmt = formats::bfloat16();
   const std::size_t n = 300001;  // not a multiple of any block size
