@@ -143,6 +143,7 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
     s.started = true;
     if (!p.kahan)
       round_in_place(p.parameter_storage(), next, p.update_rounding, RandomStream{seed_, (steps_ << 16) ^ i});
+    prm.update_stalled = ((prm.grad.array() != 0) && (next.array() == prm.value.array())).count();
     prm.value = std::move(next);
   }
 }

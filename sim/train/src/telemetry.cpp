@@ -128,7 +128,7 @@ Telemetry::Telemetry(const Model& model, const PrecisionPolicy& policy,
     steps_csv += "," + ln + "_weight_grad_underflow_fraction," + ln + "_weight_grad_nonfinite_fraction," +
                  ln + "_activation_grad_underflow_fraction," + ln + "_activation_grad_nonfinite_fraction," +
                  ln + "_weight_rel_distance_from_fp64," + ln + "_weight_grad_zero_vs_fp64_fraction," + ln +
-                 "_activation_grad_zero_vs_fp64_fraction";
+                 "_activation_grad_zero_vs_fp64_fraction," + ln + "_weight_update_stalled_fraction";
   }
   // After every per-layer column, so that a run without FP8 keeps its columns
   // exactly and an FP8 run's first columns match them.
@@ -200,6 +200,12 @@ void Telemetry::add_row(const std::string& head, const Network& emu, const Netwo
     if (shadow) row += num(zero_vs_[t]);
     row += ',';
     if (shadow) row += num(activation_zero_vs_[t]);
+    double stalled = 0, entries = 0;
+    for (const Parameter* p : emu.model.layers[tracked_[t]]->parameters()) {
+      stalled += double(p->update_stalled);
+      entries += double(p->value.size());
+    }
+    row += ',' + num(entries ? stalled / entries : 0);
   }
   for (std::size_t i : tracked_) row += fp8_cells(*emu.model.layers[i], policy_);
   steps_csv += row + "\n";

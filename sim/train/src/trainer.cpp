@@ -123,7 +123,10 @@ void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int 
                            (o.skipped ? "1" : "0") + "," + (o.found ? "1" : "0") + "," + num(o.grad_norm);
   telemetry_.add_histograms(step, o.scale, emu_, shadow());
   telemetry_.measure_gradients(emu_, shadow());
-  if (!o.skipped) emu_.optimizer->step(emu_.model.parameters());
+  if (!o.skipped)
+    emu_.optimizer->step(emu_.model.parameters());
+  else
+    for (Parameter* p : emu_.model.parameters()) p->update_stalled = 0;  // nothing was updated
   if (config_.shadow) shadow_.optimizer->step(shadow_.model.parameters());
   telemetry_.add_row(head, emu_, shadow());
   result_.final_loss = o.loss;

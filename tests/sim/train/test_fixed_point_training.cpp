@@ -88,12 +88,20 @@ TEST_CASE("train: an update below half a fixed-point step: lost to nearest, kept
     Parameter w{"w", Matrix::Constant(64, 64, 0.5), Matrix::Constant(64, 64, -0x1p-14), 0};
     Optimizer opt(sgd, *p, 1);
     const int steps = 64;
-    for (int s = 0; s < steps; ++s) opt.step({&w});
+    std::int64_t stalled = 0;
+    for (int s = 0; s < steps; ++s) {
+      opt.step({&w});
+      stalled += w.update_stalled;
+    }
     CHECK(on_q16_14_grid(w.value));
     const double moved = w.value.mean() - 0.5;
     if (p == &rne) {
       CHECK(moved == 0.0);  // every update rounded away: training stalls
+      CHECK(stalled == std::int64_t(steps) * w.value.size());  // and each was counted as stalled
     } else {
+      // SR keeps a weight still with probability 7/8: 6 sigma of 64 * 4096 draws.
+      const double n = double(steps) * double(w.value.size());
+      CHECK(std::fabs(double(stalled) - 0.875 * n) < 6 * std::sqrt(n * 0.875 * 0.125));
       // Each step moves a weight up one step with probability 1/8: the mean
       // is 8 steps of 2^-14 after 64 steps; 6 sigma of the mean of 4096.
       const double step = 0x1p-14, expected = steps * 0x1p-17;

@@ -71,6 +71,8 @@ TEST_CASE("train: fp32 policy tracks its FP64 shadow", "[train]") {
   for (const auto& d : column(r.steps_csv, "fc0_weight_rel_distance_from_fp64")) CHECK(std::stod(d) < 1e-5);
   CHECK(std::stod(loss.back()) < std::stod(loss.front()));  // it learns
   CHECK(column_sum(r.steps_csv, "fc0_weight_grad_underflow_fraction") == 0.0);
+  // lr 0.1 with momentum: binary32 keeps (almost) every update.
+  for (const auto& v : column(r.steps_csv, "fc1_weight_update_stalled_fraction")) CHECK(std::stod(v) < 0.01);
   REQUIRE(r.evaluations.size() == 1);
   CHECK(r.evaluations[0].test_accuracy_percent ==
         Approx(r.evaluations[0].shadow_test_accuracy_percent).margin(2));
@@ -119,6 +121,21 @@ TEST_CASE("train: underflow columns need no shadow, the shadow comparison is its
   CHECK(sv >= su);
 }
 
+TEST_CASE("train: updates far below the weights' spacing are counted as stalled, SR moves some", "[train]") {
+  auto j = small_config("bf16-pure");
+  j["optimizer"] = {{"type", "sgd"}, {"lr", 1e-6}};  // lr * g far below bf16's spacing 2^-8 |w|
+  const RunResult nearest = run_json(j);
+  j["policy"] = {{"name", "bf16-pure"}, {"update_rounding", "sr"}};
+  const RunResult sr = run_json(j);
+  const double n = double(column(nearest.steps_csv, "step").size());
+  const double rne_mean = column_sum(nearest.steps_csv, "fc1_weight_update_stalled_fraction") / n;
+  const double sr_mean = column_sum(sr.steps_csv, "fc1_weight_update_stalled_fraction") / n;
+  INFO("stalled fraction of fc1's entries: nearest " << rne_mean << ", stochastic " << sr_mean);
+  CHECK(rne_mean > 0.9);  // the output layer's gradients are dense: nearly every entry
+  CHECK(sr_mean < rne_mean);
+  CHECK(sr_mean > 0.5);  // a move has probability lr |g| / spacing, small
+}
+
 TEST_CASE("train: an injected overflow skips the step and backs off the scale", "[train]") {
   auto j = small_config("fp16-amp");
   j["inject_overflow_steps"] = {3};
@@ -133,6 +150,7 @@ TEST_CASE("train: an injected overflow skips the step and backs off the scale", 
   CHECK(skipped[2] == "0");
   CHECK(scale[3] == "256");
   CHECK(scale[4] == "128");
+  CHECK(column(r.steps_csv, "fc0_weight_update_stalled_fraction")[3] == "0");  // nothing was updated
   // No scaler: the inf goes into the weights (no skipping).
   j["loss_scaler"] = {{"policy", "none"}};
   const RunResult none = run_json(j);

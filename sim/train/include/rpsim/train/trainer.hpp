@@ -137,7 +137,12 @@ struct RunResult {
 //   <layer>_activation_grad_zero_vs_fp64_fraction  entries zero in the
 //       emulated run but nonzero in the FP64 shadow: underflow plus every
 //       other difference in zeros once the runs diverge (ReLU masks), empty
-//       without shadow.
+//       without shadow;
+//   <layer>_weight_update_stalled_fraction     entries of the layer's
+//       parameters whose gradient was nonzero but whose stored value this
+//       step's update left unchanged (the update rounded away in the
+//       parameter format: Gupta et al. 2015's stall under round to nearest;
+//       0 on a skipped step).
 // Then, only under a policy that quantises matmul inputs to FP8 (fp8,
 // fp8-delayed, fp8-current, fp8-mx), for each such layer in the order above
 // and each tensor it quantises, <t> = <layer>.x (the input; Conv2d: its

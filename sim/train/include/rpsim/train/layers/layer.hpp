@@ -36,6 +36,11 @@ struct Parameter {
   // Whether the optimizer's weight decay applies (nanoGPT decays only the
   // matrices, not biases and LayerNorm gains).
   bool decay = true;
+  // Entries with a nonzero gradient whose stored value the last optimizer
+  // step left unchanged: the update rounded away in the parameter format
+  // (Gupta et al. 2015's stall under round to nearest). 0 before any step
+  // and after a skipped one.
+  std::int64_t update_stalled = 0;
 };
 
 // Amax history of one tensor under delayed scaling (Transformer Engine).
