@@ -256,6 +256,10 @@ void register_all() {
       }
       for (const char* name : {"e4m3", "e5m2"})
         add_round<std::uint8_t>(format(name), "f64", d, mode, 1, single_n);
+      // Fixed point (Gupta et al. 2015's <2, 14>): its own kernel. The
+      // benchmark keeps a pointer to the format: a static.
+      static const Format q16_14 = parse_format("q16.14");
+      add_round<std::uint16_t>(q16_14, "f64", d, mode, 1, single_n);
     }
   }
   // The narrower kernels on the headline case, to show what the dispatch buys.
@@ -269,6 +273,10 @@ void register_all() {
         [=](benchmark::State& s) { bm_scalar_core(s, &formats::binary16(), d, RoundingMode::nearest_even); });
     add("scalar_core/binary16/f64" + suffix + "/sr/n:" + std::to_string(scalar_core_n), m64,
         [=](benchmark::State& s) { bm_scalar_core(s, &formats::binary16(), d, RoundingMode::stochastic); });
+    // What fixed point ran on before its kernel.
+    static const Format q16_14 = parse_format("q16.14");  // (a static: see above)
+    add("scalar_core/q16.14/f64" + suffix + "/sr/n:" + std::to_string(scalar_core_n), m64,
+        [=](benchmark::State& s) { bm_scalar_core(s, &q16_14, d, RoundingMode::stochastic); });
     add("hw_vcvtps2ph/binary16/f32" + suffix + "/rne", m32,
         [=](benchmark::State& s) { bm_hardware<float>(s, hw_f32_to_f16, d); });
     add("hw_vcvtneps2bf16/bfloat16/f32" + suffix + "/rne", m32,

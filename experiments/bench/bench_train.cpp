@@ -69,7 +69,7 @@ struct NativeMlp {
   }
 };
 
-rpsim::sim::train::Config emulated_config(const std::string& policy, bool shadow, int steps) {
+rpsim::sim::train::Config emulated_config(const nlohmann::json& policy, bool shadow, int steps) {
   auto j = nlohmann::json::parse(R"({
     "name": "bench", "seed": 0,
     "model": {"type": "mlp", "hidden": [256, 256]},
@@ -93,7 +93,7 @@ double native_seconds_per_step() {
                                               kNativeRepeats);
 }
 
-void ratio_benchmark(benchmark::State& state, const std::string& label, const std::string& policy,
+void ratio_benchmark(benchmark::State& state, const std::string& label, const nlohmann::json& policy,
                      bool shadow) {
   bench_train::single_thread();
   for (auto _ : state) {
@@ -117,12 +117,25 @@ void BM_bf16_pure_sr_no_shadow(benchmark::State& state) {
   ratio_benchmark(state, "MLP `bf16-pure` (stochastic updates) without the shadow", "bf16-pure", false);
 }
 
+// Every tensor in 16-bit fixed point with 14 fraction bits, every rounding
+// stochastic (the fixed-point study's q16.14-sr run).
+void BM_q16_14_sr_no_shadow(benchmark::State& state) {
+  const auto q = nlohmann::json{{"compute", "q16.14"}, {"output", "q16.14"}};
+  auto linear = q;
+  linear["accumulation"] = "sequential:binary64:rne";
+  const nlohmann::json policy = {{"name", "fp32"},          {"weights", "q16.14"},
+                                 {"gradients", "q16.14"},   {"rounding", "sr"},
+                                 {"update_rounding", "sr"}, {"ops", {{"linear", linear}, {"relu", q}}}};
+  ratio_benchmark(state, "MLP q16.14, stochastic rounding, without the shadow", policy, false);
+}
+
 }  // namespace
 
 BENCHMARK(BM_fp16_amp_with_shadow)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_fp16_amp_no_shadow)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_fp32_with_shadow)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_bf16_pure_sr_no_shadow)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_q16_14_sr_no_shadow)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
