@@ -133,26 +133,44 @@ smaller than half of 2^-14 vanish and training stalls; with stochastic rounding 
 about as well as float. Here the same on Fashion-MNIST: `q16.FL` (word length 16, FL = 14, 10, 8) for the
 weights, activations, activation and weight gradients and the updated weights, every rounding to nearest or
 stochastic (`"rounding"` and `"update_rounding"` of the policy), beside fp32 and pure bfloat16 with
-either rounding. SGD without momentum; the softmax cross-entropy in binary32.
+either rounding. SGD without momentum; the softmax cross-entropy in binary32. `q16.14-wide-logits` keeps
+everything in q16.14 but the Linear outputs in q24.14 (the same 14 fraction bits; the ReLU output still
+clamps at +-2, so in effect only the logits are wider): clamped at +-2, the logits keep the cross-entropy
+gradient from vanishing and the weights grow until the network saturates, whatever the rounding.
+Panel (d) is Gupta et al.'s mechanism itself: the share of weights whose nonzero gradient did not move
+them (`weight_update_stalled_fraction`), where nearest rounding loses an update and stochastic
+rounding keeps it on average.
 
 Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study fixed-point`."""),
     ("code", setup("fixed-point", "08-fixed-point.png")),
     ("code", """curves = csv("curves.csv")
 evals = csv("evaluations.csv")
 summary = csv("summary.csv")
-summary[["run", "steps", "final_loss_nats", "test_accuracy_percent", "fp64_test_accuracy_percent"]]"""),
+summary[["run", "steps", "final_loss_nats", "weight_update_stalled_fraction_mean", "test_accuracy_percent",
+         "fp64_test_accuracy_percent"]]"""),
     ("code", """# One colour per format, solid = stochastic rounding, dashed = round to nearest.
-colour = {"fp32": "k", "q16.14": "tab:blue", "q16.10": "tab:green", "q16.8": "tab:purple", "bf16-pure": "tab:orange"}
+colour = {"fp32": "k", "q16.14": "tab:blue", "q16.14-wide-logits": "tab:red", "q16.10": "tab:green",
+          "q16.8": "tab:purple", "bf16-pure": "tab:orange"}
 def style(run):
     base = run.rsplit("-", 1)[0] if run.endswith(("-rne", "-sr")) else run
     return dict(color=colour.get(base, "tab:gray"), ls="--" if run.endswith("-rne") else "-", lw=1.6)
 
-fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+# A run whose curve is identical to an earlier one's (nearest rounding that
+# never reaches the range where two runs differ) says so in the legend.
+first_with = {}
+label = {}
+for run, g in curves.groupby("run", sort=False):
+    key = tuple(g.loss_emulated_nats)
+    label[run] = run if key not in first_with else f"{run} (same curve as {first_with[key]})"
+    first_with.setdefault(key, run)
+
+fig, axes = plt.subplots(1, 4, figsize=(24, 5))
 for run, g in curves.groupby("run", sort=False):
     w = max(1, len(g) // 30)
-    axes[0].plot(g.step, g.loss_emulated_nats.rolling(w, min_periods=1).mean(), label=run, **style(run))
+    axes[0].plot(g.step, g.loss_emulated_nats.rolling(w, min_periods=1).mean(), label=label[run], **style(run))
+    axes[3].plot(g.step, 100 * g.weight_update_stalled_fraction.rolling(w, min_periods=1).mean(), label=label[run], **style(run))
 for run, g in evals.groupby("run", sort=False):
-    axes[1].plot(g.epoch, 100 - g.test_accuracy_percent, marker="o", ms=3, label=run, **style(run))
+    axes[1].plot(g.epoch, 100 - g.test_accuracy_percent, marker="o", ms=3, label=label.get(run, run), **style(run))
 axes[0].set_xlabel("step"); axes[0].set_ylabel("training loss (nats, smoothed)"); axes[0].set_title("(a) training loss (Gupta Fig. 2a form)")
 axes[1].set_xlabel("epoch"); axes[1].set_ylabel("test error %"); axes[1].set_yscale("log")
 axes[1].set_title("(b) test error (Gupta Fig. 2b form)")
@@ -166,6 +184,8 @@ for i, r in enumerate(summary.run):
         ax.patches[i].set_hatch("//")
 ax.set_xticks(x); ax.set_xticklabels(summary.run, rotation=45, ha="right")
 ax.set_ylabel("final test error % (hatched: round to nearest)"); ax.set_title("(c) final test error")
+axes[3].set_xlabel("step"); axes[3].set_ylabel("weights a nonzero gradient left unmoved, % (smoothed)")
+axes[3].set_title("(d) updates rounded away (mean over layers)"); axes[3].legend(fontsize=7)
 fig.suptitle("Gupta et al. 2015 form on Fashion-MNIST" + (" — SYNTHETIC data" if meta.get("synthetic_data") else ""))
 fig.tight_layout()"""),
     ("code", SAVE),
@@ -174,11 +194,20 @@ fig.tight_layout()"""),
 
 acc = dict(zip(summary.run, summary.test_accuracy_percent))
 def err(r): return f"{100 - acc[r]:.2f}%" if r in acc else "n/a"
-setting = "no: Fashion-MNIST, 784-128-10, 3000 images, 4 epochs (paper: MNIST, 784-1000-1000-10)"
+tr = meta["config"]["train"]
+hidden = "-".join(str(h) for h in tr["model"]["hidden"])
+limit = tr["data"].get("train_limit")
+setting = ("partly: Fashion-MNIST (paper: MNIST), 784-" + hidden + "-10"
+           + (" as the paper" if hidden == "1000-1000" else " (paper: 784-1000-1000-10)")
+           + (f", {limit} training images" if limit else ", the full training set")
+           + f", {tr['epochs']} epochs" + (" (--quick: fewer)" if meta.get("quick") else ""))
 rows = [
     ("fp32 test error", err("fp32"), "float baseline", "Gupta et al. 2015, Fig. 2", setting),
     ("q16.14 round to nearest, test error", err("q16.14-rne"), "stalls or degrades", "Gupta et al. 2015, Fig. 2", setting),
     ("q16.14 stochastic rounding, test error", err("q16.14-sr"), "close to float", "Gupta et al. 2015, Fig. 2", setting),
+    ("q16.14 with q24.14 Linear outputs (logits not clamped at +-2): nearest / stochastic",
+     f"{err('q16.14-wide-logits-rne')} / {err('q16.14-wide-logits-sr')}", "nearest degrades, stochastic close to float",
+     "Gupta et al. 2015, Fig. 2", setting + "; the logits' format is ours"),
     ("q16.10 nearest / stochastic", f"{err('q16.10-rne')} / {err('q16.10-sr')}", "(not quoted here; the paper's Fig. 2)", "Gupta et al. 2015, Fig. 2", setting),
     ("q16.8 nearest / stochastic", f"{err('q16.8-rne')} / {err('q16.8-sr')}", "(not quoted here; the paper's Fig. 2)", "Gupta et al. 2015, Fig. 2", setting),
     ("bf16-pure nearest / stochastic", f"{err('bf16-pure-rne')} / {err('bf16-pure-sr')}", "nearest below fp32, SR close", "Zamirai et al. 2020", "no"),

@@ -100,7 +100,8 @@ TEST_CASE("fixed-point formats: every kernel equals the scalar core, grid ties a
   // Word lengths from 2 to 51 (the kernel's range) and 52 (the scalar core's),
   // fraction lengths below, at and above the word length.
   const auto floats = special_floats();
-  for (const char* name : {"q16.14", "q16.8", "q8.3", "q2.0", "q4.9", "q24.20", "q32.30", "q51.40", "q52.10"}) {
+  for (const char* name :
+       {"q16.14", "q16.8", "q8.3", "q2.0", "q4.9", "q24.20", "q32.30", "q51.40", "q52.10"}) {
     const Format fmt = parse_format(name);
     std::vector<double> in = random_inputs(fmt, 8000, 17);
     for (double x : special_values(fmt)) in.push_back(x);

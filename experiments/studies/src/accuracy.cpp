@@ -54,6 +54,35 @@ void add_fp8_rows(StudyOutput& out, CsvTable*& fp8, const RunSpec& run, const Te
   }
 }
 
+struct CurveSummary {
+  double last_distance = NAN;  // at the last step
+  double stalled_mean = 0;     // over the steps
+};
+
+// curves.csv's rows of one run: per step the means over layers of
+// ||w - w_fp64|| / ||w_fp64|| and of the fraction of weights whose update
+// rounded away.
+CurveSummary add_curve_rows(CsvTable& curves, const RunSpec& run, const TextTable& s) {
+  const auto dist = s.columns_ending("_weight_rel_distance_from_fp64");
+  const auto stall = s.columns_ending("_weight_update_stalled_fraction");
+  CurveSummary out;
+  double stalled_sum = 0;
+  for (const auto& row : s.rows) {
+    double d = 0, stalled = 0;
+    for (std::size_t c : dist) d += row[c].empty() ? NAN : std::stod(row[c]);
+    for (std::size_t c : stall) stalled += std::stod(row[c]);
+    d /= double(dist.size());
+    stalled /= double(std::max<std::size_t>(1, stall.size()));
+    out.last_distance = d;
+    stalled_sum += stalled;
+    curves.row(run.label, run.policy, row[s.column("step")], row[s.column("epoch")],
+               row[s.column("loss_emulated_nats")], row[s.column("loss_fp64_nats")], d, stalled,
+               row[s.column("skipped")]);
+  }
+  out.stalled_mean = stalled_sum / double(std::max<std::size_t>(1, s.rows.size()));
+  return out;
+}
+
 }  // namespace
 
 StudyOutput run_accuracy(const StudyOptions& options) {
@@ -61,15 +90,15 @@ StudyOutput run_accuracy(const StudyOptions& options) {
   StudyOutput out;
   if (!cfg.has("runs") || !cfg.values().at("runs").is_array() || cfg.values().at("runs").empty())
     throw cfg.error("runs", "must be a non-empty array of {\"label\": ..., \"policy\": NAME or object}");
-  auto& curves = out.table("curves.csv", {"run", "policy", "step", "epoch", "loss_emulated_nats",
-                                          "loss_fp64_nats", "weight_rel_distance_from_fp64",
-                                          "weight_update_stalled_fraction", "skipped"});
+  auto& curves =
+      out.table("curves.csv", {"run", "policy", "step", "epoch", "loss_emulated_nats", "loss_fp64_nats",
+                               "weight_rel_distance_from_fp64", "weight_update_stalled_fraction", "skipped"});
   auto& evals = out.table("evaluations.csv",
                           {"run", "step", "epoch", "test_accuracy_percent", "fp64_test_accuracy_percent"});
-  auto& summary = out.table("summary.csv", {"run", "policy", "steps", "skipped_steps", "final_loss_nats",
-                                            "final_weight_rel_distance_from_fp64", "weight_update_stalled_fraction_mean",
-                                            "test_accuracy_percent", "fp64_test_accuracy_percent",
-                                            "accuracy_gap_points"});
+  auto& summary = out.table("summary.csv",
+                            {"run", "policy", "steps", "skipped_steps", "final_loss_nats",
+                             "final_weight_rel_distance_from_fp64", "weight_update_stalled_fraction_mean",
+                             "test_accuracy_percent", "fp64_test_accuracy_percent", "accuracy_gap_points"});
   CsvTable* fp8 = nullptr;
   nlohmann::json policies = nlohmann::json::array();
   std::size_t index = 0;
@@ -83,24 +112,8 @@ StudyOutput run_accuracy(const StudyOptions& options) {
         run_training(training_config(cfg, rs.patch), fmt::format("{}: {}", cfg.path(), where));
     const TextTable& s = run.steps;
     add_fp8_rows(out, fp8, rs, s);
-    const auto dist = s.columns_ending("_weight_rel_distance_from_fp64");
-    const auto stall = s.columns_ending("_weight_update_stalled_fraction");
-    double last_distance = NAN, stalled_sum = 0;
-    for (const auto& row : s.rows) {
-      // Means over layers of ||w - w_fp64|| / ||w_fp64|| and of the
-      // fraction of weights whose update rounded away.
-      double d = 0, stalled = 0;
-      for (std::size_t c : dist) d += row[c].empty() ? NAN : std::stod(row[c]);
-      for (std::size_t c : stall) stalled += std::stod(row[c]);
-      d /= double(dist.size());
-      stalled /= double(std::max<std::size_t>(1, stall.size()));
-      last_distance = d;
-      stalled_sum += stalled;
-      curves.row(label, policy, row[s.column("step")], row[s.column("epoch")],
-                 row[s.column("loss_emulated_nats")], row[s.column("loss_fp64_nats")], d, stalled,
-                 row[s.column("skipped")]);
-    }
-    const double stalled_mean = stalled_sum / double(std::max<std::size_t>(1, s.rows.size()));
+    const CurveSummary cs = add_curve_rows(curves, rs, s);
+    const double last_distance = cs.last_distance, stalled_mean = cs.stalled_mean;
     for (const auto& e : run.result.evaluations)
       evals.row(label, e.step, e.epoch, e.test_accuracy_percent, e.shadow_test_accuracy_percent);
     // A config may turn the shadow off (a long run): its columns are then NaN.
@@ -111,10 +124,11 @@ StudyOutput run_accuracy(const StudyOptions& options) {
                 run.final_accuracy_percent - shadow_accuracy);
     out.findings.push_back(
         shadow ? fmt::format("{:>16}: test accuracy {:.2f}% (fp64 shadow {:.2f}%), weights {:.2e} from fp64, "
-                             "{:.1f}% of weight updates rounded away",
-                             label, run.final_accuracy_percent, shadow_accuracy, last_distance, 100 * stalled_mean)
-               : fmt::format("{:>16}: test accuracy {:.2f}% (no fp64 shadow), {:.1f}% of weight updates "
-                             "rounded away",
+                             "weights unmoved by a nonzero gradient {:.1f}% per step",
+                             label, run.final_accuracy_percent, shadow_accuracy, last_distance,
+                             100 * stalled_mean)
+               : fmt::format("{:>16}: test accuracy {:.2f}% (no fp64 shadow), weights unmoved by a nonzero "
+                             "gradient {:.1f}% per step",
                              label, run.final_accuracy_percent, 100 * stalled_mean));
     if (index == 1) describe_training(run, out);
   }

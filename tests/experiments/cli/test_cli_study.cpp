@@ -170,6 +170,29 @@ TEST_CASE("accuracy: every policy trains and is compared with its FP64 shadow", 
         number(summary.where("run", "bf16-pure-rne").at(0), "final_weight_rel_distance_from_fp64"));
 }
 
+TEST_CASE("fixed-point: stochastic rounding trains where nearest loses the updates (Gupta et al. 2015)",
+          "[study][cli]") {
+  const auto summary = read_csv(quick_results() / "fixed-point" / "summary.csv");
+  REQUIRE(summary.rows.size() == 11);
+  auto at = [&](const std::string& run, const std::string& column) {
+    const auto rows = summary.where("run", run);
+    REQUIRE(rows.size() == 1);
+    return number(rows.at(0), column);
+  };
+  const double fp32 = at("fp32", "test_accuracy_percent");
+  CHECK(at("fp32", "weight_update_stalled_fraction_mean") < 0.01);
+  for (const char* q : {"q16.14", "q16.10", "q16.8"}) {
+    const std::string rne = std::string(q) + "-rne", sr = std::string(q) + "-sr";
+    INFO(q << ": nearest " << at(rne, "test_accuracy_percent") << "%, stochastic "
+           << at(sr, "test_accuracy_percent") << "%, fp32 " << fp32 << "%");
+    CHECK(at(sr, "test_accuracy_percent") > at(rne, "test_accuracy_percent") + 5);
+    CHECK(at(sr, "test_accuracy_percent") > fp32 - 5);
+    // Nearest rounding leaves weights with a nonzero gradient unmoved; far more than fp32 does.
+    CHECK(at(rne, "weight_update_stalled_fraction_mean") > 0.1);
+  }
+  CHECK(summary.where("run", "q16.14-wide-logits-sr").size() == 1);
+}
+
 TEST_CASE("accuracy: fp8.csv holds delayed and current scaling per step and tensor", "[study][cli]") {
   const auto fp8 = read_csv(quick_results() / "accuracy" / "fp8.csv");
   const auto delayed = fp8.where("run", "fp8-delayed"), current = fp8.where("run", "fp8-current");
@@ -194,14 +217,16 @@ TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pip
   fs::remove_all(quick_results() /
                  "figures");  // the folder is shared: no figure from an earlier render counts
   const std::string cmd = (rpsim::test::source_dir() / "notebooks/render.sh").string() + " " +
-                          quick_results().string() + " 01 02 03 04 05 2>&1";
+                          quick_results().string() + " 01 02 03 04 05 07 08 2>&1";
   const int status = std::system(cmd.c_str());
   CHECK(status == 0);
-  for (const char* png : {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png",
-                          "05-accuracy.png", "05-accuracy-fp8.png"})
+  for (const char* png :
+       {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png", "05-accuracy.png",
+        "05-accuracy-fp8.png", "07-transformer.png", "08-fixed-point.png"})
     CHECK(fs::exists(quick_results() / "figures" / png));
   // The executed notebooks are kept, with their "measured next to published" tables.
-  for (const char* nb : {"01-summation", "02-tensor-cores", "03-underflow", "04-loss-scale", "05-accuracy"}) {
+  for (const char* nb : {"01-summation", "02-tensor-cores", "03-underflow", "04-loss-scale", "05-accuracy",
+                         "07-transformer", "08-fixed-point"}) {
     const fs::path html = quick_results() / "figures" / (std::string(nb) + ".html");
     INFO(html);
     REQUIRE(fs::exists(html));

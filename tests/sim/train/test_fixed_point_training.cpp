@@ -96,7 +96,7 @@ TEST_CASE("train: an update below half a fixed-point step: lost to nearest, kept
     CHECK(on_q16_14_grid(w.value));
     const double moved = w.value.mean() - 0.5;
     if (p == &rne) {
-      CHECK(moved == 0.0);  // every update rounded away: training stalls
+      CHECK(moved == 0.0);                                     // every update rounded away: training stalls
       CHECK(stalled == std::int64_t(steps) * w.value.size());  // and each was counted as stalled
     } else {
       // SR keeps a weight still with probability 7/8: 6 sigma of 64 * 4096 draws.
