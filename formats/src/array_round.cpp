@@ -230,6 +230,11 @@ Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
       if (auto hardware = pick_hardware_avx512(plan.kp)) plan.kernel = hardware;
     }
   }
+  if constexpr (std::is_same_v<In, double> && std::is_same_v<Out, double>) {
+    if (plan.kernel && !plan.kp.fixed_point && resolve(o.isa) == ArrayIsa::avx512) {
+      if (auto hardware = pick_hardware_values_avx512(plan.kp)) plan.kernel = hardware;
+    }
+  }
   plan.threads = o.threads;
   plan.parallel_threshold = o.parallel_threshold;
   return plan;
