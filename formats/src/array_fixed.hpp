@@ -48,12 +48,8 @@ template <int Kind, class In, class Out>
       out[i] = Out(((sign ? 0 - units : units)) & word_mask);  // two's complement
     }
   }
-  if (!any_special) return;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t special;
-    (void)input_bits(in[i], special);
-    if (special) out[i] = reference_element<In, Out>(kp, in[i], index0 + i);
-  }
+  // (No FTZ here: make_plan leaves flushing to the scalar core.)
+  if (any_special) redo_specials(kp, c.emin, in, out, n, index0);
 }
 
 }  // namespace rpsim::array_detail

@@ -120,20 +120,26 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,f16c"))) void binary16
   if (i < n) Avx512::run<Binary16Format, Kind, double, double>(kp, in + i, out + i, n - i, index0 + i);
 }
 
+// What both hardware paths need from the call: no DAZ in MXCSR (it would
+// flush subnormal inputs), the x86 NaN rule, no flushed inputs and overflow
+// to infinity.
+bool hardware_conversion_applies(const KernelParams& kp) {
+  const Rounding& r = kp.rounding;
+  if ((_mm_getcsr() & 0x0040) != 0) return false;
+  if (r.nan_policy == NanPolicy::riscv || r.flush_subnormal_inputs) return false;
+  return r.overflow.value_or(kp.fmt->overflow) == Overflow::infinity && kp.fmt->has_inf();
+}
+
 }  // namespace
 
 KernelFn<double, double> pick_hardware_values_avx512(const KernelParams& kp) {
   // Every AVX-512F processor has F16C (clang 14's __builtin_cpu_supports does not know "f16c").
   static const bool f16c = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  const Rounding& r = kp.rounding;
-  // DAZ or FTZ in MXCSR would flush subnormals in the conversions.
-  if ((_mm_getcsr() & 0x8040) != 0) return nullptr;
-  if (!f16c || !matches<Binary16Format>(kp) || r.nan_policy == NanPolicy::riscv || r.flush_subnormal_inputs ||
-      r.flush_subnormal_outputs)
-    return nullptr;
-  if (r.overflow.value_or(kp.fmt->overflow) != Overflow::infinity || !kp.fmt->has_inf()) return nullptr;
-  switch (r.mode) {
+  // FTZ in MXCSR would also flush the widening conversions' subnormal results.
+  if (!f16c || (_mm_getcsr() & 0x8000) != 0 || !hardware_conversion_applies(kp)) return nullptr;
+  if (!matches<Binary16Format>(kp) || kp.rounding.flush_subnormal_outputs) return nullptr;
+  switch (kp.rounding.mode) {
     case RoundingMode::nearest_even:
       return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_NEAREST_INT, kind_rne>;
     case RoundingMode::toward_zero: return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_ZERO, kind_rtz>;
@@ -153,10 +159,7 @@ KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp) {
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   static const bool bf16 = f16c && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq");
   const Rounding& r = kp.rounding;
-  // DAZ in MXCSR would make vcvtps2ph flush subnormal inputs.
-  if ((_mm_getcsr() & 0x0040) != 0) return nullptr;
-  if (r.nan_policy == NanPolicy::riscv || r.flush_subnormal_inputs) return nullptr;
-  if (r.overflow.value_or(kp.fmt->overflow) != Overflow::infinity || !kp.fmt->has_inf()) return nullptr;
+  if (!hardware_conversion_applies(kp)) return nullptr;
   if (f16c && matches<Binary16Format>(kp) && !r.flush_subnormal_outputs) {
     switch (r.mode) {
       case RoundingMode::nearest_even: return &binary16_by_vcvtps2ph<_MM_FROUND_TO_NEAREST_INT>;
