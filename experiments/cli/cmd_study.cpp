@@ -2,7 +2,6 @@
 // `all` of them) and writes results/<study>/*.csv + meta.json.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -50,9 +49,8 @@ int run_one(const st::StudyInfo& info, bool quick, const fs::path& out_dir, cons
   }
   if (!reference.empty() && fs::exists(reference) && fs::absolute(reference) != fs::absolute(config)) {
     const st::StudyConfig known = st::StudyConfig::load(reference, false);
-    std::ifstream in(config);
-    const auto given = nlohmann::json::parse(in);
-    for (const auto& [key, value] : given.items())
+    // The fields as loaded: a config's "extends" is resolved by then.
+    for (const auto& [key, value] : options.config.values().items())
       if (key != "quick" && key != "comment" && !known.has(key))
         throw UsageError(
             fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));

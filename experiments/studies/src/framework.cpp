@@ -31,18 +31,44 @@ StudyConfig::StudyConfig(json file_json, std::string path, bool quick) : path_(s
   }
 }
 
-StudyConfig StudyConfig::load(const std::filesystem::path& path, bool quick) {
+namespace {
+
+json read_config_json(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path))
     throw std::invalid_argument(fmt::format("config '{}' is a directory, not a file", path.string()));
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("cannot open config file '{}'", path.string()));
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw std::invalid_argument(fmt::format("config '{}': not valid JSON: {}", path.string(), e.what()));
   }
-  return StudyConfig(std::move(j), path.string(), quick);
+}
+
+// "extends": FILE (relative to this config's folder): that config with this
+// one applied as a JSON merge patch (RFC 7386: objects merge key by key, a
+// null removes the key, anything else replaces it), so a variant of a study
+// names only what it changes. A base may extend another, up to 8 deep.
+json resolve_extends(json j, const std::filesystem::path& path, int depth = 0) {
+  if (!j.is_object() || !j.contains("extends")) return j;
+  const json& e = j.at("extends");
+  if (!e.is_string())
+    throw std::invalid_argument(fmt::format("config '{}': field 'extends' must be a config file name, not {}",
+                                            path.string(), e.dump()));
+  if (depth >= 8)
+    throw std::invalid_argument(
+        fmt::format("config '{}': field 'extends' nests more than 8 deep", path.string()));
+  const std::filesystem::path base_path = path.parent_path() / e.get<std::string>();
+  json base = resolve_extends(read_config_json(base_path), base_path, depth + 1);
+  j.erase("extends");
+  base.merge_patch(j);
+  return base;
+}
+
+}  // namespace
+
+StudyConfig StudyConfig::load(const std::filesystem::path& path, bool quick) {
+  return StudyConfig(resolve_extends(read_config_json(path), path), path.string(), quick);
 }
 
 std::invalid_argument StudyConfig::error(std::string_view field, std::string_view what) const {
