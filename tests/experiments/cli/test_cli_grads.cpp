@@ -36,8 +36,7 @@ fs::path fresh_dir(const char* name) {
 TEST_CASE("cli: rpsim grads on the shared ResNet-18 dump") {
   const fs::path dump = rpsim::test::shared_dir() / "grads-h100" / "resnet18_step200.npz";
   if (!fs::exists(dump)) {
-    WARN("skipped: " << dump << " is absent (shared data)");
-    return;
+    RPSIM_SKIP("skipped: " << dump << " is absent (shared data)");
   }
   const fs::path out = fresh_dir("rpsim-grads");
   const auto g =

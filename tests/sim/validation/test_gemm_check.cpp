@@ -52,8 +52,7 @@ std::string preset_for(const std::string& stem) {
 void check_shared_shape(const std::string& shape) {
   const fs::path dir = rpsim::test::shared_dir() / "cublas-h100";
   if (!fs::is_directory(dir)) {
-    WARN("skipped: " << dir << " is absent");
-    return;
+    RPSIM_SKIP("skipped: " << dir << " is absent");
   }
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -247,8 +246,7 @@ TEST_CASE("gemm-check --infer: the cuBLAS schedules of shared dumps, split-K one
           "[gemm_check][infer][shared]") {
   const fs::path dir = rpsim::test::shared_dir() / "cublas-h100";
   if (!fs::is_directory(dir)) {
-    WARN("skipped: " << dir << " is absent");
-    return;
+    RPSIM_SKIP("skipped: " << dir << " is absent");
   }
   const std::pair<const char*, const char*> cases[] = {
       {"s1_64x64x256_fp16_fp32", "kernel:h100:binary16:binary32"},

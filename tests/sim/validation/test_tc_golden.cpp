@@ -26,8 +26,8 @@ fs::path golden_dir() {
 void check_gpu(const std::string& gpu, std::size_t expected_sets) {
   const fs::path dir = golden_dir() / gpu;
   if (!fs::is_directory(dir)) {
-    WARN("tc-golden/" << gpu << " not found under " << golden_dir().string() << ": golden test skipped");
-    return;
+    RPSIM_SKIP("tc-golden/" << gpu << " not found under " << golden_dir().string()
+                            << ": golden test skipped");
   }
   const auto sets = load_golden_gpu(dir);
   CHECK(sets.size() == expected_sets);
@@ -62,8 +62,7 @@ TEST_CASE("tc golden: H100 E4M3/E5M2 to fp16 is mma.sync's interleaved fp16 path
   // datapath of wgmma (one 32-product step, 13 bits) cannot reproduce them.
   const fs::path dir = golden_dir() / "H100";
   if (!fs::is_directory(dir)) {
-    WARN("tc-golden/H100 not found: skipped");
-    return;
+    RPSIM_SKIP("tc-golden/H100 not found: skipped");
   }
   int sets = 0;
   for (const auto& set : load_golden_gpu(dir)) {
@@ -130,8 +129,7 @@ TEST_CASE("tc stress (tests/data): Hopper FP8 mma.sync with C, zero signs, subno
 TEST_CASE("tc stress: H100 (shared/tc-stress), every set bit-exact", "[tc][golden]") {
   const fs::path dir = rpsim::test::shared_dir() / "tc-stress" / "H100";
   if (!fs::is_directory(dir)) {
-    WARN("tc-stress/H100 not found under " << rpsim::test::shared_dir().string() << ": skipped");
-    return;
+    RPSIM_SKIP("tc-stress/H100 not found under " << rpsim::test::shared_dir().string() << ": skipped");
   }
   const auto sets = load_golden_gpu(dir);
   CHECK(sets.size() == 8);
@@ -323,8 +321,7 @@ TEST_CASE("tc golden: the wrong preset is caught", "[tc][golden]") {
   // the golden check must be able to fail.
   const fs::path dir = golden_dir() / "A100";
   if (!fs::is_directory(dir)) {
-    WARN("tc-golden/A100 not found: skipped");
-    return;
+    RPSIM_SKIP("tc-golden/A100 not found: skipped");
   }
   for (const auto& set : load_golden_gpu(dir)) {
     if (set.input_folder != "fp16" || set.output.man_bits != 23) continue;
@@ -339,8 +336,7 @@ TEST_CASE("tc golden: the wrong preset is caught", "[tc][golden]") {
 TEST_CASE("rpsim tc-validate: reports per set and exits 0 on a clean GPU folder", "[tc][golden][cli]") {
   const fs::path dir = golden_dir() / "V100";
   if (!fs::is_directory(dir)) {
-    WARN("tc-golden/V100 not found: skipped");
-    return;
+    RPSIM_SKIP("tc-golden/V100 not found: skipped");
   }
   const auto r = rpsim::test::run_cli("tc-validate " + dir.string());
   INFO(r.output);
