@@ -7,8 +7,26 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace rpsim::sim {
+
+namespace {
+constexpr std::pair<AmaxComputeAlgo, std::string_view> kAmaxComputeAlgos[] = {
+    {AmaxComputeAlgo::max, "max"}, {AmaxComputeAlgo::most_recent, "most_recent"}};
+}  // namespace
+
+std::string_view amax_compute_algo_name(AmaxComputeAlgo algo) {
+  for (const auto& [a, name] : kAmaxComputeAlgos)
+    if (a == algo) return name;
+  return "?";
+}
+
+std::optional<AmaxComputeAlgo> parse_amax_compute_algo(std::string_view name) {
+  for (const auto& [a, n] : kAmaxComputeAlgos)
+    if (n == name) return a;
+  return std::nullopt;
+}
 
 DelayedScaling::DelayedScaling(const DelayedScalingConfig& config) : config_(config) {
   if (config.amax_history_len < 1)

@@ -171,9 +171,9 @@ const Row<Fp8Recipe> kFp8[] = {
      }},
     {"amax_compute_algo",
      [](const json& v, const std::string& p, Fp8Recipe& f) {
-       f.amax_compute_algo = string(v, p);
-       if (f.amax_compute_algo != "max" && f.amax_compute_algo != "most_recent")
-         fail(p, "expected \"max\" or \"most_recent\"");
+       const auto algo = sim::parse_amax_compute_algo(string(v, p));
+       if (!algo) fail(p, "expected \"max\" or \"most_recent\"");
+       f.amax_compute_algo = *algo;
      }},
     {"margin", [](const json& v, const std::string& p, Fp8Recipe& f) { f.margin = int(integer(v, p)); }},
     {"block_size",
@@ -276,7 +276,7 @@ nlohmann::json PrecisionPolicy::to_json() const {
       if (s == fp8.scaling) scaling = n;
     j["fp8"] = {{"scaling", scaling},
                 {"amax_history_len", fp8.amax_history_len},
-                {"amax_compute_algo", fp8.amax_compute_algo},
+                {"amax_compute_algo", sim::amax_compute_algo_name(fp8.amax_compute_algo)},
                 {"margin", fp8.margin},
                 {"block_size", fp8.block_size}};
   }

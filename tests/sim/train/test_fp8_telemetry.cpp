@@ -117,14 +117,15 @@ TEST_CASE("train: FP8 delayed scaling uses the amax history of earlier steps", "
       const auto& scale = s.col.at(t + "_fp8_scale");
       REQUIRE(amax.size() == 16);
       for (std::size_t n = 0; n < amax.size(); ++n) {
-        // The first step has no history and uses its own amax.
-        double used = amax[n];
-        if (n > 0) {
-          used = amax[n - 1];
-          if (std::string(algo) == "max")
-            for (std::size_t k = n >= len ? n - len : 0; k < n; ++k) used = std::max(used, amax[k]);
-        }
         INFO(algo << " " << t << " step " << n);
+        // Transformer Engine's first step: history zeros, scale 1.
+        if (n == 0) {
+          CHECK(scale[n] == 1.0);
+          continue;
+        }
+        double used = amax[n - 1];
+        if (std::string(algo) == "max")
+          for (std::size_t k = n >= len ? n - len : 0; k < n; ++k) used = std::max(used, amax[k]);
         CHECK(scale[n] == expected_scale(max_finite(t), used, 0));
         differs_from_current += scale[n] != expected_scale(max_finite(t), amax[n], 0);
       }
@@ -142,9 +143,10 @@ TEST_CASE("train: FP8 saturated and flushed fractions of a Linear layer's input,
   l.weight.value = Matrix::Constant(4, 2, 0.25);
   REQUIRE(l.fp8_stats(pol).size() == 3);
   CHECK(l.fp8_stats(named_policy("fp32")).empty());
-  // Step 0: amax 1 goes into the history; its scale is 448 / 1.
+  // Step 0 quantises with Transformer Engine's initial scale 1; its amax 1
+  // goes into the history, so the next scale is 448 / 1.
   l.forward(Tensor{Matrix::Constant(2, 4, 1.0), &formats::binary32()}, ctx);
-  CHECK(l.fp8_stats(pol)[0].second->scale_min == 448.0);
+  CHECK(l.fp8_stats(pol)[0].second->scale_min == 1.0);
   // Step 1 quantises with that scale: 2 * 448 and 1.5 * 448 pass e4m3's 448
   // and clamp; 1e-6 * 448 is below half of e4m3's least subnormal 2^-9 and
   // flushes; 2^-10 / 448 * 448 = 2^-10 is that half exactly, a tie to even

@@ -178,7 +178,7 @@ TEST_CASE("Keras policy names, GradScaler keywords and TE recipe fields", "[fram
   c = read_config_file(example("te-fp8-delayed.json")).parse();
   CHECK(c.policy.fp8.scaling == Fp8Scaling::delayed);
   CHECK(c.policy.fp8.amax_history_len == 16);
-  CHECK(c.policy.fp8.amax_compute_algo == "max");
+  CHECK(c.policy.fp8.amax_compute_algo == rpsim::sim::AmaxComputeAlgo::max);
   c = parsed(json{{"fp8_recipe", {{"fp8_format", "E4M3"}, {"amax_history_len", 4}, {"margin", 1}}}});
   CHECK(c.policy.rule("linear").backward_compute->name == "e4m3");
   CHECK(c.policy.fp8.margin == 1);

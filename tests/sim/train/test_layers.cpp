@@ -3,6 +3,7 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 
 #include "finite_differences.hpp"
 #include "rpsim/formats/random.hpp"
@@ -113,15 +114,44 @@ TEST_CASE("train: FP8 scaling helpers", "[train]") {
   Fp8Recipe delayed;
   delayed.scaling = Fp8Scaling::delayed;
   delayed.amax_history_len = 2;
-  AmaxHistory h;
+  Fp8ScaleState h;
   const Format& e4m3 = formats::e4m3();
   Matrix a = Matrix::Constant(2, 2, 2.0);
-  // First use: no history, scale from the current amax (448 / 2).
-  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);
+  // Transformer Engine starts every tensor at scale 1 (history zeros).
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 1.0);
   Matrix b = Matrix::Constant(2, 2, 8.0);
-  // Delayed: the scale uses the history (amax 2), not this tensor's 8.
+  // Delayed: the scale uses the history (amax 2: 448 / 2), not this tensor's 8.
   CHECK(fp8_scale(b, e4m3, delayed, h) == 224.0);
-  CHECK(fp8_scale(a, e4m3, delayed, h) == 56.0);  // max over history {2, 8}
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 56.0);   // max over the history {2, 8}
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 56.0);   // {8, 2}: the window holds 2 amaxes
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);  // {2, 2}: 8 has left the window
+  // A step whose amax is zero keeps the previous scale (TE's kernel_bulk
+  // neither rolls nor recomputes), where the old rule reset it to 1.
+  const Matrix zero = Matrix::Zero(2, 2);
+  CHECK(fp8_scale(zero, e4m3, delayed, h) == 224.0);
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);
+  // An infinite amax (an overflowed tensor) keeps the previous scale while it
+  // is in the window (TE: torch.where(isfinite(amax), sf, scale)), not 1.
+  Matrix inf = a;
+  inf(0, 1) = std::numeric_limits<double>::infinity();
+  CHECK(fp8_scale(inf, e4m3, delayed, h) == 224.0);
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);  // the history holds inf: kept
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 224.0);  // kept again by the update over {2, inf}
+  CHECK(fp8_scale(b, e4m3, delayed, h) == 224.0);  // {2, 2} again
+  CHECK(fp8_scale(a, e4m3, delayed, h) == 56.0);   // {2, 8}
+  // A NaN element is skipped by the amax, as TE's fmaxf reduction does.
+  Fp8ScaleState fresh;
+  Matrix with_nan = b;
+  with_nan(1, 1) = std::numeric_limits<double>::quiet_NaN();
+  fp8_scale(with_nan, e4m3, delayed, fresh);
+  CHECK(fp8_scale(a, e4m3, delayed, fresh) == 56.0);
+  // Current scaling: this tensor's amax; 1 when it is zero or infinite.
+  Fp8Recipe current;
+  current.scaling = Fp8Scaling::current;
+  Fp8ScaleState unused;
+  CHECK(fp8_scale(b, e4m3, current, unused) == 56.0);
+  CHECK(fp8_scale(zero, e4m3, current, unused) == 1.0);
+  CHECK(fp8_scale(inf, e4m3, current, unused) == 1.0);
   const Matrix q = fp8_quantize(b, e4m3, 224.0);  // 8 * 224 = 1792 saturates to 448
   CHECK(q(0, 0) == 448.0);
   // MX: a block's shared scale is 2^(floor(log2 amax) - emax).

@@ -7,23 +7,27 @@
 namespace rpsim::sim::train {
 using namespace detail;
 
-double fp8_scale(const Matrix& x, const Format& f, const Fp8Recipe& recipe, AmaxHistory& history,
+double fp8_scale(const Matrix& x, const Format& f, const Fp8Recipe& recipe, Fp8ScaleState& state,
                  Fp8Stats* stats) {
-  const double amax_now = x.size() ? x.cwiseAbs().maxCoeff() : 0.0;
-  double amax = amax_now;
-  if (recipe.scaling == Fp8Scaling::delayed && !history.values.empty()) {
-    amax = recipe.amax_compute_algo == "most_recent"
-               ? history.values.back()
-               : *std::max_element(history.values.begin(), history.values.end());
-  }
+  // TE's amax reduction, fmaxf(amax, |x|): NaN elements skipped, inf kept.
+  double amax_now = 0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) amax_now = std::fmax(amax_now, std::fabs(x.data()[i]));
+  const auto fp8_max = static_cast<float>(f.max_finite());
+  double scale;
   if (recipe.scaling == Fp8Scaling::delayed) {
-    history.values.push_back(amax_now);
-    if (int(history.values.size()) > recipe.amax_history_len) history.values.erase(history.values.begin());
+    if (!state.delayed)
+      state.delayed.emplace(sim::DelayedScalingConfig{fp8_max, recipe.margin,
+                                                      static_cast<std::size_t>(recipe.amax_history_len),
+                                                      recipe.amax_compute_algo});
+    scale = state.delayed->scale();
+    state.delayed->record_amax(static_cast<float>(amax_now));
+    state.delayed->update();
+  } else {
+    // Float8CurrentScaling has no margin; rpsim's recipe applies it to the
+    // fp8 maximum as DelayedScaling does (exact: a power of two).
+    scale = sim::current_scale_from_amax(static_cast<float>(amax_now),
+                                         sim::CurrentScalingConfig{std::ldexp(fp8_max, -recipe.margin)});
   }
-  // Transformer Engine keeps scale 1 when amax is zero or not finite.
-  const double scale = !(amax > 0) || !std::isfinite(amax)
-                           ? 1.0
-                           : round_value(f32(), f.max_finite() / amax / std::ldexp(1.0, recipe.margin));
   if (stats) {
     stats->amax = amax_now;
     stats->scale_min = stats->scale_max = scale;

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "rpsim/formats/format.hpp"
@@ -22,6 +24,9 @@ namespace rpsim::sim {
 // kernel and kernel_bulk).
 
 enum class AmaxComputeAlgo { max, most_recent };
+// TE's recipe spells them "max" and "most_recent"; an unknown name is nullopt.
+std::string_view amax_compute_algo_name(AmaxComputeAlgo algo);
+std::optional<AmaxComputeAlgo> parse_amax_compute_algo(std::string_view name);
 
 struct DelayedScalingConfig {
   float fp8_max = 448.0f;  // fp8_dtype_max: 448 for E4M3, 57344 for E5M2

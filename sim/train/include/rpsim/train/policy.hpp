@@ -15,6 +15,7 @@
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/scaling/fp8_scaling.hpp"
 #include "rpsim/train/ops.hpp"
 #include "rpsim/train/tensor.hpp"
 
@@ -26,9 +27,9 @@ enum class Fp8Scaling { none, delayed, current, mx };
 struct Fp8Recipe {
   Fp8Scaling scaling = Fp8Scaling::none;
   int amax_history_len = 16;
-  std::string amax_compute_algo = "max";  // "max" or "most_recent"
-  int margin = 0;                         // scale = fp8_max / amax / 2^margin
-  int block_size = 32;                    // MX block, E8M0 shared scale
+  sim::AmaxComputeAlgo amax_compute_algo = sim::AmaxComputeAlgo::max;
+  int margin = 0;       // scale = fp8_max / amax / 2^margin
+  int block_size = 32;  // MX block, E8M0 shared scale
 };
 
 struct OpRule {

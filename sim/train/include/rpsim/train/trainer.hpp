@@ -151,9 +151,11 @@ struct RunResult {
 //   <t>_fp8_amax                 max |entry| of the tensor this step;
 //   <t>_fp8_scale                per-tensor scaling: the scale it was
 //       quantised with (x * scale rounded to e4m3/e5m2). Delayed: from the
-//       amax history of earlier steps (amax_history_len, amax_compute_algo;
-//       the first step uses its own amax); current: max_finite / amax /
-//       2^margin of this step, in binary32; 1 when that amax is 0 or not finite;
+//       amax history of earlier steps (amax_history_len, amax_compute_algo)
+//       by Transformer Engine's rule (sim/scaling DelayedScaling): 1 on the
+//       first step, the previous scale kept while the history's amax is 0 or
+//       not finite; current: max_finite / amax / 2^margin of this step, in
+//       binary32; 1 when that amax is 0 or not finite;
 //   <t>_fp8_scale_min, <t>_fp8_scale_max   MX instead: the smallest and
 //       largest block scale 1 / 2^shared over blocks with a nonzero finite
 //       amax (nan when none);

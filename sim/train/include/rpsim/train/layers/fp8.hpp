@@ -7,11 +7,14 @@
 
 namespace rpsim::sim::train {
 
-// FP8 helpers, exposed for tests. Per-tensor scale for the next use of a
-// tensor: delayed scaling reads the amax history (before this tensor's amax
-// is appended), current scaling this tensor's amax. `stats`, when given,
-// gets this tensor's amax and the scale returned.
-double fp8_scale(const Matrix& x, const Format& f, const Fp8Recipe& recipe, AmaxHistory& history,
+// FP8 helpers, exposed for tests. The per-tensor scale for this use of a
+// tensor, by sim/scaling's Transformer Engine rules: delayed scaling uses the
+// scale computed from earlier uses' amaxes (1 on the first use, the previous
+// scale kept when the history's amax is zero or not finite), then records
+// this tensor's amax and updates; current scaling uses this tensor's amax
+// (1 when it is zero or not finite). `stats`, when given, gets this tensor's
+// amax and the scale returned.
+double fp8_scale(const Matrix& x, const Format& f, const Fp8Recipe& recipe, Fp8ScaleState& state,
                  Fp8Stats* stats = nullptr);
 // x * scale computed in binary32, clamped to the format's range and rounded;
 // `stats`, when given, counts the entries, the saturated and the flushed.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,9 +44,10 @@ struct Parameter {
   std::int64_t update_stalled = 0;
 };
 
-// Amax history of one tensor under delayed scaling (Transformer Engine).
-struct AmaxHistory {
-  std::vector<double> values;  // most recent last
+// One tensor's delayed-scaling state (Transformer Engine's amax history,
+// scale and scale_inv), made on the tensor's first quantisation.
+struct Fp8ScaleState {
+  std::optional<sim::DelayedScaling> delayed;
 };
 
 // What the FP8 quantisations of one tensor saw in the last step (the FP8

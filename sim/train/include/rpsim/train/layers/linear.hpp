@@ -38,7 +38,7 @@ class Linear : public Layer {
   const Format* x_format_ = nullptr;
   const Format* saved_format_ = nullptr;
   double x_scale_ = 1, w_scale_ = 1;
-  AmaxHistory x_history_, w_history_, dy_history_;
+  Fp8ScaleState x_history_, w_history_, dy_history_;
   Fp8Stats x_stats_, w_stats_, dy_stats_;  // the last step's, for steps.csv
   Mask dy_cast_flushed_;
 
