@@ -111,6 +111,12 @@ const std::vector<LossScalerInfo>& table() {
       {"tf2", "tf.keras 2 _DynamicLossScaleState",
        field_init_scale | field_growth_factor | field_growth_interval,
        defaults(32768.0, 2.0, none, 2000, none, none, none), detail::make_tf2_scaler},
+      // Zhao et al., "Adaptive Loss Scaling for Mixed Precision Training"
+      // (arXiv 1910.12385): a per-layer factor chosen from each layer's
+      // gradient and weight statistics during backward, over a constant global
+      // scale (1 unless init_scale is given); an inf/NaN step is skipped.
+      {"adaptive", "kumasento/gradient-scaling ada_loss/core.py AdaLoss.loss_scaling (float16 bounds)",
+       field_init_scale, defaults(1.0, none, none, none, none, none, none), detail::make_adaptive_scaler},
   };
   return rows;
 }

@@ -3,6 +3,7 @@
 // float32 scalars, which can differ only where a bound lands within float32
 // rounding of a power of two (the result is floored to one).
 #include "rpsim/scaling/adaptive_loss_scaling.hpp"
+#include "loss_scaler_policies.hpp"
 
 #include <fmt/format.h>
 #include <boost/math/special_functions/erf.hpp>
@@ -99,6 +100,35 @@ double AdaptiveLossScaling::rescale_target(std::span<const double> scales,
     throw std::range_error(
         fmt::format("adaptive loss scaling: no rescaling target for max gradient {}", max_g));
   return target;
+}
+
+// policy "adaptive": the scaler-table row. The global scale stays at
+// init_scale; what adapts is each layer's factor, which the trainer takes from
+// per_layer() during backward. A step with an inf/NaN gradient is skipped and
+// nothing else changes (AdaLoss has no global back-off).
+namespace {
+class AdaptiveScaler final : public LossScaler {
+ public:
+  explicit AdaptiveScaler(double scale) : scale_(scale) {}
+  std::string_view policy() const override { return "adaptive"; }
+  double scale() const override { return scale_; }
+  bool update(bool found_nonfinite) override {
+    skipped_ += found_nonfinite;
+    return found_nonfinite;
+  }
+  std::string state() const override { return fmt::format("skipped={}", skipped_); }
+  std::unique_ptr<LossScaler> clone() const override { return std::make_unique<AdaptiveScaler>(*this); }
+  const AdaptiveLossScaling* per_layer() const override { return &layers_; }
+
+ private:
+  double scale_;
+  std::int64_t skipped_ = 0;
+  AdaptiveLossScaling layers_;
+};
+}  // namespace
+
+std::unique_ptr<LossScaler> detail::make_adaptive_scaler(const ScalerConfig& resolved) {
+  return std::make_unique<AdaptiveScaler>(*resolved.init_scale);
 }
 
 }  // namespace rpsim::sim

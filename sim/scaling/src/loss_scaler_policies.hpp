@@ -17,6 +17,7 @@ std::unique_ptr<LossScaler> make_megatron_scaler(const ScalerConfig& resolved);
 std::unique_ptr<LossScaler> make_apex_scaler(const ScalerConfig& resolved);
 std::unique_ptr<LossScaler> make_keras_scaler(const ScalerConfig& resolved);
 std::unique_ptr<LossScaler> make_tf2_scaler(const ScalerConfig& resolved);
+std::unique_ptr<LossScaler> make_adaptive_scaler(const ScalerConfig& resolved);
 
 // Scales kept in a float32 tensor/variable upstream (PyTorch, Megatron,
 // Keras, TF) are rounded to binary32 on every assignment, as there.

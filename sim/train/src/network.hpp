@@ -17,11 +17,16 @@ struct Network {
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Tensor> activation_grads;  // dY arriving at each layer, last step
   double last_loss = 0;
+  // The loss scale each layer's parameter gradients carry, last step: the
+  // global scale, times the per-layer factors chosen at and above the layer
+  // under adaptive loss scaling.
+  std::vector<double> grad_scales;
 };
 
-// Forward and backward of one batch; leaves parameter gradients scaled by `scale`.
+// Forward and backward of one batch; leaves parameter gradients scaled by
+// `scale` (and, given `adaptive`, by the per-layer factors: net.grad_scales).
 double forward_backward(Network& net, const Matrix& x, const std::vector<int>& labels, double scale,
-                        const StepContext& ctx);
+                        const StepContext& ctx, const AdaptiveLossScaling* adaptive = nullptr);
 
 struct TestScore {
   double loss_nats = 0;         // mean over the output rows

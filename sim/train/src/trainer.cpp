@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "network.hpp"
@@ -17,6 +18,15 @@
 
 namespace rpsim::sim::train {
 namespace {
+
+// Under adaptive loss scaling, the scale each parameter's gradient carries:
+// its layer's entry of grad_scales (a GPT block's parameters, the block's).
+std::map<const Parameter*, double> carried_scales(Network& net) {
+  std::map<const Parameter*, double> out;
+  for (std::size_t i = 0; i < net.model.layers.size(); ++i)
+    for (Parameter* p : net.model.layers[i]->parameters()) out.emplace(p, net.grad_scales[i]);
+  return out;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -38,8 +48,8 @@ class Training {
         options_(options),
         data_(data),
         result_(result),
-        emu_{build_model(config, data.train), &config.policy, nullptr, {}, 0},
-        shadow_{emu_.model.clone(), &fp64_policy(), nullptr, {}, 0},
+        emu_{build_model(config, data.train), &config.policy, nullptr, {}, 0, {}},
+        shadow_{emu_.model.clone(), &fp64_policy(), nullptr, {}, 0, {}},
         scaler_(make_loss_scaler(config.loss_scaler)),
         telemetry_(emu_.model, config.policy, config.histogram_steps),
         inject_(config.inject_overflow_steps.begin(), config.inject_overflow_steps.end()) {
@@ -79,11 +89,14 @@ StepOutcome Training::emulated_step(const Matrix& x, const std::vector<int>& lab
   const StepContext ctx{&policy, config_.seed, std::uint64_t(step)};
   StepOutcome o;
   o.scale = scaler_->scale();
-  o.loss = forward_backward(emu_, x, labels, o.scale, ctx);
+  const AdaptiveLossScaling* adaptive = scaler_->per_layer();
+  o.loss = forward_backward(emu_, x, labels, o.scale, ctx, adaptive);
   auto params = emu_.model.parameters();
   if (inject_.count(step) && !params.empty()) params.front()->grad(0, 0) = INFINITY;
-  const double inv = round_value(formats::binary32(), 1.0 / o.scale);
+  const std::map<const Parameter*, double> carried = adaptive ? carried_scales(emu_) : decltype(carried){};
   for (Parameter* p : params) {
+    const auto it = carried.find(p);
+    const double inv = round_value(formats::binary32(), 1.0 / (it == carried.end() ? o.scale : it->second));
     if (inv != 1.0) {
       Matrix unscaled = p->grad * inv;
       round_in_place(*policy.gradients, unscaled);

@@ -248,7 +248,24 @@ TEST_CASE("resolved defaults", "[scaler]") {
   CHECK_FALSE(ap.min_scale.has_value());
   const auto mg = resolve_scaler_config(policy("megatron"));
   CHECK(*mg.init_scale == 4294967296.0);
-  CHECK(loss_scaler_policies().size() == 8);
+  CHECK(loss_scaler_policies().size() == 9);
+}
+
+TEST_CASE("the adaptive row: a global scale (1 by default) and per-layer factors", "[scaler]") {
+  const auto c = resolve_scaler_config(policy("adaptive"));
+  CHECK(*c.init_scale == 1);
+  auto a = make_loss_scaler(c);
+  REQUIRE(a->per_layer() != nullptr);
+  CHECK(a->scale() == 1);
+  CHECK(a->update(true));  // an inf/NaN step is skipped
+  CHECK_FALSE(a->update(false));
+  CHECK(a->scale() == 1);  // no global back-off
+  CHECK(a->state() == "skipped=1");
+  CHECK(a->clone()->per_layer() != nullptr);
+  ScalerConfig g = policy("adaptive");
+  g.growth_interval = 3;
+  CHECK_THAT(invalid_message(g), Catch::Contains("growth_interval"));
+  CHECK(make_loss_scaler(policy("pytorch"))->per_layer() == nullptr);
 }
 
 TEST_CASE("invalid configurations name the field", "[scaler]") {

@@ -27,6 +27,8 @@
 
 namespace rpsim::sim {
 
+class AdaptiveLossScaling;
+
 // Parameters under the names PyTorch / DeepSpeed users know. Fields a policy
 // does not use must be left unset (make_loss_scaler rejects them, naming the
 // field, so that a user never believes a setting took effect when it did not).
@@ -80,6 +82,10 @@ class LossScaler {
   // Counters as upstream keeps them, for logging ("growth_tracker=3", ...).
   virtual std::string state() const = 0;
   virtual std::unique_ptr<LossScaler> clone() const = 0;
+  // Per-layer adaptive loss scaling (Zhao et al.) on top of scale(): the
+  // trainer asks it for each layer's factor during backward. nullptr for the
+  // scalers that keep one global scale.
+  virtual const AdaptiveLossScaling* per_layer() const { return nullptr; }
 };
 
 // The loss-scaler table: one row per framework policy, from which the names,

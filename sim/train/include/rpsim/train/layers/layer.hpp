@@ -76,6 +76,10 @@ class Layer {
   // Fills parameter gradients; returns the input gradient when asked for it.
   virtual Tensor backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) = 0;
   virtual std::vector<Parameter*> parameters() { return {}; }
+  // The weight W of the layer's GEMM (y = x W, so dx = dy W^T: dot products
+  // of W.cols() terms), which per-layer adaptive loss scaling reads; nullptr
+  // for a layer without one.
+  virtual const Matrix* gemm_weight() const { return nullptr; }
   virtual std::unique_ptr<Layer> clone() const = 0;
   // Elements (for the last batch) and format of what forward saved for backward.
   virtual std::vector<std::pair<Eigen::Index, const Format*>> saved() const { return {}; }

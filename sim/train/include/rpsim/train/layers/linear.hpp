@@ -16,6 +16,7 @@ class Linear : public Layer {
   Tensor forward(const Tensor& x, const StepContext& ctx) override;
   Tensor backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+  const Matrix* gemm_weight() const override { return &weight.value; }
   std::unique_ptr<Layer> clone() const override { return std::make_unique<Linear>(*this); }
   std::vector<std::pair<Eigen::Index, const Format*>> saved() const override;
   Mask gradient_cast_flushed() const override { return dy_cast_flushed_; }
