@@ -2,8 +2,8 @@
 // Statistics and bounds are computed in binary64; upstream mixes numpy
 // float32 scalars, which can differ only where a bound lands within float32
 // rounding of a power of two (the result is floored to one).
-#include "rpsim/scaling/adaptive_loss_scaling.hpp"
 #include "loss_scaler_policies.hpp"
+#include "rpsim/scaling/adaptive_loss_scaling.hpp"
 
 #include <fmt/format.h>
 #include <boost/math/special_functions/erf.hpp>

@@ -34,9 +34,9 @@ std::vector<float> as_floats(const Matrix& m) {
 double adaptive_scale(const AdaptiveLossScaling& ada, const Layer& layer, Tensor& dy, double carried) {
   const Matrix* w = layer.gemm_weight();
   if (!w || dy.values.size() == 0) return carried;
-  const double s = ada.layer_scale(
-      AdaptiveLayerInput{moments_of(as_floats(dy.values)), moments_of(as_floats(*w)), std::int64_t(w->cols())},
-      carried);
+  const double s = ada.layer_scale(AdaptiveLayerInput{moments_of(as_floats(dy.values)),
+                                                      moments_of(as_floats(*w)), std::int64_t(w->cols())},
+                                   carried);
   if (s != 1.0) dy.values = rounded(*dy.format, dy.values * s);
   return carried * s;
 }

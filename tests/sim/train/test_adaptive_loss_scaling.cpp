@@ -62,8 +62,10 @@ TEST_CASE("train: adaptive loss scaling in binary32 trains exactly as no scaling
   CHECK(column_means(adaptive.steps_csv, "grad_norm") == column_means(none.steps_csv, "grad_norm"));
 }
 
-TEST_CASE("train: adaptive loss scaling keeps binary16 weight gradients from underflowing", "[train][scaler]") {
-  const auto none = column_means(run_with("fp16-amp", {{"policy", "none"}}).steps_csv, "weight_grad_underflow");
+TEST_CASE("train: adaptive loss scaling keeps binary16 weight gradients from underflowing",
+          "[train][scaler]") {
+  const auto none =
+      column_means(run_with("fp16-amp", {{"policy", "none"}}).steps_csv, "weight_grad_underflow");
   const auto adaptive =
       column_means(run_with("fp16-amp", {{"policy", "adaptive"}}).steps_csv, "weight_grad_underflow");
   REQUIRE(none.size() == 3);
