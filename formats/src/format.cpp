@@ -4,108 +4,91 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace rpsim {
 namespace {
 
-Format ieee_like(std::string name, int e, int m) {
-  Format f;
-  f.name = std::move(name);
-  f.exp_bits = e;
-  f.man_bits = m;
-  f.bias = (1 << (e - 1)) - 1;
-  f.finalize();
-  return f;
-}
-
-// OCP 8-bit floating point spec (2023) and OCP MX v1.0, section 5.3.
-Format ocp_fn(std::string name, int e, int m, int bias) {
+// Every named format is these seven fields; finalize() derives the rest.
+Format make(std::string name, int e, int m, int bias, NonFinite nonfinite, NanEncoding nan,
+            Overflow overflow) {
   Format f;
   f.name = std::move(name);
   f.exp_bits = e;
   f.man_bits = m;
   f.bias = bias;
-  f.nonfinite = NonFinite::nan_only;
-  f.nan = NanEncoding::all_ones;
-  f.overflow = Overflow::nan;
+  f.nonfinite = nonfinite;
+  f.nan = nan;
+  f.overflow = overflow;
   f.finalize();
   return f;
+}
+
+// IEEE 754 binary interchange layout: bias 2^(e-1) - 1, infinities, NaNs.
+Format ieee_like(std::string name, int e, int m) {
+  const Format ieee;
+  return make(std::move(name), e, m, (1 << (e - 1)) - 1, ieee.nonfinite, ieee.nan, ieee.overflow);
+}
+
+// OCP 8-bit floating point spec (2023) and OCP MX v1.0, section 5.3.
+Format ocp_fn(std::string name, int e, int m, int bias) {
+  return make(std::move(name), e, m, bias, NonFinite::nan_only, NanEncoding::all_ones, Overflow::nan);
 }
 
 // The "fnuz" formats of Graphcore/AMD (LLVM Float8E4M3FNUZ): no -0, whose
 // pattern is the single NaN, and a bias one larger than OCP's.
 Format fnuz(std::string name, int e, int m) {
-  Format f;
-  f.name = std::move(name);
-  f.exp_bits = e;
-  f.man_bits = m;
-  f.bias = 1 << (e - 1);
-  f.nonfinite = NonFinite::nan_only;
-  f.nan = NanEncoding::negative_zero;
-  f.overflow = Overflow::nan;
-  f.finalize();
-  return f;
+  return make(std::move(name), e, m, 1 << (e - 1), NonFinite::nan_only, NanEncoding::negative_zero,
+              Overflow::nan);
 }
 
 // OCP MX FP6/FP4 element formats: no infinities or NaNs; conversions saturate.
 Format mx_finite(std::string name, int e, int m) {
-  Format f;
-  f.name = std::move(name);
-  f.exp_bits = e;
-  f.man_bits = m;
-  f.bias = (1 << (e - 1)) - 1;
-  f.nonfinite = NonFinite::finite_only;
-  f.nan = NanEncoding::none;
-  f.overflow = Overflow::saturate;
+  return make(std::move(name), e, m, (1 << (e - 1)) - 1, NonFinite::finite_only, NanEncoding::none,
+              Overflow::saturate);
+}
+
+// OCP MX E8M0 scale: unsigned powers of two 2^-127..2^127, 0xFF is NaN.
+Format e8m0() {
+  Format f = make("e8m0", 8, 0, 127, NonFinite::nan_only, NanEncoding::all_ones, Overflow::nan);
+  f.has_sign = false;
+  f.has_zero = false;
+  f.subnormals = false;
   f.finalize();
   return f;
 }
 
-std::vector<Format> build_table() {
-  std::vector<Format> t;
-  t.push_back(ieee_like("binary64", 11, 52));
-  t.push_back(ieee_like("binary32", 8, 23));
-  t.push_back(ieee_like("tf32", 8, 10));  // 19-bit encoding; NVIDIA TF32
-  t.push_back(ieee_like("binary16", 5, 10));
-  t.push_back(ieee_like("bfloat16", 8, 7));
-  t.push_back(ieee_like("e5m2", 5, 2));  // OCP E5M2 is IEEE-like
-  t.push_back(ocp_fn("e4m3", 4, 3, 7));  // OCP E4M3FN: max 448, NaN S.1111.111
-  t.push_back(fnuz("e4m3fnuz", 4, 3));
-  t.push_back(fnuz("e5m2fnuz", 5, 2));
-  t.push_back(mx_finite("e3m2", 3, 2));
-  t.push_back(mx_finite("e2m3", 2, 3));
-  t.push_back(mx_finite("e2m1", 2, 1));
-  // OCP MX E8M0 scale: unsigned powers of two 2^-127..2^127, 0xFF is NaN.
-  Format e8m0;
-  e8m0.name = "e8m0";
-  e8m0.exp_bits = 8;
-  e8m0.man_bits = 0;
-  e8m0.bias = 127;
-  e8m0.has_sign = false;
-  e8m0.has_zero = false;
-  e8m0.subnormals = false;
-  e8m0.nonfinite = NonFinite::nan_only;
-  e8m0.nan = NanEncoding::all_ones;
-  e8m0.overflow = Overflow::nan;
-  e8m0.finalize();
-  t.push_back(e8m0);
-  return t;
-}
+// The named formats, one row each: the format and the other names it goes
+// by (the frameworks' spellings). Listing order is this order.
+struct NamedFormat {
+  Format format;
+  std::vector<std::string_view> aliases;
+};
 
-const std::map<std::string, std::string, std::less<>>& aliases() {
-  static const std::map<std::string, std::string, std::less<>> a = {
-      {"fp64", "binary64"}, {"f64", "binary64"},       {"double", "binary64"},  {"fp32", "binary32"},
-      {"f32", "binary32"},  {"float", "binary32"},     {"fp16", "binary16"},    {"f16", "binary16"},
-      {"half", "binary16"}, {"bf16", "bfloat16"},      {"e4m3fn", "e4m3"},      {"fp8e4m3", "e4m3"},
-      {"fp8e5m2", "e5m2"},  {"float8_e4m3fn", "e4m3"}, {"float8_e5m2", "e5m2"}, {"fp6e3m2", "e3m2"},
-      {"fp6e2m3", "e2m3"},  {"fp4", "e2m1"},           {"fp4e2m1", "e2m1"},     {"tensorfloat32", "tf32"},
-      {"e8m0fnu", "e8m0"},
+const std::vector<NamedFormat>& rows() {
+  static const std::vector<NamedFormat> t = {
+      {ieee_like("binary64", 11, 52), {"fp64", "f64", "double"}},
+      {ieee_like("binary32", 8, 23), {"fp32", "f32", "float"}},
+      {ieee_like("tf32", 8, 10), {"tensorfloat32"}},  // 19-bit encoding; NVIDIA TF32
+      {ieee_like("binary16", 5, 10), {"fp16", "f16", "half"}},
+      {ieee_like("bfloat16", 8, 7), {"bf16"}},
+      {ieee_like("e5m2", 5, 2), {"fp8e5m2", "float8_e5m2"}},  // OCP E5M2 is IEEE-like
+      // OCP E4M3FN: max 448, NaN S.1111.111
+      {ocp_fn("e4m3", 4, 3, 7), {"e4m3fn", "fp8e4m3", "float8_e4m3fn"}},
+      {fnuz("e4m3fnuz", 4, 3), {}},
+      {fnuz("e5m2fnuz", 5, 2), {}},
+      {mx_finite("e3m2", 3, 2), {"fp6e3m2"}},
+      {mx_finite("e2m3", 2, 3), {"fp6e2m3"}},
+      {mx_finite("e2m1", 2, 1), {"fp4", "fp4e2m1"}},
+      {e8m0(), {"e8m0fnu"}},
   };
-  return a;
+  return t;
 }
 
 // The floating-point view of a Q format (format.hpp): every field follows
@@ -237,17 +220,28 @@ double Format::min_positive() const {
 }
 
 const std::vector<Format>& named_formats() {
-  static const std::vector<Format> table = build_table();
+  static const std::vector<Format> table = [] {
+    std::vector<Format> t;
+    for (const NamedFormat& row : rows()) t.push_back(row.format);
+    return t;
+  }();
   return table;
 }
 
 namespace {
+// By name or alias; the Format returned is named_formats()'s.
 const Format* find_named(std::string_view name) {
-  std::string_view canonical = name;
-  if (auto it = aliases().find(name); it != aliases().end()) canonical = it->second;
-  for (const Format& f : named_formats())
-    if (f.name == canonical) return &f;
+  const auto& table = named_formats();
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const auto& aliases = rows()[i].aliases;
+    if (table[i].name == name || std::find(aliases.begin(), aliases.end(), name) != aliases.end())
+      return &table[i];
+  }
   return nullptr;
+}
+
+const Format& named(std::string_view name) {
+  return *find_named(name);  // a name of the table above
 }
 }  // namespace
 
@@ -279,25 +273,32 @@ const Format& format(std::string_view name) {
 
 namespace formats {
 const Format& binary64() {
-  return named_formats()[0];
+  static const Format& f = named("binary64");
+  return f;
 }
 const Format& binary32() {
-  return named_formats()[1];
+  static const Format& f = named("binary32");
+  return f;
 }
 const Format& tf32() {
-  return named_formats()[2];
+  static const Format& f = named("tf32");
+  return f;
 }
 const Format& binary16() {
-  return named_formats()[3];
+  static const Format& f = named("binary16");
+  return f;
 }
 const Format& bfloat16() {
-  return named_formats()[4];
+  static const Format& f = named("bfloat16");
+  return f;
 }
 const Format& e5m2() {
-  return named_formats()[5];
+  static const Format& f = named("e5m2");
+  return f;
 }
 const Format& e4m3() {
-  return named_formats()[6];
+  static const Format& f = named("e4m3");
+  return f;
 }
 }  // namespace formats
 
