@@ -53,7 +53,7 @@ tc_detail::Decoded decode_columns(const tc_detail::Finisher& fin, const tc_detai
   d.exponent.resize(d.value.size());
   for (Eigen::Index j = 0; j < b.cols(); ++j)
     tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, d.value.data() + std::size_t(j) * p,
-                                    d.exponent.data() + std::size_t(j) * p);
+                                    d.exponent.data() + std::size_t(j) * p, true);
   return d;
 }
 
@@ -109,7 +109,7 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
     std::vector<int> ae(p);
 #pragma omp for schedule(dynamic, 4)
     for (Eigen::Index i = 0; i < m; ++i) {
-      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data());
+      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
       if (finite)
         gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
       else
