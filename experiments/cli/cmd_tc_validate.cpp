@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/validation/mma_sim_vectors.hpp"
 #include "rpsim/validation/tensor_core_golden.hpp"
@@ -22,7 +23,8 @@ struct Options {
 };
 
 std::string set_label(const sim::GoldenSet& set) {
-  return fmt::format("{} {}->{}", set.gpu, set.input_folder, set.output.man_bits == 10 ? "fp16" : "fp32");
+  const auto* out = sim::tensor_core_operand_class(set.output);
+  return fmt::format("{} {}->{}", set.gpu, set.input_folder, out ? out->short_name : set.output.name);
 }
 
 // The instruction's schedule when it is not one plain step.

@@ -8,6 +8,8 @@
 // "stress" against shared/tc-stress (tests/sim/validation/test_tc_golden.cpp).
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
+#include "rpsim/accumulation/tensor_core_operands.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,16 +37,8 @@ bool listed(std::string_view list, std::string_view word) {
 }
 
 std::uint8_t input_bit(const Format& f) {
-  if (f.exp_bits == 5 && f.man_bits == 10) return tc_fp16;
-  if (f.exp_bits == 8 && f.man_bits == 7) return tc_bf16;
-  if (f.exp_bits == 8 && f.man_bits == 10) return tc_tf32;
-  if (f.exp_bits == 8 && f.man_bits == 23) return tc_fp32;
-  if (f.exp_bits == 11 && f.man_bits == 52) return tc_fp64;
-  if (f.exp_bits == 2 && f.man_bits == 1) return tc_fp4;
-  const bool fnuz = f.nan == NanEncoding::negative_zero;
-  if ((f.exp_bits == 4 && f.man_bits == 3) || (f.exp_bits == 5 && f.man_bits == 2))
-    return fnuz ? tc_fp8_fnuz : tc_fp8;
-  return 0;
+  const auto* c = tensor_core_operand_class(f);
+  return c ? c->input_bit : 0;
 }
 
 std::uint8_t output_bit(const Format& f) {
@@ -85,15 +79,13 @@ std::uint8_t preset_bits(std::string_view gpu, Field field) {
 
 std::string input_names(std::uint8_t bits) {
   std::vector<std::string_view> names;
-  for (auto [bit, name] : {std::pair{tc_fp16, "fp16"},
-                           {tc_bf16, "bf16"},
-                           {tc_tf32, "tf32"},
-                           {tc_fp32, "fp32"},
-                           {tc_fp64, "fp64"},
-                           {tc_fp8, "e4m3 e5m2"},
-                           {tc_fp8_fnuz, "e4m3fnuz e5m2fnuz"},
-                           {tc_fp4, "e2m1"}})
-    if (bits & bit) names.emplace_back(name);
+  std::uint8_t named = 0;  // one name per class bit: tf32, not also xf32
+  for (const auto& c : tensor_core_operand_classes())
+    if ((bits & c.input_bit) &&
+        (!(named & c.input_bit) || c.input_bit == tc_fp8 || c.input_bit == tc_fp8_fnuz)) {
+      names.emplace_back(c.short_name);
+      named |= c.input_bit;
+    }
   return fmt::format("{}", fmt::join(names, " "));
 }
 

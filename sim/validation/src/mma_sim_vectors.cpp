@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/formats/rounding.hpp"
 
@@ -21,31 +22,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The layout's format names (its README, "Layout of a file").
+// A format name of the layout (its README, "Layout of a file"): operands from
+// the operand-class table, the two block-scale formats here.
 MmaSimFormat format_named(const std::string& name, const fs::path& p, const std::string& field) {
-  struct Row {
-    const char* name;
-    const char* rpsim;
-    int digits;
-    std::uint64_t mask;
-  };
-  static const Row rows[] = {
-      {"f64", "binary64", 16, ~0ull},      {"f32", "binary32", 8, ~0ull}, {"tf32", "binary32", 8, ~0x1fffull},
-      {"xf32", "binary32", 8, ~0x1fffull}, {"f16", "binary16", 4, ~0ull}, {"bf16", "bfloat16", 4, ~0ull},
-      {"e4m3", "e4m3", 2, ~0ull},          {"e5m2", "e5m2", 2, ~0ull},    {"fp8", "e4m3fnuz", 2, ~0ull},
-      {"bf8", "e5m2fnuz", 2, ~0ull},       {"e2m1", "e2m1", 1, ~0ull},    {"ue8m0", "e8m0", 2, ~0ull},
-      {"ue4m3", "e4m3", 2, 0x7full},
-  };
-  for (const Row& r : rows)
-    if (name == r.name) {
-      MmaSimFormat f{r.name, parse_format(r.rpsim), r.digits, r.mask};
-      // tf32 / xf32 values are binary32 patterns with the low 13 bits cut:
-      // exact tf32 values, the operand format of the model.
-      if (name == "tf32" || name == "xf32") f.format = formats::tf32();
-      return f;
+  if (const auto* c = tensor_core_operand_class_by_mma_sim(name)) {
+    MmaSimFormat f{name, parse_format(c->format), (c->bits + 3) / 4, ~std::uint64_t{0}};
+    // tf32 / xf32 arrive in a binary32 container; the instruction ignores
+    // (MMA-Sim truncates) the low 13 bits.
+    if (c->input_bit == tc_tf32) {
+      f.digits = 8;
+      f.keep_mask = ~std::uint64_t{0x1fff};
     }
-  throw GoldenDataError(
-      fmt::format("{}: {} '{}' is not a format of the MMA-Sim layout", p.string(), field, name));
+    return f;
+  }
+  if (name == "ue8m0") return {name, parse_format("e8m0"), 2, ~std::uint64_t{0}};
+  // ue4m3: an E4M3 pattern whose sign MMA-Sim ignores.
+  if (name == "ue4m3") return {name, formats::e4m3(), 2, 0x7f};
+  throw GoldenDataError(fmt::format("{}: {} '{}' is not a format of the MMA-Sim layout ({} ue8m0 ue4m3)",
+                                    p.string(), field, name, tensor_core_operand_names()));
 }
 
 std::uint64_t parse_hex(const std::string& tok, int digits, const fs::path& p, std::size_t line,

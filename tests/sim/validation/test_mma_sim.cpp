@@ -49,9 +49,13 @@ TEST_CASE("mma-sim: the excerpt in tests/data passes bit for bit", "[tc][mma-sim
   }
 }
 
-TEST_CASE("mma-sim: every shared file has a preset and agrees", "[tc][mma-sim]") {
+TEST_CASE("mma-sim: every shared file has a preset and agrees", "[tc][mma-sim][shared]") {
   const fs::path dir = rpsim::test::shared_dir() / "mma-sim";
-  if (!fs::is_directory(dir)) SKIP("shared/mma-sim not found under " << rpsim::test::shared_dir().string());
+  if (!fs::is_directory(dir)) {
+    // ctest reports this case skipped (tests/CMakeLists.txt, [shared]).
+    WARN("skipped: shared/mma-sim not found under " << rpsim::test::shared_dir().string());
+    return;
+  }
   const auto files = mma_sim_files(dir);
   CHECK(files.size() == 193);
   std::size_t cases = 0;
@@ -117,7 +121,7 @@ TEST_CASE("mma-sim: malformed files are rejected naming file, line and field", "
   const std::string first_case = lines[std::size_t(
       std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] != '#'; }) -
       lines.begin())];
-  write_with(first_case.substr(0, 2), "zz");
+  write_with(first_case, "zz" + first_case.substr(2));
   CHECK_THROWS_WITH(load_mma_sim_file(tmp), Catch::Contains("'zz' is not 2 hex digits"));
   fs::remove(tmp);
 }

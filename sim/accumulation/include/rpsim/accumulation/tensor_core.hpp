@@ -16,8 +16,9 @@
 //      (H100 stress data: 6 fp16->fp16, 12 bf16 and 96 tf32 cases whose sum
 //      is a tiny negative number, C a subnormal binary32 value in 26 of them,
 //      all come back +0; IEEE's -0 there, the old model, matched fp16->fp16
-//      4994, bf16 4990, tf32 4960 of 5000). An exact zero is +0 too, unless
-//      every term is -0 (IEEE; no measured case has only zero terms).
+//      4994, bf16 4990, tf32 4960 of 5000). An exact zero is +0 too, even when
+//      every term is -0 (MMA-Sim; no measured case has only zero terms, so
+//      no real-GPU data settle it: tensor_core_chain.hpp, zero_sum_result).
 // Longer K is a chain of steps: the result of step j is C of step j+1, so it is
 // rounded to the output format between steps.
 //
@@ -154,10 +155,13 @@ struct TensorCoreModel {
   // B's format when it differs from A's (e4m3 x e5m2, f16 x bf16 on
   // tcgen05); unset: B is `input` too.
   std::optional<Format> input_b;
-  // Exponent a zero operand (and a zero C) takes in the alignment; the
-  // default: zeros never set the alignment. MMA-Sim gives every zero the
-  // exponent -126 (extract_significand_exponent), so a zero a_k with a large
-  // b_k, or C = 0, can raise the alignment point and truncate tiny products.
+  // Exponent a zero operand takes in the alignment (a product's exponent is
+  // ea + eb); the default: zeros never set the alignment. MMA-Sim gives every
+  // zero the exponent -126 (extract_significand_exponent), so a zero a_k with
+  // a large b_k raises the alignment point and truncates smaller products;
+  // the presets do the same (tensor_core_presets.hpp). A zero C never sets
+  // it: MMA-Sim's C = 0 at 2^-126 is what H100 stress bf16/tf32 contradict
+  // (29 cases, C = 0 with a subnormal result; the 2^-133 floor matches).
   int zero_exponent = -30000;
   // CDNA3 FP8: even and odd products in two dots first (fused_round_down).
   bool two_stage = false;
