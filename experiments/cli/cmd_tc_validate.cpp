@@ -1,13 +1,16 @@
-// rpsim tc-validate DIR [--model PRESET] [--instruction mma.sync|wgmma]:
+// rpsim tc-validate FILE|DIR [--model PRESET] [--instruction mma.sync|wgmma]:
 // checks a tensor-core model bit for bit against vectors measured on a GPU
-// (layout of shared/tc-golden/<GPU>).
+// (layout of shared/tc-golden/<GPU>) or made by MMA-Sim (shared/mma-sim: a
+// folder of such files, or one file; the preset comes from each header).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "commands.hpp"
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
+#include "rpsim/validation/mma_sim_vectors.hpp"
 #include "rpsim/validation/tensor_core_golden.hpp"
 
 namespace rpsim::cli {
@@ -20,7 +23,8 @@ struct Options {
 };
 
 std::string set_label(const sim::GoldenSet& set) {
-  return fmt::format("{} {}->{}", set.gpu, set.input_folder, set.output.man_bits == 10 ? "fp16" : "fp32");
+  const auto* out = sim::tensor_core_operand_class(set.output);
+  return fmt::format("{} {}->{}", set.gpu, set.input_folder, out ? out->short_name : set.output.name);
 }
 
 // The instruction's schedule when it is not one plain step.
@@ -49,7 +53,49 @@ std::vector<sim::GoldenSet> load(const Options& o) {
   }
 }
 
+// MMA-Sim files: each checked with the preset its header names; files with
+// no preset row are counted and listed, never passed.
+int run_mma_sim(const Options& o, const std::vector<std::filesystem::path>& files) {
+  std::size_t passed = 0, failed = 0, full = 0, checked = 0;
+  std::vector<std::string> no_preset;
+  for (const auto& path : files) {
+    sim::MmaSimFile f;
+    try {
+      f = sim::load_mma_sim_file(path);
+    } catch (const sim::GoldenDataError& e) {
+      throw UsageError(e.what());
+    }
+    std::string why;
+    const auto m = sim::mma_sim_model(f, why);
+    const std::string name = path.filename().string();
+    if (!m) {
+      no_preset.push_back(fmt::format("{} ({} cases): {}", name, f.cases.size(), why));
+      continue;
+    }
+    const auto r = sim::check_mma_sim(f, *m, o.show);
+    fmt::print("{}: {}/{} (model {}{})\n", name, r.passed, r.total, m->name,
+               f.nan_any ? ", NaN as is-NaN" : "");
+    for (const auto& line : r.first_mismatches) fmt::print("  mismatch {}\n", line);
+    passed += r.passed;
+    failed += r.total - r.passed;
+    ++checked;
+    full += r.passed == r.total;
+  }
+  for (const auto& s : no_preset) fmt::print("no preset: {}\n", s);
+  fmt::print("{} passed, {} failed; {}/{} files at 100%, {} files with no preset\n", passed, failed, full,
+             checked, no_preset.size());
+  return failed == 0 && no_preset.empty() ? 0 : 1;
+}
+
 int run(const Options& o) {
+  // An MMA-Sim file, or a folder of them, rather than a tc-golden GPU folder.
+  std::vector<std::filesystem::path> mma_files;
+  try {
+    mma_files = sim::mma_sim_files(o.dir);
+  } catch (const sim::GoldenDataError& e) {
+    throw UsageError(e.what());
+  }
+  if (!mma_files.empty()) return run_mma_sim(o, mma_files);
   const auto sets = load(o);
   std::size_t passed = 0, failed = 0;
   std::vector<std::string> skipped;
@@ -83,9 +129,14 @@ int run(const Options& o) {
 void add_tc_validate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tc-validate",
                                  "Check a tensor-core model bit for bit against GPU-measured vectors "
-                                 "(a folder laid out like shared/tc-golden/<GPU>)");
+                                 "(a folder laid out like shared/tc-golden/<GPU>) or MMA-Sim vectors "
+                                 "(shared/mma-sim: a folder or one file; the preset and instruction come "
+                                 "from each file's header)");
   auto o = std::make_shared<Options>();
-  cmd->add_option("DIR", o->dir, "GPU folder, e.g. ../shared/tc-golden/H100")->required();
+  cmd->add_option("DIR", o->dir,
+                  "GPU folder, e.g. ../shared/tc-golden/H100, or an MMA-Sim file or folder, e.g. "
+                  "../shared/mma-sim")
+      ->required();
   cmd->add_option("--model", o->model,
                   "preset (default: from the folder name or its conventions.json); sets the preset lacks are "
                   "skipped and listed:\n" +

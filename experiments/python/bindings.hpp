@@ -25,6 +25,7 @@ void bind_validation(py::module_& m);    // gemm_check (the C++ half)
 void bind_scaling(py::module_& m);       // scaler_trajectory
 void bind_train(py::module_& m);         // train (the C++ half)
 void bind_bench(py::module_& m);         // _time_round_values: the C++ array path timed in C++
+void bind_blockscale(py::module_& m);    // mx_quantize, nvfp4_quantize
 
 // `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
 // it already is one. float16 is widened to float32 (exact). A Python number

@@ -53,7 +53,7 @@ tc_detail::Decoded decode_columns(const tc_detail::Finisher& fin, const tc_detai
   d.exponent.resize(d.value.size());
   for (Eigen::Index j = 0; j < b.cols(); ++j)
     tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, d.value.data() + std::size_t(j) * p,
-                                    d.exponent.data() + std::size_t(j) * p);
+                                    d.exponent.data() + std::size_t(j) * p, true);
   return d;
 }
 
@@ -89,8 +89,34 @@ void gemm_row(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan, 
   }
 }
 
+// Datapaths other than NVIDIA's block FMA (AMD mfma, FP64 FMA chains) and
+// block-scaled models: one element at a time through tensor_core_dot, for a
+// plain chain over k only (no kernel schedule models them yet).
+Matrix gemm_elementwise(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c) {
+  const auto& m = s.instruction;
+  if (m.scale_block > 0)
+    throw std::invalid_argument(fmt::format(
+        "gemm: '{}' takes block scales, which gemm does not pass yet (tc-validate checks it)", m.name));
+  const KernelFold fold(s, s.chunks(static_cast<int>(a_in.cols())));
+  if (!fold.plain() || s.k_order == KOrder::decreasing)
+    throw std::invalid_argument(fmt::format(
+        "gemm: the '{}' datapath runs as a plain chain over k only, not under a kernel schedule", m.name));
+  const Matrix a = s.stored == m.input ? a_in : converted(a_in, s);
+  const Matrix b = s.stored == m.input ? b_in : converted(b_in, s);
+  Matrix d(a.rows(), b.cols());
+  std::vector<double> row(static_cast<std::size_t>(a.cols()));
+  for (Eigen::Index i = 0; i < a.rows(); ++i) {
+    for (Eigen::Index k = 0; k < a.cols(); ++k) row[static_cast<std::size_t>(k)] = a(i, k);
+    for (Eigen::Index j = 0; j < b.cols(); ++j)
+      d(i, j) = tensor_core_dot(m, row, std::span<const double>(b.col(j).data(), row.size()), c(i, j));
+  }
+  return d;
+}
+
 Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c,
                      const GemmOptions& options) {
+  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0)
+    return gemm_elementwise(s, a_in, b_in, c);
   const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
   const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
   const Eigen::Index m = a.rows(), n = b.cols();
@@ -109,7 +135,7 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
     std::vector<int> ae(p);
 #pragma omp for schedule(dynamic, 4)
     for (Eigen::Index i = 0; i < m; ++i) {
-      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data());
+      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
       if (finite)
         gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
       else

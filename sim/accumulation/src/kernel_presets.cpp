@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "rpsim/accumulation/kernel_schedule.hpp"
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
 namespace rpsim::sim {
@@ -22,11 +23,16 @@ namespace {
 
 enum class Kind { fp16, bf16, tf32, fp8 };
 
+// The operand class (tensor_core_operands.hpp) as the kernels' kind.
 Kind kind_of(const Format& f) {
-  if (f == formats::binary16()) return Kind::fp16;
-  if (f == formats::bfloat16()) return Kind::bf16;
-  if (f == formats::tf32()) return Kind::tf32;
-  if (f == formats::e4m3() || f == formats::e5m2()) return Kind::fp8;
+  const auto* c = tensor_core_operand_class(f);
+  switch (c ? c->input_bit : 0) {
+    case tc_fp16: return Kind::fp16;
+    case tc_bf16: return Kind::bf16;
+    case tc_tf32: return Kind::tf32;
+    case tc_fp8: return Kind::fp8;
+    default: break;
+  }
   throw std::invalid_argument(fmt::format("takes fp16, bf16, tf32, e4m3 or e5m2 inputs, not '{}'", f.name));
 }
 

@@ -25,11 +25,19 @@ void TensorCoreModel::validate() const {
     throw std::invalid_argument(fmt::format(
         "tensor core model '{}': result_fraction_bits {} exceeds the output format {}'s {} fraction bits",
         name, result_fraction_bits, output.name, output.man_bits));
-  if (input.bits > 32 || input.man_bits > 10 || input.exp_bits > 8)
+  for (const Format* f : {&input, &b_input()}) {
+    if (datapath == Datapath::fma_chain ? f->man_bits > output.man_bits || f->exp_bits > output.exp_bits
+                                        : f->bits > 32 || f->man_bits > 10 || f->exp_bits > 8)
+      throw std::invalid_argument(fmt::format(
+          "tensor core model '{}': input format {} is wider than {} (products must be exact in binary64)",
+          name, f->name, datapath == Datapath::fma_chain ? output.name : "tf32"));
+  }
+  if (scale_block < 0 || (scale_block > 0 && !scale) ||
+      (product_group > 0 && scale_block % product_group != 0 && product_group % scale_block != 0))
     throw std::invalid_argument(fmt::format(
-        "tensor core model '{}': input format {} is wider than tf32 (products must be exact in binary64)",
-        name, input.name));
-  if (output.bits > 32 || output.exp_bits > 8)
+        "tensor core model '{}': scale_block {} needs a scale format and must fit product_group {}", name,
+        scale_block, product_group));
+  if (datapath != Datapath::fma_chain && (output.bits > 32 || output.exp_bits > 8))
     throw std::invalid_argument(
         fmt::format("tensor core model '{}': output format {} is wider than binary32", name, output.name));
   if (terms_per_instruction < 0 || terms_per_instruction % terms_per_step != 0 ||
@@ -58,7 +66,10 @@ Finisher::Finisher(const TensorCoreModel& m)
       out_emin(m.output.emin),
       out_emax(m.output.emax),
       in_emin(m.input.emin),
-      in_min_normal(m.input.min_normal()) {
+      in_emin_b(m.b_input().emin),
+      in_min_normal(m.input.min_normal()),
+      in_min_normal_b(m.b_input().min_normal()),
+      zero_exponent(m.zero_exponent) {
   rounding.mode = m.final_rounding;
   rounding.flush_subnormal_outputs = !m.subnormal_outputs;
   if (frac_bits != m.output.man_bits) {
@@ -161,8 +172,10 @@ double tensor_core_step(const TensorCoreModel& model, const double* a, const dou
   double av[1024], bv[1024];
   int ae[1024], be[1024];
   for (int i = 0; i < n; ++i) {
-    const auto oa = tc_detail::decode_operand(a[i], fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
-    const auto ob = tc_detail::decode_operand(b[i], fin.in_emin, fin.in_min_normal, model.subnormal_inputs);
+    const auto oa = tc_detail::decode_operand(a[i], fin.in_emin, fin.in_min_normal, model.subnormal_inputs,
+                                              fin.zero_exponent);
+    const auto ob = tc_detail::decode_operand(b[i], fin.in_emin_b, fin.in_min_normal_b,
+                                              model.subnormal_inputs, fin.zero_exponent);
     av[i] = oa.value;
     ae[i] = oa.exponent;
     bv[i] = ob.value;
@@ -176,6 +189,8 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
   if (a.size() != b.size())
     throw std::invalid_argument(
         fmt::format("tensor core dot: a has {} elements, b has {}", a.size(), b.size()));
+  if (model.datapath != Datapath::block_fma || model.scale_block > 0)
+    return tensor_core_dot_other(model, a, b, c, {}, {});
   const tc_detail::Finisher fin(model);
   const auto plan = tc_detail::chain_plan(model, static_cast<int>(a.size()));
   tc_detail::Decoded da, db;
@@ -183,8 +198,8 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
     d->value.resize(plan.order.size());
     d->exponent.resize(plan.order.size());
   }
-  tc_detail::decode_in_plan_order(fin, plan, a.data(), 1, da.value.data(), da.exponent.data());
-  tc_detail::decode_in_plan_order(fin, plan, b.data(), 1, db.value.data(), db.exponent.data());
+  tc_detail::decode_in_plan_order(fin, plan, a.data(), 1, da.value.data(), da.exponent.data(), false);
+  tc_detail::decode_in_plan_order(fin, plan, b.data(), 1, db.value.data(), db.exponent.data(), true);
   const double* bv = db.value.data();
   const int* be = db.exponent.data();
   tc_detail::run_chain<1, true>(fin, plan, 0, plan.steps(), da.value.data(), da.exponent.data(), &bv, &be, &c,
@@ -193,8 +208,10 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
 }
 
 std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,
-                                   std::span<const double> b, double c) {
-  const double d = tensor_core_dot(model, a, b, c);
+                                   std::span<const double> b, double c, std::span<const double> scale_a,
+                                   std::span<const double> scale_b) {
+  const double d = model.scale_block > 0 ? tensor_core_dot_other(model, a, b, c, scale_a, scale_b)
+                                         : tensor_core_dot(model, a, b, c);
   if (std::isnan(d)) {
     // NVIDIA's canonical NaN: all ones but the sign (0x7fffffff, 0x7fff).
     return model.output.bit_mask() >> 1;

@@ -21,8 +21,9 @@ struct Finisher {
   bool c_after;     // model->c_join == CJoin::after_products
   int frac_bits;
   int out_emin, out_emax;
-  int in_emin;
-  double in_min_normal;
+  int in_emin, in_emin_b;  // A's and B's input formats
+  double in_min_normal, in_min_normal_b;
+  int zero_exponent;  // model->zero_exponent
   Rounding rounding;
   Format narrow;  // output range, frac_bits fraction bits (when narrower)
 

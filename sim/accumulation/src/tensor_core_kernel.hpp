@@ -47,16 +47,20 @@ struct Operand {
   int exponent = kZeroExponent;
 };
 
-inline Operand decode_operand(double x, int input_emin, double input_min_normal, bool subnormal_inputs) {
-  // Zeros keep their sign (a step of -0 terms only is -0) and non-finite
-  // values their value (the checked steps give the IEEE special results).
+inline Operand decode_operand(double x, int input_emin, double input_min_normal, bool subnormal_inputs,
+                              int zero_exponent = kZeroExponent) {
+  // Zeros keep their sign and non-finite values their value (the checked
+  // steps give the IEEE special results); a zero's alignment exponent is the
+  // model's zero_exponent.
   Operand o;
   if (x == 0 || !std::isfinite(x)) {
     o.value = x;
+    if (x == 0) o.exponent = zero_exponent;
     return o;
   }
   if (std::fabs(x) < input_min_normal && !subnormal_inputs) {
     o.value = std::copysign(0.0, x);  // DAZ
+    o.exponent = zero_exponent;
     return o;
   }
   o.value = x;
@@ -67,8 +71,8 @@ inline Operand decode_operand(double x, int input_emin, double input_min_normal,
 
 // The exponent C aligns at: its own, clamped at binary32's emin, as the
 // hardware accumulator holds C as binary32 bits (for fp16 output too).
-inline int c_exponent(double c) {
-  if (c == 0) return kZeroExponent;
+inline int c_exponent(double c, int zero_exponent = kZeroExponent) {
+  if (c == 0) return zero_exponent;
   const int e = floor_log2(c);
   return e < -126 ? -126 : e;
 }

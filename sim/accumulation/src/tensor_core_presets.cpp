@@ -8,6 +8,8 @@
 // "stress" against shared/tc-stress (tests/sim/validation/test_tc_golden.cpp).
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
+#include "rpsim/accumulation/tensor_core_operands.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,128 +20,6 @@
 namespace rpsim::sim {
 
 namespace {
-
-constexpr auto RTZ = RoundingMode::toward_zero;
-constexpr auto RNE = RoundingMode::nearest_even;
-constexpr auto aligned = CJoin::aligned_with_products;
-constexpr int none = kNoAlignmentFloor;
-constexpr std::uint8_t mma = tc_mma_sync, both = tc_mma_sync | tc_wgmma;
-constexpr std::uint8_t f32 = tc_out_fp32, f16 = tc_out_fp16;
-
-// The device lookup tries the rows in order; no row's name piece occurs in
-// another GPU's device name ("a2" is not in "NVIDIA A30"). A device
-// whose name matches none (GeForce and RTX cards) is found by its compute
-// capability.
-constexpr TensorCoreGpu kGpus[] = {
-    {"v100", "V100", "v100", 70, "NVIDIA V100 (Volta, sm_70)"},
-    {"t4", "T4", "t4", 75, "NVIDIA T4 (Turing, sm_75)"},
-    {"a100", "A100", "a100", 80, "NVIDIA A100 (Ampere, sm_80)"},
-    {"a2", "A2", "a2", 0, "NVIDIA A2 (Ampere, sm_86)"},
-    {"a30", "A30", "a30", 0, "NVIDIA A30 (Ampere, sm_80)"},
-    {"ada", "Ada", "", 89, "Ada Lovelace (sm_89)"},
-    {"l40s", "L40S", "l40s", 0, "NVIDIA L40S (Ada Lovelace, sm_89)"},
-    {"h100", "H100", "h100", 90, "NVIDIA H100 (Hopper, sm_90)"},
-    {"h200", "H200", "h200", 0, "NVIDIA H200 (Hopper, sm_90)"},
-    {"b200", "B200", "b200", 100, "NVIDIA B200 (Blackwell, sm_100)"},
-};
-
-// Columns: gpus, instructions, inputs, outputs, terms per step, extra
-// alignment bits, result bits, rounding, alignment floor, C join, terms per
-// instruction, step interleave, citation.
-//
-// Every measured generation (FHMP21, KM25, golden): exact products, alignment
-// to the largest exponent with truncation to 23 + extra bits, one
-// normalisation that truncates for binary32 output and rounds to nearest even
-// for binary16 output. bf16 and tf32 have no binary16-accumulator instruction
-// (PTX takes f32 there); their fp16-output rows give what the datapath would
-// do, so that specs written before this table keep their meaning.
-constexpr TensorCorePresetRow kRows[] = {
-    // Volta: fp16 only, 4 products per step, no extra alignment bit.
-    {"v100", mma, tc_fp16, f32, 4, 0, -1, RTZ, none, aligned, 0, 0,
-     "FHMP21 Sec. 5; KM25 V100TC.m; golden V100 fp16 (K = 4)"},
-    {"v100", mma, tc_fp16, f16, 4, 0, -1, RNE, none, aligned, 0, 0,
-     "FHMP21 Sec. 5; KM25 V100TC.m; golden V100 fp16 (K = 4)"},
-    // Turing: 1 extra bit; 4 per step taken from Volta (FHMP21 found Turing's
-    // block FMA of Volta's size).
-    {"t4", mma, tc_fp16, f32, 4, 1, -1, RTZ, none, aligned, 0, 0, "FHMP21 Sec. 5; no measured data here"},
-    {"t4", mma, tc_fp16, f16, 4, 1, -1, RNE, none, aligned, 0, 0, "FHMP21 Sec. 5; no measured data here"},
-    // Ampere: fp16/bf16 8 per step, tf32 4, 1 extra bit.
-    {"a100 a2 a30", mma, tc_fp16 | tc_bf16, f32, 8, 1, -1, RTZ, none, aligned, 0, 0,
-     "FHMP21 Sec. 6; KM25 A100TC.m, A2TC.m, A30TC.m; golden A100 fp16, bf16"},
-    {"a100 a2 a30", mma, tc_fp16 | tc_bf16, f16, 8, 1, -1, RNE, none, aligned, 0, 0,
-     "FHMP21 Sec. 6; KM25 A100TC.m; golden A100 fp16 -> fp16"},
-    {"a100 a2 a30", mma, tc_tf32, f32, 4, 1, -1, RTZ, none, aligned, 0, 0, "KM25 A100TC.m; golden A100 tf32"},
-    {"a100 a2 a30", mma, tc_tf32, f16, 4, 1, -1, RNE, none, aligned, 0, 0, "KM25 A100TC.m"},
-    // Ada: as Ampere for fp16/bf16/tf32. FP8: 16 products per step and a
-    // 13-bit accumulator: aligned terms and the binary32 result are cut to 13
-    // fraction bits (KM25's neab = -10); K = 32 is two chained steps.
-    {"ada l40s", mma, tc_fp16 | tc_bf16, f32, 8, 1, -1, RTZ, none, aligned, 0, 0,
-     "KM25 AdaTC.m, L40STC.m; golden Ada fp16, bf16"},
-    {"ada l40s", mma, tc_fp16 | tc_bf16, f16, 8, 1, -1, RNE, none, aligned, 0, 0,
-     "KM25 AdaTC.m; golden Ada fp16 -> fp16"},
-    {"ada l40s", mma, tc_tf32, f32, 4, 1, -1, RTZ, none, aligned, 0, 0, "KM25 AdaTC.m; golden Ada tf32"},
-    {"ada l40s", mma, tc_tf32, f16, 4, 1, -1, RNE, none, aligned, 0, 0, "KM25 AdaTC.m"},
-    {"ada l40s", mma, tc_fp8, f32, 16, -10, 13, RTZ, none, aligned, 0, 0,
-     "KM25 AdaTC.m (neab = -10); golden Ada E4M3, E5M2 -> fp32 (K = 32)"},
-    {"ada l40s", mma, tc_fp8, f16, 16, -10, -1, RNE, none, aligned, 0, 0,
-     "KM25 AdaTC.m; golden Ada E4M3, E5M2 -> fp16 (K = 32)"},
-    // Hopper: fp16/bf16 16 per step, tf32 8 (KM25; the golden H100 tf32 vectors
-    // have K = 4), 2 extra bits, products aligned no lower than 2^-133 (KM25
-    // min_exp_limit; the stress data allow -133 to -135 only). wgmma and
-    // mma.sync agree except for FP8. H200 (also sm_90) has no data of its own.
-    {"h100 h200", both, tc_fp16 | tc_bf16, f32, 16, 2, -1, RTZ, -133, aligned, 0, 0,
-     "KM25 H100TC.m, H200TC.m; golden and stress H100 fp16, bf16"},
-    {"h100 h200", both, tc_fp16 | tc_bf16, f16, 16, 2, -1, RNE, -133, aligned, 0, 0,
-     "KM25 H100TC.m; golden and stress H100 fp16 -> fp16"},
-    {"h100 h200", both, tc_tf32, f32, 8, 2, -1, RTZ, -133, aligned, 0, 0,
-     "KM25 H100TC.m; golden and stress H100 tf32 (K = 4)"},
-    {"h100 h200", both, tc_tf32, f16, 8, 2, -1, RNE, -133, aligned, 0, 0, "KM25 H100TC.m"},
-    // FP8 mma.sync (m16n8k32), either accumulator: not the FP8 datapath but
-    // the fp16 one, as if each register's four FP8 values were unpacked to
-    // binary16: two chained 16-product steps with 25 bits and the fp16 path's
-    // rounding between them, the first over k = 0,1, 4,5, ..., the second over
-    // k = 2,3, 6,7, ..., from zero, C added last by an IEEE addition in the
-    // output format. tensor_core.hpp (step_interleave, CJoin) has the
-    // alternatives that fail and their scores.
-    {"h100 h200", mma, tc_fp8, f32, 16, 2, -1, RTZ, -133, CJoin::after_products, 32, 2,
-     "stress H100 E4M3, E5M2 -> fp32 (C loaded) 5000/5000 each, fitted on the first half"},
-    {"h100 h200", mma, tc_fp8, f16, 16, 2, -1, RNE, -133, CJoin::after_products, 32, 2,
-     "golden and stress H100 E4M3, E5M2 -> fp16 5000/5000 each"},
-    // FP8 wgmma: one 32-product step on a 13-bit accumulator (KM25 neab = -10).
-    {"h100 h200", tc_wgmma, tc_fp8, f32, 32, -10, 13, RTZ, -133, aligned, 0, 0,
-     "KM25 H100TC.m (neab = -10); golden H100 E4M3, E5M2 -> fp32 (wgmma, C = 0)"},
-    {"h100 h200", tc_wgmma, tc_fp8, f16, 32, -10, -1, RNE, -133, aligned, 0, 0,
-     "KM25 H100TC.m; no measured data here (gpu-validate's wgmma kernels check it)"},
-    // Blackwell: fp16/bf16 16 per step, tf32 8, 2 extra bits; floor 2^-133,
-    // 2^-15 for binary16 output (KM25 B200TC.m min_exp_limit). Golden B200
-    // fp16, bf16, tf32: KM25's public model_validation/B200, 5000/5000 each.
-    {"b200", mma, tc_fp16 | tc_bf16, f32, 16, 2, -1, RTZ, -133, aligned, 0, 0,
-     "KM25 B200TC.m; golden B200 fp16, bf16 (model_validation/B200)"},
-    {"b200", mma, tc_fp16 | tc_bf16, f16, 16, 2, -1, RNE, -15, aligned, 0, 0,
-     "KM25 B200TC.m; golden B200 fp16 -> fp16 (model_validation/B200)"},
-    {"b200", mma, tc_tf32, f32, 8, 2, -1, RTZ, -133, aligned, 0, 0,
-     "KM25 B200TC.m; golden B200 tf32 (model_validation/B200)"},
-    {"b200", mma, tc_tf32, f16, 8, 2, -1, RNE, -15, aligned, 0, 0, "KM25 B200TC.m"},
-    // FP8 mma.sync (m16n8k32, C loaded): not a 32-product FP8 step
-    // (3207/3236 and 3108/3403 of 5000) but, as on Hopper's mma.sync, two
-    // chained 16-product steps of the fp16 path (25 bits), interleaved by
-    // pairs of k, from zero, C added last by an IEEE addition in the output
-    // format; with fp32 output the steps truncate (as B200 fp16 -> fp32 does)
-    // while the C add rounds to nearest even. 5000/5000 on all four sets and
-    // on each half. fp16: contiguous halves, even/odd k, runs of 4 or 8, the
-    // other step order, C in the first step, RTZ, or one step from zero match
-    // 2306 to 4241 of 5000. fp32: C in the first step 2761/2756 (E4M3, E5M2),
-    // an RTZ C add 3151/3183, C added as a two-term step cut to 25 bits
-    // 3457/3449 (RTZ) or 4724/4722 (RNE); the data leave the steps' grouping
-    // and width open (only E5M2 line 3936 separates RTZ steps from RNE ones).
-    // README "B200 FP8" lists the GPU cases that would pin them.
-    {"b200", mma, tc_fp8, f32, 16, 2, -1, RTZ, -133, CJoin::after_products, 32, 2,
-     "golden B200 E4M3, E5M2 -> fp32 (model_validation/B200, C loaded) 5000/5000 each, fitted on lines "
-     "1-2500"},
-    {"b200", mma, tc_fp8, f16, 16, 2, -1, RNE, -15, CJoin::after_products, 32, 2,
-     "golden B200 E4M3, E5M2 -> fp16 (model_validation/B200, C loaded) 5000/5000 each, fitted on lines "
-     "1-2500"},
-};
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -157,22 +37,34 @@ bool listed(std::string_view list, std::string_view word) {
 }
 
 std::uint8_t input_bit(const Format& f) {
-  if (f.exp_bits == 5 && f.man_bits == 10) return tc_fp16;
-  if (f.exp_bits == 8 && f.man_bits == 7) return tc_bf16;
-  if (f.exp_bits == 8 && f.man_bits == 10) return tc_tf32;
-  if ((f.exp_bits == 4 && f.man_bits == 3) || (f.exp_bits == 5 && f.man_bits == 2)) return tc_fp8;
-  return 0;
+  const auto* c = tensor_core_operand_class(f);
+  return c ? c->input_bit : 0;
 }
 
 std::uint8_t output_bit(const Format& f) {
   if (f.exp_bits == 8 && f.man_bits == 23) return tc_out_fp32;
   if (f.exp_bits == 5 && f.man_bits == 10) return tc_out_fp16;
+  if (f.exp_bits == 11 && f.man_bits == 52) return tc_out_fp64;
   return 0;
 }
 
+std::uint8_t scale_bit(const Format& f) {
+  if (f.exp_bits == 8 && f.man_bits == 0) return tc_scale_ue8m0;
+  if (f.exp_bits == 4 && f.man_bits == 3) return tc_scale_ue4m3;
+  return 0;
+}
+
+// Instruction names, in TensorCoreInstruction bit order.
+constexpr std::pair<std::uint8_t, std::string_view> kInstructions[] = {{tc_mma_sync, "mma.sync"},
+                                                                       {tc_wgmma, "wgmma"},
+                                                                       {tc_tcgen05, "tcgen05.mma"},
+                                                                       {tc_mfma, "mfma"},
+                                                                       {tc_mfma_1k, "mfma.1k"}};
+
 std::uint8_t instruction_bit(std::string_view instr) {
-  if (instr.empty() || instr == "mma.sync") return tc_mma_sync;
-  if (instr == "wgmma") return tc_wgmma;
+  if (instr.empty()) return tc_mma_sync;
+  for (const auto& [bit, name] : kInstructions)
+    if (instr == name) return bit;
   return 0;
 }
 
@@ -180,42 +72,47 @@ std::uint8_t instruction_bit(std::string_view instr) {
 template <class Field>
 std::uint8_t preset_bits(std::string_view gpu, Field field) {
   std::uint8_t bits = 0;
-  for (const auto& r : kRows)
+  for (const auto& r : tensor_core_preset_rows())
     if (listed(r.gpus, gpu)) bits |= field(r);
   return bits;
 }
 
 std::string input_names(std::uint8_t bits) {
   std::vector<std::string_view> names;
-  for (auto [bit, name] :
-       {std::pair{tc_fp16, "fp16"}, {tc_bf16, "bf16"}, {tc_tf32, "tf32"}, {tc_fp8, "e4m3 e5m2"}})
-    if (bits & bit) names.emplace_back(name);
+  std::uint8_t named = 0;  // one name per class bit: tf32, not also xf32
+  for (const auto& c : tensor_core_operand_classes())
+    if ((bits & c.input_bit) &&
+        (!(named & c.input_bit) || c.input_bit == tc_fp8 || c.input_bit == tc_fp8_fnuz)) {
+      names.emplace_back(c.short_name);
+      named |= c.input_bit;
+    }
   return fmt::format("{}", fmt::join(names, " "));
 }
 
 std::string instruction_names(std::uint8_t bits) {
   std::vector<std::string_view> names;
-  if (bits & tc_mma_sync) names.emplace_back("mma.sync");
-  if (bits & tc_wgmma) names.emplace_back("wgmma");
+  for (const auto& [bit, name] : kInstructions)
+    if (bits & bit) names.emplace_back(name);
   return fmt::format("{}", fmt::join(names, " "));
 }
 
 // The GPUs whose rows include an instruction.
 std::string gpus_with(std::uint8_t instruction) {
   std::vector<std::string> out;
-  for (const auto& g : kGpus)
+  for (const auto& g : tensor_core_gpus())
     if (preset_bits(g.preset, [](const auto& r) { return r.instructions; }) & instruction)
       out.emplace_back(g.preset);
   return fmt::format("{}", fmt::join(out, " "));
 }
 
 TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std::string_view instr,
-                         const Format& in, const Format& out) {
+                         const Format& in, const Format& out, const Format& input_b, const Format* scale,
+                         int scale_block) {
   TensorCoreModel m;
   m.name = instr.empty() ? fmt::format("{} {}->{}", gpu, in.name, out.name)
                          : fmt::format("{} {} {}->{}", gpu, instr, in.name, out.name);
   m.preset = std::string(gpu);
-  m.instruction = instr == "wgmma" ? "wgmma" : "mma.sync";
+  m.instruction = instr.empty() ? "mma.sync" : std::string(instr);
   m.input = in;
   m.output = out;
   m.terms_per_step = r.terms_per_step;
@@ -226,24 +123,26 @@ TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std
   m.c_join = r.c_join;
   m.terms_per_instruction = r.terms_per_instruction;
   m.step_interleave = r.step_interleave;
+  m.datapath = r.datapath;
+  m.zero_exponent = r.zero_exponent;
+  m.two_stage = r.two_stage;
+  m.subnormal_inputs = m.subnormal_outputs = r.subnormals;
+  m.product_group = r.product_group;
+  if (input_b != in) m.input_b = input_b;
+  if (scale) {
+    m.scale = *scale;
+    m.scale_block = scale_block;
+  }
   m.validate();
   return m;
 }
 
 }  // namespace
 
-std::span<const TensorCoreGpu> tensor_core_gpus() {
-  return kGpus;
-}
-
-std::span<const TensorCorePresetRow> tensor_core_preset_rows() {
-  return kRows;
-}
-
 const std::vector<std::string>& tensor_core_preset_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const auto& g : kGpus) n.emplace_back(g.preset);
+    for (const auto& g : tensor_core_gpus()) n.emplace_back(g.preset);
     return n;
   }();
   return names;
@@ -255,7 +154,7 @@ std::string tensor_core_instruction_names(std::string_view preset) {
 
 std::string tensor_core_preset_help() {
   std::string s;
-  for (const auto& g : kGpus)
+  for (const auto& g : tensor_core_gpus())
     s += fmt::format("{}{}: {}; {}; {}", s.empty() ? "" : "\n", g.preset, g.description,
                      input_names(preset_bits(g.preset, [](const auto& r) { return r.inputs; })),
                      tensor_core_instruction_names(g.preset));
@@ -264,56 +163,71 @@ std::string tensor_core_preset_help() {
 
 TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, const Format& out,
                                    std::string_view instruction) {
+  return tensor_core_preset(gpu_name, in, out, instruction, in, nullptr, 0);
+}
+
+TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, const Format& out,
+                                   std::string_view instruction, const Format& in_b, const Format* scale,
+                                   int scale_block) {
   const std::string gpu = lower(gpu_name);
   const std::string instr = lower(instruction);
-  if (std::none_of(std::begin(kGpus), std::end(kGpus), [&](const auto& g) { return g.preset == gpu; }))
+  if (std::none_of(tensor_core_gpus().begin(), tensor_core_gpus().end(),
+                   [&](const auto& g) { return g.preset == gpu; }))
     throw std::invalid_argument(fmt::format("unknown tensor core preset '{}' (known: {})", gpu_name,
                                             fmt::join(tensor_core_preset_names(), " ")));
-  const std::uint8_t ib = instruction_bit(instr), in_bit = input_bit(in), out_bit = output_bit(out);
+  const std::uint8_t ib = instruction_bit(instr), in_bit = input_bit(in), in_b_bit = input_bit(in_b),
+                     out_bit = output_bit(out), sc_bit = scale ? scale_bit(*scale) : 0;
   if (!ib)
-    throw std::invalid_argument(
-        fmt::format("tensor core preset '{}': instruction '{}' is not mma.sync or wgmma", gpu, instruction));
+    throw std::invalid_argument(fmt::format("tensor core preset '{}': instruction '{}' is not {}", gpu,
+                                            instruction, instruction_names(0xff)));
   if (!(preset_bits(gpu, [](const auto& r) { return r.instructions; }) & ib))
     throw std::invalid_argument(
         fmt::format("tensor core preset '{}': {} exists on {} only", gpu, instr, gpus_with(ib)));
   const std::uint8_t inputs = preset_bits(gpu, [](const auto& r) { return r.inputs; });
-  if (!(inputs & in_bit))
-    throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} input (it takes {})", gpu,
-                                            in.name, input_names(inputs)));
+  for (const auto* f : {&in, &in_b})
+    if (!(inputs & input_bit(*f)))
+      throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} input (it takes {})", gpu,
+                                              f->name, input_names(inputs)));
   if (!out_bit)
-    throw std::invalid_argument(
-        fmt::format("tensor core preset '{}': output format must be fp32 or fp16, not '{}'", gpu, out.name));
-  for (const auto& r : kRows)
-    if (listed(r.gpus, gpu) && (r.instructions & ib) && (r.inputs & in_bit) && (r.outputs & out_bit))
-      return from_row(r, gpu, instr, in, out);
-  throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} {} -> {} datapath", gpu,
-                                          instruction_names(ib), in.name, out.name));
+    throw std::invalid_argument(fmt::format(
+        "tensor core preset '{}': output format must be fp32, fp16 or fp64, not '{}'", gpu, out.name));
+  if (scale && !sc_bit)
+    throw std::invalid_argument(fmt::format(
+        "tensor core preset '{}': block scale format '{}' is not ue8m0 or ue4m3", gpu, scale->name));
+  for (const auto& r : tensor_core_preset_rows())
+    if (listed(r.gpus, gpu) && (r.instructions & ib) && (r.inputs & in_bit) && (r.inputs & in_b_bit) &&
+        (r.outputs & out_bit) && (scale ? (r.scales & sc_bit) != 0 : r.scales == 0))
+      return from_row(r, gpu, instr, in, out, in_b, scale, scale_block);
+  throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} {}{} -> {}{} datapath", gpu,
+                                          instruction_names(ib), in.name, in_b == in ? "" : " x " + in_b.name,
+                                          out.name,
+                                          scale ? fmt::format(" with {} block scales", scale->name) : ""));
 }
 
 std::string preset_for_gpu_folder(std::string_view folder) {
   const std::string f = lower(folder);
-  for (const auto& g : kGpus)
+  for (const auto& g : tensor_core_gpus())
     if (f == lower(g.folder)) return std::string(g.preset);
   return "";
 }
 
 std::string gpu_folder_for_preset(std::string_view preset) {
   const std::string p = lower(preset);
-  for (const auto& g : kGpus)
+  for (const auto& g : tensor_core_gpus())
     if (p == g.preset) return std::string(g.folder);
   return "";
 }
 
 std::string preset_for_device(std::string_view device_name, int cc_major, int cc_minor) {
   const std::string n = lower(device_name);
-  for (const auto& g : kGpus) {
+  for (const auto& g : tensor_core_gpus()) {
     std::istringstream names{std::string(g.device_names)};
     std::string piece;
     while (std::getline(names, piece, ','))
       if (!piece.empty() && n.find(piece) != std::string::npos) return std::string(g.preset);
   }
   const int cc = cc_major * 10 + cc_minor;
-  for (const auto& g : kGpus)
+  for (const auto& g : tensor_core_gpus())
     if (g.compute_capability != 0 && g.compute_capability == cc) return std::string(g.preset);
   return "";
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/formats/ops.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/unpacked.hpp"
@@ -111,16 +112,13 @@ void add_patterns(GoldenSet& set) {
 }  // namespace
 
 std::string output_folder_name(const Format& output) {
-  return output.man_bits == 10 ? "fp16" : "fp32";
+  const auto* c = tensor_core_operand_class(output);
+  return c ? std::string(c->short_name) : output.name;
 }
 
 std::string golden_folder_name(const Format& input) {
-  if (input.name == "binary16") return "fp16";
-  if (input.name == "bfloat16") return "bf16";
-  if (input.name == "tf32") return "tf32";
-  if (input.name == "e4m3") return "E4M3";
-  if (input.name == "e5m2") return "E5M2";
-  return input.name;
+  const auto* c = tensor_core_operand_class(input);
+  return c && !c->golden_folder.empty() ? std::string(c->golden_folder) : input.name;
 }
 
 GoldenSet generate_mma_cases(const std::string& gpu, const Format& input, const Format& output, std::size_t k,

@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/formats/rounding.hpp"
 
 namespace rpsim::sim {
@@ -65,16 +66,13 @@ std::uint32_t parse_binary_line(const std::string& text, const fs::path& p, std:
   return static_cast<std::uint32_t>(std::stoul(t, nullptr, 2));
 }
 
-const Format& input_format_of(const std::string& folder, const fs::path& dir) {
-  std::string f = folder;
-  std::transform(f.begin(), f.end(), f.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  if (f == "fp16") return formats::binary16();
-  if (f == "bf16") return formats::bfloat16();
-  if (f == "tf32") return formats::tf32();
-  if (f == "e4m3") return formats::e4m3();
-  if (f == "e5m2") return formats::e5m2();
-  throw GoldenDataError(fmt::format("'{}': input format folder '{}' is not fp16, bf16, tf32, E4M3 or E5M2",
-                                    dir.string(), folder));
+Format input_format_of(const std::string& folder, const fs::path& dir) {
+  if (const auto* c = tensor_core_operand_class_by_folder(folder)) return parse_format(c->format);
+  std::vector<std::string_view> known;
+  for (const auto& c : tensor_core_operand_classes())
+    if (!c.golden_folder.empty()) known.push_back(c.golden_folder);
+  throw GoldenDataError(
+      fmt::format("'{}': input format folder '{}' is not {}", dir.string(), folder, fmt::join(known, ", ")));
 }
 
 }  // namespace

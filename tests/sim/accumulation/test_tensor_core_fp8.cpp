@@ -68,9 +68,10 @@ TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp16 is two interleaved steps fro
     auto c_first = m;
     c_first.c_join = CJoin::aligned_with_products;
     CHECK(dot(c_first, a, b, t) == 0.0);
-    // -0 + -0 stays -0 through the C join; cancellation gives +0.
+    // The steps' exact zero is +0 (no -0 in the fixed-point sum), so
+    // +0 + -0 = +0 through the C join; cancellation gives +0.
     std::vector<double> z(32, 0.0), nz(32, -0.0);
-    CHECK(std::signbit(dot(m, z, nz, -0.0)));
+    CHECK(!std::signbit(dot(m, z, nz, -0.0)));
     CHECK(!std::signbit(dot(m, z, z, -0.0)));
     CHECK(!std::signbit(dot(m, a, b, -0.0)));
     // The FP8 datapath (wgmma): one 32-product step, t and C cut wherever
@@ -142,9 +143,10 @@ TEST_CASE("tensor core: Hopper mma.sync FP8 -> fp32 is the fp16 path's two steps
   a[2] = b[2] = 0;
   a[4] = b[4] = std::ldexp(1, -10);
   CHECK(dot(m, a, b, 0.0) == 0.0);
-  // IEEE signs through the C add: -0 + -0 is -0, x - x is +0.
+  // Signs through the C add: the steps' exact zero is +0 (MMA-Sim's rule,
+  // zero_sum_result), so +0 + -0 is +0; x - x is +0.
   std::vector<double> z(32, 0.0), nz(32, -0.0);
-  CHECK(std::signbit(dot(m, z, nz, -0.0)));
+  CHECK(!std::signbit(dot(m, z, nz, -0.0)));
   CHECK(!std::signbit(dot(m, z, z, -0.0)));
   a.assign(32, 0.0);
   b.assign(32, 0.0);
@@ -199,9 +201,10 @@ TEST_CASE("tensor core: Blackwell mma.sync FP8 is two interleaved steps, C added
     CHECK(dot(m, a, b, c) == 1 + std::ldexp(1, -23));
     CHECK(dot(m, a, b, std::ldexp(1, -24)) == 1);  // the tie goes to even
     CHECK(dot(m, a, b, std::ldexp(3, -24)) == 1 + std::ldexp(1, -22));
-    // Signs of zero through the IEEE add: -0 only for -0 + -0.
+    // Signs of zero through the IEEE add: the steps' exact zero is +0
+    // (zero_sum_result), so even -0 products with C = -0 give +0.
     std::vector<double> z(32, 0.0), nz(32, -0.0);
-    CHECK(std::signbit(dot(m, z, nz, -0.0)));
+    CHECK(!std::signbit(dot(m, z, nz, -0.0)));
     CHECK(!std::signbit(dot(m, z, z, -0.0)));
     CHECK(dot(m, a, b, -1.0) == 0.0);
     CHECK(!std::signbit(dot(m, a, b, -1.0)));

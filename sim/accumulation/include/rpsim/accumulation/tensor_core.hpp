@@ -16,8 +16,9 @@
 //      (H100 stress data: 6 fp16->fp16, 12 bf16 and 96 tf32 cases whose sum
 //      is a tiny negative number, C a subnormal binary32 value in 26 of them,
 //      all come back +0; IEEE's -0 there, the old model, matched fp16->fp16
-//      4994, bf16 4990, tf32 4960 of 5000). An exact zero is +0 too, unless
-//      every term is -0 (IEEE; no measured case has only zero terms).
+//      4994, bf16 4990, tf32 4960 of 5000). An exact zero is +0 too, even when
+//      every term is -0 (MMA-Sim; no measured case has only zero terms, so
+//      no real-GPU data settle it: tensor_core_chain.hpp, zero_sum_result).
 // Longer K is a chain of steps: the result of step j is C of step j+1, so it is
 // rounded to the output format between steps.
 //
@@ -28,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,6 +62,29 @@ enum class CJoin : std::uint8_t {
   // 25-bit aligned one agree on every case (5000/5000 on golden and stress
   // E4M3/E5M2 -> fp16).
   after_products
+};
+
+// What one instruction computes: NVIDIA's block FMA (the fields below), or
+// one of the other datapaths MMA-Sim models (Xie et al., arXiv 2511.10909,
+// microsoft/MMA-Sim simulator/arithmetic.py; tensor_core_paths.cpp).
+enum class Datapath : std::uint8_t {
+  // Steps 1-5 above (NVIDIA mma / wgmma / tcgen05).
+  block_fma,
+  // A chain of fused multiply-adds in the output format, one product at a
+  // time (FP64 MMA on NVIDIA and AMD, AMD's f32 mfma): fma(a_k, b_k, acc).
+  fma_chain,
+  // AMD CDNA1/2 f16/bf16: groups of terms_per_step products summed by a
+  // binary tree of binary32 FMAs (leaf fma(a, b, 0), node fma(l, 1, r)), each
+  // group then added to the accumulator (binary32, nearest even); with
+  // subnormal_outputs false every node and sum flushes to a signed zero.
+  pairwise_fma,
+  // AMD CDNA3 (f16, bf16, xf32, FP8): a fused dot of terms_per_step products
+  // aligned to their largest exponent with fraction_bits bits (truncated),
+  // the sum then aligned with C rounding down (toward -inf: 31 bits for the
+  // sum, 24 for C), the total rounded to nearest even in binary32. With
+  // two_stage (FP8) the even and odd products are two such dots first, each
+  // rounded down to fraction_bits below the larger of their exponents.
+  fused_round_down,
 };
 
 struct TensorCoreModel {
@@ -126,10 +151,35 @@ struct TensorCoreModel {
   // products are never below 2^-32).
   int step_interleave = 0;
 
+  Datapath datapath = Datapath::block_fma;
+  // B's format when it differs from A's (e4m3 x e5m2, f16 x bf16 on
+  // tcgen05); unset: B is `input` too.
+  std::optional<Format> input_b;
+  // Exponent a zero operand takes in the alignment (a product's exponent is
+  // ea + eb); the default: zeros never set the alignment. MMA-Sim gives every
+  // zero the exponent -126 (extract_significand_exponent), so a zero a_k with
+  // a large b_k raises the alignment point and truncates smaller products;
+  // the presets do the same (tensor_core_presets.hpp). A zero C never sets
+  // it: MMA-Sim's C = 0 at 2^-126 is what H100 stress bf16/tf32 contradict
+  // (29 cases, C = 0 with a subnormal result; the 2^-133 floor matches).
+  int zero_exponent = -30000;
+  // CDNA3 FP8: even and odd products in two dots first (fused_round_down).
+  bool two_stage = false;
+  // Block scales (mma.block_scale, tcgen05.mma.block_scale): one scale of
+  // format `scale` per scale_block products of A and of B; 0: none.
+  int scale_block = 0;
+  std::optional<Format> scale;
+  // Products summed exactly in groups of this many before the scales and the
+  // alignment (the mxf4nvf4 accumulator, MMA-Sim's
+  // nv_fused_dot_add_with_block_scale); 0: every product aligned on its own.
+  int product_group = 0;
+
   // Fraction bits of the final normalisation after resolving -1.
   int result_bits() const { return result_fraction_bits < 0 ? output.man_bits : result_fraction_bits; }
   // Products per instruction after resolving 0.
   int instruction_terms() const { return terms_per_instruction > 0 ? terms_per_instruction : terms_per_step; }
+  // B's operand format.
+  const Format& b_input() const { return input_b ? *input_b : input; }
   // Checks the fields (formats representable, widths in range); throws
   // std::invalid_argument naming the field.
   void validate() const;
@@ -151,7 +201,15 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
                        double c);
 // The same, returning the output format's encoding (for bit-exact checks:
 // keeps the sign of zero).
+// With block scales (model.scale_block > 0), scale_a / scale_b hold one value
+// per scale_block products.
 std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,
-                                   std::span<const double> b, double c);
+                                   std::span<const double> b, double c, std::span<const double> scale_a = {},
+                                   std::span<const double> scale_b = {});
+// The datapaths other than block_fma and the block-scaled dot
+// (tensor_core_paths.cpp); tensor_core_dot calls it for those.
+double tensor_core_dot_other(const TensorCoreModel& model, std::span<const double> a,
+                             std::span<const double> b, double c, std::span<const double> scale_a,
+                             std::span<const double> scale_b);
 
 }  // namespace rpsim::sim

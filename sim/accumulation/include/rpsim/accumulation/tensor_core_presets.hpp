@@ -33,28 +33,64 @@ struct TensorCoreGpu {
 std::span<const TensorCoreGpu> tensor_core_gpus();
 
 // Input kinds, instructions and outputs a row covers, as bit sets.
-enum TensorCoreInput : std::uint8_t { tc_fp16 = 1, tc_bf16 = 2, tc_tf32 = 4, tc_fp8 = 8 };
-enum TensorCoreInstruction : std::uint8_t { tc_mma_sync = 1, tc_wgmma = 2 };
-enum TensorCoreOutput : std::uint8_t { tc_out_fp32 = 1, tc_out_fp16 = 2 };
+// tc_fp8: OCP e4m3 and e5m2 (either operand); tc_fp8_fnuz: AMD's fp8/bf8
+// (E4M3FNUZ, E5M2FNUZ); tc_fp32 / tc_fp64: binary32 / binary64 operands
+// (fma-chain datapaths); tc_fp4: e2m1.
+enum TensorCoreInput : std::uint8_t {
+  tc_fp16 = 1,
+  tc_bf16 = 2,
+  tc_tf32 = 4,
+  tc_fp8 = 8,
+  tc_fp64 = 16,
+  tc_fp32 = 32,
+  tc_fp4 = 64,
+  tc_fp8_fnuz = 128
+};
+// tc_mfma_1k: CDNA2's bf16 "_1k" mfma instructions (their own grouping).
+enum TensorCoreInstruction : std::uint8_t {
+  tc_mma_sync = 1,
+  tc_wgmma = 2,
+  tc_tcgen05 = 4,
+  tc_mfma = 8,
+  tc_mfma_1k = 16
+};
+enum TensorCoreOutput : std::uint8_t { tc_out_fp32 = 1, tc_out_fp16 = 2, tc_out_fp64 = 4 };
+// Block-scale formats a row takes (none: an unscaled datapath).
+enum TensorCoreScale : std::uint8_t { tc_scale_ue8m0 = 1, tc_scale_ue4m3 = 2 };
 
 // No alignment floor (TensorCoreModel::alignment_exponent_floor's default).
 inline constexpr int kNoAlignmentFloor = -100000;
 
 // One datapath: the TensorCoreModel fields a preset sets.
 struct TensorCorePresetRow {
-  std::string_view gpus;      // presets sharing the row, space separated: "h100 h200"
-  std::uint8_t instructions;  // TensorCoreInstruction bits
-  std::uint8_t inputs;        // TensorCoreInput bits (tc_fp8: e4m3 and e5m2)
-  std::uint8_t outputs;       // TensorCoreOutput bits
-  int terms_per_step;
-  int extra_bits;   // fraction_bits = 23 + extra_bits (negative: FP8's 13-bit datapath)
-  int result_bits;  // result_fraction_bits; -1: the output format's own
-  RoundingMode rounding;
-  int alignment_floor;  // alignment_exponent_floor; kNoAlignmentFloor: none
-  CJoin c_join;
-  int terms_per_instruction;  // 0: one step per instruction
-  int step_interleave;
+  std::string_view gpus;          // presets sharing the row, space separated: "h100 h200"
+  std::uint8_t instructions = 0;  // TensorCoreInstruction bits
+  std::uint8_t inputs = 0;        // TensorCoreInput bits (tc_fp8: e4m3 and e5m2)
+  std::uint8_t outputs = 0;       // TensorCoreOutput bits
+  int terms_per_step = 1;
+  int extra_bits = 0;    // fraction_bits = 23 + extra_bits (negative: FP8's 13-bit datapath)
+  int result_bits = -1;  // result_fraction_bits; -1: the output format's own
+  RoundingMode rounding = RoundingMode::toward_zero;
+  int alignment_floor = kNoAlignmentFloor;  // alignment_exponent_floor; kNoAlignmentFloor: none
+  CJoin c_join = CJoin::aligned_with_products;
+  int terms_per_instruction = 0;  // 0: one step per instruction
+  int step_interleave = 0;
   std::string_view citation;  // where the numbers come from
+  // The fields below default to NVIDIA's measured block FMA; rows from
+  // MMA-Sim's models name them (designated initializers).
+  Datapath datapath = Datapath::block_fma;
+  // TensorCoreModel::zero_exponent. Every row: a zero operand aligns as if
+  // its exponent were -126 (MMA-Sim's extract_significand_exponent), so
+  // max * 0 can raise the alignment point above the other products. MMA-Sim
+  // agreement with it, and without (Ada bf16 m16n8k16, Ampere tf32 m16n8k4,
+  // Hopper tf32 mma m16n8k8 and wgmma: 5 cases of 386,000, each a finite max
+  // times a zero), in the README; no tc-golden or tc-stress case has a zero
+  // operand beside a product that large, and those stay at 100% either way.
+  int zero_exponent = -126;
+  bool two_stage = false;
+  bool subnormals = true;   // false: subnormal inputs, C and results flushed (CDNA2)
+  std::uint8_t scales = 0;  // TensorCoreScale bits; 0: unscaled
+  int product_group = 0;    // TensorCoreModel::product_group
 };
 std::span<const TensorCorePresetRow> tensor_core_preset_rows();
 
@@ -74,6 +110,13 @@ std::string tensor_core_instruction_names(std::string_view preset);
 // that GPU does not take, with the list of those it does.
 TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
                                    std::string_view instruction = "");
+// The same with B's format (mixed operands: e4m3 x e5m2, f16 x bf16) and,
+// for block-scaled instructions, the scale format and block size (scale
+// nullptr: unscaled). Instructions: mma.sync, wgmma, tcgen05.mma, mfma,
+// mfma.1k.
+TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
+                                   std::string_view instruction, const Format& input_b, const Format* scale,
+                                   int scale_block);
 
 // The preset a golden-data folder name means: V100 -> v100, A100 -> a100,
 // Ada -> ada, H100 -> h100, ... (case-insensitive); "" when unknown.
