@@ -95,6 +95,11 @@ KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp);
 template <class In, class Out>
 KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp);
 
+// Stochastic rounding with intrinsics (array_sr_avx512.cpp); nullptr where
+// it does not apply.
+template <class In, class Out>
+KernelFn<In, Out> pick_sr_avx512(const KernelParams& kp);
+
 // Elements per kernel call: small enough that an in-place call's copy of the
 // input stays in L1, large enough that the call costs nothing.
 constexpr std::size_t block_elements = 2048;
