@@ -11,6 +11,7 @@
 // CPFLOAT_DIR, see bench_round.cmake) and memcpy, bench_round_versus.hpp.
 //   bench_round [--benchmark_filter=...] [--benchmark_out=file.json] [--no_ratios]
 //               [--n=VALUES] [--scaling_n=VALUES] [--versus_only] [--no_versus] [--rounds=R]
+//               [--versus_filter=TEXT]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -362,6 +363,7 @@ void print_ratios(const CollectingReporter& rep) {
 int main(int argc, char** argv) {
   bool ratios = true, versus_table = true, benchmarks = true;
   int rounds = 5;
+  std::string versus_filter;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -371,6 +373,8 @@ int main(int argc, char** argv) {
       versus_table = false;
     } else if (a == "--versus_only") {
       benchmarks = false;
+    } else if (a.rfind("--versus_filter=", 0) == 0) {
+      versus_filter = a.substr(16);
     } else if (a.rfind("--rounds=", 0) == 0) {
       rounds = std::max(1, std::stoi(a.substr(9)));
     } else if (a.rfind("--n=", 0) == 0) {
@@ -391,7 +395,7 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks(&reporter);
     if (ratios) print_ratios(reporter);
   }
-  if (versus_table) versus::print_table(single_n, rounds);
+  if (versus_table) versus::print_table(single_n, rounds, versus_filter);
   benchmark::Shutdown();
   return 0;
 }

@@ -73,7 +73,7 @@ Row run_case(const Format& fmt, Distribution d, RoundingMode mode, std::size_t n
   auto& out = output_buffer<T>(n);
   std::vector<T> theirs(n, T(1));
   Row row;
-  row.name = fmt.name + " " + (std::is_same_v<T, double> ? "f64" : "f32") + " " + distribution_name(d) + " " +
+  row.name = fmt.name + (std::is_same_v<T, double> ? " f64 " : " f32 ") + distribution_name(d) + " " +
              std::string(rounding_name(mode));
   ArrayOptions o;
   o.rounding.mode = mode;
@@ -130,7 +130,8 @@ inline std::string range(const std::vector<double>& v) {
   return buf;
 }
 
-inline void print_table(std::size_t n, int rounds) {
+// filter: run only the cases whose name contains it ("" for all).
+inline void print_table(std::size_t n, int rounds, const std::string& filter) {
 #if defined(RPSIM_HAVE_CPFLOAT)
   std::printf("\nround_values against CPFloat (%s, stochastic bits from %s, -O3 -march=native) and memcpy,\n",
               RPSIM_CPFLOAT_DIR, rpsim_bench_cpfloat_pcg() ? "PCG" : "rand()");
@@ -150,6 +151,9 @@ inline void print_table(std::size_t n, int rounds) {
       for (RoundingMode mode : modes) {
         for (bool f64 : {true, false}) {
           const Format& fmt = format(name);
+          const std::string label = std::string(name) + (f64 ? " f64 " : " f32 ") + distribution_name(d) +
+                                    " " + std::string(rounding_name(mode));
+          if (label.find(filter) == std::string::npos) continue;
           const Row row =
               f64 ? run_case<double>(fmt, d, mode, n, rounds) : run_case<float>(fmt, d, mode, n, rounds);
           const std::string differ =

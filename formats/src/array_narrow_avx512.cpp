@@ -55,6 +55,8 @@ RPSIM_NARROW_TARGET inline void round_to_odd_binary32(const double* in, std::uin
 // The per-call constants in 32-bit shapes (see BlockConstants).
 struct Narrow {
   std::uint32_t m, sign_shift, max_code, base_shift, away, down, upward, odd, implicit;
+  std::uint32_t k_shift, k_mask;  // stochastic rounding with k <= 32 bits: 32 - k, 2^k - 1
+  std::uint64_t key;
   std::int32_t emin;
   float tiny_scale;  // 2^(emin - m + 64): normal for emin >= -126, man_bits <= 21
   std::uint32_t zero_pos, zero_diff, over_pos, over_diff;          // encodings, by sign
@@ -69,6 +71,9 @@ struct Narrow {
         upward(kp.mode == RoundingMode::up ? 1 : 0),
         odd(kp.mode == RoundingMode::odd ? 1 : 0),
         implicit(std::uint32_t(1) << kp.man_bits),
+        k_shift(std::uint32_t(32 - std::min(kp.stochastic_bits, 32))),
+        k_mask(std::uint32_t((std::uint64_t(1) << std::min(kp.stochastic_bits, 32)) - 1)),
+        key(kp.key),
         emin(kp.emin),
         tiny_scale(std::ldexp(1.0f, kp.emin - kp.man_bits + 64)),
         zero_pos(std::uint32_t(kp.zero_bits[0])),
@@ -87,6 +92,7 @@ struct Narrow {
 // as binary32 values.
 template <int Kind, class Out>
 RPSIM_NARROW_TARGET inline std::uint32_t narrow_round(const Narrow& c, const std::uint32_t* __restrict b32,
+                                                      const std::uint32_t* __restrict random,
                                                       Out* __restrict out, std::size_t n) {
   constexpr std::uint32_t half = 0x80000000u;
   std::uint32_t any_special = 0;
@@ -105,6 +111,13 @@ RPSIM_NARROW_TARGET inline std::uint32_t narrow_round(const Narrow& c, const std
     const std::uint32_t rem = sig << (32 - s);
     if constexpr (Kind == kind_rne) {
       up = rem > half ? 1 : (rem == half ? (kept & 1) : 0);
+    } else if constexpr (Kind == kind_sr) {
+      // binary32 input only: the discarded fraction's top 32 bits,
+      // floor(F 2^32), is then exact in 32 bits (sig < 2^24), and its top
+      // k <= 32 bits plus k random bits carry out iff they exceed k_mask.
+      const std::uint32_t low = s0 <= 32 ? sig << (s0 <= 32 ? 32 - s0 : 0) : 0;
+      const std::uint32_t high = s0 > 32 ? sig >> (s0 - 32 < 31 ? s0 - 32 : 31) : 0;
+      up = ((low | high) >> c.k_shift) > c.k_mask - random[i] ? 1 : 0;
     } else if constexpr (Kind == kind_other) {
       const std::uint32_t inexact = rem != 0 ? 1 : 0;
       up = (c.away & (rem >= half ? 1 : 0)) | (c.down & inexact & sign) | (c.upward & inexact & (sign ^ 1));
@@ -173,17 +186,22 @@ RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out
                                        std::uint64_t index0) {
   const Narrow c(kp);
   alignas(64) std::uint32_t b32[block_elements];
+  alignas(64) std::uint32_t random[Kind == kind_sr ? block_elements : 1];
   for (std::size_t b = 0; b < n; b += block_elements) {
     const std::size_t len = std::min(block_elements, n - b);
     if constexpr (std::is_same_v<In, double>)
       round_to_odd_binary32(in + b, b32, len);
     else
       std::memcpy(b32, in + b, len * sizeof(float));  // the bits, without aliasing the floats
+    if constexpr (Kind == kind_sr) {
+      for (std::size_t i = 0; i < len; ++i)  // counter_random's draw, as decide_rounding takes it
+        random[i] = std::uint32_t(mix64(c.key ^ (index0 + b + i))) & c.k_mask;
+    }
     std::uint32_t special;
     if constexpr (Immediate >= 0)
       special = binary16_round<Immediate>(b32, out + b, len);
     else
-      special = narrow_round<Kind>(c, b32, out + b, len);
+      special = narrow_round<Kind>(c, b32, random, out + b, len);
     if (!special) continue;
     for (std::size_t i = b; i < b + len; ++i)
       if (!std::isfinite(in[i])) out[i] = reference_element<In, Out>(kp, in[i], index0 + i);
@@ -209,7 +227,10 @@ KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp) {
                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
   const Rounding& r = kp.rounding;
   if (!cpu || kp.identity || kp.hardware_binary32 || kp.fixed_point) return nullptr;
-  if (kp.mode == RoundingMode::stochastic || kp.ftz || r.flush_subnormal_inputs) return nullptr;
+  if (kp.ftz || r.flush_subnormal_inputs) return nullptr;
+  // Stochastic rounding needs the input's own discarded bits: binary32 input only.
+  if (kp.mode == RoundingMode::stochastic && (std::is_same_v<In, double> || kp.stochastic_bits > 32))
+    return nullptr;
   // The round-to-odd bounds above; within them every format value is a binary32 value.
   if (kp.man_bits > 21 || kp.emin < -126 || kp.fmt->emax > 127) return nullptr;
   // MXCSR's FTZ would flush vcvtpd2ps's subnormal results, DAZ the binary32 subnormal inputs.
@@ -227,6 +248,9 @@ KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp) {
   switch (mode_kind(kp.mode)) {
     case kind_rne: return &narrow_kernel<kind_rne, -1, In, Out>;
     case kind_rtz: return &narrow_kernel<kind_rtz, -1, In, Out>;
+    case kind_sr:
+      if constexpr (std::is_same_v<In, float>) return &narrow_kernel<kind_sr, -1, In, Out>;
+      return nullptr;
     default: return &narrow_kernel<kind_other, -1, In, Out>;
   }
 }

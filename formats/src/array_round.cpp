@@ -226,8 +226,10 @@ Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
       kernel_handles(fmt, o.rounding, value_output))
     plan.kernel = choose_kernel<In, Out>(plan.kp, o.isa);
   if (plan.kernel && resolve(o.isa) == ArrayIsa::avx512) {
-    if (auto narrow = pick_narrow_avx512<In, Out>(plan.kp)) plan.kernel = narrow;
-    if (auto sr = pick_sr_avx512<In, Out>(plan.kp)) plan.kernel = sr;
+    if (auto narrow = pick_narrow_avx512<In, Out>(plan.kp))
+      plan.kernel = narrow;
+    else if (auto sr = pick_sr_avx512<In, Out>(plan.kp))
+      plan.kernel = sr;
     if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
       if (auto hardware = pick_hardware_avx512(plan.kp)) plan.kernel = hardware;
     }
