@@ -25,6 +25,12 @@
 
 #include "array_dispatch.hpp"
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports once inlined (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #if defined(__clang__)
 #define RPSIM_PREFER_512 ""
 #else
@@ -180,8 +186,51 @@ RPSIM_NARROW_TARGET inline std::uint32_t binary16_round(const std::uint32_t* __r
   return special;
 }
 
-// Immediate < 0: narrow_round in the mode Kind; otherwise vcvtps2ph with it.
-template <int Kind, int Immediate, class In, class Out>
+// bfloat16 under RNE or RTZ from the (round-to-odd) binary32 bits by integer
+// operations on the encoding, which is monotone in the value with bfloat16's
+// values on every 2^16-th code, binary32 subnormals included: RNE adds half
+// an ulp less one plus the kept last bit and truncates, so the largest
+// values carry into infinity's code as round_pack's overflow does; RTZ
+// truncates and stops at the largest finite. (vcvtneps2bf16 would flush
+// binary32 subnormals.)
+template <int Kind, class Out>
+RPSIM_NARROW_TARGET inline std::uint32_t bfloat16_round(const std::uint32_t* __restrict b32,
+                                                        Out* __restrict out, std::size_t n) {
+  const __m512i exponent = _mm512_set1_epi32(0x7F800000), high = _mm512_set1_epi32(std::int32_t(0xFFFF0000u));
+  const __m512i half_less_one = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+  __mmask16 special = 0;
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    __m512i x = _mm512_maskz_loadu_epi32(live, b32 + i);
+    special |= _mm512_mask_cmpeq_epi32_mask(live, _mm512_and_si512(x, exponent), exponent);
+    if constexpr (Kind == kind_rne) {
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+      x = _mm512_add_epi32(x, _mm512_add_epi32(half_less_one, lsb));
+    }
+    x = _mm512_and_si512(x, high);
+    if constexpr (std::is_same_v<Out, float>) {
+      _mm512_mask_storeu_epi32(out + i, live, x);
+    } else if constexpr (std::is_same_v<Out, double>) {
+      const __m512 f = _mm512_castsi512_ps(x);
+      _mm512_mask_storeu_pd(out + i, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm512_castps512_ps256(f)));
+      const __m256 upper = _mm256_castsi256_ps(_mm512_maskz_extracti32x8_epi32(0xFF, x, 1));
+      _mm512_mask_storeu_pd(out + i + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, upper));
+    } else if constexpr (std::is_same_v<Out, std::uint16_t>) {
+      _mm512_mask_cvtepi32_storeu_epi16(out + i, live, _mm512_srli_epi32(x, 16));
+    } else {
+      alignas(64) std::uint32_t tmp[16];
+      _mm512_store_si512(tmp, _mm512_srli_epi32(x, 16));
+      for (std::size_t j = 0; j < 16 && i + j < n; ++j) out[i + j] = Out(tmp[j]);
+    }
+  }
+  return special;
+}
+
+constexpr int generic_path = -1, bfloat16_path = -2;
+
+// Path: generic_path (narrow_round in the mode Kind), bfloat16_path
+// (bfloat16_round), or a vcvtps2ph rounding immediate (binary16_round).
+template <int Kind, int Path, class In, class Out>
 RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out* out, std::size_t n,
                                        std::uint64_t index0) {
   const Narrow c(kp);
@@ -198,8 +247,10 @@ RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out
         random[i] = std::uint32_t(mix64(c.key ^ (index0 + b + i))) & c.k_mask;
     }
     std::uint32_t special;
-    if constexpr (Immediate >= 0)
-      special = binary16_round<Immediate>(b32, out + b, len);
+    if constexpr (Path >= 0)
+      special = binary16_round<Path>(b32, out + b, len);
+    else if constexpr (Path == bfloat16_path)
+      special = bfloat16_round<Kind>(b32, out + b, len);
     else
       special = narrow_round<Kind>(c, b32, random, out + b, len);
     if (!special) continue;
@@ -245,13 +296,17 @@ KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp) {
       default: break;
     }
   }
+  if (matches<Bfloat16Format>(kp) && r.overflow.value_or(kp.fmt->overflow) == Overflow::infinity) {
+    if (kp.mode == RoundingMode::nearest_even) return &narrow_kernel<kind_rne, bfloat16_path, In, Out>;
+    if (kp.mode == RoundingMode::toward_zero) return &narrow_kernel<kind_rtz, bfloat16_path, In, Out>;
+  }
   switch (mode_kind(kp.mode)) {
-    case kind_rne: return &narrow_kernel<kind_rne, -1, In, Out>;
-    case kind_rtz: return &narrow_kernel<kind_rtz, -1, In, Out>;
+    case kind_rne: return &narrow_kernel<kind_rne, generic_path, In, Out>;
+    case kind_rtz: return &narrow_kernel<kind_rtz, generic_path, In, Out>;
     case kind_sr:
-      if constexpr (std::is_same_v<In, float>) return &narrow_kernel<kind_sr, -1, In, Out>;
+      if constexpr (std::is_same_v<In, float>) return &narrow_kernel<kind_sr, generic_path, In, Out>;
       return nullptr;
-    default: return &narrow_kernel<kind_other, -1, In, Out>;
+    default: return &narrow_kernel<kind_other, generic_path, In, Out>;
   }
 }
 #else
