@@ -39,6 +39,8 @@
 #define RPSIM_NARROW_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,bmi2,fma,f16c" RPSIM_PREFER_512)))
 
+#include "array_narrow_fp8.hpp"
+
 namespace rpsim::array_detail {
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -226,10 +228,22 @@ RPSIM_NARROW_TARGET inline std::uint32_t bfloat16_round(const std::uint32_t* __r
   return special;
 }
 
-constexpr int generic_path = -1, bfloat16_path = -2;
+constexpr int generic_path = -1, bfloat16_path = -2, child16_path = -3;
+
+template <int Kind, class Out>
+RPSIM_NARROW_TARGET inline std::uint32_t child16_round(const Child16& c, const std::uint32_t* b32, Out* out,
+                                                       std::size_t n) {
+  __mmask16 special = 0;
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    special |= child16_round16<Kind>(c, live, _mm512_maskz_loadu_epi32(live, b32 + i), out + i);
+  }
+  return special;
+}
 
 // Path: generic_path (narrow_round in the mode Kind), bfloat16_path
-// (bfloat16_round), or a vcvtps2ph rounding immediate (binary16_round).
+// (bfloat16_round), child16_path (array_narrow_fp8.hpp) or a vcvtps2ph
+// rounding immediate (binary16_round).
 template <int Kind, int Path, class In, class Out>
 RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out* out, std::size_t n,
                                        std::uint64_t index0) {
@@ -251,6 +265,8 @@ RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out
       special = binary16_round<Path>(b32, out + b, len);
     else if constexpr (Path == bfloat16_path)
       special = bfloat16_round<Kind>(b32, out + b, len);
+    else if constexpr (Path == child16_path)
+      special = child16_round<Kind>(Child16(kp), b32, out + b, len);
     else
       special = narrow_round<Kind>(c, b32, random, out + b, len);
     if (!special) continue;
@@ -299,6 +315,10 @@ KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp) {
   if (matches<Bfloat16Format>(kp) && r.overflow.value_or(kp.fmt->overflow) == Overflow::infinity) {
     if (kp.mode == RoundingMode::nearest_even) return &narrow_kernel<kind_rne, bfloat16_path, In, Out>;
     if (kp.mode == RoundingMode::toward_zero) return &narrow_kernel<kind_rtz, bfloat16_path, In, Out>;
+  }
+  if (Child16::applies(kp)) {
+    if (kp.mode == RoundingMode::nearest_even) return &narrow_kernel<kind_rne, child16_path, In, Out>;
+    if (kp.mode == RoundingMode::toward_zero) return &narrow_kernel<kind_rtz, child16_path, In, Out>;
   }
   switch (mode_kind(kp.mode)) {
     case kind_rne: return &narrow_kernel<kind_rne, generic_path, In, Out>;
