@@ -10,8 +10,7 @@
 // table of issue #30: round_values against CPFloat (when built with
 // CPFLOAT_DIR, see bench_round.cmake) and memcpy, bench_round_versus.hpp.
 //   bench_round [--benchmark_filter=...] [--benchmark_out=file.json] [--no_ratios]
-//               [--n=VALUES] [--scaling_n=VALUES] [--versus_only] [--no_versus] [--rounds=R]
-//               [--versus_filter=TEXT]
+//   [--n=VALUES] [--scaling_n=VALUES] [--versus_only] [--no_versus] [--rounds=R] [--versus_filter=TEXT]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
