@@ -252,21 +252,26 @@ RPSIM_NARROW_TARGET void narrow_kernel(const KernelParams& kp, const In* in, Out
   alignas(64) std::uint32_t random[Kind == kind_sr ? block_elements : 1];
   for (std::size_t b = 0; b < n; b += block_elements) {
     const std::size_t len = std::min(block_elements, n - b);
+    // The binary32 bits: binary32 input is read in place by the intrinsic
+    // paths (their loads may alias), copied for the C++ loop.
+    const std::uint32_t* bits = b32;
     if constexpr (std::is_same_v<In, double>)
       round_to_odd_binary32(in + b, b32, len);
+    else if constexpr (Path != generic_path)
+      bits = reinterpret_cast<const std::uint32_t*>(in + b);
     else
-      std::memcpy(b32, in + b, len * sizeof(float));  // the bits, without aliasing the floats
+      std::memcpy(b32, in + b, len * sizeof(float));
     if constexpr (Kind == kind_sr) {
       for (std::size_t i = 0; i < len; ++i)  // counter_random's draw, as decide_rounding takes it
         random[i] = std::uint32_t(mix64(c.key ^ (index0 + b + i))) & c.k_mask;
     }
     std::uint32_t special;
     if constexpr (Path >= 0)
-      special = binary16_round<Path>(b32, out + b, len);
+      special = binary16_round<Path>(bits, out + b, len);
     else if constexpr (Path == bfloat16_path)
-      special = bfloat16_round<Kind>(b32, out + b, len);
+      special = bfloat16_round<Kind>(bits, out + b, len);
     else if constexpr (Path == child16_path)
-      special = child16_round<Kind>(Child16(kp), b32, out + b, len);
+      special = child16_round<Kind>(Child16(kp), bits, out + b, len);
     else
       special = narrow_round<Kind>(c, b32, random, out + b, len);
     if (!special) continue;
