@@ -6,9 +6,11 @@
 //
 // Every benchmark reports items_per_second = values/s. After the runs a
 // markdown table gives each one as a ratio to memcpy of the same input type
-// and length, and the 2-thread / 1-thread ratios on 10^8 values.
+// and length, and the 2-thread / 1-thread ratios on 10^8 values. Then the
+// table of issue #30: round_values against CPFloat (when built with
+// CPFLOAT_DIR, see bench_round.cmake) and memcpy, bench_round_versus.hpp.
 //   bench_round [--benchmark_filter=...] [--benchmark_out=file.json] [--no_ratios]
-//               [--n=VALUES] [--scaling_n=VALUES]
+//   [--n=VALUES] [--scaling_n=VALUES] [--versus_only] [--no_versus] [--rounds=R] [--versus_filter=TEXT]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -355,13 +357,25 @@ void print_ratios(const CollectingReporter& rep) {
 
 }  // namespace
 
+#include "bench_round_versus.hpp"
+
 int main(int argc, char** argv) {
-  bool ratios = true;
+  bool ratios = true, versus_table = true, benchmarks = true;
+  int rounds = 5;
+  std::string versus_filter;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no_ratios") {
       ratios = false;
+    } else if (a == "--no_versus") {
+      versus_table = false;
+    } else if (a == "--versus_only") {
+      benchmarks = false;
+    } else if (a.rfind("--versus_filter=", 0) == 0) {
+      versus_filter = a.substr(16);
+    } else if (a.rfind("--rounds=", 0) == 0) {
+      rounds = std::max(1, std::stoi(a.substr(9)));
     } else if (a.rfind("--n=", 0) == 0) {
       single_n = std::stoull(a.substr(4));
     } else if (a.rfind("--scaling_n=", 0) == 0) {
@@ -374,10 +388,13 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
   std::printf("array kernel: %s\n", array_kernel_isa());
-  register_all();
-  CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  if (ratios) print_ratios(reporter);
+  if (benchmarks) {
+    register_all();
+    CollectingReporter reporter;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+    if (ratios) print_ratios(reporter);
+  }
+  if (versus_table) versus::print_table(single_n, rounds, versus_filter);
   benchmark::Shutdown();
   return 0;
 }

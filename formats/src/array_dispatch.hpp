@@ -88,10 +88,17 @@ KernelFn<In, Out> pick_avx512(const KernelParams& kp);
 // binary32 -> binary16 / bfloat16 by the conversion instructions where they
 // round exactly as the scalar core (array_round_avx512.cpp); nullptr otherwise.
 KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp);
-// binary64 values -> binary16 values the same way, for blocks whose inputs
-// are all binary32 values (the bit kernel otherwise); nullptr where it does
-// not apply.
-KernelFn<double, double> pick_hardware_values_avx512(const KernelParams& kp);
+
+// Formats inside binary32's range in 32-bit lanes after a round to odd into
+// binary32, every mode but SR (array_narrow_avx512.cpp); nullptr where it
+// does not apply.
+template <class In, class Out>
+KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp);
+
+// Stochastic rounding with intrinsics (array_sr_avx512.cpp); nullptr where
+// it does not apply.
+template <class In, class Out>
+KernelFn<In, Out> pick_sr_avx512(const KernelParams& kp);
 
 // Elements per kernel call: small enough that an in-place call's copy of the
 // input stays in L1, large enough that the call costs nothing.

@@ -225,14 +225,13 @@ Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
   if (plan.kp.identity || plan.kp.hardware_binary32 || plan.kp.fixed_point ||
       kernel_handles(fmt, o.rounding, value_output))
     plan.kernel = choose_kernel<In, Out>(plan.kp, o.isa);
-  if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
-    if (plan.kernel && resolve(o.isa) == ArrayIsa::avx512) {
+  if (plan.kernel && resolve(o.isa) == ArrayIsa::avx512) {
+    if (auto narrow = pick_narrow_avx512<In, Out>(plan.kp))
+      plan.kernel = narrow;
+    else if (auto sr = pick_sr_avx512<In, Out>(plan.kp))
+      plan.kernel = sr;
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, std::uint16_t>) {
       if (auto hardware = pick_hardware_avx512(plan.kp)) plan.kernel = hardware;
-    }
-  }
-  if constexpr (std::is_same_v<In, double> && std::is_same_v<Out, double>) {
-    if (plan.kernel && !plan.kp.fixed_point && resolve(o.isa) == ArrayIsa::avx512) {
-      if (auto hardware = pick_hardware_values_avx512(plan.kp)) plan.kernel = hardware;
     }
   }
   plan.threads = o.threads;

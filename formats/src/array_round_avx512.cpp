@@ -95,32 +95,7 @@ bfloat16_by_vcvtneps2bf16(const KernelParams& kp, const float* in, std::uint16_t
   }
 }
 
-// binary64 values -> binary16 values by vcvtps2ph, where every input of the
-// call's block is a binary32 value (the casts of mixed precision training:
-// binary32 weights, activations and accumulations): then the double holds
-// the float exactly, the float rounds as above, and vcvtph2ps / vcvtps2pd
-// bring the binary16 value back exactly. A block holding anything else (a
-// NaN, a value with more bits or beyond binary32's range) goes to the bit
-// kernel, from its input (run_plan copies in-place input first).
-template <int Immediate, int Kind>
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,f16c"))) void binary16_values_by_vcvtps2ph(
-    const KernelParams& kp, const double* in, double* out, std::size_t n, std::uint64_t index0) {
-  constexpr std::size_t width = 8;
-  const __mmask8 all = 0xFF;  // the maskz forms: GCC 12's plain ones trip -Wmaybe-uninitialized
-  __mmask8 inexact = 0;
-  std::size_t i = 0;
-  for (; i + width <= n; i += width) {
-    const __m512d x = _mm512_loadu_pd(in + i);
-    const __m256 f = _mm512_maskz_cvtpd_ps(all, x);  // exact where it matters: checked just below
-    inexact |= _mm512_cmp_pd_mask(_mm512_maskz_cvtps_pd(all, f), x, _CMP_NEQ_UQ);
-    const __m128i h = _mm256_cvtps_ph(f, Immediate | _MM_FROUND_NO_EXC);
-    _mm512_storeu_pd(out + i, _mm512_maskz_cvtps_pd(all, _mm256_cvtph_ps(h)));
-  }
-  if (inexact) i = 0;  // the whole block by the bit kernel
-  if (i < n) Avx512::run<Binary16Format, Kind, double, double>(kp, in + i, out + i, n - i, index0 + i);
-}
-
-// What both hardware paths need from the call: no DAZ in MXCSR (it would
+// What the hardware conversions need from the call: no DAZ in MXCSR (it would
 // flush subnormal inputs), the x86 NaN rule, no flushed inputs and overflow
 // to infinity.
 bool hardware_conversion_applies(const KernelParams& kp) {
@@ -131,23 +106,6 @@ bool hardware_conversion_applies(const KernelParams& kp) {
 }
 
 }  // namespace
-
-KernelFn<double, double> pick_hardware_values_avx512(const KernelParams& kp) {
-  // Every AVX-512F processor has F16C (clang 14's __builtin_cpu_supports does not know "f16c").
-  static const bool f16c = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  // FTZ in MXCSR would also flush the widening conversions' subnormal results.
-  if (!f16c || (_mm_getcsr() & 0x8000) != 0 || !hardware_conversion_applies(kp)) return nullptr;
-  if (!matches<Binary16Format>(kp) || kp.rounding.flush_subnormal_outputs) return nullptr;
-  switch (kp.rounding.mode) {
-    case RoundingMode::nearest_even:
-      return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_NEAREST_INT, kind_rne>;
-    case RoundingMode::toward_zero: return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_ZERO, kind_rtz>;
-    case RoundingMode::down: return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_NEG_INF, kind_other>;
-    case RoundingMode::up: return &binary16_values_by_vcvtps2ph<_MM_FROUND_TO_POS_INF, kind_other>;
-    default: return nullptr;
-  }
-}
 
 KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp) {
 #if defined(__clang__)
@@ -176,9 +134,6 @@ KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp) {
 }
 #else
 KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams&) {
-  return nullptr;
-}
-KernelFn<double, double> pick_hardware_values_avx512(const KernelParams&) {
   return nullptr;
 }
 template <class In, class Out>
