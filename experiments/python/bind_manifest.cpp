@@ -8,7 +8,7 @@
 
 namespace rpsim::python {
 
-void bind_gemm_manifest(py::module_& m) {
+void bind_manifest(py::module_& m) {
   m.def(
       "_gemm_check_manifest",
       [](const std::string& path, const std::vector<std::string>& models, std::size_t show, int threads) {
