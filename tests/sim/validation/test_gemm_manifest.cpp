@@ -122,8 +122,7 @@ TEST_CASE("gemm-manifest: the shared H100 GEMMs as one capture select their pres
   fs::remove_all(dir);
 }
 
-TEST_CASE(
-    "validation: gemm-manifest: a capture passes under its model and a perturbed element fails by name") {
+TEST_CASE("gemm-manifest: a capture passes under its model and a perturbed element fails by name") {
   const fs::path dir = synthetic_capture("synthetic", kBf16, 3);
   auto r = rpsim::sim::check_gemm_manifest(rpsim::sim::load_gemm_manifest(dir), {kBf16});
   CHECK(r.passed == 3);
