@@ -182,3 +182,36 @@ def test_cast_classes_at_the_rounding_ties(fmt):
     assert s.under[th.name] == np.sum(r == 0)
     assert s.sub[th.name] == np.sum((r != 0) & (np.abs(r) < normal))
     assert s.over[th.name] == np.sum(~np.isfinite(r)) > 0
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        self.scores = q @ k.transpose(-1, -2)  # a functional GEMM no module hook sees
+        self.scores.register_hook(lambda g: setattr(self, "scores_grad", g.detach().double().numpy().copy()))
+        return torch.matmul(self.scores.softmax(-1), v)
+
+
+def test_functional_matmuls_are_recorded(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Attention(), torch.nn.Linear(8, 1))
+    tel = rt.Telemetry(model, FORMATS, sample=None, loss_scale=SCALE, out=str(tmp_path))
+    model(torch.randn(3, 5, 8)).pow(2).mean().backward()
+    tel.step()
+    grad = model[0].scores_grad
+    tel.close()
+    row = read_rows(tmp_path / "steps.csv")[0]
+    for fmt in FORMATS:
+        under, sub, over, nz = numpy_counts(grad, fmt)
+        assert float(row[f"0.matmul#0_activation_grad_{fmt}_underflow_fraction"]) == under / nz
+        assert float(row[f"0.matmul#0_activation_grad_{fmt}_subnormal_fraction"]) == sub / nz
+    assert "0.matmul#1_activation_grad_amax" in row  # att @ v
+    without = rt.Telemetry(model, functional=False)
+    model(torch.randn(3, 5, 8)).pow(2).mean().backward()
+    without.step()
+    assert without.functional_names == []
+    without.close()

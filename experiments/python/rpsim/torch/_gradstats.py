@@ -11,6 +11,7 @@ format's parameters as rpsim.format_info gives them, once per format.
 """
 import math
 
+import numpy as np
 import torch
 
 from .. import format_info
@@ -41,6 +42,18 @@ def sample_flat(t, sample, generator):
     return flat.double()
 
 
+_ENDS = {}
+
+
+def _ends(formats):
+    """The class ends of `formats`: (under..., over...) and (normal..., over...) as arrays (cached)."""
+    key = tuple(f.name for f in formats)
+    if key not in _ENDS:
+        _ENDS[key] = (np.array([f.under for f in formats] + [f.over for f in formats]),
+                      np.array([f.normal for f in formats] + [f.over for f in formats]))
+    return _ENDS[key]
+
+
 class TensorStats:
     """Counts of one tensor over one recorded step (summed over the calls that produced it)."""
 
@@ -54,30 +67,39 @@ class TensorStats:
         self.dtype = ""
 
     def add(self, flat, formats, cast_scale, unscale, dtype):
+        """Counts `flat` (a float64 tensor, moved to the host: a sample is small). NumPy's
+        per-call cost is a fraction of torch's on small CPU arrays (measured: isfinite 2 us
+        against 19 us on 4096 values), and the cost is per tensor: one sort, then each class
+        end is a binary search."""
         self.dtype = str(dtype).replace("torch.", "")
-        mag = flat.abs()
-        finite = torch.isfinite(mag)
-        nz = finite & (mag > 0)
-        self.entries += flat.numel()
-        n_nz = int(nz.sum())
-        self.nonfinite += flat.numel() - int(finite.sum())
-        self.zeros += int(finite.sum()) - n_nz
-        vals = mag[nz]
-        if n_nz:
-            self.amax = max(self.amax, float(vals.max()) * unscale)
-        x = vals * cast_scale
-        for f in formats:
-            self.under[f.name] += int((x <= f.under).sum())
-            self.sub[f.name] += int(((x > f.under) & (x < f.normal)).sum())
-            self.over[f.name] += int(((x > f.over) | (x == f.over) if f.tie_overflows else x > f.over).sum())
-        if n_nz:
-            # floor(log2 |v|) of the unscaled value: frexp gives |v| = m 2^e, m in [0.5, 1).
-            e = torch.frexp(vals * unscale).exponent.long() - 1
-            lo = int(e.min())
-            counts = torch.bincount(e - lo).cpu().tolist()
-            for i, c in enumerate(counts):
-                if c:
-                    self.hist[lo + i] = self.hist.get(lo + i, 0) + c
+        a = flat.detach().cpu().numpy()
+        mag = np.abs(a)
+        finite = np.isfinite(mag)
+        vals = mag[finite & (mag > 0)]
+        n, n_finite = vals.size, int(np.count_nonzero(finite))
+        self.entries += a.size
+        self.nonfinite += a.size - n_finite
+        self.zeros += n_finite - n
+        if not n:
+            return
+        # x = |v| * scale in binary64: exact for a power-of-two scale, else rounded once as a cast's input would be
+        x = vals * cast_scale if cast_scale != 1.0 else vals
+        x = np.sort(x)  # then every class end is one binary search
+        le, lt = _ends(formats)
+        n_le = np.searchsorted(x, le, side="right").tolist()  # values <= the end
+        n_lt = np.searchsorted(x, lt, side="left").tolist()  # values < the end
+        k = len(formats)
+        for i, f in enumerate(formats):
+            self.under[f.name] += n_le[i]
+            self.sub[f.name] += n_lt[i] - n_le[i]
+            self.over[f.name] += n - (n_lt[k + i] if f.tie_overflows else n_le[k + i])
+        u = vals * unscale if unscale != 1.0 else vals
+        self.amax = max(self.amax, float(u.max()))
+        e = np.frexp(u)[1] - 1  # floor(log2 |v|): |v| = m 2^e', m in [0.5, 1)
+        lo = int(e.min())
+        for i, c in enumerate(np.bincount(e - lo).tolist()):
+            if c:
+                self.hist[lo + i] = self.hist.get(lo + i, 0) + c
 
     def fraction(self, counts, name):
         nz = self.entries - self.zeros - self.nonfinite

@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 import torch
 
+from ._functional import attach_functional
 from ._gradstats import TensorStats, Thresholds, sample_flat
 
 HEAD = ["step", "epoch", "loss_emulated_nats", "loss_fp64_nats", "loss_scale", "skipped", "overflow_found",
@@ -55,10 +56,12 @@ class Telemetry:
     unscaled; loss_scale: a number when the loop does not scale the loss (the cast multiplies
     by it); neither: scale 1. meta.json says which. out: the folder of steps.csv etc. (None:
     nothing written; .rows and .histogram_rows hold them). modules: names to hook (default:
-    every leaf module and every module with parameters of its own)."""
+    every leaf module and every module with parameters of its own). functional: also the
+    outputs of matmul-class functions called in forward (attention's q @ k^T ...), named
+    <module>.<function>#<i> after the innermost hooked module calling them."""
 
     def __init__(self, model, formats=("binary16", "bfloat16", "e4m3", "e5m2"), every=1, sample=65536, *,
-                 scaler=None, loss_scale=None, out=None, modules=None, dump_steps=(), seed=0):
+                 scaler=None, loss_scale=None, out=None, modules=None, functional=True, dump_steps=(), seed=0):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Telemetry: model must be a torch.nn.Module, not {type(model).__name__}")
         if not isinstance(every, int) or every < 1:
@@ -92,6 +95,9 @@ class Telemetry:
         self._step, self._act, self._dump, self._handles = 0, {}, {}, []
         for n in self.module_names:
             self._handles.append(named[n].register_forward_hook(self._forward_hook(n)))
+        self.functional_names = None  # fixed at the first recorded step
+        if functional:
+            self._handles += attach_functional(self, named)
 
     # -- hooks ---------------------------------------------------------------------------------
     def _recording(self):
@@ -160,6 +166,9 @@ class Telemetry:
         for n in self.module_names:
             keys.append((f"{n}_activation_grad", "act", n))
             keys += [(f"{pname}_grad", "param", pname) for pname, _ in self.params[n]]
+        if self.functional_names is None:
+            self.functional_names = sorted(k for k in self._act if k not in self.module_names)
+        keys += [(f"{n}_activation_grad", "act", n) for n in self.functional_names]
         return keys
 
     def _layer_cells(self, n, params):
