@@ -229,3 +229,20 @@ def test_an_h100_capture_selects_its_preset(captured):
         json.dump(manifest, f)
     res = rpsim.gemm_check(directory)  # no model: the device and flags pick cublas:h100:bf16:bf16:rpr=0
     assert res.ok and {row["model"] for row in res.rows} == {MODEL}
+
+
+def test_scaled_mm_calls_are_recorded_with_their_scales(tmp_path):
+    """torch 1.13 has no _scaled_mm: its call is fed to the recorder as a newer torch's dispatcher
+    would (positional scales, an (out, amax) pair), with bf16 stand-ins for the FP8 operands."""
+    directory = str(tmp_path / "fp8")
+    a = torch.randn(4, 32).bfloat16()
+    b = torch.randn(6, 32).bfloat16().t()  # column-major, as _scaled_mm requires
+    d = torch.mm(a.float(), b.float()).bfloat16()
+    two = torch.tensor(2.0)
+    with rt.capture_gemms(directory) as cap:
+        cap._record("_scaled_mm", (a, b, two, torch.tensor(1.0)), {"use_fast_accum": True}, (d, two))
+    g = cap.manifest["gemms"][0]
+    assert g["op"] == "_scaled_mm" and g["scales"] == {"scale_a": [2.0], "scale_b": [1.0]}
+    assert g["use_fast_accum"] is True and g["transposed"]["b"] and (g["m"], g["n"], g["k"]) == (4, 6, 32)
+    res = rpsim.gemm_check(directory, model=MODEL)
+    assert res.rows == [] and res.skipped == 1 and "scales other than 1" in res.skip_reasons[0]

@@ -46,8 +46,14 @@ def _dot(args, kw):
     return None, args[0].unsqueeze(0), args[1].unsqueeze(-1), 0.0, 1.0
 
 
+def _scaled_arg(args, kw, name, position):
+    """_scaled_mm's scale_a, scale_b, bias: keywords in some torch versions, positional in others."""
+    return kw[name] if name in kw else args[position] if len(args) > position else None
+
+
 def _scaled_mm(args, kw):
-    return kw.get("bias"), args[0], args[1], 1.0, 1.0
+    bias = _scaled_arg(args, kw, "bias", 4)
+    return bias, args[0], args[1], 1.0 if bias is not None else 0.0, 1.0
 
 
 # The one table of matmul-class ops: aten name -> (C, A, B, beta, alpha) from the call's
@@ -205,7 +211,8 @@ class capture_gemms:
                 "phase": "forward" if torch.is_grad_enabled() else "backward or no_grad",
                 "device": _device_name(d), "flags": _flags(d.device)}
         if name == "_scaled_mm":
-            info["scales"] = {key: _numpy(kwargs[key]).tolist() for key in ("scale_a", "scale_b") if key in kwargs}
+            scales = {key: _scaled_arg(args, kwargs, key, i) for i, key in ((2, "scale_a"), (3, "scale_b"))}
+            info["scales"] = {k: _numpy(v.float()).reshape(-1).tolist() for k, v in scales.items() if v is not None}
             info["use_fast_accum"] = bool(kwargs.get("use_fast_accum", False))
         for i in picks:
             if len(self._gemms) >= self.max_gemms:
