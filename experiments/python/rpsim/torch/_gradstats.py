@@ -42,18 +42,6 @@ def sample_flat(t, sample, generator):
     return flat.double()
 
 
-_ENDS = {}
-
-
-def _ends(formats):
-    """The class ends of `formats`: (under..., over...) and (normal..., over...) as arrays (cached)."""
-    key = tuple(f.name for f in formats)
-    if key not in _ENDS:
-        _ENDS[key] = (np.array([f.under for f in formats] + [f.over for f in formats]),
-                      np.array([f.normal for f in formats] + [f.over for f in formats]))
-    return _ENDS[key]
-
-
 class TensorStats:
     """Counts of one tensor over one recorded step (summed over the calls that produced it)."""
 
@@ -69,8 +57,7 @@ class TensorStats:
     def add(self, flat, formats, cast_scale, unscale, dtype):
         """Counts `flat` (a float64 tensor, moved to the host: a sample is small). NumPy's
         per-call cost is a fraction of torch's on small CPU arrays (measured: isfinite 2 us
-        against 19 us on 4096 values), and the cost is per tensor: one sort, then each class
-        end is a binary search."""
+        against 19 us on 4096 values), and the cost is per tensor, not per value."""
         self.dtype = str(dtype).replace("torch.", "")
         a = flat.detach().cpu().numpy()
         mag = np.abs(a)
@@ -84,15 +71,12 @@ class TensorStats:
             return
         # x = |v| * scale in binary64: exact for a power-of-two scale, else rounded once as a cast's input would be
         x = vals * cast_scale if cast_scale != 1.0 else vals
-        x = np.sort(x)  # then every class end is one binary search
-        le, lt = _ends(formats)
-        n_le = np.searchsorted(x, le, side="right").tolist()  # values <= the end
-        n_lt = np.searchsorted(x, lt, side="left").tolist()  # values < the end
-        k = len(formats)
-        for i, f in enumerate(formats):
-            self.under[f.name] += n_le[i]
-            self.sub[f.name] += n_lt[i] - n_le[i]
-            self.over[f.name] += n - (n_lt[k + i] if f.tie_overflows else n_le[k + i])
+        # Three comparisons a format (measured: 12 of them cost half a sort of 4096 values).
+        for f in formats:
+            under = int(np.count_nonzero(x <= f.under))
+            self.under[f.name] += under
+            self.sub[f.name] += int(np.count_nonzero(x < f.normal)) - under if f.normal > f.under else 0
+            self.over[f.name] += int(np.count_nonzero(x >= f.over if f.tie_overflows else x > f.over))
         u = vals * unscale if unscale != 1.0 else vals
         self.amax = max(self.amax, float(u.max()))
         e = np.frexp(u)[1] - 1  # floor(log2 |v|): |v| = m 2^e', m in [0.5, 1)
