@@ -87,9 +87,16 @@ int infer(const Opts& o, const sim::GemmDump& dump) {
 
 // A capture_gemms directory (or its manifest.json): every GEMM in it, one table.
 int check_manifest(const Opts& o) {
-  if (o.infer) throw UsageError("--infer takes one dump file; run it on a file the manifest lists");
   try {
     const auto manifest = sim::load_gemm_manifest(o.files.front());
+    if (o.infer) {
+      sim::InferOptions opts;
+      opts.top = o.top;
+      opts.threads = o.threads;
+      const auto r = sim::infer_gemm_manifest(manifest, opts);
+      fmt::print("{}", r.text);
+      return r.failed ? 1 : 0;
+    }
     const auto report = sim::check_gemm_manifest(
         manifest, o.model.empty() ? std::vector<std::string>{} : std::vector<std::string>{o.model}, o.show,
         o.threads);

@@ -7,6 +7,7 @@
 
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/validation/gemm_infer.hpp"
 #include "rpsim/validation/gemm_manifest.hpp"
 
 namespace rpsim::sim {
@@ -54,7 +55,7 @@ Compared compare(const Matrix& want, const Matrix& got, const Format& out, const
 std::string shape_of(const ManifestGemm& g, std::size_t kept) {
   const std::string mnk = fmt::format("{}x{}x{}", g.m, g.n, g.k);
   if (!g.batch) return mnk;
-  return fmt::format("{}x[{}] ({} kept)", *g.batch, mnk, kept);
+  return kept ? fmt::format("{}x[{}] ({} kept)", *g.batch, mnk, kept) : fmt::format("{}x[{}]", *g.batch, mnk);
 }
 
 std::string ulps_text(double u) {
@@ -124,6 +125,44 @@ std::string ManifestReport::table() const {
   }
   out += fmt::format("{} passed, {} failed\n", passed, failed);
   return out;
+}
+
+}  // namespace rpsim::sim
+
+namespace rpsim::sim {
+
+ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options) {
+  ManifestInferReport r;
+  std::map<std::size_t, bool> seen;  // call -> searched (the first kept batch element stands for the call)
+  for (const ManifestGemm& g : manifest.gemms) {
+    if (seen[g.call]) continue;
+    seen[g.call] = true;
+    GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
+    if (g.beta == 0.0) dump.c.reset();
+    const std::string head =
+        fmt::format("{:>5}  {}  {}  {}->{}  {}", g.call, g.op, shape_of(g, 0), g.a_dtype, g.d_dtype, g.file);
+    if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0)) {
+      r.text += head + ": not searched (an alpha/beta epilogue is outside the schedule space)\n";
+      ++r.skipped;
+      continue;
+    }
+    const InferResult found = infer_schedule(dump, options);
+    if (!found.exact.empty()) {
+      ++r.passed;
+      r.text += fmt::format("{}: {} schedule(s) reproduce it, first {}{}\n", head, found.exact.size(),
+                            found.exact.front().spec,
+                            found.presets.empty() ? "" : " (preset " + found.presets.front() + ")");
+    } else {
+      ++r.failed;
+      r.text += found.best.empty()
+                    ? head + ": no schedule found\n"
+                    : fmt::format("{}: none reproduces it; best {}/{} {}\n", head, found.best.front().passed,
+                                  found.best.front().total, found.best.front().spec);
+    }
+  }
+  if (r.skipped) r.text += fmt::format("not searched: {} calls\n", r.skipped);
+  r.text += fmt::format("{} passed, {} failed\n", r.passed, r.failed);
+  return r;
 }
 
 }  // namespace rpsim::sim

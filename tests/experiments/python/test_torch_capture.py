@@ -246,3 +246,11 @@ def test_scaled_mm_calls_are_recorded_with_their_scales(tmp_path):
     assert g["use_fast_accum"] is True and g["transposed"]["b"] and (g["m"], g["n"], g["k"]) == (4, 6, 32)
     res = rpsim.gemm_check(directory, model=MODEL)
     assert res.rows == [] and res.skipped == 1 and "scales other than 1" in res.skip_reasons[0]
+
+
+def test_infer_searches_each_call(captured, run_cli):
+    directory, _ = captured
+    r = run_cli("gemm-check", directory, "--infer")
+    n = sum(EXPECTED_CALLS.values())
+    assert r.stdout.rstrip().endswith(f"{n} passed, 0 failed")
+    assert r.stdout.count("reproduce it") == n and "preset cublas:h100:bfloat16:bfloat16" in r.stdout

@@ -82,3 +82,20 @@ ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vect
                                    std::size_t show = 10, int threads = 1);
 
 }  // namespace rpsim::sim
+
+namespace rpsim::sim {
+
+struct InferOptions;
+
+// `rpsim gemm-check DIR --infer`: the schedule search (gemm_infer.hpp) on
+// the first kept file of each captured op call, for GPUs and dtypes no
+// preset covers. One line per call: the schedules reproducing it, or the
+// best found; ends with "N passed, M failed" (passed: calls some schedule
+// reproduces bit for bit).
+struct ManifestInferReport {
+  std::string text;
+  std::size_t passed = 0, failed = 0, skipped = 0;
+};
+ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options);
+
+}  // namespace rpsim::sim
