@@ -139,6 +139,10 @@ def test_every_and_a_scaler_are_said(tmp_path):
     train(6, lambda m: rt.Telemetry(m, out=str(out), every=3, scaler=Scaler()))
     assert [int(r["step"]) for r in read_rows(out / "steps.csv")] == [0, 3]
     assert "Scaler.get_scale()" in json.loads((out / "meta.json").read_text())["loss_scale_source"]
+    scaler = torch.cuda.amp.GradScaler(enabled=False)  # torch's own, disabled without CUDA: scale 1, said by name
+    train(1, lambda m: rt.Telemetry(m, out=str(out), scaler=scaler))
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["loss_scale_source"] == "torch.cuda.amp.grad_scaler.GradScaler.get_scale()"
 
 
 def test_detached_telemetry_leaves_no_hook():
