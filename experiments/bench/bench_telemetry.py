@@ -76,6 +76,7 @@ def main():
     torch.set_num_threads(args.threads)
     configs = {"without telemetry": None,
                "every=1 sample=4096": {"every": 1, "sample": 4096},
+               "every=1 sample=1024": {"every": 1, "sample": 1024},
                "every=10 sample=4096": {"every": 10, "sample": 4096},
                "every=1 sample=None (all values)": {"every": 1, "sample": None}}
     times = {name: [] for name in configs}

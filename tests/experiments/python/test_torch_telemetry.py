@@ -219,3 +219,22 @@ def test_functional_matmuls_are_recorded(tmp_path):
     without.step()
     assert without.functional_names == []
     without.close()
+
+
+def test_an_infinite_gradient_is_found_and_the_scaled_step_skipped(tmp_path):
+    class Scaler:
+        def get_scale(self):
+            return 2.0 ** 16
+
+    model = make_model()
+    tel = rt.Telemetry(model, out=str(tmp_path), scaler=Scaler())
+    for poison in (False, True):
+        model(torch.randn(4, 12)).sum().backward()
+        if poison:
+            model[2].weight.grad[3, 4] = float("inf")  # one value: the sampled counts might miss it
+        tel.step()
+        model.zero_grad()
+    tel.close()
+    rows = read_rows(tmp_path / "steps.csv")
+    assert [(r["overflow_found"], r["skipped"]) for r in rows] == [("0", "0"), ("1", "1")]
+    assert float(rows[0]["loss_scale"]) == 2.0 ** 16 and rows[1]["grad_norm"] == "inf"

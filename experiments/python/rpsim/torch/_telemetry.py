@@ -14,6 +14,7 @@ columns of its own), and with dump_steps=(N,) grads_step<N>.npz, which `rpsim gr
 Detached (close()), no hook remains: the loop runs as it would without it.
 """
 import json
+import math
 import os
 import tempfile
 
@@ -92,7 +93,7 @@ class Telemetry:
                        for n in named}
         self._gen = torch.Generator().manual_seed(seed)
         self.rows, self.histogram_rows, self.columns = [], [], None
-        self._step, self._act, self._dump, self._handles = 0, {}, {}, []
+        self._step, self._act, self._dump, self._handles, self._in_grad = 0, {}, {}, [], None
         for n in self.module_names:
             self._handles.append(named[n].register_forward_hook(self._forward_hook(n)))
         self.functional_names = None  # fixed at the first recorded step
@@ -123,8 +124,6 @@ class Telemetry:
             self._in_grad, _ = self._scales()
         self._count(self._act, name, g)
 
-    _in_grad = None
-
     def _count(self, store, name, g):
         if name not in store:
             store[name] = TensorStats(self.formats)
@@ -144,12 +143,12 @@ class Telemetry:
             self._step += 1
             return
         self._in_grad, _ = self._scales()
-        params = {}
-        norm2 = 0.0
+        params, norm2, tracked = {}, 0.0, set(self.module_names)
         for mod, plist in self.params.items():
             for pname, p in plist:
                 if p.grad is not None:
-                    self._count(params, pname, p.grad)
+                    if mod in tracked:
+                        self._count(params, pname, p.grad)
                     norm2 += float(p.grad.detach().double().pow(2).sum()) / self._in_grad ** 2
         if not params and not self._act:
             raise TelemetryError(
@@ -191,7 +190,8 @@ class Telemetry:
             for key, _, _ in self._tensor_keys():
                 self.columns += [f"{key}_{f.name}_{c}" for f in self.formats for c in PER_FORMAT]
                 self.columns += [f"{key}_zero_fraction", f"{key}_nonfinite_fraction", f"{key}_amax"]
-        nonfinite = any(s.nonfinite for s in list(params.values()) + list(self._act.values()))
+        # The norm runs over every value of every parameter gradient: exact where the samples are not.
+        nonfinite = not math.isfinite(grad_norm) or any(s.nonfinite for s in self._act.values())
         scale = self._in_grad if self.scaler is not None else self.fixed_scale
         loss_v = float(loss.detach()) if isinstance(loss, torch.Tensor) else loss
         cells = [self._step, None, loss_v, None, scale, int(nonfinite and self.scaler is not None), int(nonfinite),
