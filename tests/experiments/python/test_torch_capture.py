@@ -254,3 +254,25 @@ def test_infer_searches_each_call(captured, run_cli):
     n = sum(EXPECTED_CALLS.values())
     assert r.stdout.rstrip().endswith(f"{n} passed, 0 failed")
     assert r.stdout.count("reproduce it") == n and "preset cublas:h100:bfloat16:bfloat16" in r.stdout
+
+
+def test_each_gemm_takes_the_first_model_of_its_dtypes(tmp_path):
+    """A head outside autocast multiplies in float32: a list of models covers both kinds."""
+    directory = str(tmp_path / "mixed")
+    torch.manual_seed(2)
+    body, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 3)
+    with rt.capture_gemms(directory) as cap:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = body(torch.randn(4, 8))
+        head(h.float()).sum().backward()
+    fp32 = "cublas:h100:tf32:fp32"
+    for g in cap.manifest["gemms"]:
+        path = os.path.join(directory, g["file"])
+        arrays = dict(np.load(path))
+        arrays["D"] = model_d(arrays, g, MODEL if g["a_dtype"] == "bfloat16" else fp32).astype(arrays["D"].dtype)
+        np.savez(path, **arrays)
+    assert {g["a_dtype"] for g in cap.manifest["gemms"]} == {"bfloat16", "float32"}
+    res = rpsim.gemm_check(directory, model=[MODEL, fp32])
+    assert res.ok and {row["model"] for row in res.rows} == {MODEL, fp32}
+    with pytest.raises(ValueError, match="float32|binary32"):
+        rpsim.gemm_check(directory, model=MODEL)
