@@ -276,3 +276,13 @@ def test_each_gemm_takes_the_first_model_of_its_dtypes(tmp_path):
     assert res.ok and {row["model"] for row in res.rows} == {MODEL, fp32}
     with pytest.raises(ValueError, match="float32|binary32"):
         rpsim.gemm_check(directory, model=MODEL)
+
+
+def test_convolutions_are_listed_as_not_exposed(tmp_path):
+    conv = torch.nn.Conv2d(3, 4, 3)
+    with rt.capture_gemms(str(tmp_path / "conv")) as cap:
+        conv(torch.randn(2, 3, 8, 8)).sum().backward()
+    assert cap.manifest["gemms"] == [] and len(cap.manifest["skipped"]) == 2  # forward and backward
+    assert all("convolution" in s["reason"] for s in cap.manifest["skipped"])
+    res = rpsim.gemm_check(str(tmp_path / "conv"))
+    assert res.skipped == 2 and res.passed == res.failed == 0 and "convolution" in res.table

@@ -60,11 +60,23 @@ def _scaled_mm(args, kw):
 # arguments; A is (batch x) M x K and B (batch x) K x N as the kernel multiplies them.
 GEMM_OPS = {"mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "mv": _mv, "addmv": _addmv,
             "dot": _dot, "_scaled_mm": _scaled_mm}
-# Ops that are GEMMs inside a backend that does not show them (im2col / implicit GEMM in
-# oneDNN or cuDNN): listed as skipped, with this reason.
-HIDDEN_GEMM_OPS = {"convolution", "convolution_backward", "mkldnn_convolution", "_convolution",
-                   "cudnn_convolution", "_slow_conv2d_forward", "_slow_conv2d_backward"}
-HIDDEN_REASON = "a convolution: the backend runs its GEMM internally (im2col / implicit GEMM), not exposed"
+# Ops whose GEMMs run inside a fused kernel that does not show them: listed as skipped, with
+# the reason (one row a kind).
+_CONV = "a convolution: the backend runs its GEMM internally (im2col / implicit GEMM), not exposed"
+_ATTN = "fused attention (flash / memory-efficient / cuDNN): its two GEMMs and softmax are one kernel"
+_EPILOGUE = "a GEMM with a fused epilogue whose output is not the GEMM's D"
+HIDDEN_GEMM_OPS = {**{n: _CONV for n in ("convolution", "convolution_backward", "mkldnn_convolution",
+                                          "_convolution", "cudnn_convolution", "_slow_conv2d_forward",
+                                          "_slow_conv2d_backward")},
+                   **{n: _ATTN for n in ("_scaled_dot_product_flash_attention",
+                                         "_scaled_dot_product_flash_attention_backward",
+                                         "_scaled_dot_product_efficient_attention",
+                                         "_scaled_dot_product_efficient_attention_backward",
+                                         "_scaled_dot_product_cudnn_attention",
+                                         "_scaled_dot_product_cudnn_attention_backward",
+                                         "_flash_attention_forward", "_flash_attention_backward",
+                                         "_efficient_attention_forward", "_efficient_attention_backward")},
+                   "_addmm_activation": _EPILOGUE, "addbmm": "addbmm sums its batch into one D: not one GEMM a file"}
 
 
 def _numpy(x):
@@ -184,7 +196,8 @@ class capture_gemms:
     def _record(self, name, args, kwargs, out):
         call, self._calls = self._calls, self._calls + 1
         if name in HIDDEN_GEMM_OPS:
-            self._skip(call, name, [list(a.shape) for a in args if isinstance(a, torch.Tensor)], HIDDEN_REASON)
+            self._skip(call, name, [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
+                       HIDDEN_GEMM_OPS[name])
             return
         c, a, b, beta, alpha = GEMM_OPS[name](args, kwargs)
         d = out[0] if isinstance(out, (tuple, list)) else out
