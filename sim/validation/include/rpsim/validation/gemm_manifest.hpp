@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rpsim/validation/gemm_check.hpp"
+#include "rpsim/validation/gemm_infer.hpp"
 
 namespace rpsim::sim {
 
@@ -80,12 +81,6 @@ struct ManifestReport {
 // unmeasured: see the README).
 ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vector<std::string>& models,
                                    std::size_t show = 10, int threads = 1);
-
-}  // namespace rpsim::sim
-
-namespace rpsim::sim {
-
-struct InferOptions;
 
 // `rpsim gemm-check DIR --infer`: the schedule search (gemm_infer.hpp) on
 // the first kept file of each captured op call, for GPUs and dtypes no
