@@ -184,6 +184,8 @@ std::string select_gemm_model(const ManifestGemm& g, const GemmManifest& manifes
   if (g.device == "cpu" || g.device.rfind("cpu", 0) == 0) {
     std::string given;
     for (const auto& s : models) given += (given.empty() ? "" : ", ") + s;
+    if (manifest.model)
+      given += (given.empty() ? "recorded at capture: " : ", recorded at capture: ") + *manifest.model;
     throw GemmDumpError(
         fmt::format("{}: captured on the CPU, where no cuBLAS preset applies, and no model "
                     "reading {} and writing {} was given (given: {}); give --model MODEL",
