@@ -12,6 +12,7 @@
 #include "rpsim/io/npy.hpp"
 #include "rpsim/validation/gemm_check.hpp"
 #include "rpsim/validation/gemm_infer.hpp"
+#include "rpsim/validation/gemm_manifest.hpp"
 
 namespace rpsim::cli {
 
@@ -84,6 +85,28 @@ int infer(const Opts& o, const sim::GemmDump& dump) {
   return r.exact.empty() ? 1 : 0;
 }
 
+// A capture_gemms directory (or its manifest.json): every GEMM in it, one table.
+int check_manifest(const Opts& o) {
+  try {
+    const auto manifest = sim::load_gemm_manifest(o.files.front());
+    if (o.infer) {
+      sim::InferOptions opts;
+      opts.top = o.top;
+      opts.threads = o.threads;
+      const auto r = sim::infer_gemm_manifest(manifest, opts);
+      fmt::print("{}", r.text);
+      return r.failed ? 1 : 0;
+    }
+    const auto report = sim::check_gemm_manifest(
+        manifest, o.model.empty() ? std::vector<std::string>{} : std::vector<std::string>{o.model}, o.show,
+        o.threads);
+    fmt::print("{}", report.table());
+    return report.failed ? 1 : 0;
+  } catch (const sim::GemmDumpError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 void add_gemm_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "gemm-check",
@@ -91,7 +114,8 @@ void add_gemm_check(CLI::App& app, Action& action) {
       "or --infer the kernel schedule that reproduces it");
   auto o = std::make_shared<Opts>();
   cmd->add_option("FILE", o->files,
-                  "an .npz holding A B D [C], or .npy / text files named A.npy, run_B.npy ... (the stem's "
+                  "a capture_gemms directory (manifest.json), an .npz holding A B D [C], or .npy / text "
+                  "files named A.npy, run_B.npy ... (the stem's "
                   "last letter names the array)")
       ->required();
   auto* model =
@@ -110,8 +134,11 @@ void add_gemm_check(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->callback([o, &action] {
     action = [o]() -> int {
-      if (o->model.empty() && !o->infer) throw UsageError("gemm-check needs --model MODEL or --infer");
       if (o->threads < 1) throw UsageError(fmt::format("--threads {} must be at least 1", o->threads));
+      if (o->files.size() == 1 && (std::filesystem::is_directory(o->files[0]) ||
+                                   std::filesystem::path(o->files[0]).filename() == "manifest.json"))
+        return check_manifest(*o);
+      if (o->model.empty() && !o->infer) throw UsageError("gemm-check needs --model MODEL or --infer");
       std::vector<std::filesystem::path> files(o->files.begin(), o->files.end());
       sim::GemmDump dump;
       try {

@@ -22,6 +22,7 @@ void bind_formats(py::module_& m);       // round, encode, decode, round_scalar
 void bind_descriptors(py::module_& m);   // formats, format_info, explain
 void bind_accumulation(py::module_& m);  // gemm
 void bind_validation(py::module_& m);    // gemm_check (the C++ half)
+void bind_manifest(py::module_& m);      // gemm_check on a capture_gemms manifest
 void bind_scaling(py::module_& m);       // scaler_trajectory
 void bind_train(py::module_& m);         // train (the C++ half)
 void bind_bench(py::module_& m);         // _time_round_values: the C++ array path timed in C++

@@ -13,6 +13,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_descriptors(m);
   python::bind_accumulation(m);
   python::bind_validation(m);
+  python::bind_manifest(m);
   python::bind_scaling(m);
   python::bind_train(m);
   python::bind_bench(m);

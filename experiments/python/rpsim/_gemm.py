@@ -1,5 +1,5 @@
 """rpsim.gemm_check: a GPU's GEMM checked bit for bit against a model, as `rpsim gemm-check`."""
-from . import _core
+from . import _core, _gemm_manifest
 
 
 class GemmCheckResult:
@@ -33,5 +33,10 @@ def gemm_check(A, B=None, D=None, model=None, C=None, *, show=10, threads=1):
     [, C]) or a list of .npy files, as dump_gemm.py writes them. model: a kernel preset
     ('cublas:h100:fp16:fp32'), a schedule ('kernel:...') or any `rpsim gemm` model, as a string
     or a dict. Values not of the model's formats raise ValueError naming the array and element.
-    Returns a GemmCheckResult (truthy when every element matches)."""
+    Returns a GemmCheckResult (truthy when every element matches).
+
+    A alone as a rpsim.torch.capture_gemms directory (or its manifest.json): every GEMM in it,
+    as `rpsim gemm-check DIR`; model then may be a list; returns a ManifestCheckResult."""
+    if B is None and D is None and C is None and _gemm_manifest.is_manifest(A):
+        return _gemm_manifest.check_manifest(A, model, show, threads)
     return GemmCheckResult(_core._gemm_check(A, B, D, model, C, show, threads))

@@ -9,4 +9,7 @@ except ImportError as e:  # pragma: no cover - exercised by a test with torch hi
     raise ImportError("rpsim.torch needs PyTorch: apt-get install python3-torch (Debian 12 ships 1.13.1, CPU) "
                       f"[{e}]") from e
 
-__all__ = []
+from ._capture import capture_gemms  # noqa: E402
+from ._telemetry import Telemetry, TelemetryError  # noqa: E402
+
+__all__ = ["capture_gemms", "Telemetry", "TelemetryError"]

@@ -1,0 +1,240 @@
+"""rpsim.torch.capture_gemms: every matmul-class op of a PyTorch region written as A, B, C, D
+(.npz, the arrays `rpsim gemm-check` reads) plus one manifest.json, so that
+`rpsim gemm-check DIR` checks each against the kernel model its device and flags select.
+
+The ops are seen below autograd and autocast (a TorchDispatchMode), so functional calls,
+attention's bmm and the backward pass's GEMMs are recorded as the kernels received them:
+torch.nn.Linear arrives as addmm (bias as C, beta = alpha = 1) or mm, torch.matmul of 3-D
+tensors as bmm, autocast's casts already done.
+"""
+import json
+import os
+import tempfile
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# dtype -> how the .npz stores it: every value exactly (bf16 and FP8 widened to float32, as
+# experiments/python/dump_gemm.py does); what rpsim's array reader takes.
+_STORED = {torch.float16: np.float16, torch.bfloat16: np.float32, torch.float32: np.float32,
+           torch.float64: np.float64}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        _STORED[getattr(torch, _name)] = np.float32
+
+
+def _mm(args, kw):
+    return None, args[0], args[1], 0.0, 1.0
+
+
+def _addmm(args, kw):
+    beta, alpha = kw.get("beta", args[3] if len(args) > 3 else 1), kw.get("alpha", args[4] if len(args) > 4 else 1)
+    return args[0], args[1], args[2], beta, alpha
+
+
+def _mv(args, kw):
+    return None, args[0], args[1].unsqueeze(-1), 0.0, 1.0
+
+
+def _addmv(args, kw):
+    c, a, v, beta, alpha = _addmm(args, kw)
+    return c.unsqueeze(-1), a, v.unsqueeze(-1), beta, alpha
+
+
+def _dot(args, kw):
+    return None, args[0].unsqueeze(0), args[1].unsqueeze(-1), 0.0, 1.0
+
+
+def _scaled_arg(args, kw, name, position):
+    """_scaled_mm's scale_a, scale_b, bias: keywords in some torch versions, positional in others."""
+    return kw[name] if name in kw else args[position] if len(args) > position else None
+
+
+def _scaled_mm(args, kw):
+    bias = _scaled_arg(args, kw, "bias", 4)
+    return bias, args[0], args[1], 1.0 if bias is not None else 0.0, 1.0
+
+
+# The one table of matmul-class ops: aten name -> (C, A, B, beta, alpha) from the call's
+# arguments; A is (batch x) M x K and B (batch x) K x N as the kernel multiplies them.
+GEMM_OPS = {"mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "mv": _mv, "addmv": _addmv,
+            "dot": _dot, "_scaled_mm": _scaled_mm}
+# Ops whose GEMMs run inside a fused kernel that does not show them: listed as skipped, with
+# the reason (one row a kind).
+_CONV = "a convolution: the backend runs its GEMM internally (im2col / implicit GEMM), not exposed"
+_ATTN = "fused attention (flash / memory-efficient / cuDNN): its two GEMMs and softmax are one kernel"
+_EPILOGUE = "a GEMM with a fused epilogue whose output is not the GEMM's D"
+HIDDEN_GEMM_OPS = {**{n: _CONV for n in ("convolution", "convolution_backward", "mkldnn_convolution",
+                                          "_convolution", "cudnn_convolution", "_slow_conv2d_forward",
+                                          "_slow_conv2d_backward")},
+                   **{n: _ATTN for n in ("_scaled_dot_product_flash_attention",
+                                         "_scaled_dot_product_flash_attention_backward",
+                                         "_scaled_dot_product_efficient_attention",
+                                         "_scaled_dot_product_efficient_attention_backward",
+                                         "_scaled_dot_product_cudnn_attention",
+                                         "_scaled_dot_product_cudnn_attention_backward",
+                                         "_flash_attention_forward", "_flash_attention_backward",
+                                         "_efficient_attention_forward", "_efficient_attention_backward")},
+                   "_addmm_activation": _EPILOGUE, "addbmm": "addbmm sums its batch into one D: not one GEMM a file"}
+
+
+def _numpy(x):
+    if x.dtype not in _STORED:
+        raise TypeError(f"dtype {x.dtype} is not one rpsim reads ({', '.join(str(d) for d in _STORED)})")
+    x = x.detach()
+    if _STORED[x.dtype] is np.float32 and x.dtype != torch.float32:
+        x = x.float()  # exact: bf16 and FP8 values are binary32 values
+    return np.ascontiguousarray(x.cpu().numpy())
+
+
+def _transposed(x):
+    """True when a matrix operand is stored column-major (B given as N x K, A as K x M)."""
+    return x.dim() >= 2 and x.stride(-2) == 1 and x.stride(-1) != 1 and x.shape[-1] > 1
+
+
+def _flags(device):
+    f = {"allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+         "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        try:
+            f[name] = bool(getattr(torch.backends.cuda.matmul, name))
+        except (AttributeError, AssertionError):  # torch 1.13 has no bf16 flag: said, not guessed
+            f[name] = None
+    return f
+
+
+def _device_name(t):
+    if t.device.type == "cuda":
+        return torch.cuda.get_device_name(t.device)
+    return t.device.type
+
+
+def _write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".manifest.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, capture):
+        super().__init__()
+        self.capture = capture
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if name in GEMM_OPS or name in HIDDEN_GEMM_OPS:
+            self.capture._record(name, args, kwargs, out)
+        return out
+
+
+class capture_gemms:
+    """Context manager: `with rpsim.torch.capture_gemms("step0"): loss = f(model(x)); loss.backward()`.
+
+    directory: created if missing; a non-empty one raises FileExistsError unless overwrite=True
+    (which removes only a previous capture's manifest.json and g*.npz, and still refuses other
+    files). max_elements: a GEMM whose A, B, C and D hold more values is skipped (listed in the
+    manifest with its shape). batch_sample: batched ops (bmm, baddbmm) keep this many batch
+    elements, drawn with `seed`; the rest are counted as skipped. max_gemms: later GEMMs beyond
+    this many files are skipped. model: an accumulation model spec recorded in the manifest for
+    `rpsim gemm-check` (needed for CPU captures, where no cuBLAS preset applies).
+    After the block, .manifest holds what was written (also in DIR/manifest.json)."""
+
+    def __init__(self, directory, *, overwrite=False, max_elements=1 << 22, batch_sample=2, max_gemms=2000,
+                 model=None, seed=0):
+        for key, v in (("max_elements", max_elements), ("batch_sample", batch_sample), ("max_gemms", max_gemms)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"capture_gemms: {key}={v!r} must be a positive integer")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"capture_gemms: model must be a model spec string, not {type(model).__name__}")
+        self.directory = os.fspath(directory)
+        self.overwrite, self.max_elements, self.batch_sample = overwrite, max_elements, batch_sample
+        self.max_gemms, self.model = max_gemms, model
+        self._rng = np.random.default_rng(seed)
+        self.manifest = None
+
+    def _prepare_directory(self):
+        os.makedirs(self.directory, exist_ok=True)
+        present = sorted(os.listdir(self.directory))
+        if not present:
+            return
+        if not self.overwrite:
+            raise FileExistsError(f"capture_gemms: {self.directory} is not empty ({len(present)} entries, "
+                                  f"first {present[0]}); pass overwrite=True to replace a previous capture")
+        ours = [p for p in present if p == "manifest.json" or (p.startswith("g") and p.endswith(".npz"))]
+        other = [p for p in present if p not in ours]
+        if other:
+            raise FileExistsError(f"capture_gemms: {self.directory} holds files that are not a capture's "
+                                  f"({', '.join(other[:5])}); overwrite=True removes only manifest.json and g*.npz")
+        for p in ours:
+            os.remove(os.path.join(self.directory, p))
+
+    def __enter__(self):
+        self._prepare_directory()
+        self._gemms, self._skipped, self._calls = [], [], 0
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+        self.manifest = {"rpsim_gemm_capture": 1, "torch_version": torch.__version__, "model": self.model,
+                         "flags": _flags(None), "calls": self._calls, "gemms": self._gemms,
+                         "skipped": self._skipped,
+                         "limits": {"max_elements": self.max_elements, "batch_sample": self.batch_sample,
+                                    "max_gemms": self.max_gemms}}
+        _write_atomic(os.path.join(self.directory, "manifest.json"), json.dumps(self.manifest, indent=1) + "\n")
+        return False
+
+    def _skip(self, call, name, shape, reason, count=1):
+        self._skipped.append({"call": call, "op": name, "shape": shape, "reason": reason, "gemms": count})
+
+    def _record(self, name, args, kwargs, out):
+        call, self._calls = self._calls, self._calls + 1
+        if name in HIDDEN_GEMM_OPS:
+            self._skip(call, name, [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
+                       HIDDEN_GEMM_OPS[name])
+            return
+        c, a, b, beta, alpha = GEMM_OPS[name](args, kwargs)
+        d = out[0] if isinstance(out, (tuple, list)) else out
+        batch = a.shape[0] if a.dim() == 3 else None
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        shape = [batch, m, n, k] if batch else [m, n, k]
+        values = m * k + k * n + 2 * m * n
+        if values > self.max_elements:
+            self._skip(call, name, shape, f"{values} values > max_elements={self.max_elements}", batch or 1)
+            return
+        picks = [None]
+        if batch:
+            picks = sorted(self._rng.choice(batch, min(batch, self.batch_sample), replace=False).tolist())
+            if len(picks) < batch:
+                self._skip(call, name, shape, f"batch sampling: {len(picks)} of {batch} batch elements kept",
+                           batch - len(picks))
+        cm = None if c is None or float(beta) == 0 else c.expand(*d.shape)
+        info = {"call": call, "op": name, "batch": batch, "m": m, "n": n, "k": k,
+                "a_dtype": str(a.dtype).replace("torch.", ""), "b_dtype": str(b.dtype).replace("torch.", ""),
+                "d_dtype": str(d.dtype).replace("torch.", ""),
+                "c_dtype": None if cm is None else str(cm.dtype).replace("torch.", ""),
+                "alpha": float(alpha), "beta": float(beta) if cm is not None else 0.0,
+                "transposed": {"a": _transposed(a), "b": _transposed(b)},
+                "phase": "forward" if torch.is_grad_enabled() else "backward or no_grad",
+                "device": _device_name(d), "flags": _flags(d.device)}
+        if name == "_scaled_mm":
+            scales = {key: _scaled_arg(args, kwargs, key, i) for i, key in ((2, "scale_a"), (3, "scale_b"))}
+            info["scales"] = {k: _numpy(v.float()).reshape(-1).tolist() for k, v in scales.items() if v is not None}
+            info["use_fast_accum"] = bool(kwargs.get("use_fast_accum", False))
+        for i in picks:
+            if len(self._gemms) >= self.max_gemms:
+                self._skip(call, name, shape, f"max_gemms={self.max_gemms} reached")
+                continue
+            sel = (lambda t: t) if i is None else (lambda t, i=i: t[i])
+            file = f"g{len(self._gemms):05d}_{name}" + ("" if i is None else f"_b{i}") + ".npz"
+            arrays = {"A": _numpy(sel(a)), "B": _numpy(sel(b)), "D": _numpy(sel(d))}
+            if cm is not None:
+                arrays["C"] = _numpy(sel(cm))
+            np.savez(os.path.join(self.directory, file), **arrays)
+            self._gemms.append(dict(info, file=file, batch_index=i))

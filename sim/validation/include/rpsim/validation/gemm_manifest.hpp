@@ -1,0 +1,96 @@
+// Every GEMM of a captured PyTorch region checked at once: the manifest.json
+// and g*.npz files rpsim.torch.capture_gemms writes, each GEMM checked (as
+// gemm_check.hpp checks one dump) under the model its device, dtypes and
+// flags select, or one the user names. `rpsim gemm-check DIR` and
+// rpsim.gemm_check(DIR) print the table this builds.
+//
+// The manifest (version 1): {"model": spec or null, "gemms": [{"file",
+// "call", "op", "batch", "batch_index", "m", "n", "k", "a_dtype", "d_dtype",
+// "c_dtype", "alpha", "beta", "device", "flags": {"allow_tf32",
+// "allow_fp16_reduced_precision_reduction",
+// "allow_bf16_reduced_precision_reduction", ...}}...], "skipped": [{"call",
+// "op", "shape", "reason", "gemms"}...]}. Batched ops are one file per kept
+// batch element (same "call"); A is M x K and B K x N as the kernel
+// multiplied them, whatever their layout in memory ("transposed" says it).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpsim/validation/gemm_check.hpp"
+#include "rpsim/validation/gemm_infer.hpp"
+
+namespace rpsim::sim {
+
+struct ManifestGemm {
+  std::string file, op, device, a_dtype, d_dtype;
+  std::size_t call = 0;
+  std::optional<long> batch, batch_index;
+  long m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+  bool allow_tf32 = false;
+  std::optional<bool> rpr;  // the reduced-precision-reduction flag of the input dtype; none: unrecorded
+  bool scaled = false;      // _scaled_mm with a scale other than 1 (not modelled: said, not checked)
+};
+
+struct GemmManifest {
+  std::filesystem::path dir;
+  std::optional<std::string> model;  // recorded at capture
+  std::vector<ManifestGemm> gemms;
+  std::size_t skipped = 0;                // GEMMs not written (size cap, batch sampling, hidden)
+  std::vector<std::string> skip_reasons;  // distinct reasons with their counts
+};
+
+// Reads DIR/manifest.json (or the manifest file given). Throws GemmDumpError
+// naming the field and value of a malformed entry, or naming every file the
+// manifest lists that is missing.
+GemmManifest load_gemm_manifest(const std::filesystem::path& dir_or_file);
+
+// The model for one GEMM: the first of `models` whose input and output
+// formats are those of the GEMM's dtypes; else the model recorded at
+// capture; else the kernel preset its device and flags select
+// (cublas:h100:IN:OUT[:rpr=R]). Throws GemmDumpError naming the GPU (or
+// "cpu") and asking for --model or --infer where nothing applies.
+std::string select_gemm_model(const ManifestGemm& g, const GemmManifest& manifest,
+                              const std::vector<std::string>& models);
+
+// One captured op call (its kept batch elements together).
+struct ManifestRow {
+  std::size_t call = 0;
+  std::string op, shape, dtype, model, note;     // note: an alpha/beta epilogue
+  std::size_t gemms = 0, passed = 0, total = 0;  // elements
+  double max_ulps = 0;
+  bool ok() const { return passed == total; }
+};
+
+struct ManifestReport {
+  std::vector<ManifestRow> rows;
+  std::vector<std::string> mismatches;  // "g00003_bmm_b1.npz: D[2, 4] = ..., model ... (N ulps)"
+  std::size_t passed = 0, failed = 0;   // rows
+  std::size_t skipped = 0;
+  std::vector<std::string> skip_reasons;
+  std::string table() const;  // the table, the mismatches, the skips, "N passed, M failed"
+};
+
+// alpha = 1 with beta 0 or 1 is the model's own D = A*B [+ C]; any other
+// alpha/beta is the epilogue alpha * (model's A*B) + beta * C in binary64,
+// rounded once to the output format (cuBLAS's fp32 epilogue order is
+// unmeasured: see the README).
+ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vector<std::string>& models,
+                                   std::size_t show = 10, int threads = 1);
+
+// `rpsim gemm-check DIR --infer`: the schedule search (gemm_infer.hpp) on
+// the first kept file of each captured op call, for GPUs and dtypes no
+// preset covers. One line per call: the schedules reproducing it, or the
+// best found; ends with "N passed, M failed" (passed: calls some schedule
+// reproduces bit for bit).
+struct ManifestInferReport {
+  std::string text;
+  std::size_t passed = 0, failed = 0, skipped = 0;
+};
+ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options);
+
+}  // namespace rpsim::sim

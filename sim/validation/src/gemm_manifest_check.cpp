@@ -1,0 +1,168 @@
+// Checking every GEMM of a manifest and the table of results (gemm_manifest.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/validation/gemm_infer.hpp"
+#include "rpsim/validation/gemm_manifest.hpp"
+
+namespace rpsim::sim {
+
+namespace {
+
+// The model's D for one dump: its own D = A*B + C where alpha = 1 and beta is
+// 0 or 1 (how PyTorch's linear and matmul call cuBLAS), otherwise the
+// epilogue alpha * (A*B) + beta * C rounded once to the output format.
+Matrix model_result(const AccumulationModel& model, const GemmDump& dump, const ManifestGemm& g,
+                    int threads) {
+  const GemmOptions opt{threads};
+  const bool plain_c = g.alpha == 1.0 && g.beta == 1.0 && dump.c;
+  if (g.alpha == 1.0 && (g.beta == 0.0 || plain_c))
+    return plain_c ? gemm(model, dump.a, dump.b, *dump.c, opt) : gemm(model, dump.a, dump.b, opt);
+  const Matrix ab = gemm(model, dump.a, dump.b, opt);
+  Matrix exact = g.alpha * ab;
+  if (dump.c && g.beta != 0.0) exact += g.beta * *dump.c;
+  return round_to_format(exact, model.output_format());
+}
+
+struct Compared {
+  std::size_t passed = 0, total = 0;
+  double max_ulps = 0;
+};
+
+Compared compare(const Matrix& want, const Matrix& got, const Format& out, const std::string& file,
+                 std::size_t show, std::vector<std::string>& mismatches) {
+  Compared c;
+  for (Eigen::Index i = 0; i < want.rows(); ++i)
+    for (Eigen::Index j = 0; j < want.cols(); ++j) {
+      const double u = std::fabs(ulp_difference(got(i, j), want(i, j), out));
+      ++c.total;
+      c.max_ulps = std::max(c.max_ulps, u);
+      if (same_encoding(got(i, j), want(i, j), out)) {
+        ++c.passed;
+      } else if (mismatches.size() < show) {
+        mismatches.push_back(fmt::format("{}: D[{}, {}] = {} but the model gives {} ({} ulps of {})", file, i,
+                                         j, want(i, j), got(i, j), u, out.name));
+      }
+    }
+  return c;
+}
+
+std::string shape_of(const ManifestGemm& g, std::size_t kept) {
+  const std::string mnk = fmt::format("{}x{}x{}", g.m, g.n, g.k);
+  if (!g.batch) return mnk;
+  return kept ? fmt::format("{}x[{}] ({} kept)", *g.batch, mnk, kept) : fmt::format("{}x[{}]", *g.batch, mnk);
+}
+
+std::string ulps_text(double u) {
+  return std::isfinite(u) ? fmt::format("{:.4g}", u) : "inf";
+}
+
+}  // namespace
+
+ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vector<std::string>& models,
+                                   std::size_t show, int threads) {
+  for (const auto& spec : models) AccumulationModel::parse(spec);  // a bad --model fails before any work
+  ManifestReport r;
+  r.skipped = manifest.skipped;
+  r.skip_reasons = manifest.skip_reasons;
+  std::map<std::size_t, std::size_t> row_of;  // call -> row
+  for (const ManifestGemm& g : manifest.gemms) {
+    if (g.scaled) {
+      ++r.skipped;
+      r.skip_reasons.push_back(
+          fmt::format("{}: _scaled_mm scales other than 1 are not modelled (unmeasured)", g.file));
+      continue;
+    }
+    const std::string spec = select_gemm_model(g, manifest, models);
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
+    if (g.beta == 0.0) dump.c.reset();  // beta = 0: PyTorch ignores C, even a NaN in it
+    check_dump_formats(dump, model);
+    if (!row_of.count(g.call)) {
+      row_of[g.call] = r.rows.size();
+      r.rows.push_back({g.call, g.op, "", fmt::format("{}->{}", g.a_dtype, g.d_dtype), spec, ""});
+      if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0))
+        r.rows.back().note = fmt::format("alpha={:g} beta={:g}", g.alpha, g.beta);
+    }
+    ManifestRow& row = r.rows[row_of[g.call]];
+    const Compared c = compare(dump.d, model_result(model, dump, g, threads), model.output_format(), g.file,
+                               show, r.mismatches);
+    ++row.gemms;
+    row.shape = shape_of(g, row.gemms);
+    row.passed += c.passed;
+    row.total += c.total;
+    row.max_ulps = std::max(row.max_ulps, c.max_ulps);
+  }
+  for (const auto& row : r.rows) (row.passed == row.total ? r.passed : r.failed) += 1;
+  return r;
+}
+
+std::string ManifestReport::table() const {
+  std::size_t wop = 2, wshape = 5, wdtype = 5, wmodel = 5;
+  for (const auto& row : rows) {
+    wop = std::max(wop, row.op.size());
+    wshape = std::max(wshape, row.shape.size());
+    wdtype = std::max(wdtype, row.dtype.size());
+    wmodel = std::max(wmodel, row.model.size());
+  }
+  std::string out =
+      fmt::format("{:>5}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>17}  {:>8}\n", "call", "op", wop, "shape",
+                  wshape, "dtype", wdtype, "preset/model", wmodel, "bit-exact/total", "max ulps");
+  for (const auto& row : rows)
+    out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>17}  {:>8}{}\n", row.call, row.op, wop,
+                       row.shape, wshape, row.dtype, wdtype, row.model, wmodel,
+                       fmt::format("{}/{}", row.passed, row.total), ulps_text(row.max_ulps),
+                       row.note.empty() ? "" : "  (" + row.note + ")");
+  for (const auto& m : mismatches) out += "  mismatch " + m + "\n";
+  if (skipped) {
+    out += fmt::format("not checked: {} GEMMs\n", skipped);
+    for (const auto& s : skip_reasons) out += "  " + s + "\n";
+  }
+  out += fmt::format("{} passed, {} failed\n", passed, failed);
+  return out;
+}
+
+}  // namespace rpsim::sim
+
+namespace rpsim::sim {
+
+ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options) {
+  ManifestInferReport r;
+  std::map<std::size_t, bool> seen;  // call -> searched (the first kept batch element stands for the call)
+  for (const ManifestGemm& g : manifest.gemms) {
+    if (seen[g.call]) continue;
+    seen[g.call] = true;
+    GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
+    if (g.beta == 0.0) dump.c.reset();
+    const std::string head =
+        fmt::format("{:>5}  {}  {}  {}->{}  {}", g.call, g.op, shape_of(g, 0), g.a_dtype, g.d_dtype, g.file);
+    if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0)) {
+      r.text += head + ": not searched (an alpha/beta epilogue is outside the schedule space)\n";
+      ++r.skipped;
+      continue;
+    }
+    const InferResult found = infer_schedule(dump, options);
+    if (!found.exact.empty()) {
+      ++r.passed;
+      r.text += fmt::format("{}: {} schedule(s) reproduce it, first {}{}\n", head, found.exact.size(),
+                            found.exact.front().spec,
+                            found.presets.empty() ? "" : " (preset " + found.presets.front() + ")");
+    } else {
+      ++r.failed;
+      r.text += found.best.empty()
+                    ? head + ": no schedule found\n"
+                    : fmt::format("{}: none reproduces it; best {}/{} {}\n", head, found.best.front().passed,
+                                  found.best.front().total, found.best.front().spec);
+    }
+  }
+  if (r.skipped) r.text += fmt::format("not searched: {} calls\n", r.skipped);
+  r.text += fmt::format("{} passed, {} failed\n", r.passed, r.failed);
+  return r;
+}
+
+}  // namespace rpsim::sim
