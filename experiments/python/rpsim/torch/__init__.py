@@ -9,4 +9,12 @@ except ImportError as e:  # pragma: no cover - exercised by a test with torch hi
     raise ImportError("rpsim.torch needs PyTorch: apt-get install python3-torch (Debian 12 ships 1.13.1, CPU) "
                       f"[{e}]") from e
 
-__all__ = []
+from ._quantize import quantize  # noqa: E402
+from ._ops import GemmConfig, addmm, baddbmm, bmm, conv1d, conv2d, linear, matmul, mm  # noqa: E402
+from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
+from ._scaler import GradScaler  # noqa: E402
+from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
+from ._trainer import Trainer  # noqa: E402
+
+__all__ = ["quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
+           "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "Trainer"]

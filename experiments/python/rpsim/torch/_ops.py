@@ -1,0 +1,228 @@
+"""Emulated matmul-class ops: the forward GEMM and both backward GEMMs of mm, bmm, matmul, addmm,
+baddbmm, linear and conv1d/conv2d under one of rpsim's accumulation models, through the training
+simulator's matmul (its native kernels where the model allows, sim::gemm otherwise; the same bits
+as rpsim.gemm on the same operands, which tests/experiments/python/test_torch_ops.py checks)."""
+import torch
+import torch.nn.functional as F
+
+from .. import _core
+from ._quantize import check_tensor, round_tensor
+
+DEFAULT_MODEL = "tc:h100:fp16:fp32"
+
+
+class GemmConfig:
+    """How one GEMM op runs: `model` (an accumulation spec or dict); compute: the format operands
+    are rounded to first (None: only the model's own cast to its input format); backward: the
+    format of the incoming gradient before the two backward GEMMs (None: compute); output: the
+    format results are rounded to after the model's output format (None: none); seed/stream key
+    stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs)."""
+
+    def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0):
+        self.model, self.compute, self.backward, self.output = model, compute, backward, output
+        self.seed, self.stream = seed, stream
+        # A bad spec raises ValueError naming it here, not at the first backward pass.
+        self.input_format, self.accumulation_format = _core._torch_model_formats(model)
+
+
+def _gemm3(a, b, c, cfg, which, dtype):
+    """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`."""
+    stream = cfg.stream + which if (cfg.seed or cfg.stream) else 0
+    d = _core._torch_gemm(a.detach().numpy(), b.detach().numpy(), None if c is None else c.detach().numpy(),
+                          cfg.model, cfg.seed, stream)
+    out = torch.from_numpy(d)
+    if cfg.output:
+        out = round_tensor(out, cfg.output)
+    return out.to(dtype)
+
+
+def _cast(x, fmt):
+    return round_tensor(x, fmt) if fmt else x
+
+
+class _Gemm(torch.autograd.Function):
+    """D = A B (+ C) over a batch: A (B, m, k), B (B, k, n), C (B, m, n) or None."""
+
+    @staticmethod
+    def forward(ctx, a, b, c, cfg):
+        dtype = torch.promote_types(a.dtype, b.dtype)
+        ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
+        ctx.save_for_backward(ac, bc)
+        ctx.cfg, ctx.has_c, ctx.dtypes = cfg, c is not None, (a.dtype, b.dtype)
+        return _gemm3(ac, bc, None if c is None else c.contiguous(), cfg, 0, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ac, bc = ctx.saved_tensors
+        cfg = ctx.cfg
+        g = _cast(grad.contiguous(), cfg.backward or cfg.compute)
+        da = db = None
+        if ctx.needs_input_grad[0]:
+            da = _gemm3(g, bc.transpose(1, 2).contiguous(), None, cfg, 2, ctx.dtypes[0])
+        if ctx.needs_input_grad[1]:
+            db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1])
+        dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
+        return da, db, dc, None
+
+
+def _config(model, config):
+    if config is not None:
+        return config
+    return GemmConfig(DEFAULT_MODEL if model is None else model)
+
+
+def _check(*tensors):
+    for name, t in tensors:
+        if t is not None:
+            check_tensor(t, name)
+
+
+def mm(a, b, model=None, *, config=None):
+    """a @ b for 2-D a (m, k) and b (k, n) under `model` (default tc:h100:fp16:fp32)."""
+    _check(("a", a), ("b", b))
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"mm: needs 2-D tensors, got {a.dim()}-D and {b.dim()}-D")
+    return _Gemm.apply(a.unsqueeze(0), b.unsqueeze(0), None, _config(model, config)).squeeze(0)
+
+
+def bmm(a, b, model=None, *, config=None):
+    """a @ b for 3-D a (B, m, k) and b (B, k, n)."""
+    _check(("a", a), ("b", b))
+    if a.dim() != 3 or b.dim() != 3:
+        raise ValueError(f"bmm: needs 3-D tensors, got {a.dim()}-D and {b.dim()}-D")
+    return _Gemm.apply(a, b, None, _config(model, config))
+
+
+def matmul(a, b, model=None, *, config=None):
+    """torch.matmul's broadcasting rules (1-D operands included), each product emulated."""
+    _check(("a", a), ("b", b))
+    cfg = _config(model, config)
+    va, vb = a.dim() == 1, b.dim() == 1
+    a2 = a.unsqueeze(0) if va else a
+    b2 = b.unsqueeze(-1) if vb else b
+    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    a3 = a2.expand(*batch, m, k).reshape(-1, m, k)
+    b3 = b2.expand(*batch, k, n).reshape(-1, k, n)
+    out = _Gemm.apply(a3, b3, None, cfg).reshape(*batch, m, n)
+    if va:
+        out = out.squeeze(-2)
+    if vb:
+        out = out.squeeze(-1)
+    return out
+
+
+def _scaled(out, c, beta, alpha):
+    # beta/alpha other than 1 are elementwise ops after the GEMM, in the tensor's dtype.
+    return alpha * out + beta * c
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, model=None, config=None):
+    """beta input + alpha (mat1 @ mat2); with beta = alpha = 1, input is the GEMM's C (rounded to
+    the model's output format and accumulated as the model adds C), as rpsim.gemm(A, B, C)."""
+    _check(("input", input), ("mat1", mat1), ("mat2", mat2))
+    cfg = _config(model, config)
+    if beta == 1 and alpha == 1:
+        c = input.expand(mat1.shape[0], mat2.shape[1]).unsqueeze(0)
+        return _Gemm.apply(mat1.unsqueeze(0), mat2.unsqueeze(0), c, cfg).squeeze(0)
+    return _scaled(mm(mat1, mat2, config=cfg), input, beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, model=None, config=None):
+    """beta input + alpha (batch1 @ batch2), batched; input is C when beta = alpha = 1."""
+    _check(("input", input), ("batch1", batch1), ("batch2", batch2))
+    cfg = _config(model, config)
+    if beta == 1 and alpha == 1:
+        c = input.expand(batch1.shape[0], batch1.shape[1], batch2.shape[2])
+        return _Gemm.apply(batch1, batch2, c, cfg)
+    return _scaled(bmm(batch1, batch2, config=cfg), input, beta, alpha)
+
+
+def add_bias(y, bias, cfg, acc_format):
+    """The bias as a GEMM epilogue, as `rpsim train`'s Linear adds it: the bias cast to the compute
+    format, added in binary64 to the accumulator's values, rounded to the accumulation format and
+    then to the op's output format; its gradient the column sums of the (cast) output gradient,
+    summed in index order in the accumulation format."""
+    return _Bias.apply(y, bias, cfg, acc_format)
+
+
+class _Bias(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, bias, cfg, acc_format):
+        ctx.cfg, ctx.acc_format, ctx.bias_dtype = cfg, acc_format, bias.dtype
+        s = y.double() + _cast(bias.detach(), cfg.compute).double()
+        s = round_tensor(s, acc_format)
+        return _cast(s, cfg.output).to(y.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cfg = ctx.cfg
+        g = _cast(grad.contiguous(), cfg.backward or cfg.compute).reshape(1, -1, grad.shape[-1])
+        ones = torch.ones(1, 1, g.shape[1], dtype=torch.float64)
+        # A GEMM with one row of ones under sequential:<acc>:rne: each column summed in index order
+        # with a rounding after every add, the products exact.
+        db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,
+                                                f"sequential:{ctx.acc_format}:rne")).reshape(-1)
+        return grad, _cast(db, cfg.output).to(ctx.bias_dtype), None, None
+
+
+def linear(x, weight, bias=None, model=None, *, config=None):
+    """F.linear(x, weight, bias) = x @ weight^T (+ bias), x of any leading shape; without bias the
+    same bits as rpsim.gemm(x, weight.T); the bias as add_bias's epilogue."""
+    _check(("input", x), ("weight", weight), ("bias", bias))
+    cfg = _config(model, config)
+    lead = x.shape[:-1]
+    y = _Gemm.apply(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), None, cfg).reshape(*lead, -1)
+    if bias is not None:
+        y = add_bias(y, bias, cfg, cfg.accumulation_format)
+    return y
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
+    """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
+    transpose, one emulated GEMM per group, plus add_bias's epilogue. The input gradient's col2im
+    (F.fold, overlapping patches summed) runs in the tensor's dtype: it is not a GEMM."""
+    _check(("input", x), ("weight", weight), ("bias", bias))
+    if isinstance(padding, str):
+        raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
+    cfg = _config(model, config)
+    unbatched = x.dim() == 3
+    if unbatched:
+        x = x.unsqueeze(0)
+    n, _, h, w = x.shape
+    oc, cg, kh, kw = weight.shape
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    outs = []
+    ocg = oc // groups
+    for g in range(groups):
+        xg = x[:, g * cg:(g + 1) * cg]
+        cols = F.unfold(xg, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # (N, cg*kh*kw, L)
+        a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
+        wg = weight[g * ocg:(g + 1) * ocg].reshape(ocg, -1)
+        outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, cfg).reshape(n, oh * ow, ocg))
+    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
+    if bias is not None:
+        y = add_bias(y, bias, cfg, cfg.accumulation_format)
+    y = y.transpose(1, 2).reshape(n, oc, oh, ow)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
+    """F.conv1d as conv2d over a height of 1."""
+    if isinstance(padding, str):
+        raise ValueError(f"conv1d: padding '{padding}': give the padding as a number")
+    unbatched = x.dim() == 2
+    x4 = x.unsqueeze(-2) if not unbatched else x.unsqueeze(0).unsqueeze(-2)
+    y = conv2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)), (1, _one(dilation)),
+               groups, model, config=config).squeeze(-2)
+    return y.squeeze(0) if unbatched else y
+
+
+def _one(v):
+    return v if isinstance(v, int) else v[0]

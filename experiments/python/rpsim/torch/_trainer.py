@@ -1,0 +1,2 @@
+class Trainer:  # placeholder replaced below
+    pass
