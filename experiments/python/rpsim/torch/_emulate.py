@@ -11,6 +11,7 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
   layout         views, copies and shape ops: no arithmetic, the format of the input kept.
 """
 import collections
+import copy
 
 import torch
 from torch import nn
@@ -133,6 +134,10 @@ class Emulation(TorchFunctionMode):
         self.unclassified = sorted({type(m).__name__ for m in model.modules()
                                     if not list(m.children()) and type(m) not in MODULE_OPS})
         self._configs = {}
+        # Telemetry: per layer (the module owning a parameter), the entries roundings flushed.
+        self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else name
+                            for name, p in model.named_parameters()}
+        self.flush_log = collections.defaultdict(dict)
         self._hooks = [model.register_forward_pre_hook(self._enter), model.register_forward_hook(self._exit)]
         self._store_parameters()
         for p in model.parameters():
@@ -213,7 +218,12 @@ class Emulation(TorchFunctionMode):
             inputs = list(_tensors(args))
             fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
             self.counts["rpsim kernel"][name] += 1
-            out = self._kernel(name, self.gemm_config(op, fmt), args, kwargs)
+            cfg = self.gemm_config(op, fmt)
+            weight = args[1] if len(args) > 1 else kwargs.get("weight")
+            if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
+                cfg = copy.copy(cfg)
+                cfg.log = self.flush_log[self.param_layer[id(weight)]]
+            out = self._kernel(name, cfg, args, kwargs)
             return _mark(out, self.gemm_config(op, fmt).output or fmt)
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]
@@ -252,9 +262,14 @@ class Emulation(TorchFunctionMode):
 
     def _gradient_hook(self, p):
         fmt = self.policy["gradients"]
+        log = self.flush_log[self.param_layer[id(p)]]
 
         def hook(grad):
-            return grad if fmt in _WIDE else round_tensor(grad, fmt)
+            if fmt in _WIDE:
+                return grad
+            out = round_tensor(grad, fmt)
+            log["weight"] = log.get("weight", 0) + int(((grad != 0) & (out == 0)).sum())
+            return out
         return hook
 
     def optimizer(self, opt):

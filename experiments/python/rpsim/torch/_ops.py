@@ -18,21 +18,37 @@ class GemmConfig:
     format results are rounded to after the model's output format (None: none); seed/stream key
     stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs)."""
 
-    def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0):
+    def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
+                 log=None):
         self.model, self.compute, self.backward, self.output = model, compute, backward, output
         self.seed, self.stream = seed, stream
+        # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
+        # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
+        # gradient's cast); None: not counted.
+        self.log = log
         # A bad spec raises ValueError naming it here, not at the first backward pass.
         self.input_format, self.accumulation_format = _core._torch_model_formats(model)
 
 
-def _gemm3(a, b, c, cfg, which, dtype):
+def _flushed(before, after):
+    return int(((before != 0) & (after == 0)).sum())
+
+
+def _count(cfg, key, n):
+    if cfg.log is not None:
+        cfg.log[key] = cfg.log.get(key, 0) + n
+
+
+def _gemm3(a, b, c, cfg, which, dtype, log_key=None):
     """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`."""
     stream = cfg.stream + which if (cfg.seed or cfg.stream) else 0
     d = _core._torch_gemm(a.detach().numpy(), b.detach().numpy(), None if c is None else c.detach().numpy(),
                           cfg.model, cfg.seed, stream)
     out = torch.from_numpy(d)
     if cfg.output:
-        out = round_tensor(out, cfg.output)
+        raw, out = out, round_tensor(out, cfg.output)
+        if log_key:
+            _count(cfg, log_key, _flushed(raw, out))
     return out.to(dtype)
 
 
@@ -56,11 +72,13 @@ class _Gemm(torch.autograd.Function):
         ac, bc = ctx.saved_tensors
         cfg = ctx.cfg
         g = _cast(grad.contiguous(), cfg.backward or cfg.compute)
+        if cfg.log is not None:
+            _count(cfg, "activation", _flushed(grad, g))
         da = db = None
         if ctx.needs_input_grad[0]:
             da = _gemm3(g, bc.transpose(1, 2).contiguous(), None, cfg, 2, ctx.dtypes[0])
         if ctx.needs_input_grad[1]:
-            db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1])
+            db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1], "weight")
         dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
         return da, db, dc, None
 
@@ -163,7 +181,9 @@ class _Bias(torch.autograd.Function):
         # with a rounding after every add, the products exact.
         db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,
                                                 f"sequential:{ctx.acc_format}:rne")).reshape(-1)
-        return grad, _cast(db, cfg.output).to(ctx.bias_dtype), None, None
+        dbo = _cast(db, cfg.output)
+        _count(cfg, "weight", _flushed(db, dbo))
+        return grad, dbo.to(ctx.bias_dtype), None, None
 
 
 def linear(x, weight, bias=None, model=None, *, config=None):

@@ -32,6 +32,7 @@ class GradScaler:
 
     def _reset_step(self):
         self._unscaled = {}  # id(optimizer) -> found_inf
+        self.flushed = {}  # id(parameter) -> entries unscale_ flushed to zero
         self._stepped = False
 
     @property
@@ -65,7 +66,10 @@ class GradScaler:
         with torch.no_grad():
             for p in _grads(optimizer):
                 if inv != 1.0:
+                    before = p.grad.clone()
                     p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
+                    # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
+                    self.flushed[id(p)] = int(((before != 0) & (p.grad == 0)).sum())
                 found = found or not bool(torch.isfinite(p.grad).all())
         self._unscaled[id(optimizer)] = found
 
