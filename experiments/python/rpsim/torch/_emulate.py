@@ -131,8 +131,9 @@ class Emulation(TorchFunctionMode):
                        "layout": collections.Counter()}
         self.calls = 0
         self.step = 0
-        self.unclassified = sorted({type(m).__name__ for m in model.modules()
-                                    if not list(m.children()) and type(m) not in MODULE_OPS})
+        containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
+        self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
+                                    and type(m) not in MODULE_OPS and not isinstance(m, containers)})
         self._configs = {}
         # Telemetry: per layer (the module owning a parameter), the entries roundings flushed.
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else name

@@ -242,6 +242,8 @@ class Trainer:
         the emulated model and the shadow on `batches` of (x, y)."""
         def score(model, dtype):
             loss = hits = count = 0.0
+            was_training = model.training
+            model.eval()  # BatchNorm's running statistics, no dropout
             with torch.no_grad():
                 for x, y in batches:
                     out = model(x.to(dtype) if x.is_floating_point() else x)
@@ -249,6 +251,7 @@ class Trainer:
                     loss += float(self.loss_fn(out, yy)) * yy.numel()
                     hits += float((out.argmax(-1) == yy).sum())
                     count += yy.numel()
+            model.train(was_training)
             return loss / count, 100.0 * hits / count
         e = score(self.model, torch.float32)
         s = score(self.shadow_model, torch.float64) if self.shadow_model is not None else (None, None)

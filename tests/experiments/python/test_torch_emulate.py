@@ -1,0 +1,104 @@
+"""rpsim.torch.emulate: `rpsim train`'s policies on any nn.Module, the op and policy tables read
+from C++, ops per path in the summary, unclassified module types listed (issue #27)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+nn = torch.nn
+F = torch.nn.functional
+
+
+def is_format(t, fmt):
+    v = t.detach().double().numpy()
+    return np.array_equal(v, rpsim.round(v, fmt))
+
+
+class Odd(nn.Module):  # a module type no table knows
+    def forward(self, x):
+        return torch.tanh(x) * 0.5
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.Linear(16, 16), Odd(), nn.LayerNorm(16),
+                         nn.Linear(16, 4))
+
+
+def test_tables_come_from_the_cli():
+    with pytest.raises(ValueError) as e:
+        rt.emulate(mlp(), "fp17")
+    for name in rt.policies():  # the C++ table's names: the error lists each of them
+        assert name in str(e.value)
+    ops = rt.ops()
+    assert ops["linear"]["autocast"] == "lower_precision" and ops["softmax"]["autocast"] == "fp32"
+    assert ops["relu"]["autocast"] == "follow_inputs"
+    # a policy object as configs write it is resolved by the C++ parser
+    with pytest.raises(ValueError, match="update_roundin"):
+        rt.emulate(mlp(), {"name": "bf16-pure", "update_roundin": "sr"})
+
+
+def test_fp16_amp_linear_equals_the_emulated_gemm_and_outputs_are_binary16():
+    m = mlp()
+    emu = rt.emulate(m, "fp16-amp")
+    x = torch.randn(5, 12)
+    seen = {}
+    m[0].register_forward_hook(lambda mod, a, out: seen.__setitem__("l0", out))
+    m[4].register_forward_hook(lambda mod, a, out: seen.__setitem__("ln", out))
+    y = m(x)
+    rule = emu.policy["ops"]["linear"]
+    cfg = rt.GemmConfig(rule["accumulation"], compute=rule["compute"], output=rule["output"])
+    expect = rt.linear(x, m[0].weight, m[0].bias, config=cfg)
+    assert torch.equal(seen["l0"], expect)
+    assert is_format(seen["l0"], "binary16") and is_format(y, "binary16")
+    assert not is_format(seen["ln"], "binary16")  # layer_norm is on autocast's fp32 list
+    y.sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    s = emu.summary()
+    assert "rpsim kernel: linear x3" in s
+    assert "tanh" in s and "layer_norm" in s and "gelu" in s
+    assert "Odd" in s.splitlines()[-1]
+
+
+def test_bf16_pure_stores_parameters_in_bfloat16_with_the_policy_update_rounding():
+    m = mlp()
+    emu = rt.emulate(m, {"name": "bf16-pure", "update_rounding": "sr"}, seed=3)
+    assert all(is_format(p, "bf16") for p in m.parameters())
+    opt = emu.optimizer(torch.optim.SGD(m.parameters(), lr=1e-3))
+    F.cross_entropy(m(torch.randn(8, 12)), torch.randint(0, 4, (8,))).backward()
+    assert all(is_format(p.grad, "bf16") for p in m.parameters())
+    before = [p.detach().clone() for p in m.parameters()]
+    opt.step()
+    assert all(is_format(p, "bf16") for p in m.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
+
+
+def test_accumulation_override_and_functional_matmuls():
+    class Attn(nn.Module):
+        def forward(self, q, k):
+            return torch.softmax(torch.matmul(q, k.transpose(-2, -1)), -1) @ k
+    m = Attn()
+    emu = rt.emulate(m, "bf16-amp", accumulation="tc:h100:bf16:fp32")
+    q, k = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    out = m(q, k)
+    assert "rpsim kernel: matmul x2" in emu.summary()  # torch.matmul and @
+    assert "softmax" in emu.summary()
+    scores = rt.matmul(rpsim_round(q, "bf16"), rpsim_round(k, "bf16").transpose(-2, -1), "tc:h100:bf16:fp32")
+    assert is_format(out, "bf16")
+    assert torch.allclose(out, torch.softmax(scores, -1) @ k, atol=0.05)
+
+
+def rpsim_round(t, fmt):
+    return torch.from_numpy(rpsim.round(t.numpy(), fmt))
+
+
+def test_unsupported_policies_and_bad_input():
+    with pytest.raises(ValueError, match="FP8"):
+        rt.emulate(mlp(), "fp8-delayed")
+    with pytest.raises(ValueError, match="Kahan"):
+        rt.emulate(mlp(), "bf16-kahan")
+    with pytest.raises(ValueError, match="tc:zz"):
+        rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
+    with pytest.raises(TypeError, match="nn.Module"):
+        rt.emulate(lambda x: x, "fp32")
