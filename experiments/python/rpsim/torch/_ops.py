@@ -47,7 +47,7 @@ def _gemm3(a, b, c, cfg, which, dtype, log_key=None):
     out = torch.from_numpy(d)
     if cfg.output:
         raw, out = out, round_tensor(out, cfg.output)
-        if log_key:
+        if log_key and cfg.log is not None:
             _count(cfg, log_key, _flushed(raw, out))
     return out.to(dtype)
 
@@ -182,7 +182,8 @@ class _Bias(torch.autograd.Function):
         db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,
                                                 f"sequential:{ctx.acc_format}:rne")).reshape(-1)
         dbo = _cast(db, cfg.output)
-        _count(cfg, "weight", _flushed(db, dbo))
+        if cfg.log is not None:
+            _count(cfg, "weight", _flushed(db, dbo))
         return grad, dbo.to(ctx.bias_dtype), None, None
 
 

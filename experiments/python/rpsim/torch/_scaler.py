@@ -60,16 +60,20 @@ class GradScaler:
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         # rpsim train's unscale: one binary32 reciprocal, each gradient multiplied by it (one rounding
-        # to the gradient's dtype), the inf/NaN check after.
+        # to the gradient's dtype: the product of two binary32 values is exact in binary64, so
+        # float32's own multiply rounds it the same), the inf/NaN check after.
         inv = float(torch.tensor(1.0 / self.get_scale(), dtype=torch.float32))
         found = False
         with torch.no_grad():
             for p in _grads(optimizer):
                 if inv != 1.0:
-                    before = p.grad.clone()
-                    p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
+                    nonzero = p.grad != 0
+                    if p.grad.dtype in (torch.float32, torch.float64):
+                        p.grad.mul_(inv)
+                    else:
+                        p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
                     # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
-                    self.flushed[id(p)] = int(((before != 0) & (p.grad == 0)).sum())
+                    self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
                 found = found or not bool(torch.isfinite(p.grad).all())
         self._unscaled[id(optimizer)] = found
 
