@@ -93,9 +93,46 @@ def rpsim_round(t, fmt):
     return torch.from_numpy(rpsim.round(t.numpy(), fmt))
 
 
+def f32(v):
+    return float(np.float32(v))
+
+
+def test_fp8_current_scaling_of_a_linear_layer_by_hand():
+    torch.manual_seed(1)
+    lin = nn.Linear(40, 6)
+    emu = rt.emulate(lin, "fp8-current")
+    x = torch.randn(5, 40) * 30
+    y = lin(x)
+    rule = emu.policy["ops"]["linear"]
+    assert rule["compute"] == "e4m3" and rule["backward_compute"] == "e5m2" and rule["scaled_inputs"]
+
+    def q(t, s):
+        v = rpsim.round(t.detach().double().numpy() * s, "binary32")
+        return rpsim.round(np.clip(v, -448, 448), "e4m3")
+    sx, sw = f32(448 / float(x.abs().max())), f32(448 / float(lin.weight.abs().max()))
+    acc = rpsim.gemm(q(x, sx), q(lin.weight, sw).T, model=rule["accumulation"])
+    acc = rpsim.round(acc * f32(1 / (sx * sw)), "binary32")
+    expect = rpsim.round(acc + lin.bias.detach().double().numpy(), "binary32")
+    assert np.array_equal(y.detach().double().numpy(), expect)
+    y.sum().backward()  # dy = 1: scale 57344 (e5m2's max), exact
+    assert lin.weight.grad is not None and torch.isfinite(lin.weight.grad).all()
+    assert emu.fp8_states["Linear"].stats["dy"] == {"amax": 1.0, "scale": 57344.0}
+
+
+def test_fp8_delayed_scaling_reads_the_history():
+    lin = nn.Linear(8, 4)
+    emu = rt.emulate(lin, "fp8-delayed")
+    for k in (1.0, 4.0, 2.0):
+        lin(torch.full((2, 8), k))
+    state = next(iter(emu.fp8_states.values()))
+    assert state.history["x"] == [1.0, 4.0, 2.0]
+    # the third step's scale came from the largest amax seen before it (4), not its own (2)
+    assert state.stats["x"]["scale"] == f32(448 / 4.0)
+
+
 def test_unsupported_policies_and_bad_input():
-    with pytest.raises(ValueError, match="FP8"):
-        rt.emulate(mlp(), "fp8-delayed")
+    with pytest.raises(ValueError, match="MX"):
+        rt.emulate(mlp(), "fp8-mx")
     with pytest.raises(ValueError, match="Kahan"):
         rt.emulate(mlp(), "bf16-kahan")
     with pytest.raises(ValueError, match="tc:zz"):

@@ -18,7 +18,7 @@ import resnet_style  # noqa: E402
 
 # (policy, scaler): fp16-amp with DeepSpeed's scaler and without any.
 POLICIES = [("fp32", None), ("fp16-amp", "deepspeed"), ("fp16-amp", "none"), ("bf16-amp", None),
-            ("bf16-pure", None)]
+            ("bf16-pure", None), ("fp8-delayed", None), ("fp8-current", None)]
 
 
 def models():

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .. import _core
 from . import _ops
+from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
 
 # PyTorch's CUDA autocast lists for ops outside rpsim's op table (torch/csrc/autograd/
@@ -118,11 +119,12 @@ class Emulation(TorchFunctionMode):
         super().__init__()
         self.model, self.seed = model, seed
         self.policy = _core._torch_policy(policy)
-        unsupported = [k for k in ("fp8",) if k in self.policy]
-        if self.policy.get("kahan") or unsupported:
-            what = "FP8 tensor scaling" if unsupported else "Kahan-compensated updates"
+        scaling = self.policy.get("fp8", {}).get("scaling")
+        if self.policy.get("kahan") or scaling == "mx":
+            what = "MX block scaling" if scaling == "mx" else "Kahan-compensated updates"
             raise ValueError(f"policy {self.policy['name']}: {what} is not emulated by rpsim.torch "
                              f"(run it with `rpsim train`)")
+        self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
         self.autocast = self.policy["autocast"]["format"]
         self.base = self.policy["data"]
@@ -136,7 +138,8 @@ class Emulation(TorchFunctionMode):
                                     and type(m) not in MODULE_OPS and not isinstance(m, containers)})
         self._configs = {}
         # Telemetry: per layer (the module owning a parameter), the entries roundings flushed.
-        self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else name
+        # (the root module's own parameters under its type name, as Trainer names the layer)
+        self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
         self.flush_log = collections.defaultdict(dict)
         self._hooks = [model.register_forward_pre_hook(self._enter), model.register_forward_hook(self._exit)]
@@ -222,8 +225,11 @@ class Emulation(TorchFunctionMode):
             cfg = self.gemm_config(op, fmt)
             weight = args[1] if len(args) > 1 else kwargs.get("weight")
             if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
+                layer = self.param_layer[id(weight)]
                 cfg = copy.copy(cfg)
-                cfg.log = self.flush_log[self.param_layer[id(weight)]]
+                cfg.log = self.flush_log[layer]
+                if (self.rule(op) or {}).get("scaled_inputs"):
+                    cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
             out = self._kernel(name, cfg, args, kwargs)
             return _mark(out, self.gemm_config(op, fmt).output or fmt)
         out = func(*args, **kwargs)

@@ -2,10 +2,13 @@
 baddbmm, linear and conv1d/conv2d under one of rpsim's accumulation models, through the training
 simulator's matmul (its native kernels where the model allows, sim::gemm otherwise; the same bits
 as rpsim.gemm on the same operands, which tests/experiments/python/test_torch_ops.py checks)."""
+import copy
+
 import torch
 import torch.nn.functional as F
 
 from .. import _core
+from . import _fp8
 from ._quantize import check_tensor, round_tensor
 
 DEFAULT_MODEL = "tc:h100:fp16:fp32"
@@ -26,6 +29,8 @@ class GemmConfig:
         # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
         # gradient's cast); None: not counted.
         self.log = log
+        # FP8 per-tensor scaling of the operands (an _fp8.Fp8State: fp8-delayed, fp8-current).
+        self.fp8 = None
         # A bad spec raises ValueError naming it here, not at the first backward pass.
         self.input_format, self.accumulation_format = _core._torch_model_formats(model)
 
@@ -62,6 +67,8 @@ class _Gemm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, c, cfg):
         dtype = torch.promote_types(a.dtype, b.dtype)
+        if cfg.fp8 is not None:
+            return _fp8_forward(ctx, a, b, cfg, dtype)
         ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
         ctx.save_for_backward(ac, bc)
         ctx.cfg, ctx.has_c, ctx.dtypes = cfg, c is not None, (a.dtype, b.dtype)
@@ -71,6 +78,8 @@ class _Gemm(torch.autograd.Function):
     def backward(ctx, grad):
         ac, bc = ctx.saved_tensors
         cfg = ctx.cfg
+        if cfg.fp8 is not None:
+            return _fp8_backward(ctx, ac, bc, grad)
         g = _cast(grad.contiguous(), cfg.backward or cfg.compute)
         if cfg.log is not None:
             _count(cfg, "activation", _flushed(grad, g))
@@ -81,6 +90,48 @@ class _Gemm(torch.autograd.Function):
             db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1], "weight")
         dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
         return da, db, dc, None
+
+
+def _fmax(fmt):
+    return _core.format_info(fmt)["max_finite"]
+
+
+def _plain(cfg):
+    plain = copy.copy(cfg)
+    plain.output, plain.fp8 = None, None
+    return plain
+
+
+def _fp8_forward(ctx, a, b, cfg, dtype):
+    st, fmax = cfg.fp8, _fmax(cfg.compute)
+    sa, sb = _fp8.scale_of(a, fmax, st, "x"), _fp8.scale_of(b, fmax, st, "w")
+    aq = _fp8.quantize_scaled(a.contiguous(), cfg.compute, fmax, sa)
+    bq = _fp8.quantize_scaled(b.contiguous(), cfg.compute, fmax, sb)
+    ctx.save_for_backward(aq, bq)
+    ctx.cfg, ctx.has_c, ctx.dtypes, ctx.scales = cfg, False, (a.dtype, b.dtype), (sa, sb)
+    d = _fp8.dequantize(_gemm3(aq, bq, None, _plain(cfg), 0, torch.float64), sa, sb, cfg.accumulation_format)
+    return _cast(d, cfg.output).to(dtype)
+
+
+def _fp8_backward(ctx, aq, bq, grad):
+    cfg, (sa, sb) = ctx.cfg, ctx.scales
+    fmt = cfg.backward or cfg.compute
+    fmax = _fmax(fmt)
+    sg = _fp8.scale_of(grad, fmax, cfg.fp8, "dy")
+    gq = _fp8.quantize_scaled(grad.contiguous(), fmt, fmax, sg)
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = _fp8.dequantize(_gemm3(gq, bq.transpose(1, 2).contiguous(), None, _plain(cfg), 2, torch.float64),
+                             sg, sb, cfg.accumulation_format)
+        da = _cast(da, cfg.output).to(ctx.dtypes[0])
+    if ctx.needs_input_grad[1]:
+        raw = _fp8.dequantize(_gemm3(aq.transpose(1, 2).contiguous(), gq, None, _plain(cfg), 1, torch.float64),
+                              sa, sg, cfg.accumulation_format)
+        db = _cast(raw, cfg.output)
+        if cfg.log is not None:
+            _count(cfg, "weight", _flushed(raw, db))
+        db = db.to(ctx.dtypes[1])
+    return da, db, None, None
 
 
 def _config(model, config):
@@ -168,14 +219,18 @@ class _Bias(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, bias, cfg, acc_format):
         ctx.cfg, ctx.acc_format, ctx.bias_dtype = cfg, acc_format, bias.dtype
-        s = y.double() + _cast(bias.detach(), cfg.compute).double()
+        # FP8 GEMMs: the bias in the accumulation format (Transformer Engine's epilogue).
+        bias_format = acc_format if cfg.fp8 is not None else cfg.compute
+        s = y.double() + _cast(bias.detach(), bias_format).double()
         s = round_tensor(s, acc_format)
         return _cast(s, cfg.output).to(y.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         cfg = ctx.cfg
-        g = _cast(grad.contiguous(), cfg.backward or cfg.compute).reshape(1, -1, grad.shape[-1])
+        # FP8: dbias from the unquantised gradient, as Transformer Engine reduces it.
+        g = grad.contiguous() if cfg.fp8 is not None else _cast(grad.contiguous(), cfg.backward or cfg.compute)
+        g = g.reshape(1, -1, grad.shape[-1])
         ones = torch.ones(1, 1, g.shape[1], dtype=torch.float64)
         # A GEMM with one row of ones under sequential:<acc>:rne: each column summed in index order
         # with a rounding after every add, the products exact.
