@@ -39,7 +39,8 @@ sim::Matrix slice(const F64& a, py::ssize_t index, const Format& fmt) {
 F64 batched(py::handle x, const char* what) {
   F64 a = F64::ensure(float_array(x, what));
   if (a.ndim() != 3)
-    throw py::value_error(fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
+    throw py::value_error(
+        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
   return a;
 }
 
@@ -53,13 +54,14 @@ py::array gemm_batched(py::handle a_in, py::handle b_in, const py::object& c_in,
   const F64 a = batched(a_in, "A"), b = batched(b_in, "B");
   const py::ssize_t batch = a.shape(0), m = a.shape(1), k = a.shape(2), n = b.shape(2);
   if (b.shape(0) != batch || b.shape(1) != k)
-    throw py::value_error(fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
+    throw py::value_error(
+        fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
   F64 c;
   if (!c_in.is_none()) {
     c = batched(c_in, "C");
     if (c.shape(0) != batch || c.shape(1) != m || c.shape(2) != n)
-      throw py::value_error(fmt::format("C is {}x{}x{} but A B is {}x{}x{}", c.shape(0), c.shape(1), c.shape(2),
-                                        batch, m, n));
+      throw py::value_error(
+          fmt::format("C is {}x{}x{} but A B is {}x{}x{}", c.shape(0), c.shape(1), c.shape(2), batch, m, n));
   }
   py::array_t<double> out({batch, m, n});
   double* dst = out.mutable_data();
@@ -71,8 +73,9 @@ py::array gemm_batched(py::handle a_in, py::handle b_in, const py::object& c_in,
       sim::Matrix d;
       if (c_in.is_none()) {
         const bool keyed = seed != 0 || stream != 0;
-        d = train::matmul(ma, mb, model, keyed ? train::RandomStream{seed, stream + std::uint64_t(i)}
-                                               : train::RandomStream{});
+        d = train::matmul(
+            ma, mb, model,
+            keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
       } else {
         d = sim::gemm(model, ma, mb, slice(c, i, model.output_format()),
                       sim::GemmOptions{omp_get_max_threads()});
@@ -161,9 +164,9 @@ Scaler::Scaler(const std::string& policy, const py::kwargs& params) {
   for (const auto& [key, value] : params)
     for (const auto& f : sim::scaler_fields())
       if (key.cast<std::string>() == f.name)
-        f.set(config, py::isinstance<py::bool_>(value) ? (value.cast<bool>() ? 1.0 : 0.0)
-                                                        : py::float_(py::reinterpret_borrow<py::object>(value))
-                                                              .cast<double>());
+        f.set(config, py::isinstance<py::bool_>(value)
+                          ? (value.cast<bool>() ? 1.0 : 0.0)
+                          : py::float_(py::reinterpret_borrow<py::object>(value)).cast<double>());
   resolved_ = sim::resolve_scaler_config(config);
   scaler_ = sim::make_loss_scaler(resolved_);
 }

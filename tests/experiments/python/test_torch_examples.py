@@ -72,3 +72,30 @@ def test_trains_under_policy(tmp_path, name, policy, scaler, cli_columns):
         # the emulation took effect: the run differs from its FP64 shadow
         dist = [c for c in cols if c.endswith("_weight_rel_distance_from_fp64")]
         assert any(float(rows[-1].split(",")[cols.index(c)]) > 0 for c in dist)
+
+
+def test_ctrl_c_stops_at_a_step_boundary(tmp_path):
+    import os
+    import signal
+    make, opt, batches = models()["resnet"]
+    calls = []
+
+    def loss(out, y):  # Ctrl-C arrives during the second step
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return torch.nn.functional.cross_entropy(out, y)
+    t = rt.Trainer(make(), "fp16-amp", opt, loss, shadow=False, out=tmp_path)
+    t.run(batches * 3)
+    meta = t.finish()
+    assert meta["partial"] is True and meta["steps"] == 2
+    assert len((tmp_path / "steps.csv").read_text().splitlines()) == 3
+
+
+def test_import_without_torch_names_the_package():
+    import subprocess
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "try:\n    import rpsim.torch\nexcept ImportError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ})
+    assert "python3-torch" in r.stdout, r.stdout + r.stderr
