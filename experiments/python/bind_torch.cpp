@@ -28,12 +28,18 @@ py::object json_to_python(const nlohmann::json& j) {
 }
 
 // Matrix `index` of a C-contiguous (batch, rows, cols) array, rounded to
-// `fmt` (nearest even) as the cast in front of a GEMM kernel.
-sim::Matrix slice(const F64& a, py::ssize_t index, const Format& fmt) {
+// `fmt` (nearest even) as the cast in front of a GEMM kernel; skipped where
+// every value already is one (binary64, or binary32 from a float32 array).
+sim::Matrix slice(const F64& a, py::ssize_t index, const Format& fmt, bool from_float32) {
   const py::ssize_t r = a.shape(1), c = a.shape(2);
   sim::Matrix m = Eigen::Map<const RowMajor>(a.data() + index * r * c, r, c);
-  train::round_in_place(fmt, m, RoundingMode::nearest_even);
+  const bool exact = fmt == formats::binary64() || (from_float32 && fmt == formats::binary32());
+  if (!exact) train::round_in_place(fmt, m, RoundingMode::nearest_even);
   return m;
+}
+
+bool is_float32(py::handle x) {
+  return py::isinstance<py::array_t<float>>(x);
 }
 
 F64 batched(py::handle x, const char* what) {
@@ -63,13 +69,14 @@ py::array gemm_batched(py::handle a_in, py::handle b_in, const py::object& c_in,
       throw py::value_error(
           fmt::format("C is {}x{}x{} but A B is {}x{}x{}", c.shape(0), c.shape(1), c.shape(2), batch, m, n));
   }
+  const bool a32 = is_float32(a_in), b32 = is_float32(b_in), c32 = !c_in.is_none() && is_float32(c_in);
   py::array_t<double> out({batch, m, n});
   double* dst = out.mutable_data();
   const Format& in = model.input_format();
   {
     py::gil_scoped_release release;
     for (py::ssize_t i = 0; i < batch; ++i) {
-      const sim::Matrix ma = slice(a, i, in), mb = slice(b, i, in);
+      const sim::Matrix ma = slice(a, i, in, a32), mb = slice(b, i, in, b32);
       sim::Matrix d;
       if (c_in.is_none()) {
         const bool keyed = seed != 0 || stream != 0;
@@ -77,7 +84,7 @@ py::array gemm_batched(py::handle a_in, py::handle b_in, const py::object& c_in,
             ma, mb, model,
             keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
       } else {
-        d = sim::gemm(model, ma, mb, slice(c, i, model.output_format()),
+        d = sim::gemm(model, ma, mb, slice(c, i, model.output_format(), c32),
                       sim::GemmOptions{omp_get_max_threads()});
       }
       Eigen::Map<RowMajor>(dst + i * m * n, m, n) = d;
