@@ -15,6 +15,8 @@ from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
 from ._scaler import GradScaler  # noqa: E402
 from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
 from ._trainer import Trainer  # noqa: E402
+from ._reference import SGD, RpsimLoss, from_config  # noqa: E402
 
 __all__ = ["quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
-           "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "Trainer"]
+           "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "Trainer",
+           "SGD", "RpsimLoss", "from_config"]

@@ -13,6 +13,8 @@ from torch import nn
 
 from .. import _core
 from ._emulate import emulate
+from ._quantize import round_tensor
+from ._reference import RpsimLoss
 from ._scaler import GradScaler
 
 
@@ -101,6 +103,8 @@ class Trainer:
             raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
+        # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
+        self.shadow_loss_fn = RpsimLoss(loss.op, "fp64") if isinstance(loss, RpsimLoss) else self.loss_fn
         self.name, self.seed, self.out = name, seed, out
         self.max_grad_norm = max_grad_norm
         self.histogram_steps = set(histogram_steps)
@@ -137,7 +141,8 @@ class Trainer:
     def _forward_loss(self, model, x, y, dtype):
         x = x.to(dtype) if x.is_floating_point() else x
         out = model(x)
-        return self.loss_fn(out.flatten(0, -2) if out.dim() > 2 else out, y.flatten() if out.dim() > 2 else y)
+        fn = self.shadow_loss_fn if dtype == torch.float64 else self.loss_fn
+        return fn(out.flatten(0, -2) if out.dim() > 2 else out, y.flatten() if out.dim() > 2 else y)
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
@@ -153,8 +158,9 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.grad is not None]
         grad_norm = 0.0
         if not found:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-                              if self.max_grad_norm > 0 else torch.norm(torch.stack([p.grad.float().norm() for p in params])))
+            grad_norm = self._grad_norm(params)
+            if self.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
         before = [p.detach().clone() for _, m in self.layers for p in m.parameters(recurse=False)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
@@ -178,6 +184,20 @@ class Trainer:
         self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped)))
         self.step_index += 1
         return float(loss)
+
+    def _grad_norm(self, params):
+        """The gradients' L2 norm as rpsim's clip_grad_norm computes it: in the optimizer's
+        arithmetic (at least binary32), each tensor's squares summed in order, the tensors' sums
+        added in parameter order, one rounding per operation."""
+        c = self.policy["optimizer_compute"]
+        c = c if c in ("binary32", "binary64") else "binary32"
+        total = 0.0
+        for p in params:
+            sq = round_tensor(p.grad.detach().double().reshape(1, -1) ** 2, c)
+            s = float(_core._torch_gemm(sq.numpy().reshape(1, 1, -1), torch.ones(1, sq.numel(), 1,
+                      dtype=torch.float64).numpy(), None, f"sequential:{c}:rne")[0, 0, 0])
+            total = float(round_tensor(torch.tensor([total + s], dtype=torch.float64), c)[0])
+        return float(round_tensor(torch.tensor([math.sqrt(total)], dtype=torch.float64), c)[0])
 
     def _measure(self):
         cells = []

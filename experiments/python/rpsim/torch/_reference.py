@@ -1,0 +1,96 @@
+"""The pieces that put a `rpsim train` config's run into PyTorch: its initial weights and batches
+(from the C++ trainer's own calls), the op table's losses as autograd functions on rpsim's loss
+kernels, and SGD with the arithmetic of rpsim's optimizer (sim/train/src/optimizer.cpp)."""
+import collections
+import json
+import os
+
+import torch
+from torch import nn
+
+from .. import _core
+
+
+class _Loss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels, kernel, fmt):
+        ctx.kernel, ctx.dtype = kernel, logits.dtype
+        return torch.tensor(kernel.forward(logits.detach().double().numpy(), fmt, labels.tolist()),
+                            dtype=logits.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
+        return torch.from_numpy(ctx.kernel.backward(float(grad))).to(ctx.dtype), None, None, None
+
+
+class RpsimLoss:
+    """loss(logits, labels) on the op table's loss kernel `op` (cross_entropy, mse_loss) under
+    `policy`: the CLI's arithmetic (its sums, exp and log in the policy's format). The logits'
+    format is the one rpsim.torch.emulate marked on them, else their dtype's."""
+
+    def __init__(self, op="cross_entropy", policy="fp32"):
+        self.op, self.policy = op, policy
+        self._kernel = _core._TorchLoss(op, policy)
+
+    def __call__(self, logits, labels):
+        default = "binary64" if logits.dtype == torch.float64 else "binary32"
+        fmt = getattr(logits, "_rpsim_format", default)
+        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt)
+
+
+class SGD(torch.optim.Optimizer):
+    """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
+    rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step); w - lr g."""
+
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if wd:
+                    g = g + wd * p
+                if mom:
+                    state = self.state[p]
+                    buf = state.get("momentum_buffer")
+                    buf = g.clone() if buf is None else buf * mom + g
+                    state["momentum_buffer"] = buf
+                    g = buf
+                p.copy_(p - lr * g)
+
+
+def from_config(config, steps, overrides=()):
+    """(model, batches, config dict) of a `rpsim train` config (a path or dict) whose model is an
+    MLP: nn.Linear layers holding the CLI's initial weights, the CLI's activations between, and
+    its first `steps` batches as (float64 inputs, int64 labels): the binary64 values the CLI's
+    FP64 shadow reads (Trainer rounds them to binary32 for the emulated model, as the CLI rounds
+    them to the policy's data format)."""
+    raw = _core._torch_train_setup(config, list(overrides), steps)
+    cfg = config
+    if not isinstance(config, dict):
+        with open(os.fspath(config)) as f:
+            cfg = json.load(f)
+    model_cfg = cfg.get("model", {})
+    if model_cfg.get("type", "mlp") != "mlp" or model_cfg.get("layer_norm"):
+        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds plain MLPs only")
+    act = {"relu": nn.ReLU, "gelu": nn.GELU}[model_cfg.get("activation", "relu")]
+    params = raw["parameters"]
+    layers = collections.OrderedDict()
+    for name in raw["layers"]:
+        w = params.get(f"{name}.weight")
+        if w is None:
+            layers[name] = act()
+            continue
+        lin = nn.Linear(w.shape[0], w.shape[1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w.T.copy()))
+            lin.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        layers[name] = lin
+    batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
+    return nn.Sequential(layers), batches, cfg
