@@ -100,12 +100,27 @@ class TorchLoss {
   std::unique_ptr<train::Loss> loss_;
 };
 
+// telemetry.cpp's weight_rel_distance_from_fp64 on two columns of a layer's
+// parameters: Eigen's norm, whose summation order its vectorisation picks,
+// so the same expression compiled the same way gives the same bits.
+double rel_distance_py(py::handle emulated, py::handle shadow) {
+  const auto e = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(emulated);
+  const auto s = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(shadow);
+  if (!e || !s || e.size() != s.size()) throw py::value_error("rel_distance: two float arrays of one size");
+  const train::Matrix we = Eigen::Map<const Eigen::VectorXd>(e.data(), e.size());
+  const train::Matrix ws = Eigen::Map<const Eigen::VectorXd>(s.data(), s.size());
+  const double denom = ws.norm();
+  return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
+}
+
 }  // namespace
 
 void bind_torch_train(py::module_& m) {
   using py::arg;
   m.def("_torch_train_setup", &setup_py, arg("config"), arg("overrides"), arg("steps"),
         "A training config's initial parameters and first batches, as `rpsim train` draws them.");
+  m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
+        "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
   py::class_<TorchLoss>(m, "_TorchLoss")
       .def(py::init<const std::string&, const py::object&>(), arg("op"), arg("policy"))
       .def("forward", &TorchLoss::forward, arg("logits"), arg("format"), arg("labels"))

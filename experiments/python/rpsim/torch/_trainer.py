@@ -229,9 +229,7 @@ class Trainer:
             dist = ""
             if ln in shadow:
                 ws = _flat(shadow[ln].parameters(recurse=False))
-                d = float((we - ws).norm())
-                denom = float(ws.norm())
-                dist = num(d / denom if denom > 0 else d)
+                dist = num(_core._torch_rel_distance(we.numpy(), ws.numpy()))
             stalled = 0
             for p in ps:
                 if not skipped and p.grad is not None:
