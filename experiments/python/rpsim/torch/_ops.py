@@ -50,7 +50,8 @@ def _gemm3(a, b, c, cfg, which, dtype, log_key=None):
     d = _core._torch_gemm(a.detach().numpy(), b.detach().numpy(), None if c is None else c.detach().numpy(),
                           cfg.model, cfg.seed, stream)
     out = torch.from_numpy(d)
-    if cfg.output:
+    # A bias epilogue follows the forward GEMM: the output rounding comes after it (add_bias).
+    if cfg.output and not (which == 0 and getattr(cfg, "epilogue", False)):
         raw, out = out, round_tensor(out, cfg.output)
         if log_key and cfg.log is not None:
             _count(cfg, log_key, _flushed(raw, out))
@@ -110,7 +111,7 @@ def _fp8_forward(ctx, a, b, cfg, dtype):
     ctx.save_for_backward(aq, bq)
     ctx.cfg, ctx.has_c, ctx.dtypes, ctx.scales = cfg, False, (a.dtype, b.dtype), (sa, sb)
     d = _fp8.dequantize(_gemm3(aq, bq, None, _plain(cfg), 0, torch.float64), sa, sb, cfg.accumulation_format)
-    return _cast(d, cfg.output).to(dtype)
+    return (d if getattr(cfg, "epilogue", False) else _cast(d, cfg.output)).to(dtype)
 
 
 def _fp8_backward(ctx, aq, bq, grad):
@@ -242,13 +243,24 @@ class _Bias(torch.autograd.Function):
         return grad, dbo.to(ctx.bias_dtype), None, None
 
 
+def _with_epilogue(cfg, bias):
+    """cfg for a GEMM whose output the bias epilogue rounds (a shallow copy: the same telemetry
+    log and FP8 state)."""
+    if bias is None:
+        return cfg
+    c = copy.copy(cfg)
+    c.epilogue = True
+    return c
+
+
 def linear(x, weight, bias=None, model=None, *, config=None):
     """F.linear(x, weight, bias) = x @ weight^T (+ bias), x of any leading shape; without bias the
     same bits as rpsim.gemm(x, weight.T); the bias as add_bias's epilogue."""
     _check(("input", x), ("weight", weight), ("bias", bias))
     cfg = _config(model, config)
     lead = x.shape[:-1]
-    y = _Gemm.apply(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), None, cfg).reshape(*lead, -1)
+    y = _Gemm.apply(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), None,
+                    _with_epilogue(cfg, bias)).reshape(*lead, -1)
     if bias is not None:
         y = add_bias(y, bias, cfg, cfg.accumulation_format)
     return y
@@ -281,7 +293,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
         cols = F.unfold(xg, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # (N, cg*kh*kw, L)
         a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
         wg = weight[g * ocg:(g + 1) * ocg].reshape(ocg, -1)
-        outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, cfg).reshape(n, oh * ow, ocg))
+        outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, _with_epilogue(cfg, bias)).reshape(n, oh * ow, ocg))
     y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
     if bias is not None:
         y = add_bias(y, bias, cfg, cfg.accumulation_format)
