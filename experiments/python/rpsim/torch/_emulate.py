@@ -264,7 +264,8 @@ class Emulation(TorchFunctionMode):
         with torch.no_grad():
             for i, p in enumerate(self.model.parameters()):
                 if fmt not in _WIDE:
-                    p.copy_(round_tensor(p, fmt, rounding, seed=self.seed, stream=(self.step << 20) + 2 * i + 1))
+                    # The key of rpsim's optimizer: (seed, (step << 16) ^ parameter index).
+                    p.copy_(round_tensor(p, fmt, rounding, seed=self.seed, stream=(self.step << 16) ^ i))
                 _mark(p, fmt)
 
     def _gradient_hook(self, p):
@@ -283,6 +284,8 @@ class Emulation(TorchFunctionMode):
         """`opt` with its step() followed by the policy's weight store: parameters rounded to the
         weights' (or master weights') format with the policy's update_rounding."""
         step = opt.step
+        if hasattr(opt, "state_format"):  # rpsim.torch.SGD: momentum stored in the policy's format
+            opt.state_format = self.policy["optimizer_state"]
 
         def emulated_step(*args, **kwargs):
             result = step(*args, **kwargs)

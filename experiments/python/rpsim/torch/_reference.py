@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .. import _core
+from ._quantize import round_tensor
 
 
 class _Loss(torch.autograd.Function):
@@ -41,10 +42,17 @@ class RpsimLoss:
 
 class SGD(torch.optim.Optimizer):
     """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
-    rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step); w - lr g."""
+    rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored in
+    state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
+    optimizer_state (bf16-pure: bfloat16 momentum)."""
 
-    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0):
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, state_format=None):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+        self.state_format = state_format
+
+    def _store(self, buf):
+        fmt = self.state_format
+        return buf if fmt in (None, "binary32", "binary64") else round_tensor(buf, fmt)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -59,7 +67,7 @@ class SGD(torch.optim.Optimizer):
                 if mom:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
-                    buf = g.clone() if buf is None else buf * mom + g
+                    buf = self._store(g.clone() if buf is None else buf * mom + g)
                     state["momentum_buffer"] = buf
                     g = buf
                 p.copy_(p - lr * g)
