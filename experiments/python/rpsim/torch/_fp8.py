@@ -35,15 +35,22 @@ def scale_of(t, fmt_max, state, which):
         del hist[:-r["amax_history_len"]]
     ok = amax > 0 and amax != float("inf") and amax == amax
     scale = _f32(fmt_max / amax / 2.0 ** r["margin"]) if ok else 1.0
-    state.stats[which] = {"amax": amax_now, "scale": scale}
+    state.stats[which] = {"amax": amax_now, "scale": scale}  # a new record per use (per step)
     return scale
 
 
-def quantize_scaled(t, fmt, fmt_max, scale):
+def quantize_scaled(t, fmt, fmt_max, scale, stats=None):
+    """round_fmt(clamp(binary32(t * scale))); stats (a dict) gets the entries, the saturated ones
+    (finite, beyond fmt_max before the clamp) and the flushed ones (nonzero, quantised to 0)."""
     v = t.detach().double() * scale
     v = round_tensor(v, "binary32")
-    v = torch.where(torch.isfinite(v), v.clamp(-fmt_max, fmt_max), v)
-    return round_tensor(v, fmt)
+    finite = torch.isfinite(v)
+    q = round_tensor(torch.where(finite, v.clamp(-fmt_max, fmt_max), v), fmt)
+    if stats is not None:
+        stats["entries"] = stats.get("entries", 0) + t.numel()
+        stats["saturated"] = stats.get("saturated", 0) + int((finite & (v.abs() > fmt_max)).sum())
+        stats["flushed"] = stats.get("flushed", 0) + int(((t != 0) & (q == 0)).sum())
+    return q
 
 
 def dequantize(acc, sa, sb, acc_format):

@@ -106,8 +106,8 @@ def _plain(cfg):
 def _fp8_forward(ctx, a, b, cfg, dtype):
     st, fmax = cfg.fp8, _fmax(cfg.compute)
     sa, sb = _fp8.scale_of(a, fmax, st, "x"), _fp8.scale_of(b, fmax, st, "w")
-    aq = _fp8.quantize_scaled(a.contiguous(), cfg.compute, fmax, sa)
-    bq = _fp8.quantize_scaled(b.contiguous(), cfg.compute, fmax, sb)
+    aq = _fp8.quantize_scaled(a.contiguous(), cfg.compute, fmax, sa, st.stats["x"])
+    bq = _fp8.quantize_scaled(b.contiguous(), cfg.compute, fmax, sb, st.stats["w"])
     ctx.save_for_backward(aq, bq)
     ctx.cfg, ctx.has_c, ctx.dtypes, ctx.scales = cfg, False, (a.dtype, b.dtype), (sa, sb)
     d = _fp8.dequantize(_gemm3(aq, bq, None, _plain(cfg), 0, torch.float64), sa, sb, cfg.accumulation_format)
@@ -119,7 +119,7 @@ def _fp8_backward(ctx, aq, bq, grad):
     fmt = cfg.backward or cfg.compute
     fmax = _fmax(fmt)
     sg = _fp8.scale_of(grad, fmax, cfg.fp8, "dy")
-    gq = _fp8.quantize_scaled(grad.contiguous(), fmt, fmax, sg)
+    gq = _fp8.quantize_scaled(grad.contiguous(), fmt, fmax, sg, cfg.fp8.stats["dy"])
     da = db = None
     if ctx.needs_input_grad[0]:
         da = _fp8.dequantize(_gemm3(gq, bq.transpose(1, 2).contiguous(), None, _plain(cfg), 2, torch.float64),

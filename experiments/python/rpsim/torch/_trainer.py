@@ -131,6 +131,13 @@ class Trainer:
                      f"{ln}_activation_grad_underflow_fraction", f"{ln}_activation_grad_nonfinite_fraction",
                      f"{ln}_weight_rel_distance_from_fp64", f"{ln}_weight_grad_zero_vs_fp64_fraction",
                      f"{ln}_activation_grad_zero_vs_fp64_fraction", f"{ln}_weight_update_stalled_fraction"]
+        # FP8 columns after every per-layer column (telemetry.cpp's fp8_columns), per tensor of
+        # each layer whose GEMM the policy runs in FP8 with per-tensor scaling.
+        self.fp8_layers = [ln for ln, m in self.layers if self._fp8_layer(m)]
+        for ln in self.fp8_layers:
+            for tensor in ("x", "w", "dy"):
+                p = f"{ln}.{tensor}_fp8_"
+                cols += [p + "amax", p + "scale", p + "saturated_fraction", p + "flushed_fraction"]
         self.steps_rows = [",".join(cols)]
         self.histogram_rows = ["step,layer,tensor,arithmetic,log2_abs_bin,count"]
         self.evaluations = []
@@ -181,9 +188,25 @@ class Trainer:
             self.shadow_optimizer.step()
         head = [str(step), str(epoch), num(loss), num(shadow_loss) if self.shadow_model is not None else "",
                 num(scale), "1" if skipped else "0", "1" if found else "0", num(grad_norm)]
-        self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped)))
+        self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped) + self._fp8_cells()))
         self.step_index += 1
         return float(loss)
+
+    def _fp8_layer(self, module):
+        op = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d"}.get(type(module))
+        rule = self.emulation.rule(op) if op else None
+        return bool(rule and rule.get("scaled_inputs"))
+
+    def _fp8_cells(self):
+        out = []
+        for ln in self.fp8_layers:
+            st = self.emulation.fp8_states.get(ln)
+            for tensor in ("x", "w", "dy"):
+                s = st.stats.get(tensor, {}) if st else {}
+                n = s.get("entries", 0)
+                out += [num(s.get("amax", 0.0)), num(s.get("scale", float("nan"))),
+                        num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
+        return out
 
     def _grad_norm(self, params):
         """The gradients' L2 norm as rpsim's clip_grad_norm computes it: in the optimizer's
