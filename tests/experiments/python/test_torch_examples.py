@@ -58,7 +58,9 @@ def test_trains_under_policy(tmp_path, name, policy, scaler, cli_columns):
     suffixes = [c.split("_", 1)[1] for c in cli_columns[8:16]]
     first_layer = t.layers[0][0]
     assert cols[8:16] == [f"{first_layer}_{s}" for s in suffixes]
-    assert len(cols) == 8 + 8 * len(t.layers)
+    # FP8 policies: amax, scale, saturated and flushed fractions of x, w, dy per FP8 GEMM layer, after.
+    assert len(cols) == 8 + 8 * len(t.layers) + 12 * len(t.fp8_layers)
+    assert bool(t.fp8_layers) == policy.startswith("fp8")
     rows = (tmp_path / "steps.csv").read_text().splitlines()[1:]
     assert len(rows) == 2 and all(len(r.split(",")) == len(cols) for r in rows)
     assert math.isfinite(float(rows[-1].split(",")[2]))

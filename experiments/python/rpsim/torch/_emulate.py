@@ -230,7 +230,11 @@ class Emulation(TorchFunctionMode):
                 cfg.log = self.flush_log[layer]
                 if (self.rule(op) or {}).get("scaled_inputs"):
                     cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
+                if name == "linear":
+                    cfg.on_input_grad_flush = self._upstream_flush(args[0])
             out = self._kernel(name, cfg, args, kwargs)
+            if cfg.log is not None:
+                out._rpsim_layer = self.param_layer[id(weight)]
             return _mark(out, self.gemm_config(op, fmt).output or fmt)
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]
@@ -240,10 +244,31 @@ class Emulation(TorchFunctionMode):
         if name in LAYOUT or name.rstrip("_") in LAYOUT:
             self.counts["layout"][name] += 1
             fmt = self.promoted(inputs)
+            if name in ("relu", "relu_") and isinstance(out, torch.Tensor) and inputs:
+                out._rpsim_src = (inputs[0], (out > 0).detach())  # telemetry: _upstream_flush
             return _map_tensors(lambda t: _mark(t, fmt), out)
         self.counts["binary32"][name] += 1
         fmt = self.op_format(name, inputs)
         return _map_tensors(lambda t: self._output(t, fmt), out)
+
+    def _upstream_flush(self, x):
+        """Where the flushes of this linear's input gradient count: the layer whose output reached
+        x through ReLUs (rpsim's Tensor::flushed passes a ReLU where its input is positive), as
+        that layer's activation_grad underflow; None where x came another way."""
+        passes = None
+        while hasattr(x, "_rpsim_src"):
+            x, mask = x._rpsim_src
+            passes = mask if passes is None else passes & mask
+        layer = getattr(x, "_rpsim_layer", None)
+        if layer is None:
+            return None
+        log, shape = self.flush_log[layer], x.shape
+
+        def count(mask):
+            mask = mask.reshape(shape)
+            n = int((mask if passes is None else mask & passes).sum())
+            log["activation"] = log.get("activation", 0) + n
+        return count
 
     def _kernel(self, name, cfg, args, kwargs):
         a = list(args)

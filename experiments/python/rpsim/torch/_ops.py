@@ -31,6 +31,8 @@ class GemmConfig:
         self.log = log
         # FP8 per-tensor scaling of the operands (an _fp8.Fp8State: fp8-delayed, fp8-current).
         self.fp8 = None
+        # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
+        self.on_input_grad_flush = None
         # A bad spec raises ValueError naming it here, not at the first backward pass.
         self.input_format, self.accumulation_format = _core._torch_model_formats(model)
 
@@ -44,8 +46,9 @@ def _count(cfg, key, n):
         cfg.log[key] = cfg.log.get(key, 0) + n
 
 
-def _gemm3(a, b, c, cfg, which, dtype, log_key=None):
-    """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`."""
+def _gemm3(a, b, c, cfg, which, dtype, log_key=None, on_flush=None):
+    """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`; on_flush gets the mask of
+    the entries the output rounding flushed to zero."""
     stream = cfg.stream + which if (cfg.seed or cfg.stream) else 0
     d = _core._torch_gemm(a.detach().numpy(), b.detach().numpy(), None if c is None else c.detach().numpy(),
                           cfg.model, cfg.seed, stream)
@@ -55,6 +58,8 @@ def _gemm3(a, b, c, cfg, which, dtype, log_key=None):
         raw, out = out, round_tensor(out, cfg.output)
         if log_key and cfg.log is not None:
             _count(cfg, log_key, _flushed(raw, out))
+        if on_flush is not None:
+            on_flush((raw != 0) & (out == 0))
     return out.to(dtype)
 
 
@@ -86,7 +91,8 @@ class _Gemm(torch.autograd.Function):
             _count(cfg, "activation", _flushed(grad, g))
         da = db = None
         if ctx.needs_input_grad[0]:
-            da = _gemm3(g, bc.transpose(1, 2).contiguous(), None, cfg, 2, ctx.dtypes[0])
+            da = _gemm3(g, bc.transpose(1, 2).contiguous(), None, cfg, 2, ctx.dtypes[0],
+                        on_flush=getattr(cfg, "on_input_grad_flush", None))
         if ctx.needs_input_grad[1]:
             db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1], "weight")
         dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
