@@ -90,9 +90,12 @@ class TorchLoss {
     const train::StepContext ctx{&policy_, 0, 0};
     return loss_->forward(train::Tensor{z, &format_arg(format)}, labels, ctx);
   }
-  py::array backward(double scale) {
+  // The gradient and the count of its entries the loss's roundings flushed
+  // (steps.csv's activation_grad_underflow of the logits' layer).
+  py::tuple backward(double scale) {
     const train::StepContext ctx{&policy_, 0, 0};
-    return numpy_of(loss_->backward(scale, ctx).values);
+    const train::Tensor g = loss_->backward(scale, ctx);
+    return py::make_tuple(numpy_of(g.values), g.underflow_count());
   }
 
  private:

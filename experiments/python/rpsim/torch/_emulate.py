@@ -235,6 +235,7 @@ class Emulation(TorchFunctionMode):
             out = self._kernel(name, cfg, args, kwargs)
             if cfg.log is not None:
                 out._rpsim_layer = self.param_layer[id(weight)]
+                out._rpsim_flush_log = cfg.log
             return _mark(out, self.gemm_config(op, fmt).output or fmt)
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]

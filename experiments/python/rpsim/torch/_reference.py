@@ -14,15 +14,18 @@ from ._quantize import round_tensor
 
 class _Loss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, labels, kernel, fmt):
-        ctx.kernel, ctx.dtype = kernel, logits.dtype
+    def forward(ctx, logits, labels, kernel, fmt, log):
+        ctx.kernel, ctx.dtype, ctx.log = kernel, logits.dtype, log
         return torch.tensor(kernel.forward(logits.detach().double().numpy(), fmt, labels.tolist()),
                             dtype=logits.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
-        return torch.from_numpy(ctx.kernel.backward(float(grad))).to(ctx.dtype), None, None, None
+        values, flushed = ctx.kernel.backward(float(grad))
+        if ctx.log is not None:  # the logits' layer's activation_grad underflow (Trainer)
+            ctx.log["activation"] = ctx.log.get("activation", 0) + flushed
+        return torch.from_numpy(values).to(ctx.dtype), None, None, None, None
 
 
 class RpsimLoss:
@@ -37,7 +40,8 @@ class RpsimLoss:
     def __call__(self, logits, labels):
         default = "binary64" if logits.dtype == torch.float64 else "binary32"
         fmt = getattr(logits, "_rpsim_format", default)
-        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt)
+        log = getattr(logits, "_rpsim_flush_log", None)
+        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt, log)
 
 
 class SGD(torch.optim.Optimizer):

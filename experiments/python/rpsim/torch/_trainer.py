@@ -163,7 +163,7 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         found = self.scaler.found_inf()
         params = [p for p in self.model.parameters() if p.grad is not None]
-        grad_norm = 0.0
+        grad_norm = float("nan")  # not computed on an overflow step, as the CLI writes it
         if not found:
             grad_norm = self._grad_norm(params)
             if self.max_grad_norm > 0:
@@ -232,14 +232,21 @@ class Trainer:
             under = self.emulation.flush_log.get(ln, {}).get("weight", 0)
             under += sum(self.scaler.flushed.get(id(p), 0) for p in ps)
             sm = shadow.get(ln)
-            zero_vs = _zero_vs(grads, _flat([p.grad for p in sm.parameters(recurse=False)])) if sm else None
+            # Per tensor, weighted by its size, then over the layer's entries: telemetry.cpp's sums.
+            zero_vs = None
+            if sm:
+                z = sum(_zero_vs(_flat([p.grad]), _flat([q.grad])) * p.numel()
+                        for p, q in zip(ps, sm.parameters(recurse=False)))
+                zero_vs = z / n if n else 0.0
+            nonfinite = sum(_nonfinite(_flat([p.grad])) * p.numel() for p in ps)
+            nonfinite = nonfinite / n if n else 0.0
             dy = self._grab.grads.get(ln)
             a_under = self.emulation.flush_log.get(ln, {}).get("activation", 0)
             a_n = dy.numel() if dy is not None else 0
             sdy = self._shadow_grab.grads.get(ln) if self._shadow_grab else None
             a_zero = _zero_vs(dy.reshape(-1) / self.scaler.get_scale(), sdy.reshape(-1)) \
                 if dy is not None and sdy is not None else None
-            cells.append([under / n if n else 0, _nonfinite(grads), a_under / a_n if a_n else 0,
+            cells.append([under / n if n else 0, nonfinite, a_under / a_n if a_n else 0,
                           _nonfinite(dy) if dy is not None else 0, zero_vs, a_zero])
         return cells
 
