@@ -126,6 +126,8 @@ def _fp8_backward(ctx, aq, bq, grad):
     fmax = _fmax(fmt)
     sg = _fp8.scale_of(grad, fmax, cfg.fp8, "dy")
     gq = _fp8.quantize_scaled(grad.contiguous(), fmt, fmax, sg, cfg.fp8.stats["dy"])
+    if cfg.log is not None:  # the cast of dy to e5m2 (disjoint from flushes upstream: dy != 0 here)
+        _count(cfg, "activation", _flushed(grad, gq))
     da = db = None
     if ctx.needs_input_grad[0]:
         da = _fp8.dequantize(_gemm3(gq, bq.transpose(1, 2).contiguous(), None, _plain(cfg), 2, torch.float64),
