@@ -142,6 +142,8 @@ class Emulation(TorchFunctionMode):
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
         self.flush_log = collections.defaultdict(dict)
+        # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
+        self.telemetry = False
         self._hooks = [model.register_forward_pre_hook(self._enter), model.register_forward_hook(self._exit)]
         self._store_parameters()
         for p in model.parameters():
@@ -225,13 +227,7 @@ class Emulation(TorchFunctionMode):
             cfg = self.gemm_config(op, fmt)
             weight = args[1] if len(args) > 1 else kwargs.get("weight")
             if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
-                layer = self.param_layer[id(weight)]
-                cfg = copy.copy(cfg)
-                cfg.log = self.flush_log[layer]
-                if (self.rule(op) or {}).get("scaled_inputs"):
-                    cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
-                if name == "linear":
-                    cfg.on_input_grad_flush = self._upstream_flush(args[0])
+                cfg = self._layer_config(cfg, op, name, self.param_layer[id(weight)], args)
             out = self._kernel(name, cfg, args, kwargs)
             if cfg.log is not None:
                 out._rpsim_layer = self.param_layer[id(weight)]
@@ -251,6 +247,20 @@ class Emulation(TorchFunctionMode):
         self.counts["binary32"][name] += 1
         fmt = self.op_format(name, inputs)
         return _map_tensors(lambda t: self._output(t, fmt), out)
+
+    def _layer_config(self, cfg, op, name, layer, args):
+        """cfg for one layer's GEMM: its FP8 state (fp8 policies), and with telemetry its flush log."""
+        fp8 = (self.rule(op) or {}).get("scaled_inputs")
+        if not (fp8 or self.telemetry):
+            return cfg
+        cfg = copy.copy(cfg)
+        if fp8:
+            cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
+        if self.telemetry:
+            cfg.log = self.flush_log[layer]
+            if name == "linear":
+                cfg.on_input_grad_flush = self._upstream_flush(args[0])
+        return cfg
 
     def _upstream_flush(self, x):
         """Where the flushes of this linear's input gradient count: the layer whose output reached
@@ -302,7 +312,8 @@ class Emulation(TorchFunctionMode):
             if fmt in _WIDE:
                 return grad
             out = round_tensor(grad, fmt)
-            log["weight"] = log.get("weight", 0) + int(((grad != 0) & (out == 0)).sum())
+            if self.telemetry:
+                log["weight"] = log.get("weight", 0) + int(((grad != 0) & (out == 0)).sum())
             return out
         return hook
 

@@ -28,6 +28,7 @@ class GradScaler:
         self._enabled = enabled
         self._scaler = _core._LossScaler(policy, **params)
         self._events = []  # found_inf of every update(): state_dict replays them
+        self.count_flushed = False  # rpsim.torch.Trainer's underflow columns: entries unscale_ flushed
         self._reset_step()
 
     def _reset_step(self):
@@ -67,13 +68,14 @@ class GradScaler:
         with torch.no_grad():
             for p in _grads(optimizer):
                 if inv != 1.0:
-                    nonzero = p.grad != 0
+                    nonzero = p.grad != 0 if self.count_flushed else None
                     if p.grad.dtype in (torch.float32, torch.float64):
                         p.grad.mul_(inv)
                     else:
                         p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
                     # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
-                    self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
+                    if nonzero is not None:
+                        self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
                 found = found or not bool(torch.isfinite(p.grad).all())
         self._unscaled[id(optimizer)] = found
 

@@ -116,6 +116,7 @@ class Trainer:
             scaler = self.policy["default_loss_scaler"]
             scaler = {"dynamic": "pytorch"}.get(scaler, scaler)
         self.scaler = scaler if isinstance(scaler, GradScaler) else GradScaler(scaler)
+        self.emulation.telemetry = self.scaler.count_flushed = True
         self.optimizer = self.emulation.optimizer(make_opt(model.parameters()))
         if shadow:
             self.shadow_emulation = emulate(self.shadow_model, "fp64", seed=seed)
