@@ -140,3 +140,15 @@ def test_unsupported_policies_and_bad_input():
         rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
     with pytest.raises(TypeError, match="nn.Module"):
         rt.emulate(lambda x: x, "fp32")
+
+
+def test_a_failing_forward_leaves_no_emulation_active():
+    m = nn.Linear(3, 2)
+    emu = rt.emulate(m, "fp16-amp")
+    with pytest.raises(ValueError, match="A is"):
+        m(torch.ones(2, 4))  # wrong width: the GEMM says so
+    before = sum(sum(c.values()) for c in emu.counts.values())
+    torch.ones(4).exp().sum()  # outside the model: not emulated, not counted
+    assert sum(sum(c.values()) for c in emu.counts.values()) == before
+    emu.remove()
+    assert not is_format(m(torch.full((1, 3), 1 / 3)), "binary16")

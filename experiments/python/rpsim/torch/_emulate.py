@@ -144,7 +144,10 @@ class Emulation(TorchFunctionMode):
         self.flush_log = collections.defaultdict(dict)
         # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
         self.telemetry = False
-        self._hooks = [model.register_forward_pre_hook(self._enter), model.register_forward_hook(self._exit)]
+        # The mode is active inside the model's forward only, and left even when forward raises.
+        self._forward = model.forward
+        model.forward = self._emulated_forward
+        self._hooks = []
         self._store_parameters()
         for p in model.parameters():
             self._hooks.append(p.register_hook(self._gradient_hook(p)))
@@ -189,15 +192,12 @@ class Emulation(TorchFunctionMode):
         return promoted
 
     # -- the forward pass ------------------------------------------------------------------------
-    def _enter(self, module, args):
+    def _emulated_forward(self, *args, **kwargs):
         self.calls = 0
-        self.__enter__()
         # The input batch in the policy's data format (bf16-pure: bfloat16).
-        return _map_tensors(lambda t: self._round_input(t), args)
-
-    def _exit(self, module, args, out):
-        self.__exit__(None, None, None)
-        return out
+        args = _map_tensors(self._round_input, args)
+        with self:
+            return self._forward(*args, **kwargs)
 
     def _round_input(self, t):
         if not t.is_floating_point():
@@ -334,6 +334,7 @@ class Emulation(TorchFunctionMode):
 
     def remove(self):
         """Takes the emulation off the model."""
+        self.model.forward = self._forward
         for h in self._hooks:
             h.remove()
 
