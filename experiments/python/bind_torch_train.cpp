@@ -44,7 +44,7 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   py::dict params;
   py::list layers;
   for (const auto& layer : model.layers) {
-    layers.append(layer->name());
+    layers.append(py::make_tuple(layer->name(), layer->op()));
     for (const train::Parameter* p : layer->parameters()) params[py::str(p->name)] = numpy_of(p->value);
   }
   const std::size_t n = data.train.size(), batch = c.batch_size;
@@ -63,6 +63,7 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   d["layers"] = layers;
   d["batches"] = batches;
   d["policy"] = c.policy.name;
+  d["channels"] = data.train.channels;
   return d;
 }
 

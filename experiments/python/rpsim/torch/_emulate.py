@@ -251,9 +251,11 @@ class Emulation(TorchFunctionMode):
     def _layer_config(self, cfg, op, name, layer, args):
         """cfg for one layer's GEMM: its FP8 state (fp8 policies), and with telemetry its flush log."""
         fp8 = (self.rule(op) or {}).get("scaled_inputs")
-        if not (fp8 or self.telemetry):
+        if not (fp8 or self.telemetry or name != "linear"):
             return cfg
         cfg = copy.copy(cfg)
+        if name != "linear":  # conv: col2im rounds the input gradient to the input's format
+            cfg.x_format = _format_of(args[0], self.base)
         if fp8:
             cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
         if self.telemetry:

@@ -278,10 +278,47 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+def _col2im(cols, size, kernel, dilation, padding, stride):
+    """F.fold's sums with each pixel's terms in the order rpsim's Conv2d adds them: output
+    positions in increasing order, i.e. kernel offsets in decreasing order (binary64 sums of
+    binary64 terms depend on it; F.fold adds the offsets increasing)."""
+    n, (h, w), (kh, kw) = cols.shape[0], size, kernel
+    hp, wp = h + 2 * padding[0], w + 2 * padding[1]
+    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    g = cols.reshape(n, -1, kh, kw, oh, ow)
+    dx = torch.zeros(n, g.shape[1], hp, wp, dtype=cols.dtype)
+    for ky in reversed(range(kh)):
+        for kx in reversed(range(kw)):
+            y0, x0 = ky * dilation[0], kx * dilation[1]
+            dx[:, :, y0:y0 + stride[0] * (oh - 1) + 1:stride[0], x0:x0 + stride[1] * (ow - 1) + 1:stride[1]] += \
+                g[:, :, ky, kx]
+    return dx[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w]
+
+
+class _Unfold(torch.autograd.Function):
+    """F.unfold (N, C * kh * kw, L) whose backward, col2im, sums the overlapping patches in
+    binary64 and rounds once to the input's format (x_format; None: its dtype's), as rpsim
+    train's Conv2d does."""
+
+    @staticmethod
+    def forward(ctx, x, geometry, x_format):
+        ctx.geometry, ctx.x_format, ctx.size, ctx.dtype = geometry, x_format, x.shape[-2:], x.dtype
+        kernel, dilation, padding, stride = geometry
+        return F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = _col2im(grad.double(), ctx.size, *ctx.geometry)
+        if ctx.x_format is not None:
+            dx = round_tensor(dx, ctx.x_format)
+        return dx.to(ctx.dtype), None, None
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
     """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
-    transpose, one emulated GEMM per group, plus add_bias's epilogue. The input gradient's col2im
-    (F.fold, overlapping patches summed) runs in the tensor's dtype: it is not a GEMM."""
+    transpose, one emulated GEMM per group, plus add_bias's epilogue; the input gradient's col2im
+    as _Unfold's backward."""
     _check(("input", x), ("weight", weight), ("bias", bias))
     if isinstance(padding, str):
         raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
@@ -298,7 +335,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     ocg = oc // groups
     for g in range(groups):
         xg = x[:, g * cg:(g + 1) * cg]
-        cols = F.unfold(xg, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # (N, cg*kh*kw, L)
+        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), getattr(cfg, "x_format", None))
         a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
         wg = weight[g * ocg:(g + 1) * ocg].reshape(ocg, -1)
         outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, _with_epilogue(cfg, bias)).reshape(n, oh * ow, ocg))

@@ -79,30 +79,61 @@ class SGD(torch.optim.Optimizer):
 
 def from_config(config, steps, overrides=()):
     """(model, batches, config dict) of a `rpsim train` config (a path or dict) whose model is an
-    MLP: nn.Linear layers holding the CLI's initial weights, the CLI's activations between, and
-    its first `steps` batches as (float64 inputs, int64 labels): the binary64 values the CLI's
-    FP64 shadow reads (Trainer rounds them to binary32 for the emulated model, as the CLI rounds
-    them to the policy's data format)."""
+    mlp or cnn: nn.Linear / nn.Conv2d layers holding the CLI's initial weights, its activations
+    and pooling between, and its first `steps` batches as (float64 inputs, int64 labels): the
+    binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
+    model, as the CLI rounds them to the policy's data format)."""
     raw = _core._torch_train_setup(config, list(overrides), steps)
     cfg = config
     if not isinstance(config, dict):
         with open(os.fspath(config)) as f:
             cfg = json.load(f)
     model_cfg = cfg.get("model", {})
-    if model_cfg.get("type", "mlp") != "mlp" or model_cfg.get("layer_norm"):
-        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds plain MLPs only")
-    act = {"relu": nn.ReLU, "gelu": nn.GELU}[model_cfg.get("activation", "relu")]
-    params = raw["parameters"]
-    layers = collections.OrderedDict()
-    for name in raw["layers"]:
-        w = params.get(f"{name}.weight")
-        if w is None:
-            layers[name] = act()
-            continue
+    if model_cfg.get("type", "mlp") not in ("mlp", "cnn") or model_cfg.get("layer_norm"):
+        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp and cnn models only")
+    params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
+    for name, op in raw["layers"]:
+        layers[name] = _layer(op, name, params, channels)
+        if op == "conv2d":
+            channels = params[f"{name}.weight"].shape[1]
+    model = nn.Sequential(_with_flatten(layers, model_cfg.get("type", "mlp")))
+    batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
+    if model_cfg.get("type") == "cnn":
+        c = raw["channels"]
+        side = int(round((batches[0][0].shape[1] // c) ** 0.5))  # square images (Fashion-MNIST: 28)
+        batches = [(x.reshape(x.shape[0], c, side, -1), y) for x, y in batches]
+    return model, batches, cfg
+
+
+def _with_flatten(layers, model_type):
+    """cnn: an nn.Flatten (no arithmetic) in front of the first Linear."""
+    if model_type != "cnn":
+        return layers
+    out = collections.OrderedDict()
+    for name, module in layers.items():
+        if isinstance(module, nn.Linear) and "flatten" not in out:
+            out["flatten"] = nn.Flatten()
+        out[name] = module
+    return out
+
+
+def _layer(op, name, params, channels):
+    w = params.get(f"{name}.weight")
+    if op == "linear":
         lin = nn.Linear(w.shape[0], w.shape[1])
         with torch.no_grad():
             lin.weight.copy_(torch.from_numpy(w.T.copy()))
             lin.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
-        layers[name] = lin
-    batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
-    return nn.Sequential(layers), batches, cfg
+        return lin
+    if op == "conv2d":
+        # rpsim's layout: (C * k * k) x out, rows in (channel, ky, kx) order, as F.unfold's.
+        k = int(round((w.shape[0] // channels) ** 0.5))
+        conv = nn.Conv2d(channels, w.shape[1], k, padding=(k - 1) // 2)
+        with torch.no_grad():
+            conv.weight.copy_(torch.from_numpy(w.T.copy()).reshape(conv.weight.shape))
+            conv.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        return conv
+    modules = {"relu": nn.ReLU, "gelu": nn.GELU, "max_pool2d": lambda: nn.MaxPool2d(2)}
+    if op not in modules:
+        raise ValueError(f"layer {name}: op {op!r} is not built by from_config")
+    return modules[op]()
