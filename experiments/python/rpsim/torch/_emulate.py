@@ -241,8 +241,12 @@ class Emulation(TorchFunctionMode):
         if name in LAYOUT or name.rstrip("_") in LAYOUT:
             self.counts["layout"][name] += 1
             fmt = self.promoted(inputs)
-            if name in ("relu", "relu_") and isinstance(out, torch.Tensor) and inputs:
-                out._rpsim_src = (inputs[0], (out > 0).detach())  # telemetry: _upstream_flush
+            if self.telemetry and name in ("relu", "relu_") and isinstance(out, torch.Tensor) and inputs:
+                out._rpsim_src = (inputs[0], ("relu", (out > 0).detach()))  # telemetry: _upstream_flush
+            if self.telemetry and name == "max_pool2d" and isinstance(out, torch.Tensor) and inputs \
+                    and inputs[0].dim() == 4:
+                _, idx = func(*args, **{**kwargs, "return_indices": True})
+                out._rpsim_src = (inputs[0], ("pool", (idx, inputs[0].shape)))
             return _map_tensors(lambda t: _mark(t, fmt), out)
         self.counts["binary32"][name] += 1
         fmt = self.op_format(name, inputs)
@@ -260,27 +264,39 @@ class Emulation(TorchFunctionMode):
             cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
         if self.telemetry:
             cfg.log = self.flush_log[layer]
-            if name == "linear":
-                cfg.on_input_grad_flush = self._upstream_flush(args[0])
+            count = self._upstream_flush(args[0])
+            if name == "linear" and count is not None:
+                x_shape = args[0].shape
+                cfg.on_input_grad_flush = lambda mask: count(mask, x_shape)
+            elif name == "conv2d" and count is not None:
+                cfg.on_col2im_flush = count
         return cfg
 
     def _upstream_flush(self, x):
-        """Where the flushes of this linear's input gradient count: the layer whose output reached
-        x through ReLUs (rpsim's Tensor::flushed passes a ReLU where its input is positive), as
-        that layer's activation_grad underflow; None where x came another way."""
-        passes = None
+        """Where the flushes of this layer's input gradient count: the layer whose output reached x
+        through ReLUs and max-pools, as that layer's activation_grad underflow. rpsim's
+        Tensor::flushed passes a ReLU where its input is positive and a max-pool at each window's
+        argmax. None where x came another way."""
+        steps = []
         while hasattr(x, "_rpsim_src"):
-            x, mask = x._rpsim_src
-            passes = mask if passes is None else passes & mask
+            x, step = x._rpsim_src
+            steps.append(step)
         layer = getattr(x, "_rpsim_layer", None)
         if layer is None:
             return None
         log, shape = self.flush_log[layer], x.shape
 
-        def count(mask):
-            mask = mask.reshape(shape)
-            n = int((mask if passes is None else mask & passes).sum())
-            log["activation"] = log.get("activation", 0) + n
+        def count(mask, mask_shape):
+            mask = mask.reshape(mask_shape)
+            for kind, data in steps:
+                if kind == "relu":
+                    mask = mask & data
+                else:  # max-pool: each output's flag to its window's argmax
+                    idx, in_shape = data
+                    flat = torch.zeros(in_shape[0], in_shape[1], in_shape[2] * in_shape[3], dtype=torch.bool)
+                    flat.scatter_(2, idx.flatten(2), mask.flatten(2))
+                    mask = flat.reshape(in_shape)
+            log["activation"] = log.get("activation", 0) + int(mask.reshape(shape).sum())
         return count
 
     def _kernel(self, name, cfg, args, kwargs):

@@ -46,7 +46,7 @@ def _count(cfg, key, n):
         cfg.log[key] = cfg.log.get(key, 0) + n
 
 
-def _gemm3(a, b, c, cfg, which, dtype, log_key=None, on_flush=None):
+def _gemm3(a, b, c, cfg, which, dtype, log_key=None, on_flush=None, on_raw=None):
     """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`; on_flush gets the mask of
     the entries the output rounding flushed to zero."""
     stream = cfg.stream + which if (cfg.seed or cfg.stream) else 0
@@ -56,6 +56,8 @@ def _gemm3(a, b, c, cfg, which, dtype, log_key=None, on_flush=None):
     # A bias epilogue follows the forward GEMM: the output rounding comes after it (add_bias).
     if cfg.output and not (which == 0 and getattr(cfg, "epilogue", False)):
         raw, out = out, round_tensor(out, cfg.output)
+        if on_raw is not None:
+            on_raw(raw)
         if log_key and cfg.log is not None:
             _count(cfg, log_key, _flushed(raw, out))
         if on_flush is not None:
@@ -91,8 +93,10 @@ class _Gemm(torch.autograd.Function):
             _count(cfg, "activation", _flushed(grad, g))
         da = db = None
         if ctx.needs_input_grad[0]:
+            holder = getattr(cfg, "raw_input_grad", None)
             da = _gemm3(g, bc.transpose(1, 2).contiguous(), None, cfg, 2, ctx.dtypes[0],
-                        on_flush=getattr(cfg, "on_input_grad_flush", None))
+                        on_flush=getattr(cfg, "on_input_grad_flush", None),
+                        on_raw=None if holder is None else holder.append)
         if ctx.needs_input_grad[1]:
             db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1], "weight")
         dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
@@ -302,8 +306,9 @@ class _Unfold(torch.autograd.Function):
     train's Conv2d does."""
 
     @staticmethod
-    def forward(ctx, x, geometry, x_format):
+    def forward(ctx, x, geometry, x_format, telemetry=None):
         ctx.geometry, ctx.x_format, ctx.size, ctx.dtype = geometry, x_format, x.shape[-2:], x.dtype
+        ctx.telemetry = telemetry  # (list the GEMM appends its raw input gradient to, count)
         kernel, dilation, padding, stride = geometry
         return F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
 
@@ -312,7 +317,11 @@ class _Unfold(torch.autograd.Function):
         dx = _col2im(grad.double(), ctx.size, *ctx.geometry)
         if ctx.x_format is not None:
             dx = round_tensor(dx, ctx.x_format)
-        return dx.to(ctx.dtype), None, None
+        if ctx.telemetry is not None and ctx.telemetry[0]:
+            # Flushed: nonzero in the col2im of the GEMM's unrounded result, zero after the roundings.
+            raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2)
+            ctx.telemetry[1](((_col2im(raw, ctx.size, *ctx.geometry) != 0) & (dx == 0)), dx.shape)
+        return dx.to(ctx.dtype), None, None, None
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
@@ -335,7 +344,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     ocg = oc // groups
     for g in range(groups):
         xg = x[:, g * cg:(g + 1) * cg]
-        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), getattr(cfg, "x_format", None))
+        telemetry = None
+        if groups == 1 and getattr(cfg, "on_col2im_flush", None) is not None:
+            cfg = copy.copy(cfg)
+            cfg.raw_input_grad = []
+            telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
+        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), getattr(cfg, "x_format", None), telemetry)
         a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
         wg = weight[g * ocg:(g + 1) * ocg].reshape(ocg, -1)
         outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, _with_epilogue(cfg, bias)).reshape(n, oh * ow, ocg))
