@@ -58,7 +58,16 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
       batches.append(py::make_tuple(numpy_of(data.train.batch(idx)), py::cast(data.train.targets(idx))));
     }
   }
+  // The test set in the evaluation's batches (score() in network.cpp).
+  py::list test;
+  const std::size_t tn = data.test.size(), tb = c.eval_batch_size;
+  for (std::size_t start = 0; start < tn; start += tb) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = start; i < std::min(tn, start + tb); ++i) idx.push_back(i);
+    test.append(py::make_tuple(numpy_of(data.test.batch(idx)), py::cast(data.test.targets(idx))));
+  }
   py::dict d;
+  d["test_batches"] = test;
   d["parameters"] = params;
   d["layers"] = layers;
   d["batches"] = batches;

@@ -1,6 +1,6 @@
 """The proof that rpsim.torch and `rpsim train` are one core: the shipped mlp-* and cnn configs, written as
 plain torch modules with the CLI's initial weights and batches (rpsim.torch.from_config), give
-byte-identical steps.csv and histograms.csv through rpsim.torch.Trainer and through rpsim.train
+byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
 (issue #27). bf16-kahan is the one shipped policy rpsim.torch does not emulate (it says so)."""
 import json
 import pathlib
@@ -19,12 +19,13 @@ def load(name, **changes):
     cfg = json.loads((CONFIGS / f"{name}.json").read_text())
     cfg.update(changes)
     cfg["steps"] = STEPS
-    cfg["evaluate"] = False
+    cfg["evaluate"] = True  # once, after the last step (no eval_every in these configs)
+    cfg["data"] = {**cfg.get("data", {}), "test_limit": 2000}  # two evaluation batches: a quicker test
     return cfg
 
 
 def through_torch(cfg):
-    model, batches, _ = rt.from_config(cfg, STEPS)
+    model, batches, test, _ = rt.from_config(cfg, STEPS, with_test=True)
     opt = cfg["optimizer"]
     scaler = dict(cfg.get("loss_scaler", {}))
     policy = scaler.pop("policy", None)
@@ -35,6 +36,7 @@ def through_torch(cfg):
                    scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
                    histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []))
     t.run(batches)
+    t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
     return t
 
 
@@ -47,16 +49,17 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_steps_and_histograms_byte_identical(case):
+def test_steps_histograms_and_evaluations_byte_identical(case, tmp_path):
     changes = dict(CASES[case])
     base = changes.pop("base", case)
     if not (CONFIGS / f"{base}.json").exists():
         pytest.skip(f"{base}.json is not shipped")
     cfg = load(base, **changes)
     t = through_torch(cfg)
-    ref = rpsim._core._train(cfg, [], None, 0, False)
+    ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
     assert t.steps_csv == ref["steps_csv"]
     assert t.histograms_csv == ref["histograms_csv"]
+    assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
 
 
 def test_bf16_kahan_is_named_not_emulated():

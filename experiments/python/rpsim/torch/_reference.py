@@ -77,12 +77,13 @@ class SGD(torch.optim.Optimizer):
                 p.copy_(p - lr * g)
 
 
-def from_config(config, steps, overrides=()):
+def from_config(config, steps, overrides=(), *, with_test=False):
     """(model, batches, config dict) of a `rpsim train` config (a path or dict) whose model is an
     mlp or cnn: nn.Linear / nn.Conv2d layers holding the CLI's initial weights, its activations
     and pooling between, and its first `steps` batches as (float64 inputs, int64 labels): the
     binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
-    model, as the CLI rounds them to the policy's data format)."""
+    model, as the CLI rounds them to the policy's data format). with_test: (model, batches, test
+    batches, config), the test set in the CLI's evaluation batches (eval_batch_size)."""
     raw = _core._torch_train_setup(config, list(overrides), steps)
     cfg = config
     if not isinstance(config, dict):
@@ -97,12 +98,17 @@ def from_config(config, steps, overrides=()):
         if op == "conv2d":
             channels = params[f"{name}.weight"].shape[1]
     model = nn.Sequential(_with_flatten(layers, model_cfg.get("type", "mlp")))
-    batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
-    if model_cfg.get("type") == "cnn":
+    batches, test = _tensors(raw["batches"], model_cfg, raw), _tensors(raw["test_batches"], model_cfg, raw)
+    return (model, batches, test, cfg) if with_test else (model, batches, cfg)
+
+
+def _tensors(pairs, model_cfg, raw):
+    out = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in pairs]
+    if model_cfg.get("type") == "cnn" and out:
         c = raw["channels"]
-        side = int(round((batches[0][0].shape[1] // c) ** 0.5))  # square images (Fashion-MNIST: 28)
-        batches = [(x.reshape(x.shape[0], c, side, -1), y) for x, y in batches]
-    return model, batches, cfg
+        side = int(round((out[0][0].shape[1] // c) ** 0.5))  # square images (Fashion-MNIST: 28)
+        out = [(x.reshape(x.shape[0], c, side, -1), y) for x, y in out]
+    return out
 
 
 def _with_flatten(layers, model_type):

@@ -290,6 +290,7 @@ class Trainer:
         """Test loss (nats, mean over batches weighted by size) and accuracy (% of argmax hits) of
         the emulated model and the shadow on `batches` of (x, y)."""
         def score(model, dtype):
+            loss_fn = self.shadow_loss_fn if dtype == torch.float64 else self.loss_fn
             loss = hits = count = 0.0
             was_training = model.training
             model.eval()  # BatchNorm's running statistics, no dropout
@@ -297,7 +298,7 @@ class Trainer:
                 for x, y in batches:
                     out = model(x.to(dtype) if x.is_floating_point() else x)
                     out, yy = (out.flatten(0, -2), y.flatten()) if out.dim() > 2 else (out, y)
-                    loss += float(self.loss_fn(out, yy)) * yy.numel()
+                    loss += float(loss_fn(out, yy)) * yy.numel()
                     hits += float((out.argmax(-1) == yy).sum())
                     count += yy.numel()
             model.train(was_training)
