@@ -27,6 +27,8 @@ void bind_scaling(py::module_& m);       // scaler_trajectory
 void bind_train(py::module_& m);         // train (the C++ half)
 void bind_bench(py::module_& m);         // _time_round_values: the C++ array path timed in C++
 void bind_blockscale(py::module_& m);    // mx_quantize, nvfp4_quantize
+void bind_torch(py::module_& m);         // _torch_gemm, _torch_ops, _torch_policy, _LossScaler (rpsim.torch)
+void bind_torch_train(py::module_& m);   // _torch_train_setup, _TorchLoss (rpsim.torch against rpsim train)
 
 // `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
 // it already is one. float16 is widened to float32 (exact). A Python number

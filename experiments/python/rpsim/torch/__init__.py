@@ -2,6 +2,20 @@
 PyTorch training run, on the same C++ core as the `rpsim` command line.
 
 Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-up installs it).
+
+  quantize(x, format, rounding, ...)      differentiable rounding (forward, and the gradient if asked)
+  mm bmm matmul addmm baddbmm linear      GEMMs (forward and both backward) under an accumulation
+  conv1d conv2d; Linear Conv1d Conv2d     model, the same bits as rpsim.gemm
+  GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
+  emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
+  Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files
+  from_config, RpsimLoss, SGD             a config's run in PyTorch, byte-identical to rpsim train
+
+    trainer = rpsim.torch.Trainer(model, "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.05),
+                                  scaler=rpsim.torch.GradScaler("deepspeed"), out="runs/mine")
+    for x, y in batches:
+        trainer.step(x, y)
+    trainer.finish()   # steps.csv, histograms.csv, evaluations.csv, meta.json
 """
 try:
     import torch as _torch  # noqa: F401  (absolute: the real PyTorch, not this package)
@@ -11,5 +25,15 @@ except ImportError as e:  # pragma: no cover - exercised by a test with torch hi
 
 from ._capture import capture_gemms  # noqa: E402
 from ._telemetry import Telemetry, TelemetryError  # noqa: E402
+from ._quantize import quantize  # noqa: E402
+from ._ops import GemmConfig, addmm, baddbmm, bmm, conv1d, conv2d, linear, matmul, mm  # noqa: E402
+from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
+from ._scaler import GradScaler  # noqa: E402
+from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
+from ._trainer import Trainer  # noqa: E402
+from ._reference import SGD, RpsimLoss, from_config  # noqa: E402
 
-__all__ = ["capture_gemms", "Telemetry", "TelemetryError"]
+__all__ = ["capture_gemms", "Telemetry", "TelemetryError",
+           "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
+           "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "Trainer",
+           "SGD", "RpsimLoss", "from_config"]

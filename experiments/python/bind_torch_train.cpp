@@ -1,0 +1,143 @@
+// The C++ half of rpsim.torch's comparison with `rpsim train`: a config's
+// initial parameters and batches (the same calls as the trainer: load_data,
+// build_model, epoch_order), and the op table's losses as kernels a PyTorch
+// autograd function calls, so a torch model can start from the same state
+// and use the same loss arithmetic as the CLI.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bindings.hpp"
+#include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/model.hpp"
+#include "rpsim/train/trainer.hpp"
+
+namespace rpsim::python {
+
+namespace {
+
+namespace train = sim::train;
+using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+py::array numpy_of(const train::Matrix& m) {
+  py::array_t<double> out({m.rows(), m.cols()});
+  Eigen::Map<RowMajor>(out.mutable_data(), m.rows(), m.cols()) = m;
+  return out;
+}
+
+train::Config parse(const py::object& config, const std::vector<std::string>& overrides) {
+  if (py::isinstance<py::dict>(config)) {
+    const std::string text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
+    return train::read_config_json(nlohmann::json::parse(text), "config dict", overrides).parse();
+  }
+  return train::read_config_file(py::str(config).cast<std::string>(), overrides).parse();
+}
+
+// The run's initial parameters ({name: array}, a Linear's weight as rpsim
+// stores it: in x out) and the (inputs, labels) of its first `steps` steps,
+// drawn as Training::train draws them.
+py::dict setup_py(const py::object& config, const std::vector<std::string>& overrides, std::int64_t steps) {
+  const train::Config c = parse(config, overrides);
+  const train::DataSplit data = train::load_data(c.data);
+  train::Model model = train::build_model(c, data.train);
+  py::dict params;
+  py::list layers;
+  for (const auto& layer : model.layers) {
+    layers.append(py::make_tuple(layer->name(), layer->op()));
+    for (const train::Parameter* p : layer->parameters()) params[py::str(p->name)] = numpy_of(p->value);
+  }
+  const std::size_t n = data.train.size(), batch = c.batch_size;
+  const std::size_t per_epoch = (n + batch - 1) / batch;
+  py::list batches;
+  for (std::int64_t step = 0, epoch = 0; step < steps; ++epoch) {
+    const auto order = train::epoch_order(n, c.seed, std::uint64_t(epoch));
+    for (std::size_t b = 0; b < per_epoch && step < steps; ++b, ++step) {
+      const std::vector<std::size_t> idx(order.begin() + long(b * batch),
+                                         order.begin() + long(std::min(n, (b + 1) * batch)));
+      batches.append(py::make_tuple(numpy_of(data.train.batch(idx)), py::cast(data.train.targets(idx))));
+    }
+  }
+  // The test set in the evaluation's batches (score() in network.cpp).
+  py::list test;
+  const std::size_t tn = data.test.size(), tb = c.eval_batch_size;
+  for (std::size_t start = 0; start < tn; start += tb) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = start; i < std::min(tn, start + tb); ++i) idx.push_back(i);
+    test.append(py::make_tuple(numpy_of(data.test.batch(idx)), py::cast(data.test.targets(idx))));
+  }
+  py::dict d;
+  d["test_batches"] = test;
+  d["parameters"] = params;
+  d["layers"] = layers;
+  d["batches"] = batches;
+  d["policy"] = c.policy.name;
+  d["channels"] = data.train.channels;
+  return d;
+}
+
+// One of the op table's losses under a policy: forward(logits, format,
+// labels) -> the loss; backward(scale) -> the logits' gradient.
+class TorchLoss {
+ public:
+  TorchLoss(const std::string& op, const py::object& policy) {
+    const train::OpInfo* info = train::find_op(op);
+    if (!info || !info->loss)
+      throw py::value_error(
+          fmt::format("loss '{}' is not a loss of the op table ({})", op,
+                      train::op_list([](const train::OpInfo& o) { return o.loss != nullptr; })));
+    const std::string text = py::module_::import("json").attr("dumps")(policy).cast<std::string>();
+    policy_ = train::policy_from_json(nlohmann::json::parse(text), "policy");
+    loss_ = info->loss();
+  }
+  double forward(py::handle logits, const std::string& format, const std::vector<int>& labels) {
+    const train::Matrix z = matrix_arg(logits, "logits");
+    if (std::size_t(z.rows()) != labels.size())
+      throw py::value_error(
+          fmt::format("logits have {} rows but there are {} labels", z.rows(), labels.size()));
+    for (const int y : labels)
+      if (y < 0 || y >= z.cols()) throw py::value_error(fmt::format("label {} outside [0, {})", y, z.cols()));
+    const train::StepContext ctx{&policy_, 0, 0};
+    return loss_->forward(train::Tensor{z, &format_arg(format)}, labels, ctx);
+  }
+  // The gradient and the count of its entries the loss's roundings flushed
+  // (steps.csv's activation_grad_underflow of the logits' layer).
+  py::tuple backward(double scale) {
+    const train::StepContext ctx{&policy_, 0, 0};
+    const train::Tensor g = loss_->backward(scale, ctx);
+    return py::make_tuple(numpy_of(g.values), g.underflow_count());
+  }
+
+ private:
+  train::PrecisionPolicy policy_;
+  std::unique_ptr<train::Loss> loss_;
+};
+
+// telemetry.cpp's weight_rel_distance_from_fp64 on two columns of a layer's
+// parameters: Eigen's norm, whose summation order its vectorisation picks,
+// so the same expression compiled the same way gives the same bits.
+double rel_distance_py(py::handle emulated, py::handle shadow) {
+  const auto e = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(emulated);
+  const auto s = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(shadow);
+  if (!e || !s || e.size() != s.size()) throw py::value_error("rel_distance: two float arrays of one size");
+  const train::Matrix we = Eigen::Map<const Eigen::VectorXd>(e.data(), e.size());
+  const train::Matrix ws = Eigen::Map<const Eigen::VectorXd>(s.data(), s.size());
+  const double denom = ws.norm();
+  return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
+}
+
+}  // namespace
+
+void bind_torch_train(py::module_& m) {
+  using py::arg;
+  m.def("_torch_train_setup", &setup_py, arg("config"), arg("overrides"), arg("steps"),
+        "A training config's initial parameters and first batches, as `rpsim train` draws them.");
+  m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
+        "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
+  py::class_<TorchLoss>(m, "_TorchLoss")
+      .def(py::init<const std::string&, const py::object&>(), arg("op"), arg("policy"))
+      .def("forward", &TorchLoss::forward, arg("logits"), arg("format"), arg("labels"))
+      .def("backward", &TorchLoss::backward, arg("scale"));
+}
+
+}  // namespace rpsim::python

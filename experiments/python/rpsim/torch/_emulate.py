@@ -1,0 +1,379 @@
+"""rpsim.torch.emulate: a user's nn.Module under one of `rpsim train`'s precision policies.
+
+The policy rows and the op table's autocast classes come from the C++ tables (rpsim._core
+._torch_policy / _torch_ops), the ones the CLI reads. Three paths per op, listed by summary():
+  rpsim kernel   linear, conv1d/conv2d, matmul/mm/bmm/addmm/baddbmm: rpsim's GEMMs under the op's
+                 rule (compute, output, backward formats, accumulation model), as `rpsim train`;
+  binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs,
+                 its output (and the gradient arriving at it) rounded to the format its autocast
+                 class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
+                 promoted format of its inputs (neither list), as torch.autocast does;
+  layout         views, copies and shape ops: no arithmetic, the format of the input kept.
+"""
+import collections
+import copy
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+import torch.nn.functional as F
+
+from .. import _core
+from . import _ops
+from ._fp8 import Fp8State
+from ._quantize import quantize, round_tensor
+
+# PyTorch's CUDA autocast lists for ops outside rpsim's op table (torch/csrc/autograd/
+# autocast_mode.cpp, 1.13: "lower_precision_fp" and "fp32"); everything else follows its inputs.
+TORCH_LOWER_PRECISION = {"prelu", "addbmm", "chain_matmul", "conv_transpose1d", "conv_transpose2d",
+                         "conv_transpose3d", "conv3d", "conv_tbc", "_convolution", "rnn_tanh", "rnn_relu",
+                         "lstm_cell", "gru_cell"}
+TORCH_FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
+              "rsqrt", "sinh", "tan", "pow", "softplus", "group_norm", "norm", "frobenius_norm", "nuclear_norm",
+              "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
+              "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
+              "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+              "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm",
+              "logsumexp", "log_softmax", "softmax", "cumprod", "cumsum", "prod", "sum", "mean", "layer_norm",
+              "cross_entropy"}
+# No arithmetic: the output holds values of the input's format.
+LAYOUT = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
+          "unsqueeze", "expand", "expand_as", "__getitem__", "narrow", "select", "chunk", "split", "unbind",
+          "clone", "detach", "view_as", "reshape_as", "repeat", "tile", "flip", "roll", "movedim", "cat",
+          "stack", "masked_fill", "masked_fill_", "where", "float", "to", "type_as", "pad", "max_pool2d",
+          "max_pool1d", "relu", "relu_", "dropout", "triu", "tril", "gather", "index_select", "embedding",
+          "__setitem__", "zero_", "fill_", "copy_", "maximum", "minimum", "max", "min", "abs", "neg", "__neg__"}
+# The torch functions rpsim runs on its own GEMMs, and the op-table row whose rule they take.
+KERNELS = {"linear": "linear", "conv2d": "conv2d", "conv1d": "conv2d", "matmul": "matmul", "mm": "matmul",
+           "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul", "__matmul__": "matmul"}
+# Leaf module types and the op-table row they are.
+MODULE_OPS = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d", nn.ReLU: "relu", nn.GELU: "gelu",
+              nn.LayerNorm: "layer_norm", nn.MaxPool2d: "max_pool2d", nn.Embedding: "embedding",
+              nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.Softmax: "softmax"}
+_WIDE = {"binary32", "binary64"}
+
+
+def ops():
+    """The op table as {name: row} (name, autocast class, fp8_gemm, help), read from the C++ table."""
+    return {row["name"]: row for row in _core._torch_ops()}
+
+
+def policies():
+    """The named policies as {name: description}, read from the C++ table."""
+    return {row["name"]: row["description"] for row in _core._torch_policies()}
+
+
+def _format_of(t, default):
+    return getattr(t, "_rpsim_format", default)
+
+
+def _mark(t, fmt):
+    if isinstance(t, torch.Tensor) and t.is_floating_point():
+        try:
+            t._rpsim_format = fmt
+        except (AttributeError, RuntimeError):
+            pass
+    return t
+
+
+def _promote(a, b):
+    """PyTorch's type promotion over the formats rpsim tracks (binary16 + bfloat16 -> binary32)."""
+    if a == b:
+        return a
+    order = {"binary64": 3, "binary32": 2}
+    if a in order or b in order:
+        return a if order.get(a, 0) >= order.get(b, 0) else b
+    return "binary32"
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
+
+def _map_tensors(fn, obj):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(fn, o) for o in obj)
+    return obj
+
+
+def _name(func):
+    name = getattr(func, "__name__", None) or str(func)
+    return name
+
+
+class Emulation(TorchFunctionMode):
+    """What emulate() returns: the model's op-level emulation, active during its forward pass.
+    summary() lists the ops per path and the module types the policy could not classify;
+    optimizer(opt) wraps an optimizer so updated parameters are stored in the policy's format."""
+
+    def __init__(self, model, policy, accumulation, seed):
+        super().__init__()
+        self.model, self.seed = model, seed
+        self.policy = _core._torch_policy(policy)
+        scaling = self.policy.get("fp8", {}).get("scaling")
+        if self.policy.get("kahan") or scaling == "mx":
+            what = "MX block scaling" if scaling == "mx" else "Kahan-compensated updates"
+            raise ValueError(f"policy {self.policy['name']}: {what} is not emulated by rpsim.torch "
+                             f"(run it with `rpsim train`)")
+        self.fp8_states = {}  # layer -> _fp8.Fp8State
+        self.table = ops()
+        self.autocast = self.policy["autocast"]["format"]
+        self.base = self.policy["data"]
+        self.accumulation = accumulation
+        self.counts = {"rpsim kernel": collections.Counter(), "binary32": collections.Counter(),
+                       "layout": collections.Counter()}
+        self.calls = 0
+        self.step = 0
+        containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
+        self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
+                                    and type(m) not in MODULE_OPS and not isinstance(m, containers)})
+        self._configs = {}
+        # Telemetry: per layer (the module owning a parameter), the entries roundings flushed.
+        # (the root module's own parameters under its type name, as Trainer names the layer)
+        self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
+                            for name, p in model.named_parameters()}
+        self.flush_log = collections.defaultdict(dict)
+        # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
+        self.telemetry = False
+        # The mode is active inside the model's forward only, and left even when forward raises.
+        self._forward = model.forward
+        model.forward = self._emulated_forward
+        self._hooks = []
+        self._store_parameters()
+        for p in model.parameters():
+            self._hooks.append(p.register_hook(self._gradient_hook(p)))
+
+    # -- formats ---------------------------------------------------------------------------------
+    def rule(self, op):
+        r = self.policy["ops"].get(op, "follow")
+        return None if r == "follow" else r
+
+    def gemm_config(self, op, input_format):
+        key = (op, input_format)
+        if key not in self._configs:
+            r = self.rule(op)
+            if r is None:  # follow the inputs: compute and output in their format
+                r = {"compute": input_format, "output": input_format, "backward_compute": input_format,
+                     "accumulation": self.policy["ops"]["linear"].get("accumulation", "sequential:binary32:rne")
+                     if isinstance(self.policy["ops"].get("linear"), dict) else "sequential:binary32:rne"}
+            model = self.accumulation or r["accumulation"]
+            self._configs[key] = _ops.GemmConfig(model, compute=r["compute"], backward=r["backward_compute"],
+                                                 output=r["output"], seed=self.seed)
+        return self._configs[key]
+
+    def promoted(self, inputs):
+        formats = [_format_of(t, self.base) for t in inputs if t.is_floating_point()]
+        promoted = formats[0] if formats else self.base
+        for f in formats[1:]:
+            promoted = _promote(promoted, f)
+        return promoted
+
+    def op_format(self, op, inputs):
+        """The output format of `op` (a table row or a torch function name) on tensors `inputs`."""
+        promoted = self.promoted(inputs)
+        if op in self.table:
+            r = self.rule(op)
+            return promoted if r is None else r["output"]
+        if self.autocast is None:
+            return self.base if promoted not in _WIDE or self.base in _WIDE else promoted
+        if op in TORCH_LOWER_PRECISION:
+            return self.autocast
+        if op in TORCH_FP32:
+            return "binary32"
+        return promoted
+
+    # -- the forward pass ------------------------------------------------------------------------
+    def _emulated_forward(self, *args, **kwargs):
+        self.calls = 0
+        # The input batch in the policy's data format (bf16-pure: bfloat16).
+        args = _map_tensors(self._round_input, args)
+        with self:
+            return self._forward(*args, **kwargs)
+
+    def _round_input(self, t):
+        if not t.is_floating_point():
+            return t
+        if self.base not in _WIDE:
+            t = round_tensor(t, self.base)
+        return _mark(t, self.base)
+
+    def _output(self, t, fmt):
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            return t
+        if fmt not in _WIDE:
+            rounding = self.policy["rounding"]
+            self.calls += 1
+            t = quantize(t, fmt, rounding, seed=self.seed, stream=(self.step << 20) + 2 * self.calls,
+                         backward_format=fmt)
+        return _mark(t, fmt)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _name(func)
+        if name in KERNELS:
+            op = KERNELS[name]
+            inputs = list(_tensors(args))
+            fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
+            self.counts["rpsim kernel"][name] += 1
+            cfg = self.gemm_config(op, fmt)
+            weight = args[1] if len(args) > 1 else kwargs.get("weight")
+            if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
+                cfg = self._layer_config(cfg, op, name, self.param_layer[id(weight)], args)
+            out = self._kernel(name, cfg, args, kwargs)
+            if cfg.log is not None:
+                out._rpsim_layer = self.param_layer[id(weight)]
+                out._rpsim_flush_log = cfg.log
+            return _mark(out, self.gemm_config(op, fmt).output or fmt)
+        out = func(*args, **kwargs)
+        floats = [t for t in _tensors(out) if t.is_floating_point()]
+        if not floats:
+            return out
+        inputs = [t for t in _tensors(args) if isinstance(t, torch.Tensor)] + list(_tensors(kwargs))
+        if name in LAYOUT or name.rstrip("_") in LAYOUT:
+            self.counts["layout"][name] += 1
+            fmt = self.promoted(inputs)
+            if self.telemetry and name in ("relu", "relu_") and isinstance(out, torch.Tensor) and inputs:
+                out._rpsim_src = (inputs[0], ("relu", (out > 0).detach()))  # telemetry: _upstream_flush
+            if self.telemetry and name == "max_pool2d" and isinstance(out, torch.Tensor) and inputs \
+                    and inputs[0].dim() == 4:
+                _, idx = func(*args, **{**kwargs, "return_indices": True})
+                out._rpsim_src = (inputs[0], ("pool", (idx, inputs[0].shape)))
+            return _map_tensors(lambda t: _mark(t, fmt), out)
+        self.counts["binary32"][name] += 1
+        fmt = self.op_format(name, inputs)
+        return _map_tensors(lambda t: self._output(t, fmt), out)
+
+    def _layer_config(self, cfg, op, name, layer, args):
+        """cfg for one layer's GEMM: its FP8 state (fp8 policies), and with telemetry its flush log."""
+        fp8 = (self.rule(op) or {}).get("scaled_inputs")
+        if not (fp8 or self.telemetry or name != "linear"):
+            return cfg
+        cfg = copy.copy(cfg)
+        if name != "linear":  # conv: col2im rounds the input gradient to the input's format
+            cfg.x_format = _format_of(args[0], self.base)
+        if fp8:
+            cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
+        if self.telemetry:
+            cfg.log = self.flush_log[layer]
+            count = self._upstream_flush(args[0])
+            if name == "linear" and count is not None:
+                x_shape = args[0].shape
+                cfg.on_input_grad_flush = lambda mask: count(mask, x_shape)
+            elif name == "conv2d" and count is not None:
+                cfg.on_col2im_flush = count
+        return cfg
+
+    def _upstream_flush(self, x):
+        """Where the flushes of this layer's input gradient count: the layer whose output reached x
+        through ReLUs and max-pools, as that layer's activation_grad underflow. rpsim's
+        Tensor::flushed passes a ReLU where its input is positive and a max-pool at each window's
+        argmax. None where x came another way."""
+        steps = []
+        while hasattr(x, "_rpsim_src"):
+            x, step = x._rpsim_src
+            steps.append(step)
+        layer = getattr(x, "_rpsim_layer", None)
+        if layer is None:
+            return None
+        log, shape = self.flush_log[layer], x.shape
+
+        def count(mask, mask_shape):
+            mask = mask.reshape(mask_shape)
+            for kind, data in steps:
+                if kind == "relu":
+                    mask = mask & data
+                else:  # max-pool: each output's flag to its window's argmax
+                    idx, in_shape = data
+                    flat = torch.zeros(in_shape[0], in_shape[1], in_shape[2] * in_shape[3], dtype=torch.bool)
+                    flat.scatter_(2, idx.flatten(2), mask.flatten(2))
+                    mask = flat.reshape(in_shape)
+            log["activation"] = log.get("activation", 0) + int(mask.reshape(shape).sum())
+        return count
+
+    def _kernel(self, name, cfg, args, kwargs):
+        a = list(args)
+        if name == "linear":
+            return _ops.linear(*a, **kwargs, config=cfg)
+        if name in ("conv2d", "conv1d"):
+            return getattr(_ops, name)(*a, **kwargs, config=cfg)
+        if name == "__matmul__":
+            return _ops.matmul(*a, config=cfg)
+        return getattr(_ops, name)(*a, **kwargs, config=cfg)
+
+    # -- parameters ------------------------------------------------------------------------------
+    def _storage(self):
+        return self.policy["master_weights"] or self.policy["weights"]
+
+    def _store_parameters(self, rounding="rne"):
+        fmt = self._storage()
+        with torch.no_grad():
+            for i, p in enumerate(self.model.parameters()):
+                if fmt not in _WIDE:
+                    # The key of rpsim's optimizer: (seed, (step << 16) ^ parameter index).
+                    p.copy_(round_tensor(p, fmt, rounding, seed=self.seed, stream=(self.step << 16) ^ i))
+                _mark(p, fmt)
+
+    def _gradient_hook(self, p):
+        fmt = self.policy["gradients"]
+        log = self.flush_log[self.param_layer[id(p)]]
+
+        def hook(grad):
+            if fmt in _WIDE:
+                return grad
+            out = round_tensor(grad, fmt)
+            if self.telemetry:
+                log["weight"] = log.get("weight", 0) + int(((grad != 0) & (out == 0)).sum())
+            return out
+        return hook
+
+    def optimizer(self, opt):
+        """`opt` with its step() followed by the policy's weight store: parameters rounded to the
+        weights' (or master weights') format with the policy's update_rounding."""
+        step = opt.step
+        if hasattr(opt, "state_format"):  # rpsim.torch.SGD: momentum stored in the policy's format
+            opt.state_format = self.policy["optimizer_state"]
+
+        def emulated_step(*args, **kwargs):
+            result = step(*args, **kwargs)
+            self.step += 1
+            self._store_parameters(self.policy["update_rounding"])
+            return result
+        opt.step = emulated_step
+        return opt
+
+    def remove(self):
+        """Takes the emulation off the model."""
+        self.model.forward = self._forward
+        for h in self._hooks:
+            h.remove()
+
+    def summary(self):
+        lines = [f"rpsim.torch: policy {self.policy['name']}"
+                 + (f", accumulation {self.accumulation}" if self.accumulation else "")]
+        for path, counter in self.counts.items():
+            names = ", ".join(f"{k} x{v}" for k, v in sorted(counter.items())) or "none"
+            lines.append(f"  {path}: {names}")
+        lines.append("  module types without a row in rpsim's op table (their ops took the paths above): "
+                     + (", ".join(self.unclassified) or "none"))
+        return "\n".join(lines)
+
+
+def emulate(model, policy="fp16-amp", accumulation=None, *, seed=0):
+    """Put `model` under `policy` (a name of `rpsim train`'s policy table or a policy object as
+    configs write it, e.g. {"name": "bf16-pure", "update_rounding": "sr"}); accumulation: an
+    accumulation model for every GEMM in place of the policy's (e.g. "tc:h100:fp16:fp32").
+    Returns the Emulation (summary(), optimizer(opt), remove()). Unknown names raise ValueError."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
+    if accumulation is not None:
+        _core._torch_model_formats(accumulation)
+    return Emulation(model, policy, accumulation, seed)

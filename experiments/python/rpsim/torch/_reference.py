@@ -1,0 +1,145 @@
+"""The pieces that put a `rpsim train` config's run into PyTorch: its initial weights and batches
+(from the C++ trainer's own calls), the op table's losses as autograd functions on rpsim's loss
+kernels, and SGD with the arithmetic of rpsim's optimizer (sim/train/src/optimizer.cpp)."""
+import collections
+import json
+import os
+
+import torch
+from torch import nn
+
+from .. import _core
+from ._quantize import round_tensor
+
+
+class _Loss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels, kernel, fmt, log):
+        ctx.kernel, ctx.dtype, ctx.log = kernel, logits.dtype, log
+        return torch.tensor(kernel.forward(logits.detach().double().numpy(), fmt, labels.tolist()),
+                            dtype=logits.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
+        values, flushed = ctx.kernel.backward(float(grad))
+        if ctx.log is not None:  # the logits' layer's activation_grad underflow (Trainer)
+            ctx.log["activation"] = ctx.log.get("activation", 0) + flushed
+        return torch.from_numpy(values).to(ctx.dtype), None, None, None, None
+
+
+class RpsimLoss:
+    """loss(logits, labels) on the op table's loss kernel `op` (cross_entropy, mse_loss) under
+    `policy`: the CLI's arithmetic (its sums, exp and log in the policy's format). The logits'
+    format is the one rpsim.torch.emulate marked on them, else their dtype's."""
+
+    def __init__(self, op="cross_entropy", policy="fp32"):
+        self.op, self.policy = op, policy
+        self._kernel = _core._TorchLoss(op, policy)
+
+    def __call__(self, logits, labels):
+        default = "binary64" if logits.dtype == torch.float64 else "binary32"
+        fmt = getattr(logits, "_rpsim_format", default)
+        log = getattr(logits, "_rpsim_flush_log", None)
+        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt, log)
+
+
+class SGD(torch.optim.Optimizer):
+    """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
+    rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored in
+    state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
+    optimizer_state (bf16-pure: bfloat16 momentum)."""
+
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, state_format=None):
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+        self.state_format = state_format
+
+    def _store(self, buf):
+        fmt = self.state_format
+        return buf if fmt in (None, "binary32", "binary64") else round_tensor(buf, fmt)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if wd:
+                    g = g + wd * p
+                if mom:
+                    state = self.state[p]
+                    buf = state.get("momentum_buffer")
+                    buf = self._store(g.clone() if buf is None else buf * mom + g)
+                    state["momentum_buffer"] = buf
+                    g = buf
+                p.copy_(p - lr * g)
+
+
+def from_config(config, steps, overrides=(), *, with_test=False):
+    """(model, batches, config dict) of a `rpsim train` config (a path or dict) whose model is an
+    mlp or cnn: nn.Linear / nn.Conv2d layers holding the CLI's initial weights, its activations
+    and pooling between, and its first `steps` batches as (float64 inputs, int64 labels): the
+    binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
+    model, as the CLI rounds them to the policy's data format). with_test: (model, batches, test
+    batches, config), the test set in the CLI's evaluation batches (eval_batch_size)."""
+    raw = _core._torch_train_setup(config, list(overrides), steps)
+    cfg = config
+    if not isinstance(config, dict):
+        with open(os.fspath(config)) as f:
+            cfg = json.load(f)
+    model_cfg = cfg.get("model", {})
+    if model_cfg.get("type", "mlp") not in ("mlp", "cnn") or model_cfg.get("layer_norm"):
+        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp and cnn models only")
+    params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
+    for name, op in raw["layers"]:
+        layers[name] = _layer(op, name, params, channels)
+        if op == "conv2d":
+            channels = params[f"{name}.weight"].shape[1]
+    model = nn.Sequential(_with_flatten(layers, model_cfg.get("type", "mlp")))
+    batches, test = _tensors(raw["batches"], model_cfg, raw), _tensors(raw["test_batches"], model_cfg, raw)
+    return (model, batches, test, cfg) if with_test else (model, batches, cfg)
+
+
+def _tensors(pairs, model_cfg, raw):
+    out = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in pairs]
+    if model_cfg.get("type") == "cnn" and out:
+        c = raw["channels"]
+        side = int(round((out[0][0].shape[1] // c) ** 0.5))  # square images (Fashion-MNIST: 28)
+        out = [(x.reshape(x.shape[0], c, side, -1), y) for x, y in out]
+    return out
+
+
+def _with_flatten(layers, model_type):
+    """cnn: an nn.Flatten (no arithmetic) in front of the first Linear."""
+    if model_type != "cnn":
+        return layers
+    out = collections.OrderedDict()
+    for name, module in layers.items():
+        if isinstance(module, nn.Linear) and "flatten" not in out:
+            out["flatten"] = nn.Flatten()
+        out[name] = module
+    return out
+
+
+def _layer(op, name, params, channels):
+    w = params.get(f"{name}.weight")
+    if op == "linear":
+        lin = nn.Linear(w.shape[0], w.shape[1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w.T.copy()))
+            lin.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        return lin
+    if op == "conv2d":
+        # rpsim's layout: (C * k * k) x out, rows in (channel, ky, kx) order, as F.unfold's.
+        k = int(round((w.shape[0] // channels) ** 0.5))
+        conv = nn.Conv2d(channels, w.shape[1], k, padding=(k - 1) // 2)
+        with torch.no_grad():
+            conv.weight.copy_(torch.from_numpy(w.T.copy()).reshape(conv.weight.shape))
+            conv.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        return conv
+    modules = {"relu": nn.ReLU, "gelu": nn.GELU, "max_pool2d": lambda: nn.MaxPool2d(2)}
+    if op not in modules:
+        raise ValueError(f"layer {name}: op {op!r} is not built by from_config")
+    return modules[op]()

@@ -1,0 +1,128 @@
+"""rpsim.torch.GradScaler: torch.cuda.amp.GradScaler's API over rpsim's loss-scaler table (the C++
+scalers `rpsim scaler` and `rpsim train` step), so a PyTorch loop on the CPU follows DeepSpeed's,
+Megatron's, Apex's, Keras' or PyTorch's own loss scaling step for step."""
+import torch
+
+from .. import _core
+
+
+def _grads(optimizer):
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                yield p
+
+
+class GradScaler:
+    """GradScaler(policy="deepspeed", **params): params by the loss-scaler field names configs use
+    (init_scale, growth_factor, backoff_factor, growth_interval, hysteresis,
+    consecutive_hysteresis, min_scale, max_scale, raise_at_min_scale); unset ones take the
+    policy's upstream default; an unknown policy or a parameter it does not read raises ValueError.
+
+    scale(loss) multiplies by the current scale; unscale_(optimizer) multiplies the gradients by
+    binary32(1 / scale) and looks for inf/NaN; step(optimizer) skips optimizer.step() where the
+    framework's scaler skips that step; update() moves the scale as the framework does."""
+
+    def __init__(self, policy="deepspeed", enabled=True, **params):
+        self._policy_arg, self._params = policy, dict(params)
+        self._enabled = enabled
+        self._scaler = _core._LossScaler(policy, **params)
+        self._events = []  # found_inf of every update(): state_dict replays them
+        self.count_flushed = False  # rpsim.torch.Trainer's underflow columns: entries unscale_ flushed
+        self._reset_step()
+
+    def _reset_step(self):
+        self._unscaled = {}  # id(optimizer) -> found_inf
+        self.flushed = {}  # id(parameter) -> entries unscale_ flushed to zero
+        self._stepped = False
+
+    @property
+    def policy(self):
+        return self._scaler.policy
+
+    def is_enabled(self):
+        return self._enabled
+
+    def get_scale(self):
+        """The scale this step's loss is multiplied by (1.0 when disabled)."""
+        return self._scaler.scale() if self._enabled else 1.0
+
+    def scale(self, outputs):
+        if not self._enabled:
+            return outputs
+        s = self.get_scale()
+        if isinstance(outputs, torch.Tensor):
+            return outputs * torch.tensor(s, dtype=outputs.dtype)
+        return type(outputs)(self.scale(o) for o in outputs)
+
+    def unscale_(self, optimizer):
+        if not self._enabled:
+            return
+        if id(optimizer) in self._unscaled:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        # rpsim train's unscale: one binary32 reciprocal, each gradient multiplied by it (one rounding
+        # to the gradient's dtype: the product of two binary32 values is exact in binary64, so
+        # float32's own multiply rounds it the same), the inf/NaN check after.
+        inv = float(torch.tensor(1.0 / self.get_scale(), dtype=torch.float32))
+        found = False
+        with torch.no_grad():
+            for p in _grads(optimizer):
+                if inv != 1.0:
+                    nonzero = p.grad != 0 if self.count_flushed else None
+                    if p.grad.dtype in (torch.float32, torch.float64):
+                        p.grad.mul_(inv)
+                    else:
+                        p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
+                    # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
+                    if nonzero is not None:
+                        self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
+                found = found or not bool(torch.isfinite(p.grad).all())
+        self._unscaled[id(optimizer)] = found
+
+    def found_inf(self):
+        """Whether any optimizer unscaled since the last update() had an inf/NaN gradient."""
+        return any(self._unscaled.values())
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step(*args, **kwargs) unless the scaler skips this step (returns None then)."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        self._stepped = True
+        if self._scaler.skips(self._unscaled[id(optimizer)]):
+            return None
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None):
+        """The scaler's update with this step's overflow flag: the scale for the next step."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            raise ValueError("update(new_scale): rpsim's scalers move the scale by their framework's rule only")
+        found = self.found_inf()
+        self._scaler.update(found)
+        self._events.append(found)
+        self._reset_step()
+
+    def state(self):
+        """The scaler's counters as upstream keeps them (as meta.json's loss_scaler.state)."""
+        return self._scaler.state()
+
+    def state_dict(self):
+        return {"policy": self._policy_arg, "params": dict(self._params), "events": list(self._events),
+                "scale": self.get_scale(), "enabled": self._enabled}
+
+    def load_state_dict(self, state):
+        """Rebuilds the scaler from its policy and parameters and replays the overflow history, so
+        every counter is as it was (the C++ scalers keep no other state)."""
+        for key in ("policy", "params", "events"):
+            if key not in state:
+                raise ValueError(f"state_dict: key '{key}' missing (not a rpsim.torch.GradScaler state)")
+        self.__init__(state["policy"], state.get("enabled", True), **state["params"])
+        for found in state["events"]:
+            self._scaler.update(bool(found))
+            self._events.append(bool(found))
+
+    def __repr__(self):
+        return f"<rpsim.torch.GradScaler {self.policy}: scale {self.get_scale():g}, {self.state()}>"

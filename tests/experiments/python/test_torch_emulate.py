@@ -1,0 +1,154 @@
+"""rpsim.torch.emulate: `rpsim train`'s policies on any nn.Module, the op and policy tables read
+from C++, ops per path in the summary, unclassified module types listed (issue #27)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+nn = torch.nn
+F = torch.nn.functional
+
+
+def is_format(t, fmt):
+    v = t.detach().double().numpy()
+    return np.array_equal(v, rpsim.round(v, fmt))
+
+
+class Odd(nn.Module):  # a module type no table knows
+    def forward(self, x):
+        return torch.tanh(x) * 0.5
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.Linear(16, 16), Odd(), nn.LayerNorm(16),
+                         nn.Linear(16, 4))
+
+
+def test_tables_come_from_the_cli():
+    with pytest.raises(ValueError) as e:
+        rt.emulate(mlp(), "fp17")
+    for name in rt.policies():  # the C++ table's names: the error lists each of them
+        assert name in str(e.value)
+    ops = rt.ops()
+    assert ops["linear"]["autocast"] == "lower_precision" and ops["softmax"]["autocast"] == "fp32"
+    assert ops["relu"]["autocast"] == "follow_inputs"
+    # a policy object as configs write it is resolved by the C++ parser
+    with pytest.raises(ValueError, match="update_roundin"):
+        rt.emulate(mlp(), {"name": "bf16-pure", "update_roundin": "sr"})
+
+
+def test_fp16_amp_linear_equals_the_emulated_gemm_and_outputs_are_binary16():
+    m = mlp()
+    emu = rt.emulate(m, "fp16-amp")
+    x = torch.randn(5, 12)
+    seen = {}
+    m[0].register_forward_hook(lambda mod, a, out: seen.__setitem__("l0", out))
+    m[4].register_forward_hook(lambda mod, a, out: seen.__setitem__("ln", out))
+    y = m(x)
+    rule = emu.policy["ops"]["linear"]
+    cfg = rt.GemmConfig(rule["accumulation"], compute=rule["compute"], output=rule["output"])
+    expect = rt.linear(x, m[0].weight, m[0].bias, config=cfg)
+    assert torch.equal(seen["l0"], expect)
+    assert is_format(seen["l0"], "binary16") and is_format(y, "binary16")
+    assert not is_format(seen["ln"], "binary16")  # layer_norm is on autocast's fp32 list
+    y.sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    s = emu.summary()
+    assert "rpsim kernel: linear x3" in s
+    assert "tanh" in s and "layer_norm" in s and "gelu" in s
+    assert "Odd" in s.splitlines()[-1]
+
+
+def test_bf16_pure_stores_parameters_in_bfloat16_with_the_policy_update_rounding():
+    m = mlp()
+    emu = rt.emulate(m, {"name": "bf16-pure", "update_rounding": "sr"}, seed=3)
+    assert all(is_format(p, "bf16") for p in m.parameters())
+    opt = emu.optimizer(torch.optim.SGD(m.parameters(), lr=1e-3))
+    F.cross_entropy(m(torch.randn(8, 12)), torch.randint(0, 4, (8,))).backward()
+    assert all(is_format(p.grad, "bf16") for p in m.parameters())
+    before = [p.detach().clone() for p in m.parameters()]
+    opt.step()
+    assert all(is_format(p, "bf16") for p in m.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
+
+
+def test_accumulation_override_and_functional_matmuls():
+    class Attn(nn.Module):
+        def forward(self, q, k):
+            return torch.softmax(torch.matmul(q, k.transpose(-2, -1)), -1) @ k
+    m = Attn()
+    emu = rt.emulate(m, "bf16-amp", accumulation="tc:h100:bf16:fp32")
+    q, k = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    out = m(q, k)
+    assert "rpsim kernel: matmul x2" in emu.summary()  # torch.matmul and @
+    assert "softmax" in emu.summary()
+    scores = rt.matmul(rpsim_round(q, "bf16"), rpsim_round(k, "bf16").transpose(-2, -1), "tc:h100:bf16:fp32")
+    assert is_format(out, "bf16")
+    assert torch.allclose(out, torch.softmax(scores, -1) @ k, atol=0.05)
+
+
+def rpsim_round(t, fmt):
+    return torch.from_numpy(rpsim.round(t.numpy(), fmt))
+
+
+def f32(v):
+    return float(np.float32(v))
+
+
+def test_fp8_current_scaling_of_a_linear_layer_by_hand():
+    torch.manual_seed(1)
+    lin = nn.Linear(40, 6)
+    emu = rt.emulate(lin, "fp8-current")
+    x = torch.randn(5, 40) * 30
+    y = lin(x)
+    rule = emu.policy["ops"]["linear"]
+    assert rule["compute"] == "e4m3" and rule["backward_compute"] == "e5m2" and rule["scaled_inputs"]
+
+    def q(t, s):
+        v = rpsim.round(t.detach().double().numpy() * s, "binary32")
+        return rpsim.round(np.clip(v, -448, 448), "e4m3")
+    sx, sw = f32(448 / float(x.abs().max())), f32(448 / float(lin.weight.abs().max()))
+    acc = rpsim.gemm(q(x, sx), q(lin.weight, sw).T, model=rule["accumulation"])
+    acc = rpsim.round(acc * f32(1 / (sx * sw)), "binary32")
+    expect = rpsim.round(acc + lin.bias.detach().double().numpy(), "binary32")
+    assert np.array_equal(y.detach().double().numpy(), expect)
+    y.sum().backward()  # dy = 1: scale 57344 (e5m2's max), exact
+    assert lin.weight.grad is not None and torch.isfinite(lin.weight.grad).all()
+    dy = emu.fp8_states["Linear"].stats["dy"]
+    assert (dy["amax"], dy["scale"], dy["entries"], dy["saturated"], dy["flushed"]) == (1.0, 57344.0, 30, 0, 0)
+
+
+def test_fp8_delayed_scaling_reads_the_history():
+    lin = nn.Linear(8, 4)
+    emu = rt.emulate(lin, "fp8-delayed")
+    for k in (1.0, 4.0, 2.0):
+        lin(torch.full((2, 8), k))
+    state = next(iter(emu.fp8_states.values()))
+    assert state.history["x"] == [1.0, 4.0, 2.0]
+    # the third step's scale came from the largest amax seen before it (4), not its own (2)
+    assert state.stats["x"]["scale"] == f32(448 / 4.0)
+
+
+def test_unsupported_policies_and_bad_input():
+    with pytest.raises(ValueError, match="MX"):
+        rt.emulate(mlp(), "fp8-mx")
+    with pytest.raises(ValueError, match="Kahan"):
+        rt.emulate(mlp(), "bf16-kahan")
+    with pytest.raises(ValueError, match="tc:zz"):
+        rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
+    with pytest.raises(TypeError, match="nn.Module"):
+        rt.emulate(lambda x: x, "fp32")
+
+
+def test_a_failing_forward_leaves_no_emulation_active():
+    m = nn.Linear(3, 2)
+    emu = rt.emulate(m, "fp16-amp")
+    with pytest.raises(ValueError, match="A is"):
+        m(torch.ones(2, 4))  # wrong width: the GEMM says so
+    before = sum(sum(c.values()) for c in emu.counts.values())
+    torch.ones(4).exp().sum()  # outside the model: not emulated, not counted
+    assert sum(sum(c.values()) for c in emu.counts.values()) == before
+    emu.remove()
+    assert not is_format(m(torch.full((1, 3), 1 / 3)), "binary16")

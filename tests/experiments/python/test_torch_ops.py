@@ -1,0 +1,119 @@
+"""rpsim.torch's emulated GEMM ops: forward and both backward GEMMs equal rpsim.gemm on the same
+operands, bit for bit, under several accumulation models (issue #27)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+F = torch.nn.functional
+
+MODELS = ["tc:h100:fp16:fp32", "sequential:fp16:rne", "sequential:binary32:rne", "blocked:32:bf16",
+          "cublas:h100:fp16:fp32", "tc:a100:bf16:fp32"]
+
+
+def rand(*shape, seed=0, scale=1.0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale
+
+
+def gemm(a, b, model, c=None):
+    return rpsim.gemm(np.asarray(a), np.asarray(b), None if c is None else np.asarray(c), model=model)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_mm_forward_and_both_backward_gemms(model):
+    a = rand(9, 40, seed=1).requires_grad_()
+    b = rand(40, 7, seed=2).requires_grad_()
+    d = rt.mm(a, b, model)
+    assert np.array_equal(d.detach().numpy(), gemm(a.detach(), b.detach(), model))
+    g = rand(9, 7, seed=3, scale=1e-3)
+    d.backward(g)
+    assert np.array_equal(a.grad.numpy(), gemm(g, b.detach().T, model))
+    assert np.array_equal(b.grad.numpy(), gemm(a.detach().T, g, model))
+
+
+@pytest.mark.parametrize("model", MODELS[:3])
+def test_bmm_matmul_broadcast_and_float32(model):
+    a, b = rand(3, 5, 16, seed=4), rand(3, 16, 6, seed=5)
+    d = rt.bmm(a, b, model)
+    for i in range(3):
+        assert np.array_equal(d[i].numpy(), gemm(a[i], b[i], model))
+    # matmul broadcasting: a (2, 3, 5, 16) against b (16, 6), in float32
+    a4 = rand(2, 3, 5, 16, seed=6).float()
+    d4 = rt.matmul(a4, b[0].float(), model)
+    assert d4.dtype == torch.float32 and d4.shape == (2, 3, 5, 6)
+    assert np.array_equal(d4[1, 2].double().numpy(), gemm(a4[1, 2].double(), b[0].float().double(), model))
+    v = rand(16, seed=7)
+    assert np.array_equal(rt.matmul(a[0], v, model).numpy(), gemm(a[0], v.reshape(16, 1), model).reshape(-1))
+
+
+@pytest.mark.parametrize("model", ["tc:h100:fp16:fp32", "sequential:fp16:rne"])
+def test_addmm_and_baddbmm_take_c_as_the_gemm_does(model):
+    a, b, c = rand(6, 24, seed=8), rand(24, 5, seed=9), rand(6, 5, seed=10)
+    assert np.array_equal(rt.addmm(c, a, b, model=model).numpy(), gemm(a, b, model, c))
+    bias = rand(5, seed=11)  # broadcast over rows, as torch.addmm does
+    assert np.array_equal(rt.addmm(bias, a, b, model=model).numpy(),
+                          gemm(a, b, model, bias.expand(6, 5).contiguous()))
+    ab, bb, cb = rand(2, 6, 24, seed=12), rand(2, 24, 5, seed=13), rand(2, 6, 5, seed=14)
+    d = rt.baddbmm(cb, ab, bb, model=model)
+    assert np.array_equal(d[1].numpy(), gemm(ab[1], bb[1], model, cb[1]))
+
+
+@pytest.mark.parametrize("model", ["tc:h100:fp16:fp32", "sequential:fp16:rne"])
+def test_linear_is_the_gemm_with_a_bias_epilogue(model):
+    x, w, bias = rand(4, 3, 20, seed=15), rand(8, 20, seed=16), rand(8, seed=17)
+    y = rt.linear(x, w, None, model)
+    assert np.array_equal(y.reshape(12, 8).numpy(), gemm(x.reshape(12, 20), w.T, model))
+    out_fmt = rt.GemmConfig(model).accumulation_format
+    yb = rt.linear(x, w, bias, model)
+    expect = rpsim.round(gemm(x.reshape(12, 20), w.T, model) + np.asarray(bias), out_fmt)
+    assert np.array_equal(yb.reshape(12, 8).numpy(), expect)
+    # the module form and nn.Linear's parameters
+    lin = torch.nn.Linear(20, 8).double()
+    emu = rt.Linear.from_module(lin, model)
+    assert emu.weight is lin.weight
+    assert np.array_equal(emu(x).detach().reshape(12, 8).numpy(),
+                          rpsim.round(gemm(x.reshape(12, 20), lin.weight.detach().T, model)
+                                      + lin.bias.detach().numpy(), out_fmt))
+
+
+def test_conv2d_is_im2col_times_the_weight():
+    model = "tc:h100:fp16:fp32"
+    x, w = rand(2, 3, 9, 8, seed=18), rand(4, 3, 3, 3, seed=19)
+    y = rt.conv2d(x, w, None, stride=2, padding=1, model=model)
+    ref = F.conv2d(x, w, None, stride=2, padding=1)
+    assert y.shape == ref.shape
+    cols = F.unfold(x, (3, 3), padding=1, stride=2)  # (N, 27, L)
+    a = cols.transpose(1, 2).reshape(-1, 27)
+    expect = gemm(a, w.reshape(4, 27).T, model).reshape(2, -1, 4).transpose(0, 2, 1).reshape(ref.shape)
+    assert np.array_equal(y.numpy(), expect)
+    assert torch.allclose(y, ref, rtol=1e-2, atol=1e-2)
+    # groups, conv1d and the module, with gradients flowing
+    conv = rt.Conv2d(4, 6, 3, padding=1, groups=2, accumulation=model).double()
+    xx = rand(1, 4, 5, 5, seed=20).requires_grad_()
+    out = conv(xx)
+    assert torch.allclose(out, F.conv2d(xx, conv.weight, conv.bias, padding=1, groups=2), rtol=1e-2, atol=1e-2)
+    out.sum().backward()
+    assert xx.grad is not None and conv.weight.grad.shape == conv.weight.shape
+    c1 = rt.Conv1d(3, 5, 4, stride=2, accumulation=model).double()
+    s = rand(2, 3, 17, seed=21)
+    assert torch.allclose(c1(s), F.conv1d(s, c1.weight, c1.bias, stride=2), rtol=1e-2, atol=1e-2)
+
+
+def test_stochastic_models_are_keyed():
+    a, b = rand(4, 64, seed=22), rand(64, 4, seed=23)
+    m = "sequential:fp16:sr"
+    same = rt.mm(a, b, m).numpy()
+    assert np.array_equal(same, gemm(a, b, m))  # seed 0 stream 0: the model as given
+    k1 = rt.mm(a, b, config=rt.GemmConfig(m, seed=1)).numpy()
+    k2 = rt.mm(a, b, config=rt.GemmConfig(m, seed=2)).numpy()
+    assert not np.array_equal(k1, k2)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="tc:h999"):
+        rt.mm(rand(2, 2), rand(2, 2), "tc:h999:fp16:fp32")
+    with pytest.raises(TypeError, match="float32, float64"):
+        rt.mm(torch.ones(2, 2, dtype=torch.int32), rand(2, 2))
+    with pytest.raises(ValueError, match="2-D"):
+        rt.mm(rand(2, 2, 2), rand(2, 2))

@@ -1,0 +1,67 @@
+"""The proof that rpsim.torch and `rpsim train` are one core: the shipped mlp-* and cnn configs, written as
+plain torch modules with the CLI's initial weights and batches (rpsim.torch.from_config), give
+byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
+(issue #27). bf16-kahan is the one shipped policy rpsim.torch does not emulate (it says so)."""
+import json
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[3] / "experiments" / "configs"
+STEPS = 20  # past step 15, where mlp-fp8's e5m2 casts of the logits' gradient first flush entries
+
+
+def load(name, **changes):
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    cfg.update(changes)
+    cfg["steps"] = STEPS
+    cfg["evaluate"] = True  # once, after the last step (no eval_every in these configs)
+    cfg["data"] = {**cfg.get("data", {}), "test_limit": 2000}  # two evaluation batches: a quicker test
+    return cfg
+
+
+def through_torch(cfg):
+    model, batches, test, _ = rt.from_config(cfg, STEPS, with_test=True)
+    opt = cfg["optimizer"]
+    scaler = dict(cfg.get("loss_scaler", {}))
+    policy = scaler.pop("policy", None)
+    t = rt.Trainer(model, cfg["policy"],
+                   lambda p: rt.SGD(p, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
+                                    weight_decay=opt.get("weight_decay", 0.0)),
+                   rt.RpsimLoss("cross_entropy", cfg["policy"]),
+                   scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
+                   histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []))
+    t.run(batches)
+    t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
+    return t
+
+
+CASES = {
+    "cnn-fp16-amp": {}, "mlp-fp32": {}, "mlp-fp16-amp": {}, "mlp-bf16-amp": {}, "mlp-bf16-pure": {}, "mlp-fp8": {},
+    # fp16-amp without loss scaling, and bf16-pure with stochastically rounded updates.
+    "mlp-fp16-amp-noscale": {"base": "mlp-fp16-amp", "loss_scaler": {"policy": "none"}},
+    "mlp-bf16-pure-sr": {"base": "mlp-bf16-pure", "policy": {"name": "bf16-pure", "update_rounding": "sr"}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_steps_histograms_and_evaluations_byte_identical(case, tmp_path):
+    changes = dict(CASES[case])
+    base = changes.pop("base", case)
+    if not (CONFIGS / f"{base}.json").exists():
+        pytest.skip(f"{base}.json is not shipped")
+    cfg = load(base, **changes)
+    t = through_torch(cfg)
+    ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
+    assert t.steps_csv == ref["steps_csv"]
+    assert t.histograms_csv == ref["histograms_csv"]
+    assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
+
+
+def test_bf16_kahan_is_named_not_emulated():
+    with pytest.raises(ValueError, match="Kahan"):
+        through_torch(load("mlp-bf16-kahan"))
