@@ -144,4 +144,7 @@ TEST_CASE("mma-sim: rpsim tc-validate checks a folder and reports per file", "[t
   const auto bad = rpsim::test::run_cli("tc-validate " + (excerpt_dir() / "README.md").string());
   CHECK(bad.status == 2);
   CHECK_THAT(bad.output, Catch::Contains("not an MMA-Sim vector file"));
+  const auto model = rpsim::test::run_cli("tc-validate " + excerpt_dir().string() + " --model h100");
+  CHECK(model.status == 2);
+  CHECK_THAT(model.output, Catch::Contains("--model and --instruction apply to tc-golden folders only"));
 }
