@@ -95,7 +95,14 @@ int run(const Options& o) {
   } catch (const sim::GoldenDataError& e) {
     throw UsageError(e.what());
   }
-  if (!mma_files.empty()) return run_mma_sim(o, mma_files);
+  if (!mma_files.empty()) {
+    if (!o.model.empty() || !o.instruction.empty())
+      throw UsageError(
+          fmt::format("'{}' holds MMA-Sim files, whose headers name the preset and instruction: "
+                      "--model and --instruction apply to tc-golden folders only",
+                      o.dir));
+    return run_mma_sim(o, mma_files);
+  }
   const auto sets = load(o);
   std::size_t passed = 0, failed = 0;
   std::vector<std::string> skipped;
@@ -133,7 +140,7 @@ void add_tc_validate(CLI::App& app, Action& action) {
                                  "(shared/mma-sim: a folder or one file; the preset and instruction come "
                                  "from each file's header)");
   auto o = std::make_shared<Options>();
-  cmd->add_option("DIR", o->dir,
+  cmd->add_option("PATH", o->dir,
                   "GPU folder, e.g. ../shared/tc-golden/H100, or an MMA-Sim file or folder, e.g. "
                   "../shared/mma-sim")
       ->required();

@@ -81,8 +81,8 @@ inline double run_step(const Finisher& fin, int n, const double* av, const int* 
   double special;
   if ((Checked || !std::isfinite(c)) && non_finite_result(av, bv, n, c, special)) return special;
   int emax = 0;
-  const double s =
-      aligned_sum_arrays(n, av, ae, bv, be, c, c_exponent(c), fin.align_bits, fin.align_floor, emax);
+  const double s = aligned_sum_arrays(n, av, ae, bv, be, c, c_exponent(c, fin.out_emin), fin.align_bits,
+                                      fin.align_floor, emax);
   const auto sum = static_cast<std::int64_t>(s);
   if (sum != 0) return fin.finish(sum, emax - fin.align_bits);
   return zero_sum_result();

@@ -121,6 +121,15 @@ TEST_CASE("mma-sim: malformed files are rejected naming file, line and field", "
       lines.begin())];
   write_with(first_case, "zz" + first_case.substr(2));
   CHECK_THROWS_WITH(load_mma_sim_file(tmp), Catch::Contains("'zz' is not 2 hex digits"));
+  // A file rpsim has no preset for is counted and listed, never passed.
+  write_with("# arch: Hopper", "# arch: Pascal");
+  const auto r = rpsim::test::run_cli("tc-validate " + tmp.string());
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output,
+             Catch::Contains("no preset: rpsim_mma_sim_bad.txt (40 cases): no preset for architecture "
+                             "'Pascal'"));
+  CHECK_THAT(r.output, Catch::Contains("0 passed, 0 failed; 0/0 files at 100%, 1 files with no preset"));
   fs::remove(tmp);
 }
 
@@ -133,4 +142,7 @@ TEST_CASE("mma-sim: rpsim tc-validate checks a folder and reports per file", "[t
   const auto bad = rpsim::test::run_cli("tc-validate " + (excerpt_dir() / "README.md").string());
   CHECK(bad.status == 2);
   CHECK_THAT(bad.output, Catch::Contains("not an MMA-Sim vector file"));
+  const auto model = rpsim::test::run_cli("tc-validate " + excerpt_dir().string() + " --model h100");
+  CHECK(model.status == 2);
+  CHECK_THAT(model.output, Catch::Contains("--model and --instruction apply to tc-golden folders only"));
 }
