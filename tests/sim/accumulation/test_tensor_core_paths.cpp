@@ -69,7 +69,7 @@ TEST_CASE("tensor core paths: mixed FP8 operands and f16 x bf16 take B's format"
   CHECK_THROWS_WITH(tensor_core_preset("h100", f16, f32, "tcgen05.mma"), Catch::Contains("exists on b200"));
 }
 
-TEST_CASE("tensor core paths: block scales join the products' exponents; mxf4nvf4 groups of 16",
+TEST_CASE("tensor core paths: block scales join the products' exponents, mxf4nvf4 groups of 16",
           "[tc][paths]") {
   const auto m = tensor_core_preset("b200", e2m1, f32, "tcgen05.mma", e2m1, &ue8m0, 16);
   CHECK(m.product_group == 16);
