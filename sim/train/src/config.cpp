@@ -213,7 +213,15 @@ void read_policy(const json& v, const std::string& p, Config& c) {
 
 // In reading order: the policy before the loss scaler its default depends on.
 const Key kTop[] = {
-    {"name", [](const json& v, const std::string& p, Config& c) { c.name = string(v, p); }},
+    {"name",
+     [](const json& v, const std::string& p, Config& c) {
+       // The name is a folder under results/ (results/<name>): one path
+       // component, so a config cannot write outside results/.
+       c.name = string(v, p);
+       if (c.name.empty() || c.name == "." || c.name == ".." || c.name.find('/') != std::string::npos ||
+           c.name.find('\\') != std::string::npos)
+         fail(p, "\"" + c.name + "\" is not a folder name (results/<name>): no '/', not empty, '.' or '..'");
+     }},
     {"comment", [](const json& v, const std::string& p, Config&) { (void)string(v, p); }},
     {"seed",
      [](const json& v, const std::string& p, Config& c) { c.seed = std::uint64_t(at_least(v, p, 0)); }},

@@ -1,6 +1,7 @@
 // A DeepSpeed config file read as DeepSpeed documents it (docs/config-json),
 // translated field by field into rpsim's vocabulary. Each block is a table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -63,7 +64,6 @@ const char* const kIgnored[] = {"steps_per_print",
                                 "curriculum_learning",
                                 "memory_breakdown",
                                 "disable_allgather",
-                                "scheduler",
                                 "amp",
                                 "timers",
                                 "monitor_config",
@@ -243,7 +243,40 @@ void set_batch(DeepSpeed& d) {
       d.global));
 }
 
+// Hugging Face's Trainer fills "auto" values in from its own arguments; a
+// file holding them is not a config yet. All of them named at once (one run
+// per key found them one by one).
+void refuse_auto(const json& j, const std::string& path, std::vector<std::string>& found) {
+  if (j.is_string() && j.get<std::string>() == "auto") found.push_back(path.empty() ? "(top level)" : path);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) refuse_auto(v, join(path, k), found);
+}
+
+// A learning-rate schedule changes the experiment: a run at a constant rate
+// is another run. DeepSpeed's schedulers (deepspeed/runtime/lr_schedules.py:
+// WarmupLR's default warmup is logarithmic, OneCycle cycles momentum too)
+// are not rpsim's linear warmup and cosine decay, so they are refused rather
+// than approximated.
+void refuse_unsimulated(const json& ds) {
+  if (ds.contains("scheduler")) {
+    const json& s = ds["scheduler"];
+    const std::string type = s.is_object() && s.contains("type") && s["type"].is_string()
+                                 ? s["type"].get<std::string>()
+                                 : std::string("(no type)");
+    fail("scheduler",
+         "DeepSpeed's " + type +
+             " learning-rate schedule is not simulated; remove \"scheduler\" (the run then trains at "
+             "optimizer.params.lr) or give rpsim's optimizer.warmup_steps / decay_steps / min_lr");
+  }
+}
+
 Translation from_deepspeed(const json& ds, KeyReport& report) {
+  std::vector<std::string> autos;
+  refuse_auto(ds, "", autos);
+  if (!autos.empty())
+    throw ConfigError(fmt::format("\"auto\" (filled in by Hugging Face's Trainer) at {}: give the values",
+                                  fmt::join(autos, ", ")));
+  refuse_unsimulated(ds);
   Translation t;
   t.kind = "deepspeed";
   t.config = json::object();

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "gemm_infer_plain.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
 namespace rpsim::sim {
@@ -260,18 +261,18 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
       r.truncated = true;
       break;
     }
-    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total});
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total,
+                       check.max_ulps, check.mean_ulps, ""});
   }
   if (!r.exact.empty()) return;
   for (std::size_t i = 0; i < cands.size() && r.best.size() < options.top; ++i) {
     const std::string spec = AccumulationModel(cands[i].schedule).spec();
     if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
     const auto check = check_gemm(dump, AccumulationModel(cands[i].schedule), 0, options.threads);
-    r.best.push_back(
-        {spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total});
+    r.best.push_back({spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total,
+                      check.max_ulps, check.mean_ulps, ""});
   }
-  std::stable_sort(r.best.begin(), r.best.end(),
-                   [](const auto& x, const auto& y) { return x.passed > y.passed; });
+  std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
 }
 
 void named_presets(const GemmDump& dump, const InferOptions& options, InferResult& r) {
@@ -289,8 +290,16 @@ void named_presets(const GemmDump& dump, const InferOptions& options, InferResul
 
 }  // namespace
 
+bool ranks_before(const InferredSchedule& x, const InferredSchedule& y) {
+  if (x.passed != y.passed) return x.passed > y.passed;
+  if (x.max_ulps != y.max_ulps) return x.max_ulps < y.max_ulps;
+  return x.mean_ulps < y.mean_ulps;
+}
+
 InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   InferResult r;
+  // Finite inputs only, as under --model (check_dump_formats says why).
+  check_dump_formats(dump, AccumulationModel(Exact{formats::binary64(), RoundingMode::nearest_even}));
   std::vector<RoundingMode> conversions;
   value_formats(dump, r, conversions);
   const int k = static_cast<int>(dump.a.cols());
@@ -317,6 +326,8 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
   // Stage 3: the whole dump.
   whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+  infer_plain_models(dump, PlainSample{screen.a, screen.b, screen.c, screen.d}, r.stored, r.output, options,
+                     r);
   named_presets(dump, options, r);
   return r;
 }
