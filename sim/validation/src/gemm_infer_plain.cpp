@@ -23,6 +23,16 @@ struct Plain {
   std::optional<RoundingMode> to_tf32;  // binary32 inputs converted to tf32 first
 };
 
+// The names a user writes for --model (sequential:fp32:rne, exact:binary32):
+// accumulator formats by their short names, the exact model's default
+// rounding left out. parse() reads them as the canonical specs.
+std::string short_name(const Format& f) {
+  if (f == formats::binary32()) return "fp32";
+  if (f == formats::binary16()) return "fp16";
+  if (f == formats::bfloat16()) return "bf16";
+  return f.name;
+}
+
 // Block sizes of the blocked candidates: the powers of two from 8 to 256
 // below K (BLAS kernels block K in such sizes).
 std::vector<Plain> plain_models(const Format& stored, const Format& output, Eigen::Index k) {
@@ -30,11 +40,12 @@ std::vector<Plain> plain_models(const Format& stored, const Format& output, Eige
   if (output != formats::binary32()) accs.push_back(formats::binary32());
   std::vector<std::pair<std::string, Format>> models{{fmt::format("exact:{}", output.name), output}};
   for (const auto& acc : accs) {
+    const std::string name = short_name(acc);
     for (const char* kind : {"sequential", "fma", "pairwise"})
-      models.emplace_back(fmt::format("{}:{}:rne", kind, acc.name), acc);
+      models.emplace_back(fmt::format("{}:{}:rne", kind, name), acc);
     for (int block = 8; block <= 256 && block < k; block *= 2)
-      models.emplace_back(fmt::format("blocked:{}:{}:rne", block, acc.name), acc);
-    models.emplace_back(fmt::format("kahan:{}:rne", acc.name), acc);
+      models.emplace_back(fmt::format("blocked:{}:{}:rne", block, name), acc);
+    models.emplace_back(fmt::format("kahan:{}:rne", name), acc);
   }
   std::vector<std::optional<RoundingMode>> inputs{std::nullopt};
   if (stored == formats::binary32())
@@ -78,7 +89,7 @@ InferredSchedule score(const Plain& p, const Matrix& a, const Matrix& b, const M
   Matrix got = gemm(model, x, y, c, GemmOptions{threads});
   if (model.output_format() != output) got = rounded(got, output, RoundingMode::nearest_even);
   InferredSchedule s;
-  s.spec = model.spec();
+  s.spec = p.spec;
   s.note = note_of(p, output);
   double sum = 0;
   for (Eigen::Index i = 0; i < d.size(); ++i) {

@@ -61,12 +61,14 @@ def test_infer_names_plain_models_from_python():
     B = rng.normal(size=(256, 8)).astype(np.float32)
     exact = rpsim.gemm(A.astype(np.float64), B.astype(np.float64), model="exact:binary32")
     r = rpsim.gemm_check(A, B, exact.astype(np.float32), infer=True)
-    assert r.ok and r.ranked[0]["note"] == "" and r.ranked[0]["max_ulps"] == 0
+    assert r.ok and r.ranked[0]["model"] == "exact:binary32" and r.ranked[0]["note"] == ""
+    assert r.ranked[0]["max_ulps"] == 0
     assert rpsim.gemm_check(A, B, exact.astype(np.float32), model=r.ranked[0]["model"]).ok
     reverse = rpsim.gemm(A[:, ::-1].astype(np.float64), B[::-1, :].astype(np.float64),
                          model="sequential:fp32:rne")
     r = rpsim.gemm_check(A, B, reverse.astype(np.float32), infer=True)
-    assert r.ok and r.ranked[0]["note"] == "K in decreasing order"
+    assert r.ok and r.ranked[0]["model"] == "sequential:fp32:rne"
+    assert r.ranked[0]["note"] == "K in decreasing order"
     assert rpsim.gemm_check(A, B, reverse.astype(np.float32), model=r.ranked[0]["model"]).passed < 64
     with pytest.raises(ValueError, match="not both"):
         rpsim.gemm_check(A, B, exact, model="exact:binary32", infer=True)

@@ -297,7 +297,7 @@ TEST_CASE("gemm-check --infer: plain models (exact, reverse-order sequential) co
   auto r = rpsim::sim::infer_schedule(dump, options);
   INFO(reported(r));
   REQUIRE(!r.exact.empty());
-  CHECK(r.exact.front().spec == AccumulationModel::parse("exact:binary32").spec());
+  CHECK(r.exact.front().spec == "exact:binary32");
   CHECK(r.exact.front().note.empty());
   CHECK(r.exact.front().max_ulps == 0);
 
@@ -307,12 +307,35 @@ TEST_CASE("gemm-check --infer: plain models (exact, reverse-order sequential) co
   r = rpsim::sim::infer_schedule(dump, options);
   INFO(reported(r));
   REQUIRE(!r.exact.empty());
-  CHECK(r.exact.front().spec == AccumulationModel::parse("sequential:fp32:rne").spec());
+  CHECK(r.exact.front().spec == "sequential:fp32:rne");
   CHECK(r.exact.front().note == "K in decreasing order");
   // Forward order is a different model: it is not reported as reproducing the dump.
-  for (const auto& s : r.exact)
-    CHECK_FALSE((s.spec == AccumulationModel::parse("sequential:fp32:rne").spec() && s.note.empty()));
+  for (const auto& s : r.exact) CHECK_FALSE((s.spec == "sequential:fp32:rne" && s.note.empty()));
   // Ranked: more bit-exact first, then max ulps.
   for (std::size_t i = 1; i < r.best.size(); ++i)
     CHECK_FALSE(rpsim::sim::ranks_before(r.best[i], r.best[i - 1]));
+}
+
+// With the plain models added, every small cuBLAS dump still names its preset
+// (the large split-K ones are in the case above).
+TEST_CASE("gemm-check --infer: every 64x64x256 cuBLAS dump still names a preset",
+          "[gemm_check][infer][shared]") {
+  const fs::path dir = rpsim::test::shared_dir() / "cublas-h100";
+  if (!fs::is_directory(dir)) {
+    WARN("skipped: " << dir << " is absent");
+    return;
+  }
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("s1_64x64x256_", 0) != 0 || e.path().extension() != ".npz") continue;
+    INFO(name);
+    const auto dump = rpsim::sim::load_gemm_dump({e.path()}, rpsim::sim::DumpFormat::numpy);
+    const auto r = rpsim::sim::infer_schedule(dump, rpsim::sim::InferOptions{64, 1024, 5, 50, 2});
+    INFO(reported(r));
+    CHECK(!r.exact.empty());
+    CHECK(!r.presets.empty());
+    ++checked;
+  }
+  CHECK(checked == 8);
 }
