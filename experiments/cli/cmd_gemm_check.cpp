@@ -102,7 +102,10 @@ void add_gemm_check(CLI::App& app, Action& action) {
       cmd->add_option("--model", o->model,
                       "accumulation model: a kernel preset (cublas:h100:IN:OUT[:rpr=0|1]), a schedule "
                       "(kernel:GPU:IN:OUT:FIELD=VALUE...) or any rpsim gemm model");
-  auto* inf = cmd->add_flag("--infer", o->infer, "search the schedules that reproduce the dump bit for bit");
+  auto* inf = cmd->add_flag(
+      "--infer", o->infer,
+      "search the kernel schedules and plain accumulation models (exact, sequential, fma, pairwise, "
+      "blocked, Kahan; both K orders) that reproduce the dump bit for bit, ranked");
   model->excludes(inf);
   cmd->add_option("--format", o->format, "numpy (.npz / .npy) or text (rows of numbers)")
       ->check(CLI::IsMember({"numpy", "text"}))

@@ -1,7 +1,8 @@
 // rpsim train CONFIG.json [--set key=value ...] [--out DIR]: one training run
 // under a precision policy with its FP64 shadow (sim/train/trainer.hpp). It
 // says what will run before any work, reports progress at least every 10 s,
-// and on Ctrl-C keeps the steps done in OUT-partial/ (meta.json "partial").
+// and on Ctrl-C keeps the steps done in OUT-partial/ (meta.json "partial")
+// with no OUT folder; a later complete run removes that OUT-partial/.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -108,7 +109,7 @@ void add_train(CLI::App& app, Action& action) {
                   "override a key, in the vocabulary of the config file: --set optimizer.lr=0.1, "
                   "--set policy=bf16-amp, --set fp16.initial_scale_power=10 (DeepSpeed)");
   a->out_option = cmd->add_option("--out", a->out, "output directory (default results/<name>)");
-  cmd->add_option("--threads", a->threads, "OpenMP threads (0: default)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0: default; at most 4 per core)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->add_flag("--plan", a->plan, "print what would run (and the time estimate), then stop");
   cmd->callback([a, &action] { action = [a] { return train(*a); }; });
