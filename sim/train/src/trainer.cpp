@@ -88,6 +88,7 @@ class Training {
   Telemetry telemetry_;
   std::set<std::int64_t> inject_;
   std::int64_t total_steps_ = 0;
+  std::int64_t applied_steps_ = 0;  // steps not skipped (a DeepSpeed scheduler counts these)
   std::uint64_t activation_bytes_ = 0;
 };
 
@@ -131,7 +132,7 @@ double Training::shadow_step(const Matrix& x, const std::vector<int>& labels, st
 void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int epoch) {
   const Matrix x = data_.train.batch(idx);
   const std::vector<int> labels = data_.train.targets(idx);
-  const double lr = config_.optimizer.lr_at(step);
+  const double lr = config_.optimizer.lr_at(step, applied_steps_);
   emu_.optimizer->set_lr(lr);
   shadow_.optimizer->set_lr(lr);
   const StepOutcome o = emulated_step(x, labels, step);
@@ -142,6 +143,7 @@ void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int 
                            (o.skipped ? "1" : "0") + "," + (o.found ? "1" : "0") + "," + num(o.grad_norm);
   telemetry_.add_histograms(step, o.scale, emu_, shadow());
   telemetry_.measure_gradients(emu_, shadow());
+  applied_steps_ += o.skipped ? 0 : 1;
   if (!o.skipped)
     emu_.optimizer->step(emu_.model.parameters());
   else

@@ -207,7 +207,7 @@ const BadInput kCases[] = {
     {"gemm-check", "gemm-check {data}/gemm_inf_input.npz --infer", "gemm_inf_input.npz: A[1, 1]"},
     {"sweep", "sweep {data}/sweep_empty_grid.json --out {tmp}/out", "grid is empty"},  // was: "expected an object"
     // --- issue 26: framework configs that would change the experiment silently
-    {"train", "train {data}/deepspeed_scheduler.json --out {tmp}/out", "scheduler: DeepSpeed's WarmupLR"},  // was: ignored
+    {"train", "train {data}/deepspeed_scheduler.json --out {tmp}/out", "scheduler: DeepSpeed's WarmupCosineLR"},  // was: ignored
     {"train", "train {data}/deepspeed_hf_auto.json --out {tmp}/out",  // every "auto" at once, not one per run
      "fp16.enabled, optimizer.params.lr, optimizer.params.weight_decay, train_batch_size, train_micro_batch_size_per_gpu"},
 };
