@@ -247,8 +247,14 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   line("policy", policy_text(c.policy) + given(l, "policy"));
   line("scaler",
        scaler_text(c.loss_scaler) + (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
-  line("optimizer", fmt::format("{}, lr {:g}, batch {}{}", c.optimizer.type, c.optimizer.lr, c.batch_size,
-                                given(l, "optimizer")));
+  const DeepSpeedSchedule& ds = c.optimizer.deepspeed;
+  const std::string lr =
+      ds.type.empty()
+          ? fmt::format("lr {:g}", c.optimizer.lr)
+          : fmt::format("lr by DeepSpeed's {} ({:g} to {:g}, {} warmup over {} steps)", ds.type, ds.min_lr,
+                        ds.max_lr, ds.log_warmup ? "log" : "linear", ds.warmup_num_steps);
+  line("optimizer",
+       fmt::format("{}, {}, batch {}{}", c.optimizer.type, lr, c.batch_size, given(l, "optimizer")));
   line("steps", steps_text(c, plan));
   line("shadow", c.shadow ? "FP64, trained in lockstep from the same weights and batches" : "off");
   line("output", out_dir.empty() ? std::string("none")
