@@ -107,13 +107,13 @@ InferredSchedule score(const Plain& p, const Matrix& a, const Matrix& b, const M
 }  // namespace
 
 void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const Format& stored,
-                        const Format& output, const InferOptions& options, InferResult& r) {
+                        const Format& output, const InferOptions& options, bool exact_pass, InferResult& r) {
   const std::vector<Plain> plain = plain_models(stored, output, dump.a.cols());
   std::vector<InferredSchedule> screened(plain.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : 1)
   for (std::size_t i = 0; i < plain.size(); ++i)
     screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
-  r.candidates += plain.size();
+  if (exact_pass) r.candidates += plain.size();
   // The whole dump for those the sample cannot tell from a reproduction,
   // and, while nothing reproduces it, for the best few (ranked as the result is).
   std::vector<std::size_t> order(plain.size());
@@ -122,11 +122,14 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const F
                    [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
   const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
   std::vector<InferredSchedule> exact;
+  std::size_t checked = 0;
   for (std::size_t n = 0; n < order.size(); ++n) {
     const bool perfect = screened[order[n]].passed == screened[order[n]].total;
-    // Once a model reproduces the dump, the best of the others are not
-    // reported: only a candidate that might reproduce it too is checked.
-    if (!perfect && (n >= options.top || !r.exact.empty())) break;
+    if (perfect != exact_pass) {
+      if (exact_pass) break;  // ranked: the perfect ones come first
+      continue;               // checked in the first pass
+    }
+    if (!exact_pass && checked++ >= options.top) break;
     const InferredSchedule whole = score(plain[order[n]], dump.a, dump.b, c, dump.d, output, options.threads);
     if (whole.passed == whole.total && exact.size() < options.max_exact)
       exact.push_back(whole);

@@ -13,10 +13,12 @@ struct PlainSample {
   Matrix a, b, c, d;  // a sub-GEMM of the dump: rows of A, columns of B, C and D there
 };
 
-// Screens every plain model on `sample`, checks the promising ones on the
-// whole dump, and adds them to r.exact (every element bit-exact) or r.best.
+// Screens every plain model on `sample` and checks on the whole dump those
+// the sample cannot tell from a reproduction (`exact_pass`, adding them to
+// r.exact or r.best), or else the best `top` of the others (the second pass,
+// run only while nothing reproduces the dump: each is a whole GEMM).
 // `stored` is the format A and B hold, `output` D's.
 void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const Format& stored,
-                        const Format& output, const InferOptions& options, InferResult& r);
+                        const Format& output, const InferOptions& options, bool exact_pass, InferResult& r);
 
 }  // namespace rpsim::sim
