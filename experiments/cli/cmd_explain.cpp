@@ -123,7 +123,9 @@ void add_explain(CLI::App& app, Action& action) {
                   "format name or spec (binary16, bf16, e4m3, e5m10, exp=5,man=10, q16.14 fixed point, ...)")
       ->capture_default_str();
   cmd->add_option("-r,--rounding", *mode, rounding_names())->capture_default_str();
-  cmd->add_option("--seed", *seed, "sr: the draw is counter_random(seed, 0, 0)")->capture_default_str();
+  cmd->add_option("--seed", *seed, "sr: the draw is counter_random(seed, 0, 0)")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->callback([=, &action] { action = [=] { return explain_value(*value, *fmt_name, *mode, *seed); }; });
 }
 

@@ -15,6 +15,7 @@
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/io/npy.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/text_matrix.hpp"
 
@@ -137,7 +138,7 @@ void check_gemm_args(const CLI::App& cmd, const Opts& o) {
     for (const char* dim : {"--m", "--n", "--k"})
       if (cmd.count(dim))
         throw UsageError(fmt::format("{} with --a/--b: the shape comes from the matrix files", dim));
-  if (o.threads < 1) throw UsageError(fmt::format("--threads {}: must be at least 1", o.threads));
+  io::check_threads(o.threads, "--threads", false);
   const double m = double(o.m), n = double(o.n), k = double(o.k);
   const double bytes = 8.0 * (2.0 * (m * k + k * n) + 4.0 * m * n);
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
@@ -189,7 +190,7 @@ void add_gemm(CLI::App& app, Action& action) {
                   "(sequential:fp32:rne, fma, pairwise, blocked:32, kahan, exact, tc:h100:bf16, "
                   "kernel:h100:fp16:fp32:split_k=3, cublas:h100:bf16:bf16)")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")->check(non_negative())->capture_default_str();
   cmd->add_option("--dist", o->dist, "uniform | normal | wide")->capture_default_str();
   cmd->add_option("--a", o->a_file, "read A from a text file (rows of numbers) instead; needs --b");
   cmd->add_option("--b", o->b_file, "read B from a text file instead; needs --a");

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "rpsim/io/npy.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/validation/gemm_check.hpp"
 #include "rpsim/validation/gemm_infer.hpp"
 #include "rpsim/validation/gemm_manifest.hpp"
@@ -53,7 +54,7 @@ int check(const Opts& o, const sim::GemmDump& dump) {
   fmt::print("max_diff_ulps ({}): {}\nmean_diff_ulps ({}): {}\n", out.name, ulps_text(r.max_ulps), out.name,
              ulps_text(r.mean_ulps));
   for (const auto& m : r.first)
-    fmt::print("  mismatch row {} col {}: expected {} got {} ({} ulps of {})\n", m.row, m.col, m.expected,
+    fmt::print("  mismatch row {} col {}: dump {} model {} ({} ulps of {})\n", m.row, m.col, m.expected,
                m.got, ulps_text(m.ulps), out.name);
   fmt::print("{} passed, {} failed\n", r.passed, r.total - r.passed);
   return r.passed == r.total ? 0 : 1;
@@ -65,17 +66,20 @@ int infer(const Opts& o, const sim::GemmDump& dump) {
   opts.threads = o.threads;
   const auto r = sim::infer_schedule(dump, opts);
   fmt::print("values: A and B {} (instruction input {}), D {}\n", r.stored.name, r.input.name, r.output.name);
-  fmt::print("schedules screened: {} (on {} elements first)\n", r.candidates, opts.sample);
-  auto print = [](const sim::InferredSchedule& s) {
-    fmt::print("  {}/{}  {}\n", s.passed, s.total, s.spec);
+  fmt::print("candidates screened: {} kernel schedules and plain models (on {} elements first)\n",
+             r.candidates, opts.sample);
+  // Ranked by bit-exact elements, then max and mean ulps of the output format.
+  auto print = [&r](const sim::InferredSchedule& s) {
+    fmt::print("  {}/{}  max {} mean {} ulps of {}  {}{}\n", s.passed, s.total, ulps_text(s.max_ulps),
+               ulps_text(s.mean_ulps), r.output.name, s.spec, s.note.empty() ? "" : " (" + s.note + ")");
     if (!s.equivalents.empty()) fmt::print("           same chunks as: {}\n", fmt::join(s.equivalents, "; "));
   };
   if (!r.exact.empty()) {
-    fmt::print("schedules that reproduce every element:\n");
+    fmt::print("models that reproduce every element:\n");
     for (const auto& s : r.exact) print(s);
     if (r.truncated) fmt::print("  (more not listed)\n");
   } else {
-    fmt::print("no schedule reproduces every element; the best:\n");
+    fmt::print("no model reproduces every element; the best:\n");
     for (const auto& s : r.best) print(s);
   }
   for (const auto& p : r.presets) fmt::print("named preset reproducing it: {}\n", p);
@@ -122,19 +126,23 @@ void add_gemm_check(CLI::App& app, Action& action) {
       cmd->add_option("--model", o->model,
                       "accumulation model: a kernel preset (cublas:h100:IN:OUT[:rpr=0|1]), a schedule "
                       "(kernel:GPU:IN:OUT:FIELD=VALUE...) or any rpsim gemm model");
-  auto* inf = cmd->add_flag("--infer", o->infer, "search the schedules that reproduce the dump bit for bit");
+  auto* inf = cmd->add_flag(
+      "--infer", o->infer,
+      "search the kernel schedules and plain accumulation models (exact, sequential, fma, pairwise, "
+      "blocked, Kahan; both K orders) that reproduce the dump bit for bit, ranked");
   model->excludes(inf);
   cmd->add_option("--format", o->format, "numpy (.npz / .npy) or text (rows of numbers)")
       ->check(CLI::IsMember({"numpy", "text"}))
       ->capture_default_str();
-  cmd->add_option("--show", o->show, "mismatches to print")->capture_default_str();
+  cmd->add_option("--show", o->show, "mismatches to print")->check(non_negative())->capture_default_str();
   cmd->add_option("--top", o->top, "--infer: schedules to print when none reproduces the dump")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "OpenMP threads (results do not depend on it)")
       ->capture_default_str();
   cmd->callback([o, &action] {
     action = [o]() -> int {
-      if (o->threads < 1) throw UsageError(fmt::format("--threads {} must be at least 1", o->threads));
+      io::check_threads(o->threads, "--threads", false);
       if (o->files.size() == 1 && (std::filesystem::is_directory(o->files[0]) ||
                                    std::filesystem::path(o->files[0]).filename() == "manifest.json"))
         return check_manifest(*o);

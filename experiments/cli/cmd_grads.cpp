@@ -44,6 +44,11 @@ std::vector<const Format*> format_list(const std::string& text) {
 }
 
 int run_grads(const GradsArgs& a) {
+  if (a.out.empty()) throw UsageError("--out '': an empty folder name");
+  // Checked before any work: an existing file where the folder should be
+  // was a filesystem_error (exit 3) after the whole report was computed.
+  if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
+    throw UsageError(fmt::format("--out '{}': exists and is not a folder", a.out));
   const auto formats = format_list(a.formats);
   std::vector<io::NumericArray> arrays;
   try {
@@ -56,7 +61,7 @@ int run_grads(const GradsArgs& a) {
   if (tensors.empty()) throw UsageError(fmt::format("'{}' holds no arrays", a.file));
   const auto report = sim::scaling::gradient_report(tensors, formats, a.min_log2, a.max_log2);
   const std::filesystem::path dir(a.out);
-  std::filesystem::create_directories(dir);
+  io::ensure_writable_dir(dir);  // IoError (exit 2) naming the folder
   io::write_atomic(dir / "fractions.csv", report.fractions_csv);
   io::write_atomic(dir / "histogram.csv", report.histogram_csv);
   io::write_atomic(dir / "scale_range.csv", report.scale_range_csv);

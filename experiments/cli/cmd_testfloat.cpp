@@ -12,6 +12,31 @@
 namespace rpsim::cli {
 
 namespace {
+
+// TestFloat writes every operand with all the hex digits of its format
+// (testfloat_gen pads to the width), so a first operand of another width is a
+// file for another operation: f32_add on a file of 16-bit fields read every
+// line as small binary32 patterns and reported thousands of failures.
+void check_field_width(const testfloat::Operation& op, const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const auto begin = line.find_first_not_of(" \t\r");
+    if (begin == std::string::npos) continue;
+    const auto end = line.find_first_of(" \t\r", begin);
+    const std::string field = line.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    const std::size_t width = std::size_t(op.format->bits + 3) / 4;
+    if (field.size() != width)
+      throw UsageError(
+          fmt::format("{}:{}: operand '{}' has {} hex digits; {} operands ({}) have {}: a file "
+                      "for another operation?",
+                      file, number, field, field.size(), op.name, op.format->name, width));
+    return;
+  }
+}
+
 void add_testfloat(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("testfloat", "Check Berkeley TestFloat vector lines (stdin or FILE)");
   auto op = std::make_shared<std::string>();
@@ -41,6 +66,7 @@ void add_testfloat(CLI::App& app, Action& action) {
         std::ifstream in(*file);
         if (!in)
           throw UsageError(fmt::format("cannot open vector file '{}': {}", *file, std::strerror(errno)));
+        check_field_width(operation, *file);
         s = testfloat::check_stream(operation, in, *file, r, *show);
       }
       // A run that checked nothing must not read as a pass.

@@ -1,7 +1,8 @@
 // rpsim train CONFIG.json [--set key=value ...] [--out DIR]: one training run
 // under a precision policy with its FP64 shadow (sim/train/trainer.hpp). It
 // says what will run before any work, reports progress at least every 10 s,
-// and on Ctrl-C keeps the steps done in OUT-partial/ (meta.json "partial").
+// and on Ctrl-C keeps the steps done in OUT-partial/ (meta.json "partial")
+// with no OUT folder; a later complete run removes that OUT-partial/.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
@@ -25,6 +27,7 @@ namespace fs = std::filesystem;
 struct TrainArgs {
   std::string file, out;
   std::vector<std::string> sets;
+  CLI::Option* out_option = nullptr;
   int threads = 0;
   bool quiet = false, plan = false;
 };
@@ -43,7 +46,7 @@ void print_results(const sim::train::Config& config, const sim::train::RunResult
   const auto& m = result.memory;
   fmt::print("memory (bytes): weights {} master {} activations {} gradients {} optimizer state {} total {}\n",
              m.weights, m.master_weights, m.activations, m.gradients, m.optimizer_state, m.total());
-  fmt::print("wrote {}/steps.csv, histograms.csv, meta.json\n", dir.string());
+  fmt::print("wrote {}/steps.csv, histograms.csv, evaluations.csv, meta.json\n", dir.string());
 }
 
 int train(const TrainArgs& a) {
@@ -55,16 +58,19 @@ int train(const TrainArgs& a) {
   } catch (const sim::train::ConfigError& e) {
     throw UsageError(e.what());
   }
-  if (a.threads < 0) throw UsageError(fmt::format("--threads {}: must be >= 0", a.threads));
+  io::check_threads(a.threads, "--threads", true);
+  if (a.out_option->count() > 0 && a.out.empty()) throw UsageError("--out '': an empty folder name");
   sim::train::RunOptions options;
   options.out_dir = a.out.empty() ? fs::path("results") / config.name : fs::path(a.out);
   options.partial_out_dir = options.out_dir.string() + "-partial";
+  // The plan checks the batch against the data and the memory against the
+  // machine's (ConfigError: exit 2) before any folder is created.
+  const sim::train::RunPlan plan = sim::train::plan_run(config);
   try {
     if (!a.plan) io::ensure_writable_dir(options.out_dir);  // --plan creates nothing
   } catch (const io::IoError& e) {
     throw UsageError(e.what());
   }
-  const sim::train::RunPlan plan = sim::train::plan_run(config);
   fmt::print("rpsim train {}: what will run\n{}", config.name,
              sim::train::describe_run(loaded, config, plan, options.out_dir.string()));
   std::fflush(stdout);
@@ -102,8 +108,8 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--set", a->sets,
                   "override a key, in the vocabulary of the config file: --set optimizer.lr=0.1, "
                   "--set policy=bf16-amp, --set fp16.initial_scale_power=10 (DeepSpeed)");
-  cmd->add_option("--out", a->out, "output directory (default results/<name>)");
-  cmd->add_option("--threads", a->threads, "OpenMP threads (0: default)");
+  a->out_option = cmd->add_option("--out", a->out, "output directory (default results/<name>)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0: default; at most 4 per core)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->add_flag("--plan", a->plan, "print what would run (and the time estimate), then stop");
   cmd->callback([a, &action] { action = [a] { return train(*a); }; });

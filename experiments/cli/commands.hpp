@@ -21,6 +21,16 @@ class UsageError : public std::runtime_error {
 using Action = std::function<int()>;
 using AddCommand = void (*)(CLI::App& app, Action& action);
 
+// For an unsigned option: CLI11 would read "-1" as 2^64-1 (explain --seed -1,
+// gemm-check --show -1 printed every element).
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return !text.empty() && text[0] == '-' ? "must be >= 0, got " + text : std::string();
+      },
+      "N>=0");
+}
+
 struct Registrar {
   Registrar(const char* name, AddCommand add);
 };

@@ -84,13 +84,14 @@ py::array bits_array(py::handle bits, const Format& fmt, const char* what) {
   return py::array::ensure(a.attr("astype")(want, py::arg("copy") = false), py::array::c_style);
 }
 
-Rounding make_rounding(const std::string& rounding, int stochastic_bits, bool ftz, bool daz,
+Rounding make_rounding(const std::string& rounding, const py::object& stochastic_bits, bool ftz, bool daz,
                        const py::object& saturate) {
   Rounding r;
   r.mode = parse_rounding(rounding);  // FormatError -> ValueError, listing the names
-  if (stochastic_bits < 1 || stochastic_bits > 64)
-    throw py::value_error(fmt::format("stochastic_bits = {}: must be 1 to 64", stochastic_bits));
-  r.stochastic_bits = stochastic_bits;
+  const std::uint64_t bits = u64_arg(stochastic_bits, "stochastic_bits");
+  if (bits < 1 || bits > 64)
+    throw py::value_error(fmt::format("stochastic_bits = {}: must be 1 to 64", bits));
+  r.stochastic_bits = int(bits);
   r.flush_subnormal_outputs = ftz;
   r.flush_subnormal_inputs = daz;
   if (!saturate.is_none()) {
@@ -112,6 +113,28 @@ py::list flag_list(Flags flags) {
 
 const Format& format_arg(const std::string& spec) {
   return rpsim::format(spec);
+}
+
+const Format& format_arg(const py::object& spec) {
+  if (spec.is_none())
+    throw py::value_error("format = None: name a format (binary16, bf16, e4m3, ...) or give a spec (e5m10)");
+  if (!py::isinstance<py::str>(spec))
+    throw py::type_error(fmt::format("format = {}: expected a format name or spec string",
+                                     py::repr(spec).cast<std::string>()));
+  return rpsim::format(spec.cast<std::string>());
+}
+
+std::uint64_t u64_arg(const py::object& value, const char* name) {
+  const std::string text = py::repr(value).cast<std::string>();
+  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
+    throw py::type_error(fmt::format("{} = {}: expected an integer", name, text));
+  // PyLong_AsUnsignedLongLong refuses negative and too large values (OverflowError).
+  const unsigned long long v = PyLong_AsUnsignedLongLong(value.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw py::value_error(fmt::format("{} = {}: must be an integer from 0 to 2**64 - 1", name, text));
+  }
+  return v;
 }
 
 py::array empty_like(const py::array& like, const py::dtype& dtype) {

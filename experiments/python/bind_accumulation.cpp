@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/io/process.hpp"
 
 namespace rpsim::python {
 
@@ -60,8 +61,7 @@ sim::Matrix in_format(const sim::Matrix& m, const Format& fmt, bool round, const
 }
 
 int threads_arg(int threads) {
-  if (threads < 0)
-    throw py::value_error(fmt::format("threads = {}: must be >= 0 (0: OpenMP's default)", threads));
+  io::check_threads(threads, "threads =", true);  // std::invalid_argument -> ValueError
   return threads == 0 ? omp_get_max_threads() : threads;
 }
 

@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
+#include "rpsim/io/process.hpp"
 
 namespace rpsim::python {
 
@@ -28,13 +29,12 @@ bool is_float64(const py::array& a) {
   return py::isinstance<py::array_t<double>>(a);
 }
 
-ArrayOptions array_options(const Rounding& r, std::uint64_t seed, std::uint64_t stream, int threads) {
-  if (threads < 0)
-    throw py::value_error(fmt::format("threads = {}: must be >= 0 (0: OpenMP's default)", threads));
+ArrayOptions array_options(const Rounding& r, const py::object& seed, const py::object& stream, int threads) {
+  io::check_threads(threads, "threads =", true);  // std::invalid_argument -> ValueError
   ArrayOptions o;
   o.rounding = r;
-  o.seed = seed;
-  o.stream = stream;
+  o.seed = u64_arg(seed, "seed");
+  o.stream = u64_arg(stream, "stream");
   o.threads = threads;
   return o;
 }
@@ -44,6 +44,11 @@ ArrayOptions array_options(const Rounding& r, std::uint64_t seed, std::uint64_t 
 py::array out_array(const py::object& out, const py::array& like) {
   if (!py::isinstance<py::array>(out)) throw py::type_error("out: must be a NumPy array");
   py::array a = py::reinterpret_borrow<py::array>(out);
+  if (a.dtype().kind() == 'f' && a.itemsize() == 2)
+    throw py::type_error(
+        "out: dtype float16 cannot receive round()'s result: float16 input is widened to float32 and the "
+        "result is float32 (a format's values need not be float16 values: bfloat16's are not); pass a "
+        "float32 out");
   if (!(is_float64(like) ? is_float64(a) : py::isinstance<py::array_t<float>>(a)))
     throw py::type_error(fmt::format("out: dtype {} differs from the input's {}",
                                      py::str(a.dtype()).cast<std::string>(),
@@ -56,9 +61,9 @@ py::array out_array(const py::object& out, const py::array& like) {
   return a;
 }
 
-py::object round_py(py::handle x, const std::string& spec, const std::string& rounding, std::uint64_t seed,
-                    std::uint64_t stream, int stochastic_bits, bool ftz, bool daz, const py::object& saturate,
-                    int threads, const py::object& out) {
+py::object round_py(py::handle x, const py::object& spec, const std::string& rounding, const py::object& seed,
+                    const py::object& stream, const py::object& stochastic_bits, bool ftz, bool daz,
+                    const py::object& saturate, int threads, const py::object& out) {
   const Format& fmt = format_arg(spec);
   const ArrayOptions o =
       array_options(make_rounding(rounding, stochastic_bits, ftz, daz, saturate), seed, stream, threads);
@@ -96,9 +101,9 @@ void encode_from(const Format& fmt, const py::array& in, py::array& out, const A
   }
 }
 
-py::object encode_py(py::handle x, const std::string& spec, const std::string& rounding, std::uint64_t seed,
-                     std::uint64_t stream, int stochastic_bits, bool ftz, bool daz,
-                     const py::object& saturate, int threads) {
+py::object encode_py(py::handle x, const py::object& spec, const std::string& rounding,
+                     const py::object& seed, const py::object& stream, const py::object& stochastic_bits,
+                     bool ftz, bool daz, const py::object& saturate, int threads) {
   const Format& fmt = format_arg(spec);
   const ArrayOptions o =
       array_options(make_rounding(rounding, stochastic_bits, ftz, daz, saturate), seed, stream, threads);
@@ -132,7 +137,7 @@ void decode_as(const Format& fmt, const py::array& bits, py::array& out) {
   }
 }
 
-py::object decode_py(py::handle bits, const std::string& spec, const py::object& dtype) {
+py::object decode_py(py::handle bits, const py::object& spec, const py::object& dtype) {
   const Format& fmt = format_arg(spec);
   const py::dtype want = py::dtype::from_args(dtype);
   const bool f64 = want.is(py::dtype::of<double>()) || (want.kind() == 'f' && want.itemsize() == 8);
@@ -149,13 +154,14 @@ py::object decode_py(py::handle bits, const std::string& spec, const py::object&
   return unwrap_0d(result);
 }
 
-py::dict round_scalar_py(double x, const std::string& spec, const std::string& rounding, std::uint64_t seed,
-                         std::uint64_t stream, std::uint64_t index, int stochastic_bits, bool ftz, bool daz,
-                         const py::object& saturate) {
+py::dict round_scalar_py(double x, const py::object& spec, const std::string& rounding,
+                         const py::object& seed, const py::object& stream, const py::object& index,
+                         const py::object& stochastic_bits, bool ftz, bool daz, const py::object& saturate) {
   const Format& fmt = format_arg(spec);
   Rounding r = make_rounding(rounding, stochastic_bits, ftz, daz, saturate);
   // The draw element `index` of an array call gets (array.hpp).
-  if (r.mode == RoundingMode::stochastic) r.random_bits = counter_random(seed, stream, index);
+  if (r.mode == RoundingMode::stochastic)
+    r.random_bits = counter_random(u64_arg(seed, "seed"), u64_arg(stream, "stream"), u64_arg(index, "index"));
   Flags flags = 0;
   const std::uint64_t bits = round_double(fmt, x, r, flags);
   py::dict d;
@@ -172,7 +178,9 @@ void bind_formats(py::module_& m) {
   m.def("round", &round_py, arg("x"), arg("format"), arg("rounding") = "rne", py::kw_only(), arg("seed") = 0,
         arg("stream") = 0, arg("stochastic_bits") = 32, arg("ftz") = false, arg("daz") = false,
         arg("saturate") = py::none(), arg("threads") = 0, arg("out") = py::none(),
-        R"(Round every element of x (float64, float32 or float16) to `format`; the values, in x's dtype.
+        R"(Round every element of x (float64, float32 or float16) to `format`; the values, as float64 for
+float64 x and float32 for float32 and float16 x (float16 is widened: the values of most formats,
+bfloat16's for one, are not float16 values).
 
 format: a named format (binary16, bf16, e4m3, e5m2, e2m1, ...) or a spec (e5m10, e4m3fnuz,
 exp=5,man=10,bias=15,subnormals=no). rounding: rne rna rtz rd ru rodd sr. sr draws

@@ -11,8 +11,11 @@
 #include <thread>
 
 #include "bindings.hpp"
+#include "rpsim/io/process.hpp"
+#include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/run_plan.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace rpsim::python {
@@ -72,32 +75,34 @@ train::RunResult run_interruptibly(const train::Config& config, const train::Run
 py::dict train_py(const py::object& config, const std::vector<std::string>& overrides, const py::object& out,
                   int threads, bool progress) {
   const train::LoadedConfig loaded = load(config, overrides);
-  const train::Config parsed = loaded.parse();  // ConfigError (invalid_argument) -> ValueError
-  if (threads < 0)
-    throw py::value_error(fmt::format("threads = {}: must be >= 0 (0: OpenMP's default)", threads));
+  const train::Config parsed = loaded.parse();    // ConfigError (invalid_argument) -> ValueError
+  io::check_threads(threads, "threads =", true);  // std::invalid_argument -> ValueError
+  // The CLI's checks before any work (a batch larger than the data, a run
+  // larger than the machine's memory: ValueError), and what it announces
+  // first: a config without "steps" trains whole epochs, said as a warning.
+  const train::RunPlan plan = train::plan_run(parsed);
+  if (parsed.steps == 0)
+    PyErr_WarnEx(PyExc_UserWarning,
+                 fmt::format("rpsim.train: the config has no \"steps\" limit: {} steps = {} epoch{} of {} "
+                             "(steps=N stops earlier), about {}",
+                             plan.total_steps, parsed.epochs, parsed.epochs > 1 ? "s" : "",
+                             plan.steps_per_epoch, io::format_duration(plan.estimate_s))
+                     .c_str(),
+                 1);
   train::RunOptions options;
   options.threads = threads;
   options.progress = progress ? stderr : nullptr;
   if (!out.is_none()) {
     options.out_dir = py::str(out).cast<std::string>();
+    if (options.out_dir.empty()) throw py::value_error("out = '': an empty folder name");
     io::ensure_writable_dir(options.out_dir);  // IoError -> OSError
   }
   const train::RunResult r = run_interruptibly(parsed, options);
-  py::list evaluations;
-  for (const auto& e : r.evaluations) {
-    py::dict d;
-    d["step"] = e.step;
-    d["epoch"] = e.epoch;
-    d["test_accuracy_percent"] = e.test_accuracy_percent;
-    d["shadow_test_accuracy_percent"] =
-        parsed.shadow ? py::object(py::float_(e.shadow_test_accuracy_percent)) : py::object(py::none());
-    evaluations.append(d);
-  }
   py::dict d;
   d["steps_csv"] = r.steps_csv;
   d["histograms_csv"] = r.histograms_csv;
   d["meta"] = to_python(r.meta);
-  d["evaluations"] = evaluations;
+  d["evaluations_csv"] = r.evaluations_csv;  // the CSV's columns, as steps and histograms
   d["ignored"] = py::cast(loaded.ignored);
   d["notes"] = py::cast(loaded.notes);
   d["vocabulary"] = loaded.vocabulary;

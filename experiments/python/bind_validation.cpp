@@ -9,7 +9,9 @@
 
 #include "bindings.hpp"
 #include "rpsim/io/npy.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/validation/gemm_check.hpp"
+#include "rpsim/validation/gemm_infer.hpp"
 
 namespace rpsim::python {
 
@@ -65,7 +67,7 @@ py::dict gemm_check_py(const py::object& a, const py::object& b, const py::objec
                        const py::object& model_spec, const py::object& c, std::size_t show, int threads) {
   if (model_spec.is_none()) throw py::value_error("model: required (a spec such as 'cublas:h100:fp16:fp32')");
   const sim::AccumulationModel model = model_arg(model_spec);
-  if (threads < 1) throw py::value_error(fmt::format("threads = {}: must be at least 1", threads));
+  io::check_threads(threads, "threads =", false);  // std::invalid_argument -> ValueError
   const bool file = is_path(a) && b.is_none() && d.is_none();
   if (!file && (b.is_none() || d.is_none()))
     throw py::value_error("gemm_check(A, B, D, model=...) or gemm_check(dump_file, model=...)");
@@ -81,9 +83,9 @@ py::dict gemm_check_py(const py::object& a, const py::object& b, const py::objec
     py::dict e;
     e["row"] = m.row;
     e["col"] = m.col;
-    e["given"] = m.expected;  // the dump's D
-    e["model"] = m.got;       // the model's
-    e["ulps"] = m.ulps;       // model - given, in ulps of the output format
+    e["dump"] = m.expected;  // the dump's D (the CLI's "dump")
+    e["model"] = m.got;      // the model's
+    e["ulps"] = m.ulps;      // model - dump, in ulps of the output format
     mismatches.append(e);
   }
   py::dict out;
@@ -101,12 +103,58 @@ py::dict gemm_check_py(const py::object& a, const py::object& b, const py::objec
   return out;
 }
 
+py::list ranked_list(const std::vector<sim::InferredSchedule>& list) {
+  py::list out;
+  for (const auto& s : list) {
+    py::dict e;
+    e["model"] = s.spec;
+    e["note"] = s.note;
+    e["passed"] = s.passed;
+    e["total"] = s.total;
+    e["max_ulps"] = s.max_ulps;
+    e["mean_ulps"] = s.mean_ulps;
+    e["equivalents"] = s.equivalents;
+    out.append(e);
+  }
+  return out;
+}
+
+// The search of `rpsim gemm-check --infer` (gemm_infer.hpp).
+py::dict gemm_infer_py(const py::object& a, const py::object& b, const py::object& d, const py::object& c,
+                       std::size_t top, int threads) {
+  io::check_threads(threads, "threads =", false);  // std::invalid_argument -> ValueError
+  const bool file = is_path(a) && b.is_none() && d.is_none();
+  if (!file && (b.is_none() || d.is_none()))
+    throw py::value_error("gemm_check(A, B, D, infer=True) or gemm_check(dump_file, infer=True)");
+  const sim::GemmDump dump = file ? dump_from_file(a) : dump_from_arrays(a, b, d, c);
+  sim::InferOptions options;
+  options.top = top;
+  options.threads = threads;
+  sim::InferResult r;
+  {
+    py::gil_scoped_release release;
+    r = sim::infer_schedule(dump, options);  // GemmDumpError (invalid_argument) -> ValueError
+  }
+  py::dict out;
+  out["source"] = dump.source;
+  out["stored_format"] = std::string(r.stored.name);
+  out["output_format"] = std::string(r.output.name);
+  out["candidates"] = r.candidates;
+  out["exact"] = ranked_list(r.exact);
+  out["best"] = ranked_list(r.best);
+  out["presets"] = r.presets;
+  out["truncated"] = r.truncated;
+  return out;
+}
+
 }  // namespace
 
 void bind_validation(py::module_& m) {
   using py::arg;
   m.def("_gemm_check", &gemm_check_py, arg("A"), arg("B"), arg("D"), arg("model"), arg("C"), arg("show"),
         arg("threads"), "The C++ half of rpsim.gemm_check (rpsim/_gemm.py).");
+  m.def("_gemm_infer", &gemm_infer_py, arg("A"), arg("B"), arg("D"), arg("C"), arg("top"), arg("threads"),
+        "The C++ half of rpsim.gemm_check(..., infer=True) (rpsim/_gemm.py).");
 }
 
 }  // namespace rpsim::python

@@ -61,12 +61,21 @@ py::dtype bits_dtype(const Format& fmt);
 // ftz (subnormal results flushed), daz (subnormal inputs read as zero),
 // saturate None (the format's default), True or False (overflow to infinity,
 // or NaN where the format has no infinity).
-Rounding make_rounding(const std::string& rounding, int stochastic_bits, bool ftz, bool daz,
+Rounding make_rounding(const std::string& rounding, const py::object& stochastic_bits, bool ftz, bool daz,
                        const py::object& saturate);
 
 // The format a user named (a table name, alias or spec string); ValueError
 // naming it otherwise. The reference lives as long as the process.
 const Format& format_arg(const std::string& spec);
+// The same for an argument as Python passed it: None or a non-string is a
+// ValueError / TypeError naming `format` (pybind's own message, "incompatible
+// function arguments", named nothing).
+const Format& format_arg(const py::object& spec);
+
+// An integer argument `name` in [0, 2^64): TypeError for a non-integer,
+// ValueError naming it and the value otherwise (seed=-1 was pybind's
+// "incompatible function arguments").
+std::uint64_t u64_arg(const py::object& value, const char* name);
 
 // IEEE flags by name: ["inexact", "underflow"], [] for none.
 py::list flag_list(Flags flags);

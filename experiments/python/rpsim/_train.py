@@ -45,14 +45,15 @@ def table(csv_text, as_frame=None):
 
 class TrainResult:
     """steps: one row per optimizer step (the columns of steps.csv); histograms: histograms.csv;
-    meta: meta.json as a dict; evaluations: test accuracy (%) per epoch; ignored and notes: what
-    the config loader said about framework fields."""
+    evaluations: evaluations.csv (step, epoch, test loss and accuracy, emulated and FP64 shadow),
+    the same column names; meta: meta.json as a dict; ignored and notes: what the config loader
+    said about framework fields."""
 
     def __init__(self, raw, as_frame):
         self.steps = table(raw["steps_csv"], as_frame)
         self.histograms = table(raw["histograms_csv"], as_frame)
         self.meta = raw["meta"]
-        self.evaluations = raw["evaluations"]
+        self.evaluations = table(raw["evaluations_csv"], as_frame)
         self.ignored = raw["ignored"]
         self.notes = raw["notes"]
         self.vocabulary = raw["vocabulary"]
@@ -69,7 +70,8 @@ def train(config, *, out=None, threads=0, progress=False, as_frame=None, **overr
 
     overrides: keys as `--set` takes them, a dot or a double underscore between levels
     (steps=20, optimizer__lr=0.1, **{"loss_scaler.init_scale": 1024}); values as JSON.
-    out: a directory to also write steps.csv, histograms.csv and meta.json into (atomically).
+    out: a directory to also write steps.csv, histograms.csv, evaluations.csv and meta.json into
+    (atomically). A config without "steps" trains whole epochs: a UserWarning says how many steps.
     threads: OpenMP threads, 0 is the default. progress: progress lines on stderr.
     as_frame: steps and histograms as pandas DataFrames (None: when pandas is installed) or as
     dicts of NumPy arrays. Bad keys raise ValueError naming them; Ctrl-C stops at a step boundary.

@@ -109,8 +109,10 @@ nlohmann::json read_base(const nlohmann::ordered_json& j, const std::filesystem:
 }
 
 void read_axes(const nlohmann::ordered_json& j, const std::string& where, Sweep& s) {
-  if (!j.contains("grid") || !j["grid"].is_object() || j["grid"].empty())
+  if (!j.contains("grid") || !j["grid"].is_object())
     throw std::invalid_argument(where + ": grid: expected an object of key -> [values]");
+  if (j["grid"].empty())
+    throw std::invalid_argument(where + ": grid is empty: give at least one key -> [values]");
   std::size_t total = 1;
   for (const auto& [key, values] : j["grid"].items()) {
     if (!values.is_array() || values.empty())

@@ -4,6 +4,10 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
 namespace rpsim::io {
 
 void keep_freed_memory() {
@@ -14,6 +18,22 @@ void keep_freed_memory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
+}
+
+int max_threads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::max(16, 4 * int(cores));
+}
+
+void check_threads(int threads, const std::string& what, bool zero_is_default) {
+  const int low = zero_is_default ? 0 : 1;
+  if (threads < low)
+    throw std::invalid_argument(what + " " + std::to_string(threads) + ": must be at least " +
+                                std::to_string(low) + (zero_is_default ? " (0: OpenMP's default)" : ""));
+  if (threads > max_threads())
+    throw std::invalid_argument(what + " " + std::to_string(threads) + ": at most " +
+                                std::to_string(max_threads()) + " (4 per core of this machine's " +
+                                std::to_string(std::thread::hardware_concurrency()) + ")");
 }
 
 }  // namespace rpsim::io

@@ -52,13 +52,47 @@ void range_rows(const std::vector<std::unique_ptr<GradientSample>>& samples,
     r.scale_range_csv +=
         fmt::format("{},{},{},{},{},{}\n", cell(fmt.name), group, int(s.any),
                     s.any ? std::to_string(s.lo_log2) : "", s.any ? std::to_string(s.hi_log2) : "", under);
+    // No non-zero finite value (empty or all-zero tensors): no fraction to give.
+    const std::string lost = nonzero > 0 ? fmt::format("{:.4g}% of non-zero values underflow", 100 * under)
+                                         : std::string("no non-zero finite value to lose");
     r.findings.push_back(
         s.any ? fmt::format("{:>9} {:>10}: scales 2^{}..2^{} overflow nothing "
-                            "and lose the fewest "
-                            "({:.4g}% of non-zero values underflow)",
-                            fmt.name, group, s.lo_log2, s.hi_log2, 100 * under)
+                            "and lose the fewest ({})",
+                            fmt.name, group, s.lo_log2, s.hi_log2, lost)
               : fmt::format("{:>9} {:>10}: every scale 2^{}..2^{} overflows", fmt.name, group, lo, hi));
   }
+}
+
+// What the per-format lines rest on, said first: NaN and infinity in the
+// dump (a gradient that already overflowed: counted, outside every fraction
+// of finite values), and tensors named without act_grad/ or param_grad/,
+// which only the "all" group holds.
+void input_findings(std::span<const NamedValues> tensors,
+                    const std::vector<std::unique_ptr<GradientSample>>& samples,
+                    const std::vector<std::string>& groups, GradientReport& r) {
+  std::int64_t nonfinite = 0;
+  std::vector<std::string> with_nonfinite, other;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (samples[i]->nonfinite() > 0) {
+      nonfinite += samples[i]->nonfinite();
+      with_nonfinite.push_back(tensors[i].name);
+    }
+    if (groups[i] == "other") other.push_back(tensors[i].name);
+  }
+  auto first = [](const std::vector<std::string>& names) {
+    return fmt::format("'{}'{}", names.front(),
+                       names.size() > 1 ? fmt::format(" and {} more", names.size() - 1) : "");
+  };
+  if (nonfinite > 0)
+    r.findings.push_back(
+        fmt::format("non-finite: {} NaN or infinite values in {} tensor(s) ({}), counted in the "
+                    "nonfinite columns and left out of the fractions",
+                    nonfinite, with_nonfinite.size(), first(with_nonfinite)));
+  if (!other.empty())
+    r.findings.push_back(
+        fmt::format("ungrouped: {} tensor(s) named without act_grad/ or param_grad/ ({}) are in "
+                    "the 'all' group only",
+                    other.size(), first(other)));
 }
 
 }  // namespace
@@ -82,6 +116,7 @@ GradientReport gradient_report(std::span<const NamedValues> tensors, std::span<c
     groups.push_back(group_of(t.name));
     histogram_rows(t.name, *samples.back(), r.histogram_csv);
   }
+  input_findings(tensors, samples, groups, r);
   for (const Format* fmt : formats) {
     for (std::size_t i = 0; i < tensors.size(); ++i)
       for (int k = min_log2; k <= max_log2; ++k) {

@@ -172,6 +172,8 @@ const Key kOptimizer[] = {
      [](const json& v, const std::string& p, Config& c) { c.optimizer.decay_steps = steps_at(v, p); }},
     {"min_lr",
      [](const json& v, const std::string& p, Config& c) { c.optimizer.min_lr = non_negative(v, p); }},
+    {"schedule", [](const json& v, const std::string& p,
+                    Config& c) { c.optimizer.deepspeed = read_deepspeed_schedule(v, p); }},
 };
 
 const Key kTelemetry[] = {
@@ -213,7 +215,15 @@ void read_policy(const json& v, const std::string& p, Config& c) {
 
 // In reading order: the policy before the loss scaler its default depends on.
 const Key kTop[] = {
-    {"name", [](const json& v, const std::string& p, Config& c) { c.name = string(v, p); }},
+    {"name",
+     [](const json& v, const std::string& p, Config& c) {
+       // The name is a folder under results/ (results/<name>): one path
+       // component, so a config cannot write outside results/.
+       c.name = string(v, p);
+       if (c.name.empty() || c.name == "." || c.name == ".." || c.name.find('/') != std::string::npos ||
+           c.name.find('\\') != std::string::npos)
+         fail(p, "\"" + c.name + "\" is not a folder name (results/<name>): no '/', not empty, '.' or '..'");
+     }},
     {"comment", [](const json& v, const std::string& p, Config&) { (void)string(v, p); }},
     {"seed",
      [](const json& v, const std::string& p, Config& c) { c.seed = std::uint64_t(at_least(v, p, 0)); }},
@@ -279,6 +289,8 @@ void read_keys(const json& j, std::span<const Key> keys, const std::string& path
 void check_combinations(const json& j, Config& c) {
   if (c.optimizer.nesterov && c.optimizer.momentum == 0)
     fail("optimizer.nesterov", "needs a momentum > 0 (as torch.optim.SGD)");
+  if (!c.optimizer.deepspeed.type.empty() && (c.optimizer.warmup_steps > 0 || c.optimizer.decay_steps > 0))
+    fail("optimizer.schedule", "a DeepSpeed schedule and warmup_steps/decay_steps exclude each other");
   if (c.optimizer.decay_steps > 0 && c.optimizer.decay_steps <= c.optimizer.warmup_steps)
     fail("optimizer.decay_steps", "must exceed optimizer.warmup_steps");
   // Debian's folder may lack the files (a synthetic set stands in, loudly);

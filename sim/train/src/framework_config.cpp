@@ -1,6 +1,7 @@
 // A DeepSpeed config file read as DeepSpeed documents it (docs/config-json),
 // translated field by field into rpsim's vocabulary. Each block is a table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/config_keys.hpp"
 #include "rpsim/train/framework_config.hpp"
+#include "rpsim/train/lr_schedule.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace rpsim::sim::train {
@@ -63,7 +65,6 @@ const char* const kIgnored[] = {"steps_per_print",
                                 "curriculum_learning",
                                 "memory_breakdown",
                                 "disable_allgather",
-                                "scheduler",
                                 "amp",
                                 "timers",
                                 "monitor_config",
@@ -215,6 +216,8 @@ const DeepSpeedKey kDeepSpeed[] = {
     {"bf16", read_bf16},
     {"bfloat16", read_bf16},
     {"optimizer", read_optimizer},
+    {"scheduler",
+     [](const json&, const std::string&, DeepSpeed&) {}},  // read after the optimizer: read_scheduler
 };
 
 std::vector<std::string> passthrough_keys() {
@@ -243,7 +246,49 @@ void set_batch(DeepSpeed& d) {
       d.global));
 }
 
+// Hugging Face's Trainer fills "auto" values in from its own arguments; a
+// file holding them is not a config yet. All of them named at once (one run
+// per key found them one by one).
+void refuse_auto(const json& j, const std::string& path, std::vector<std::string>& found) {
+  if (j.is_string() && j.get<std::string>() == "auto") found.push_back(path.empty() ? "(top level)" : path);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) refuse_auto(v, join(path, k), found);
+}
+
+// A learning-rate schedule changes the experiment: a run at a constant rate
+// is another run. DeepSpeed's WarmupLR and WarmupDecayLR become
+// optimizer.schedule, DeepSpeed's own step-by-step rates (lr_schedule.hpp);
+// the others (WarmupCosineLR, OneCycle, LRRangeTest) are refused rather
+// than approximated by rpsim's linear warmup and cosine decay.
+void read_scheduler(const json& s, DeepSpeed& d) {
+  const std::string type = s.is_object() && s.contains("type") && s["type"].is_string()
+                               ? s["type"].get<std::string>()
+                               : std::string("(no type)");
+  bool known = false;
+  for (const auto& row : deepspeed_schedules()) known = known || type == row.name;
+  if (!known)
+    fail("scheduler",
+         "DeepSpeed's " + type +
+             " learning-rate schedule is not simulated (simulated: " + deepspeed_schedule_names() +
+             "); remove \"scheduler\" (the run then trains at optimizer.params.lr) or give rpsim's "
+             "optimizer.warmup_steps / decay_steps / min_lr");
+  json schedule = s.contains("params") ? s["params"] : json::object();
+  expect_object(schedule, "scheduler.params");
+  schedule["type"] = type;
+  (void)read_deepspeed_schedule(schedule, "scheduler.params");  // its errors name the DeepSpeed keys
+  if (!d.t.config.contains("optimizer")) d.t.config["optimizer"] = json::object();
+  d.t.config["optimizer"]["schedule"] = schedule;
+  d.t.notes.push_back("scheduler " + type +
+                      " -> optimizer.schedule (DeepSpeed's rate at every step; it advances only on steps not "
+                      "skipped for an overflow, as DeepSpeed's engine steps it)");
+}
+
 Translation from_deepspeed(const json& ds, KeyReport& report) {
+  std::vector<std::string> autos;
+  refuse_auto(ds, "", autos);
+  if (!autos.empty())
+    throw ConfigError(fmt::format("\"auto\" (filled in by Hugging Face's Trainer) at {}: give the values",
+                                  fmt::join(autos, ", ")));
   Translation t;
   t.kind = "deepspeed";
   t.config = json::object();
@@ -251,6 +296,7 @@ Translation from_deepspeed(const json& ds, KeyReport& report) {
   check_object_keys(ds, deepspeed_keys(), "", report);
   for (const auto& k : kDeepSpeed)
     if (ds.contains(k.name)) k.read(ds[k.name], k.name, d);
+  if (ds.contains("scheduler")) read_scheduler(ds["scheduler"], d);
   for (const char* k : kIgnored)
     if (ds.contains(k)) t.ignored.push_back(k);
   for (const auto& k : passthrough_keys())

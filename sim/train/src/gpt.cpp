@@ -84,4 +84,18 @@ void gpt_init(Model& model, const ModelConfig& c, std::uint64_t seed, const Form
   }
 }
 
+// nanoGPT's sizes: the embeddings (V C + T C), per block two LayerNorms,
+// c_attn, the attention's c_proj, c_fc and the MLP's c_proj (12 C^2 + 13 C),
+// the final LayerNorm; the head is tied to wte. Saved per window: per block
+// about 16 T C values (LayerNorms, q k v, the 4x MLP, residuals) and the
+// attention's scores and probabilities, 2 H T^2; the logits and their
+// softmax, 2 T V.
+ModelSize gpt_size(const ModelConfig& c, const Dataset& data) {
+  const double v = data.classes, t = c.block_size, e = c.n_embd, l = c.n_layer, h = c.n_head;
+  ModelSize s;
+  s.parameters = v * e + t * e + l * (12 * e * e + 13 * e) + 2 * e;
+  s.activations_per_sample = l * (16 * t * e + 2 * h * t * t) + 2 * t * v + 2 * t * e;
+  return s;
+}
+
 }  // namespace rpsim::sim::train

@@ -1,6 +1,7 @@
 // The model table: mlp, cnn, gpt (gpt.cpp) and a list of op-table layers.
 #include "rpsim/train/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "rpsim/formats/random.hpp"
@@ -101,17 +102,49 @@ Layers listed_layers(const ModelConfig& mc, const Dataset& data) {
   return out;
 }
 
+// Per sample each Linear keeps its input and output, LayerNorm and the
+// activation their outputs (the layers' forward caches).
+ModelSize mlp_size(const ModelConfig& mc, const Dataset& data) {
+  ModelSize s;
+  double width = data.features();
+  s.activations_per_sample = width;
+  for (int h : mc.hidden) {
+    s.parameters += (width + 1) * h + (mc.layer_norm ? 2.0 * h : 0);
+    s.activations_per_sample += double(h) * (mc.layer_norm ? 4 : 2);
+    width = h;
+  }
+  s.parameters += (width + 1) * data.classes;
+  s.activations_per_sample += 2.0 * data.classes;
+  return s;
+}
+
+// Per stage: the convolution's output, the activation's and the pooled one.
+ModelSize cnn_size(const ModelConfig& mc, const Dataset& data) {
+  ModelSize s;
+  double c = data.channels, h = data.height, w = data.width;
+  s.activations_per_sample = c * h * w;
+  for (int ch : mc.channels) {
+    s.parameters += (c * 9 + 1) * ch;
+    s.activations_per_sample += 2.0 * ch * h * w + ch * std::floor(h / 2) * std::floor(w / 2);
+    c = ch;
+    h = std::max(1.0, std::floor(h / 2));
+    w = std::max(1.0, std::floor(w / 2));
+  }
+  s.parameters += (c * h * w + 1) * data.classes;
+  return s;
+}
+
 const ModelInfo kModels[] = {
     {"mlp", "Linear layers of model.hidden widths (+ LayerNorm), model.activation between", false, mlp_layers,
-     torch_default_init},
+     torch_default_init, mlp_size},
     {"cnn", "conv 3x3 + activation + max-pool 2 per model.channels entry, then a Linear", false, cnn_layers,
-     torch_default_init},
+     torch_default_init, cnn_size},
     {"gpt",
      "GPT-2-style decoder (nanoGPT): model.n_layer blocks of width model.n_embd, model.n_head heads, "
      "model.block_size tokens, tied output projection",
-     true, gpt_layers, gpt_init},
+     true, gpt_layers, gpt_init, gpt_size},
     {"layers", "model.layers: a list of op-table layers, e.g. [{\"op\": \"linear\", \"out\": 10}]", false,
-     listed_layers, torch_default_init},
+     listed_layers, torch_default_init, nullptr},
 };
 
 }  // namespace

@@ -18,6 +18,10 @@ double OptimizerConfig::lr_at(std::int64_t step) const {
   return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
 }
 
+double OptimizerConfig::lr_at(std::int64_t step, std::int64_t applied) const {
+  return deepspeed.type.empty() ? lr_at(step) : deepspeed.lr_after(applied);
+}
+
 int Optimizer::state_buffers_per_parameter() const {
   int n = 0;
   if (config_.type == "sgd")

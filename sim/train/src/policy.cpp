@@ -154,11 +154,11 @@ const std::vector<PolicyInfo>& table() {
        [](const std::string& n) {
          return uniform(n, formats::binary64(), sequential_rne(formats::binary64()));
        }},
-      {"fp16-amp", "autocast to binary16, binary32 master weights, dynamic loss scaling",
+      {"fp16-amp", "autocast to binary16, binary32 master weights (loss scaler by default: dynamic)",
        [](const std::string& n) { return with_scaler(autocast(n, formats::binary16(), false), "dynamic"); }},
       {"bf16-amp", "autocast to bfloat16, binary32 master weights",
        [](const std::string& n) { return autocast(n, formats::bfloat16(), false); }},
-      {"fp16-pure", "binary16 everywhere, no master copy, dynamic loss scaling",
+      {"fp16-pure", "binary16 everywhere, no master copy (loss scaler by default: dynamic)",
        [](const std::string& n) { return with_scaler(autocast(n, formats::binary16(), true), "dynamic"); }},
       {"bf16-pure", "bfloat16 everywhere, no master copy",
        [](const std::string& n) { return autocast(n, formats::bfloat16(), true); }},

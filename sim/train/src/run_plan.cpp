@@ -4,10 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <variant>
 
 #include "rpsim/io/progress.hpp"
+#include "rpsim/train/config_error.hpp"
 #include "rpsim/train/data.hpp"
 #include "rpsim/train/model.hpp"
 
@@ -41,13 +45,17 @@ double extra_per_multiply_add(const sim::AccumulationModel& m) {
   return 250e-9;
 }
 
-void count_model(const Config& config, RunPlan& plan) {
-  // Images: Fashion-MNIST's and the synthetic set's shape (1x28x28, 10
-  // classes), no need to read them. Text: the vocabulary is the data's, so
-  // the text is read (a few MB).
+// Images: Fashion-MNIST's and the synthetic set's shape (1x28x28, 10
+// classes), no need to read them. Text: the vocabulary is the data's, so
+// the text is read (a few MB).
+Dataset data_shape(const Config& config) {
   const ModelInfo* info = find_model_type(config.model.type);
   Dataset shape;
   if (info && info->text) shape = load_data(config.data).train;
+  return shape;
+}
+
+void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
   Model model = build_model(config, shape);
   for (Parameter* p : model.parameters()) plan.parameters += p->value.size();
   for (const auto& layer : model.layers)
@@ -100,12 +108,31 @@ double estimate(const Config& config, const RunPlan& plan) {
   return double(plan.total_steps) * step + eval + (plan.synthetic_data ? 0.2 : kLoadFashionMnist);
 }
 
+// The op of each entry with its arguments: linear(out=10), relu.
+std::string layers_text(const nlohmann::json& layers) {
+  std::vector<std::string> items;
+  for (const auto& entry : layers) {
+    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) continue;
+    std::vector<std::string> args;
+    for (const auto& [key, value] : entry.items())
+      if (key != "op") args.push_back(key + "=" + value.dump());
+    items.push_back(entry["op"].get<std::string>() +
+                    (args.empty() ? "" : "(" + fmt::format("{}", fmt::join(args, ", ")) + ")"));
+  }
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
 std::string model_text(const Config& c, const RunPlan& plan) {
   const ModelConfig& m = c.model;
   std::string shape;
   if (m.type == "cnn")
     shape = fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
                         fmt::join(m.channels, "/"), m.activation);
+  else if (m.type == "gpt")
+    shape = fmt::format("gpt (nanoGPT decoder): {} blocks of width {}, {} heads, {} tokens per window",
+                        m.n_layer, m.n_embd, m.n_head, m.block_size);
+  else if (m.type == "layers")
+    shape = "layers: " + layers_text(m.layers);
   else if (m.type != "mlp")
     shape = m.type + " (" + find_model_type(m.type)->help + ")";
   else
@@ -131,10 +158,44 @@ std::string scaler_text(const ScalerConfig& s) {
 
 }  // namespace
 
+// Every tensor is a binary64 Eigen matrix whatever format its values are
+// rounded to (tensor.hpp): 8 bytes per element. Per parameter: the value,
+// its gradient, a master copy and up to two optimizer buffers; per sample of
+// the larger of the training and evaluation batches, the activations saved
+// for backward. The FP64 shadow holds as much again.
+double memory_need_bytes(const Config& config, const Dataset& shape) {
+  const ModelInfo* info = find_model_type(config.model.type);
+  ModelSize size;
+  if (info && info->size) {
+    size = info->size(config.model, shape);
+  } else {
+    Model model = build_model(config, shape);  // the layers row: sizes spelled out layer by layer
+    for (Parameter* p : model.parameters()) size.parameters += double(p->value.size());
+  }
+  const double batch = double(std::max(config.batch_size, config.eval_batch_size));
+  const double elements = 5 * size.parameters + batch * size.activations_per_sample;
+  return 8 * elements * (config.shadow ? 2 : 1);
+}
+
+void check_run_fits(const Config& config, std::size_t train_samples, double memory_bytes) {
+  if (train_samples > 0 && config.batch_size > train_samples)
+    throw ConfigError(fmt::format("batch_size: {} is larger than the training set's {} samples",
+                                  config.batch_size, train_samples));
+  const double machine = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (memory_bytes > machine)
+    throw ConfigError(fmt::format(
+        "model ({}) with batch_size {}: the run needs about {:.3g} GB{}, more than this machine's {:.3g} GB",
+        config.model.type, config.batch_size, memory_bytes / 1e9,
+        config.shadow ? " (half for the FP64 shadow)" : "", machine / 1e9));
+}
+
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
-  count_model(config, plan);
   count_data(config, plan);
+  const Dataset shape = data_shape(config);
+  plan.memory_bytes = memory_need_bytes(config, shape);
+  check_run_fits(config, plan.train_samples, plan.memory_bytes);  // before the model is built
+  count_model(config, shape, plan);
   plan.steps_per_epoch = std::int64_t((plan.train_samples + config.batch_size - 1) / config.batch_size);
   plan.total_steps = config.steps > 0 ? config.steps : plan.steps_per_epoch * config.epochs;
   if (config.evaluate && plan.test_samples > 0) plan.evaluations = config.steps > 0 ? 1 : config.epochs;
@@ -186,18 +247,27 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   line("policy", policy_text(c.policy) + given(l, "policy"));
   line("scaler",
        scaler_text(c.loss_scaler) + (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
-  line("optimizer", fmt::format("{}, lr {:g}, batch {}{}", c.optimizer.type, c.optimizer.lr, c.batch_size,
-                                given(l, "optimizer")));
+  const DeepSpeedSchedule& ds = c.optimizer.deepspeed;
+  const std::string lr =
+      ds.type.empty()
+          ? fmt::format("lr {:g}", c.optimizer.lr)
+          : fmt::format("lr by DeepSpeed's {} ({:g} to {:g}, {} warmup over {} steps)", ds.type, ds.min_lr,
+                        ds.max_lr, ds.log_warmup ? "log" : "linear", ds.warmup_num_steps);
+  line("optimizer",
+       fmt::format("{}, {}, batch {}{}", c.optimizer.type, lr, c.batch_size, given(l, "optimizer")));
   line("steps", steps_text(c, plan));
   line("shadow", c.shadow ? "FP64, trained in lockstep from the same weights and batches" : "off");
-  line("output",
-       out_dir.empty() ? std::string("none") : out_dir + "/ (steps.csv, histograms.csv, meta.json)");
+  line("output", out_dir.empty() ? std::string("none")
+                                 : out_dir + "/ (steps.csv, histograms.csv, evaluations.csv, meta.json)");
   if (!l.notes.empty()) {
     s += l.vocabulary == "deepspeed" ? "  from the DeepSpeed config:\n" : "  framework names translated:\n";
     for (const auto& n : l.notes) s += "    " + n + "\n";
   }
   if (!l.ignored.empty())
     line("ignored", fmt::format("{} (no meaning in a simulator)", fmt::join(l.ignored, ", ")));
+  line("memory", fmt::format("about {:.3g} MB at the peak (weights, gradients, optimizer state and a batch's "
+                             "activations, as binary64 values{})",
+                             plan.memory_bytes / 1e6, c.shadow ? ", twice for the FP64 shadow" : ""));
   line("estimate", fmt::format("about {} (rates measured on one core of this project's machine; the progress "
                                "lines give an ETA from the real rate)",
                                io::format_duration(plan.estimate_s)));

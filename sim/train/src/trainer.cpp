@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -13,6 +15,7 @@
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/run_info.hpp"
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/run_plan.hpp"
 #include "rpsim/train/trainer.hpp"
 #include "telemetry.hpp"
 
@@ -40,6 +43,22 @@ struct StepOutcome {
   double loss = 0, scale = 1, grad_norm = NAN;
   bool found = false, skipped = false;
 };
+
+// The files an interrupted run wrote to `dir` (its meta.json says "partial"),
+// then `dir` if that left it empty; a folder of anything else is kept.
+void remove_partial(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "meta.json", ec)) return;
+  try {
+    std::ifstream in(dir / "meta.json");
+    if (!nlohmann::json::parse(in).value("partial", false)) return;
+  } catch (const std::exception&) {
+    return;
+  }
+  for (const char* f : {"steps.csv", "histograms.csv", "evaluations.csv", "meta.json"})
+    std::filesystem::remove(dir / f, ec);
+  if (std::filesystem::is_empty(dir, ec)) std::filesystem::remove(dir, ec);
+}
 
 class Training {
  public:
@@ -79,6 +98,7 @@ class Training {
   Telemetry telemetry_;
   std::set<std::int64_t> inject_;
   std::int64_t total_steps_ = 0;
+  std::int64_t applied_steps_ = 0;  // steps not skipped (a DeepSpeed scheduler counts these)
   std::uint64_t activation_bytes_ = 0;
 };
 
@@ -125,7 +145,7 @@ double Training::shadow_step(const Matrix& x, const std::vector<int>& labels, st
 void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int epoch) {
   const Matrix x = data_.train.batch(idx);
   const std::vector<int> labels = data_.train.targets(idx);
-  const double lr = config_.optimizer.lr_at(step);
+  const double lr = config_.optimizer.lr_at(step, applied_steps_);
   emu_.optimizer->set_lr(lr);
   shadow_.optimizer->set_lr(lr);
   const StepOutcome o = emulated_step(x, labels, step);
@@ -136,6 +156,7 @@ void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int 
                            (o.skipped ? "1" : "0") + "," + (o.found ? "1" : "0") + "," + num(o.grad_norm);
   telemetry_.add_histograms(step, o.scale, emu_, shadow());
   telemetry_.measure_gradients(emu_, shadow());
+  applied_steps_ += o.skipped ? 0 : 1;
   if (!o.skipped)
     emu_.optimizer->step(emu_.model.parameters());
   else
@@ -199,7 +220,7 @@ void Training::train() {
       this->step(idx, step, epoch);
       ++step;
       if (config_.eval_every > 0 && step % config_.eval_every == 0 && step < total_steps_)
-        evaluate(step, epoch, double(step) / double(per_epoch));
+        evaluate(step, epoch + 1, double(step) / double(per_epoch));  // in epoch `epoch + 1`, 1-based
     }
     if (result_.interrupted) break;
     ++epoch;
@@ -269,7 +290,13 @@ void Training::finish(Clock::time_point wall_start) {
   result_.histograms_csv = std::move(telemetry_.histograms_csv);
   result_.evaluations_csv = evaluations_csv();
   result_.meta = meta(wall_start);
-  // An interrupted run's steps go to the partial folder, never to out_dir.
+  // An interrupted run's steps go to the partial folder, never to out_dir,
+  // and the output folder the run created stays absent (removed only while
+  // empty); a complete run removes the partial results of an earlier one.
+  std::error_code ec;
+  if (result_.interrupted && !options_.out_dir.empty() && std::filesystem::is_empty(options_.out_dir, ec))
+    std::filesystem::remove(options_.out_dir, ec);
+  if (!result_.interrupted && !options_.partial_out_dir.empty()) remove_partial(options_.partial_out_dir);
   const auto& dir = !result_.interrupted ? options_.out_dir : options_.partial_out_dir;
   if (dir.empty() || (result_.interrupted && result_.steps_done == 0)) return;
   if (result_.interrupted) io::ensure_writable_dir(dir);
@@ -285,13 +312,15 @@ RunResult run(const Config& config, const RunOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const auto wall_start = Clock::now();
   RunResult result;
-  if (!options.out_dir.empty()) io::ensure_writable_dir(options.out_dir);
   const DataSplit data = load_data(config.data);
+  if (data.train.size() == 0) throw ConfigError("data: the training set is empty");
+  // Before anything is allocated or created (a run that cannot fit leaves no folder behind).
+  check_run_fits(config, data.train.size(), memory_need_bytes(config, data.train));
+  if (!options.out_dir.empty()) io::ensure_writable_dir(options.out_dir);
   result.synthetic_data = data.synthetic;
   result.data_description = data.description;
   if (options.progress && data.synthetic)
     std::fprintf(options.progress, "WARNING: %s\n", data.description.c_str());
-  if (data.train.size() == 0) throw ConfigError("data: the training set is empty");
   Training training(config, options, data, result);
   training.train();
   training.finish(wall_start);

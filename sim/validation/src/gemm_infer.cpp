@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "gemm_infer_plain.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
 namespace rpsim::sim {
@@ -260,18 +261,20 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
       r.truncated = true;
       break;
     }
-    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total});
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total,
+                       check.max_ulps, check.mean_ulps, ""});
   }
   if (!r.exact.empty()) return;
-  for (std::size_t i = 0; i < cands.size() && r.best.size() < options.top; ++i) {
+  // r.best may hold plain models already: `top` schedules of its own, ranked together at the end.
+  for (std::size_t i = 0, added = 0; i < cands.size() && added < options.top; ++i) {
     const std::string spec = AccumulationModel(cands[i].schedule).spec();
     if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
     const auto check = check_gemm(dump, AccumulationModel(cands[i].schedule), 0, options.threads);
-    r.best.push_back(
-        {spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total});
+    r.best.push_back({spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total,
+                      check.max_ulps, check.mean_ulps, ""});
+    ++added;
   }
-  std::stable_sort(r.best.begin(), r.best.end(),
-                   [](const auto& x, const auto& y) { return x.passed > y.passed; });
+  std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
 }
 
 void named_presets(const GemmDump& dump, const InferOptions& options, InferResult& r) {
@@ -289,8 +292,16 @@ void named_presets(const GemmDump& dump, const InferOptions& options, InferResul
 
 }  // namespace
 
+bool ranks_before(const InferredSchedule& x, const InferredSchedule& y) {
+  if (x.passed != y.passed) return x.passed > y.passed;
+  if (x.max_ulps != y.max_ulps) return x.max_ulps < y.max_ulps;
+  return x.mean_ulps < y.mean_ulps;
+}
+
 InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   InferResult r;
+  // Finite inputs only, as under --model (check_dump_formats says why).
+  check_dump_formats(dump, AccumulationModel(Exact{formats::binary64(), RoundingMode::nearest_even}));
   std::vector<RoundingMode> conversions;
   value_formats(dump, r, conversions);
   const int k = static_cast<int>(dump.a.cols());
@@ -298,6 +309,10 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   std::vector<ChunkClass> classes;
   std::vector<Candidate> cands = first_candidates(r, conversions, k, classes);
   const Sample screen = sample_of(dump, options.sample);
+  // Plain models first (those the sample cannot tell from a reproduction):
+  // when one reproduces the dump, the schedules' best need not be worked out.
+  const PlainSample plain{screen.a, screen.b, screen.c, screen.d};
+  infer_plain_models(dump, plain, r.stored, r.output, options, true, r);
   score_all(cands, screen, options.threads, &Candidate::sample_pass);
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::sample_pass));
   // Stage 2: the perfect ones (or the best 16) on a larger sample; then the
@@ -312,11 +327,14 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   std::vector<Candidate> variants;
   for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
   score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
-  r.candidates = classes.size() + variants.size();
+  r.candidates += classes.size() + variants.size();
   cands.insert(cands.end(), variants.begin(), variants.end());
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
   // Stage 3: the whole dump.
   whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+  // While nothing reproduces the dump: the best plain models too, ranked with the schedules.
+  if (r.exact.empty()) infer_plain_models(dump, plain, r.stored, r.output, options, false, r);
+  if (r.best.size() > options.top) r.best.resize(options.top);
   named_presets(dump, options, r);
   return r;
 }

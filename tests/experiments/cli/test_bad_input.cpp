@@ -184,6 +184,32 @@ const BadInput kCases[] = {
     // An override that is not UTF-8 (found by fuzz_train_config: it was an internal error, exit 3).
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --set \"$(printf 'optimizer.lr=0.1\\377')\" --out {tmp}/out", "not valid UTF-8"},
     {"train", "train {source}/experiments/configs/mlp-fp16-amp.json --out {tmp}/a-file/out", "a-file"},
+    // --- issue 26: resource limits (were SIGSEGV, a hang, std::bad_alloc, or minutes of work)
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --threads 100000 --out {tmp}/out", "--threads 100000"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --threads 20000 --out {tmp}/out", "--threads 20000"},
+    {"gemm", "gemm --m 8 --n 8 --k 8 --threads 100000", "--threads 100000"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model cublas:h100:fp16:fp32 --threads 100000", "--threads 100000"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model.hidden=[100000,100000]' --out {tmp}/out", "the run needs about"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model.hidden=[100000,100000]' --plan", "the run needs about"},
+    {"train", "train {source}/experiments/configs/gpt-fp32.json --set model.block_size=100000 --out {tmp}/out", "the run needs about"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set batch_size=100000 --out {tmp}/out", "batch_size: 100000"},
+    {"grads", "grads {data}/gemm_ok.npz --out {tmp}/a-file", "a-file"},
+    {"grads", "grads {data}/gemm_ok.npz --out ''", "--out"},
+    // --- issue 26: output names and negative counts
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --out ''", "--out"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set name=../../x", "../../x"},
+    {"gemm-check", "gemm-check {data}/gemm_ok.npz --model cublas:h100:fp16:fp32 --show -1", "--show"},
+    {"explain", "explain 1 -f binary16 -r sr --seed -1", "--seed"},
+    // --- issue 26: a file for another operation; non-finite inputs under every model, not only presets
+    {"testfloat", "testfloat f32_add {data}/tf_f16_add_valid.tv", "tf_f16_add_valid.tv:1: operand"},  // was: exit 1, every line a failure
+    {"gemm-check", "gemm-check {data}/gemm_inf_input.npz --model exact:binary32", "gemm_inf_input.npz: A[1, 1]"},
+    {"gemm-check", "gemm-check {data}/gemm_inf_input.npz --model tc:h100:fp16:fp32", "gemm_inf_input.npz: A[1, 1]"},
+    {"gemm-check", "gemm-check {data}/gemm_inf_input.npz --infer", "gemm_inf_input.npz: A[1, 1]"},
+    {"sweep", "sweep {data}/sweep_empty_grid.json --out {tmp}/out", "grid is empty"},  // was: "expected an object"
+    // --- issue 26: framework configs that would change the experiment silently
+    {"train", "train {data}/deepspeed_scheduler.json --out {tmp}/out", "scheduler: DeepSpeed's WarmupCosineLR"},  // was: ignored
+    {"train", "train {data}/deepspeed_hf_auto.json --out {tmp}/out",  // every "auto" at once, not one per run
+     "fp16.enabled, optimizer.params.lr, optimizer.params.weight_decay, train_batch_size, train_micro_batch_size_per_gpu"},
 };
 // clang-format on
 

@@ -48,10 +48,29 @@ TEST_CASE("cli gemm-check --infer: the schedule of a measured tf32 slice", "[cli
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("values: A and B binary32 (instruction input tf32), D binary32") != std::string::npos);
-  CHECK(r.output.find("256/256  kernel:h100:tf32:binary32:stored=binary32:split_k=8:split_tile=32\n") !=
+  CHECK(r.output.find("256/256  max 0 mean 0 ulps of binary32  "
+                      "kernel:h100:tf32:binary32:stored=binary32:split_k=8:split_tile=32\n") !=
         std::string::npos);
   CHECK(r.output.find("named preset reproducing it: cublas:h100:tf32:binary32") != std::string::npos);
   CHECK(r.output.find("256 passed, 0 failed") != std::string::npos);
+}
+
+// Issue 26: plain models were not searched (an exact-then-binary32 D got
+// "best 2786/16384"); they come first, by the names --model takes, with the
+// ulps of every candidate and the K order as a note.
+TEST_CASE("cli gemm-check --infer: plain models by name, K order, ulps", "[cli][gemm_check]") {
+  const fs::path tmp = fs::temp_directory_path() / ("rpsim-cli-infer-plain-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const std::string dump = (tmp / "exact.npz").string();
+  REQUIRE(rpsim::test::run_cli("gemm --m 16 --n 16 --k 256 --input binary32 --model exact:binary32 --dump " +
+                               dump)
+              .status == 0);
+  const auto r = rpsim::test::run_cli("gemm-check " + dump + " --infer 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("models that reproduce every element:\n"
+                                       "  256/256  max 0 mean 0 ulps of binary32  exact:binary32\n"));
+  fs::remove_all(tmp);
 }
 
 TEST_CASE("cli gemm --dump writes what gemm-check reads, text matrices", "[cli][gemm_check]") {
@@ -78,7 +97,7 @@ TEST_CASE("cli gemm --dump writes what gemm-check reads, text matrices", "[cli][
                            (tmp / "D.txt").string() + " --format text --model tc:h100:fp16:fp32");
   INFO(t.output);
   CHECK(t.status == 1);
-  CHECK(t.output.find("mismatch row 1 col 1: expected 4.5 got 4 (-1.049e+06 ulps of binary32)") !=
+  CHECK(t.output.find("mismatch row 1 col 1: dump 4.5 model 4 (-1.049e+06 ulps of binary32)") !=
         std::string::npos);
   CHECK(t.output.find("3 passed, 1 failed") != std::string::npos);
   fs::remove_all(tmp);

@@ -71,3 +71,26 @@ TEST_CASE("cli: rpsim grads names a file that is not an array file and exits 2")
   CHECK(f.output.find("e9m99") != std::string::npos);
   fs::remove_all(dir);
 }
+
+// Issue 26: NaN and infinity were reported as "overflow nothing", tensors
+// without a group prefix were lumped in silently, and an all-zero or empty
+// tensor gave "nan% of non-zero values underflow".
+TEST_CASE("cli: rpsim grads says what it counted: non-finite values, ungrouped names, no non-zero value") {
+  const fs::path data = rpsim::test::source_dir() / "tests" / "data" / "grads";
+  const fs::path out = fresh_dir("rpsim-grads-findings");
+  auto r = run_cli("grads " + (data / "nonfinite_ungrouped.npz").string() + " --out " + (out / "a").string() +
+                   " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output,
+             Catch::Contains("non-finite: 2 NaN or infinite values in 1 tensor(s) ('act_grad/fc1')"));
+  CHECK_THAT(r.output,
+             Catch::Contains("ungrouped: 1 tensor(s) named without act_grad/ or param_grad/ ('loose')"));
+  r = run_cli("grads " + (data / "all_zero_and_empty.npz").string() + " --out " + (out / "b").string() +
+              " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("no non-zero finite value to lose"));
+  CHECK_THAT(r.output, !Catch::Contains("nan%"));
+  fs::remove_all(out);
+}

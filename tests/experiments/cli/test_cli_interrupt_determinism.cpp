@@ -70,7 +70,9 @@ TEST_CASE("rpsim train: SIGINT stops at a step boundary and keeps the steps done
   INFO(r.output);
   CHECK(r.output.find("exit=130") != std::string::npos);
   CHECK(r.output.find("interrupted at step") != std::string::npos);
-  CHECK(files_under(out).empty());  // the full run's folder stays empty: no steps.csv, no .tmp file
+  // The one behaviour (README, Training): the steps done in OUT-partial/, and
+  // OUT itself absent (issue 26: an empty OUT was left beside the partial one).
+  CHECK(!fs::exists(out));
   REQUIRE(r.output.find(partial.string() + "/") != std::string::npos);
   CHECK(files_under(partial) ==
         std::vector<fs::path>{"evaluations.csv", "histograms.csv", "meta.json", "steps.csv"});
@@ -81,6 +83,13 @@ TEST_CASE("rpsim train: SIGINT stops at a step boundary and keeps the steps done
   CHECK(steps > 0);
   const std::string csv = slurp(partial / "steps.csv");
   CHECK(std::count(csv.begin(), csv.end(), '\n') == steps + 1);  // header and one row per step done
+  // A later complete run of the same output removes the stale partial results.
+  const auto done = run_shell(rpsim::test::rpsim_binary() + " train " + (dir / "long.json").string() +
+                              " --set steps=2 --quiet --out " + out.string());
+  INFO(done.output);
+  CHECK(done.status == 0);
+  CHECK(fs::exists(out / "meta.json"));
+  CHECK(!fs::exists(partial));
   fs::remove_all(dir);
 }
 

@@ -116,3 +116,30 @@ TEST_CASE("rpsim train: says what will run before any work, then progress, and n
   CHECK(r.output.find("epoch 1 (step") == r.output.find("0.75 of epoch 1 (step") + 8);
   fs::remove_all(scratch());
 }
+
+// Issue 26: the plan printed the gpt row's help text ("model.n_layer blocks of
+// width model.n_embd ...") and the layers row's generic one, the noscale
+// config read "dynamic loss scaling" beside "scaler none", and the "wrote"
+// line left out evaluations.csv.
+TEST_CASE("rpsim train: the plan describes the model built and the scaler used", "[cli][train]") {
+  const fs::path configs = rpsim::test::source_dir() / "experiments" / "configs";
+  auto r = run_cli("train " + (configs / "gpt-fp16-amp-noscale.json").string() + " --plan 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("2 blocks of width 64, 4 heads, 32 tokens per window"));
+  CHECK_THAT(r.output, !Catch::Contains("model.n_layer") && !Catch::Contains("dynamic loss scaling"));
+  CHECK_THAT(r.output, Catch::Contains("scaler     none"));
+  CHECK_THAT(r.output, Catch::Contains("memory     about"));
+  const fs::path layers = write("layers.json", R"({
+    "name": "cli-layers", "model": {"type": "layers", "layers": [{"op": "linear", "out": 12}, {"op": "relu"},
+    {"op": "linear", "out": 10}]}, "data": {"name": "synthetic", "synthetic_train_size": 64,
+    "synthetic_test_size": 32}, "optimizer": {"type": "sgd", "lr": 0.1}, "batch_size": 16, "steps": 2})");
+  const fs::path out = scratch() / "layers-out";
+  r = run_cli("train " + layers.string() + " --quiet --out " + out.string() + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("layers: linear(out=12), relu, linear(out=10)"));
+  CHECK_THAT(r.output, Catch::Contains("wrote " + out.string() +
+                                       "/steps.csv, histograms.csv, evaluations.csv, meta.json"));
+  fs::remove_all(scratch());
+}

@@ -49,7 +49,7 @@ def test_one_ulp_off_is_found_where_it_is(cublas):
     r = rpsim.gemm_check(d["A"], d["B"], D, model="cublas:h100:fp16:fp32")
     assert not r and r.failed == 1 and r.passed == r.total - 1
     (m,) = r.mismatches
-    assert (m["row"], m["col"]) == (5, 7) and m["given"] == float(D[5, 7]) and m["ulps"] == -1.0
+    assert (m["row"], m["col"]) == (5, 7) and m["dump"] == float(D[5, 7]) and m["ulps"] == -1.0
     assert r.max_ulps == 1.0
 
 

@@ -1,6 +1,8 @@
 // Process-wide settings a front-end makes once, before any work.
 #pragma once
 
+#include <string>
+
 namespace rpsim::io {
 
 // glibc's malloc keeps freed memory instead of giving it back to the kernel:
@@ -12,5 +14,20 @@ namespace rpsim::io {
 // exit. Called by the rpsim binary and the training benchmarks, never by the
 // libraries (the Python module leaves its host process's malloc alone).
 void keep_freed_memory();
+
+}  // namespace rpsim::io
+
+namespace rpsim::io {
+
+// The largest thread count a front-end accepts: 4 per core this machine has
+// (at least 16). OpenMP starts every thread it is asked for, each with its
+// own stack: --threads 100000 ran out of memory in the runtime (SIGSEGV) and
+// 20000 hung, while past the core count threads only share the same cores.
+int max_threads();
+
+// `threads` for the option or argument named `what` ("--threads"): 0 is the
+// OpenMP default where `zero_is_default`, otherwise at least 1; at most
+// max_threads(). Throws std::invalid_argument naming `what` and the value.
+void check_threads(int threads, const std::string& what, bool zero_is_default);
 
 }  // namespace rpsim::io

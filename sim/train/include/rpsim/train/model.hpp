@@ -33,6 +33,13 @@ struct Model {
   Model clone() const;  // deep copy, tied weights re-linked
 };
 
+// Elements a model holds, worked out from its config without building it
+// (a model too large for the machine must be refused before it is allocated).
+struct ModelSize {
+  double parameters = 0;
+  double activations_per_sample = 0;  // values saved for backward, one sample
+};
+
 // The model table: one row per model type.
 struct ModelInfo {
   const char* name;
@@ -43,6 +50,9 @@ struct ModelInfo {
   std::vector<std::unique_ptr<Layer>> (*layers)(const ModelConfig& config, const Dataset& data);
   // Initialises the parameters (rounded to `storage`) from `seed`.
   void (*init)(Model& model, const ModelConfig& config, std::uint64_t seed, const Format& storage);
+  // The sizes from the config alone; nullptr: build the layers and count
+  // (the layers row, whose every layer is spelled out with its sizes).
+  ModelSize (*size)(const ModelConfig& config, const Dataset& data);
 };
 std::span<const ModelInfo> model_types();
 const ModelInfo* find_model_type(const std::string& name);
@@ -55,5 +65,6 @@ Model build_model(const Config& config, const Dataset& data);
 // The gpt row (gpt.cpp).
 std::vector<std::unique_ptr<Layer>> gpt_layers(const ModelConfig& config, const Dataset& data);
 void gpt_init(Model& model, const ModelConfig& config, std::uint64_t seed, const Format& storage);
+ModelSize gpt_size(const ModelConfig& config, const Dataset& data);
 
 }  // namespace rpsim::sim::train

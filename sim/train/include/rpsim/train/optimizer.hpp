@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rpsim/train/layers.hpp"
+#include "rpsim/train/lr_schedule.hpp"
 #include "rpsim/train/policy.hpp"
 
 namespace rpsim::sim::train {
@@ -28,9 +29,16 @@ struct OptimizerConfig {
   // Both 0: the constant lr.
   std::int64_t warmup_steps = 0, decay_steps = 0;
   double min_lr = 0;
+  // A DeepSpeed scheduler translated from a DeepSpeed config
+  // (optimizer.schedule); when set it gives every rate, lr and the schedule
+  // above unused.
+  DeepSpeedSchedule deepspeed{};
   // The learning rate of step `step` (counted from 0, skipped steps included,
   // as a scheduler stepped every iteration).
   double lr_at(std::int64_t step) const;
+  // The same after `applied` steps that were not skipped: a DeepSpeed
+  // scheduler counts only those (lr_schedule.hpp).
+  double lr_at(std::int64_t step, std::int64_t applied) const;
 };
 
 class Optimizer {

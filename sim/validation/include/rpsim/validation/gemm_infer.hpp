@@ -11,6 +11,14 @@
 // candidate), the k-block order, the split-K reduction (order, binary32 or
 // output format, rne or rtz), the promotion adds' rounding and the output
 // conversion (rne or rtz).
+//
+// Beside the kernel schedules, every plain accumulation model (what a CPU
+// BLAS, a reference loop or a non-Tensor-Core kernel computes): exact,
+// sequential, fma, pairwise, blocked (B = 8..256) and Kahan, in the output
+// format and in binary32, K in increasing and in decreasing order; binary32
+// inputs both as they are and converted to tf32 first (rne, rna, rtz), the
+// sum rounded to the output format where it is narrower. Candidates are
+// ranked by bit-exact elements, then by max and mean ulps.
 #pragma once
 
 #include <cstddef>
@@ -31,10 +39,18 @@ struct InferOptions {
 };
 
 struct InferredSchedule {
-  std::string spec;                      // kernel:... (AccumulationModel spec)
+  std::string spec;                      // kernel:... or a plain model (AccumulationModel spec)
   std::vector<std::string> equivalents;  // other fields giving the same chunks (split_k=8:split_tile=32 ...)
   std::size_t passed = 0, total = 0;     // on the whole dump
+  double max_ulps = 0, mean_ulps = 0;    // on the whole dump, output format
+  // A plain model's conditions: "K in decreasing order", "inputs rounded to
+  // tf32 (rne)", "the binary32 sum rounded to binary16 (rne)"; "" for none.
+  std::string note;
 };
+
+// Ranking: more bit-exact elements first, then the smaller max ulps, then
+// the smaller mean ulps.
+bool ranks_before(const InferredSchedule& x, const InferredSchedule& y);
 
 struct InferResult {
   Format stored, input, output;         // what the values say
