@@ -145,15 +145,16 @@ fig.tight_layout()'''
 
 
 TABLE = '''def pct(x): return f"{100 * x:.3g}%"
+def pow2(x): return f"2^{np.log2(x):g}" if x > 0 and float(np.log2(x)).is_integer() else f"{x:g}"
 e, c, zero, total = binned(at[at.arithmetic == REFERENCE])
 rows = [("steps recorded / skipped (overflow)", f"{len(steps)} / {int(steps.skipped.sum())}", "-", "(this run)"),
-        ("loss scale: first / last", f"{steps.loss_scale.iloc[0]:g} / {steps.loss_scale.iloc[-1]:g}", "-", "(this run)")]
+        ("loss scale: first / last", f"{pow2(steps.loss_scale.iloc[0])} / {pow2(steps.loss_scale.iloc[-1])}", "-", "(this run)")]
 if total:
     rows += [(f"activation gradients exactly zero ({REFERENCE}, step {HIST_STEP})", pct(zero / total), "67% (SSD)",
               "Micikevicius et al. 2018, Fig. 3 caption", "no: other network and data"),
              ("non-zero but zero in fp16 at scale 1 (below 2^-25)", pct(c[e <= -26].sum() / total),
               "the mass below 2^-24 (not given as a number)", "Micikevicius et al. 2018, Sec. 3.2", "no"),
-             (f"non-zero but zero in fp16 at the run's scale {scale_at:g}", pct(c[e <= T - 2].sum() / total),
+             (f"non-zero but zero in fp16 at the run's scale {pow2(scale_at)}", pct(c[e <= T - 2].sum() / total),
               "loss scaling recovers them", "Micikevicius et al. 2018, Sec. 3.2", "no")]
 if shadow:
     tail = steps.tail(max(1, len(steps) // 10))
