@@ -140,7 +140,7 @@ for i, (l, col) in enumerate(underflow.items()):
         ax.plot(steps.step, y.clip(lower=1e-7), color=plt.cm.viridis(i / max(1, len(underflow) - 1)), lw=1, label=l)
 ax.set_yscale("log"); ax.set_xlabel("step"); ax.set_ylabel("act.-grad entries flushed to 0 (floor 1e-7)")
 ax.set_title("(f) per-layer activation-gradient underflow"); ax.legend(fontsize=5, ncol=2)
-fig.suptitle(f"{meta.get('name', RUN.name)}: {source}, {RUN}")
+fig.suptitle(f"{meta.get('name', RUN.name)}: {source}, run folder {RUN.parent.name}/{RUN.name}")
 fig.tight_layout()'''
 
 
