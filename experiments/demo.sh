@@ -48,3 +48,21 @@ if "$rpsim" study --help >/dev/null 2>&1; then
   "$rpsim" sweep experiments/configs/sweep-ci.json --out results/sweep-ci
   if [ "$render" = 1 ]; then bash notebooks/render.sh results 06; fi
 fi
+
+# Notebook 09 draws one PyTorch model through rpsim.torch (the LLaMA-style example under
+# fp16-amp with DeepSpeed's loss scaler and an FP64 shadow, 60 steps): needs Debian's
+# python3-torch and the module built into $build/python.
+echo "== Your model through rpsim.torch (results/your-model, notebook 09)"
+if ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+  echo "SKIPPED: python3-torch is not installed (apt-get install python3-torch): no results/your-model, no notebook 09"
+elif [ ! -d "$build/python/rpsim" ]; then
+  echo "SKIPPED: the Python module rpsim is not built ($build/python/rpsim missing): no results/your-model, no notebook 09"
+else
+  PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 experiments/python/examples/your_model_run.py \
+    --out results/your-model
+  if [ -x /usr/bin/jupyter-nbconvert ]; then
+    RPSIM_PYTHONPATH="$build/python" bash notebooks/render.sh results 09
+  else
+    echo "SKIPPED: notebook 09 not rendered (jupyter-nbconvert not installed)"
+  fi
+fi

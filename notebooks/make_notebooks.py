@@ -153,6 +153,10 @@ NOTEBOOKS["07-transformer"] = training_notebooks.transformer(setup, SAVE, COMPAR
 
 NOTEBOOKS["08-fixed-point"] = precision_notebooks.fixed_point(setup, SAVE, COMPARE)
 
+import your_model_cells  # noqa: E402  (09: a run folder of rpsim.torch, not a study)
+
+NOTEBOOKS["09-your-model"] = your_model_cells.your_model(SAVE, COMPARE, precision_notebooks.FP16_REGIONS)
+
 
 def cell(kind, source):
     lines = source.split("\n")

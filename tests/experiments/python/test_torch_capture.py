@@ -286,3 +286,50 @@ def test_convolutions_are_listed_as_not_exposed(tmp_path):
     assert all("convolution" in s["reason"] for s in cap.manifest["skipped"])
     res = rpsim.gemm_check(str(tmp_path / "conv"))
     assert res.skipped == 2 and res.passed == res.failed == 0 and "convolution" in res.table
+
+
+# ---- The LLaMA-style example of experiments/python/examples (issue #28's done-when) ----
+LLAMA = dict(vocab=32, dim=16, layers=2, heads=2, hidden=24, max_seq=8)
+LB, LT = 2, 8  # batch and sequence length of the captured step
+
+
+def llama_expected(model, llama_style):
+    """GEMM calls the model's structure implies for one forward+backward: every bias-free
+    nn.Linear is one mm forward and two backward (its input's gradient: the embedding below makes
+    every activation need one; and its weight's), every Attention two batched matmuls
+    (q k^T, p v), each one bmm forward and two backward."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    attns = [m for m in model.modules() if isinstance(m, llama_style.Attention)]
+    assert all(m.bias is None for m in linears)  # otherwise addmm, not mm
+    assert len(linears) == 7 * LLAMA["layers"] + 1 and len(attns) == LLAMA["layers"]  # wq wk wv wo w1 w2 w3, head
+    return {"mm": 3 * len(linears), "bmm": 3 * 2 * len(attns)}, {"mm": len(linears), "bmm": 2 * len(attns)}
+
+
+def test_llama_example_every_gemm_is_captured_and_gemm_check_passes(tmp_path, run_cli, source_dir):
+    import sys
+    sys.path.insert(0, str(source_dir / "experiments" / "python" / "examples"))
+    import llama_style
+    model = llama_style.make_model(**LLAMA)
+    ids = torch.randint(0, LLAMA["vocab"], (LB, LT + 1), generator=torch.Generator().manual_seed(3))
+    directory = str(tmp_path / "llama")
+    batch = LB * LLAMA["heads"]
+    with rt.capture_gemms(directory, batch_sample=batch) as cap:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(ids[:, :-1])
+        torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten()).backward()
+    m = cap.manifest
+    expected, forward = llama_expected(model, llama_style)
+    ops = {}
+    for g in m["gemms"]:
+        ops.setdefault(g["call"], g)
+    assert {op: sum(g["op"] == op for g in ops.values()) for op in expected} == expected
+    assert {op: sum(g["op"] == op and g["phase"] == "forward" for g in ops.values()) for op in forward} == forward
+    assert m["calls"] == len(ops) == sum(expected.values()) and m["skipped"] == []
+    assert sum(g["op"] == "bmm" for g in m["gemms"]) == expected["bmm"] * batch  # every (batch, head) kept
+    # The shapes the structure gives: the head's forward is (B*T x dim) x (dim x vocab).
+    assert any((g["m"], g["n"], g["k"]) == (LB * LT, LLAMA["vocab"], LLAMA["dim"]) for g in ops.values())
+    assert {g["a_dtype"] for g in m["gemms"]} == {"bfloat16"}
+    rewrite_d(directory, m)
+    r = run_cli("gemm-check", directory, "--model", MODEL)
+    n = sum(expected.values())
+    assert r.stdout.rstrip().endswith(f"{n} passed, 0 failed"), r.stdout[-2000:]
