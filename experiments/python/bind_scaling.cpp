@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rpsim/scaling/fp8_scaling.hpp"
 #include "rpsim/scaling/loss_scaler.hpp"
 #include "rpsim/scaling/loss_scaler_trace.hpp"
 
@@ -117,6 +118,25 @@ upstream default, and one the policy does not read raises ValueError naming it.
 Returns {'step': int64 (1-based), 'scale': float64 (the loss scale each step's backward pass used),
 'skipped': bool, 'stopped': None or the message where the scaler stopped the run (DeepSpeed with
 raise_at_min_scale; the arrays then hold the steps before it), 'policy'}.)");
+
+  // Transformer Engine's FP8 scaling rules (sim/scaling fp8_scaling.hpp), the one
+  // implementation rpsim train's FP8 layers use, for rpsim.torch's FP8 GEMMs.
+  py::class_<sim::DelayedScaling>(m, "_DelayedScaling")
+      .def(
+          py::init([](float fp8_max, int margin, std::size_t history_len, const std::string& algo) {
+            const auto a = sim::parse_amax_compute_algo(algo);
+            if (!a)
+              throw py::value_error(fmt::format("amax_compute_algo '{}': expected max or most_recent", algo));
+            return sim::DelayedScaling(sim::DelayedScalingConfig{fp8_max, margin, history_len, *a});
+          }),
+          arg("fp8_max"), arg("margin"), arg("amax_history_len"), arg("amax_compute_algo"))
+      .def("scale", &sim::DelayedScaling::scale)
+      .def("record_amax", &sim::DelayedScaling::record_amax, arg("amax"))
+      .def("update", &sim::DelayedScaling::update);
+  m.def(
+      "_current_scale",
+      [](float amax, float fp8_max) { return sim::current_scale_from_amax(amax, {fp8_max}); }, arg("amax"),
+      arg("fp8_max"));
 }
 
 }  // namespace rpsim::python

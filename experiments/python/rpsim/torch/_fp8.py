@@ -1,21 +1,22 @@
 """FP8 per-tensor scaling of a GEMM's operands, as `rpsim train`'s fp8-delayed and fp8-current
-policies run their FP8 GEMMs (sim/train/src/layers/fp8.cpp; Transformer Engine's recipes,
-Micikevicius et al. 2022): scale = binary32(fp8_max / amax / 2^margin), amax the tensor's own
-(current) or the largest of the last amax_history_len steps' (delayed, "max") or the last one
-("most_recent"); 1 where amax is 0 or not finite. The operand x is stored as
+policies run their FP8 GEMMs (sim/train/src/layers/fp8.cpp): the scale comes from the same C++
+implementation of Transformer Engine's rules (sim/scaling fp8_scaling.hpp: delayed scaling starts
+at 1 and keeps the previous scale on a zero or non-finite amax; current scaling is 1 there), amax
+as TE reduces it (NaN elements skipped). The operand x is stored as
 round_fp8(clamp(binary32(x * scale), +-fp8_max)), and the GEMM's result multiplied by
 binary32(1 / (scale_a * scale_b)) and rounded to the accumulation format."""
 import torch
 
+from .. import _core
 from ._quantize import round_tensor
 
 
 class Fp8State:
-    """One layer's amax histories and last statistics, per tensor ("x", "w", "dy")."""
+    """One layer's delayed-scaling states and last statistics, per tensor ("x", "w", "dy")."""
 
     def __init__(self, recipe):
         self.recipe = recipe
-        self.history = {"x": [], "w": [], "dy": []}
+        self.delayed = {}
         self.stats = {}
 
 
@@ -25,16 +26,18 @@ def _f32(v):
 
 def scale_of(t, fmt_max, state, which):
     r = state.recipe
-    amax_now = float(t.detach().abs().max()) if t.numel() else 0.0
-    amax = amax_now
-    hist = state.history[which]
+    a = t.detach().abs()
+    amax_now = float(torch.where(torch.isnan(a), torch.zeros_like(a), a).max()) if t.numel() else 0.0
     if r["scaling"] == "delayed":
-        if hist:
-            amax = hist[-1] if r["amax_compute_algo"] == "most_recent" else max(hist)
-        hist.append(amax_now)
-        del hist[:-r["amax_history_len"]]
-    ok = amax > 0 and amax != float("inf") and amax == amax
-    scale = _f32(fmt_max / amax / 2.0 ** r["margin"]) if ok else 1.0
+        d = state.delayed.get(which)
+        if d is None:
+            d = state.delayed[which] = _core._DelayedScaling(fmt_max, r["margin"], r["amax_history_len"],
+                                                            r["amax_compute_algo"])
+        scale = d.scale()
+        d.record_amax(amax_now)
+        d.update()
+    else:
+        scale = _core._current_scale(amax_now, fmt_max * 2.0 ** -r["margin"])
     state.stats[which] = {"amax": amax_now, "scale": scale}  # a new record per use (per step)
     return scale
 
