@@ -1,8 +1,9 @@
 """rpsim.gemm_check: a GPU's GEMM checked bit for bit against a model, as `rpsim gemm-check`."""
 from . import _core, _gemm_manifest
+from ._result import CheckResult
 
 
-class GemmCheckResult:
+class GemmCheckResult(CheckResult):
     """passed / failed / total: elements of D equal (or not) to the model's, encoding for encoding
     (any NaN equals any NaN, -0 differs from +0); max_ulps, mean_ulps: |model - D| in ulps of the
     model's output format; mismatches: the first `show` in row-major order, each {'row', 'col',
@@ -10,23 +11,13 @@ class GemmCheckResult:
     mismatch lines use; model_D: the model's whole result; model, schedule
     (the concrete schedule a preset chose for this shape, '' otherwise), output_format."""
 
-    def __init__(self, raw):
-        self.__dict__.update(raw)
-
-    @property
-    def ok(self):
-        return self.failed == 0
-
-    def __bool__(self):
-        return self.ok
-
     def __repr__(self):
         sched = f", schedule {self.schedule}" if self.schedule else ""
         return (f"<rpsim.GemmCheckResult {self.model}{sched}: {self.passed}/{self.total} bit-exact, "
                 f"max {self.max_ulps:.4g} ulps of {self.output_format}>")
 
 
-class GemmInferResult:
+class GemmInferResult(CheckResult):
     """What `rpsim gemm-check --infer` reports: ranked, the candidates (kernel schedules and plain
     models) best first: by bit-exact elements, then max and mean ulps of output_format; each a
     dict {'model' (a spec for gemm_check(model=...)), 'note' (conditions of a plain model: K in
@@ -36,15 +27,12 @@ class GemmInferResult:
     were screened."""
 
     def __init__(self, raw):
-        self.__dict__.update(raw)
+        super().__init__(raw)
         self.ranked = raw["exact"] if raw["exact"] else raw["best"]
 
     @property
     def ok(self):
         return bool(self.exact)
-
-    def __bool__(self):
-        return self.ok
 
     def __repr__(self):
         top = self.ranked[0] if self.ranked else None

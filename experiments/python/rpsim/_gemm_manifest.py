@@ -3,6 +3,7 @@ the model its device and flags select (or one given), as `rpsim gemm-check DIR`.
 import os
 
 from . import _core
+from ._result import CheckResult
 
 
 def is_manifest(path):
@@ -13,22 +14,12 @@ def is_manifest(path):
     return os.path.isfile(os.path.join(path, "manifest.json")) or os.path.basename(path) == "manifest.json"
 
 
-class ManifestCheckResult:
+class ManifestCheckResult(CheckResult):
     """rows: one per captured op call, each {'call', 'op', 'shape', 'dtype', 'model', 'note',
     'gemms', 'passed', 'total' (elements), 'max_ulps'}; mismatches: the first `show` lines naming
     file, element, D and the model's value; passed / failed: op calls; skipped and skip_reasons:
     the GEMMs the capture or the check left out, and why; table: what `rpsim gemm-check DIR`
     prints."""
-
-    def __init__(self, raw):
-        self.__dict__.update(raw)
-
-    @property
-    def ok(self):
-        return self.failed == 0
-
-    def __bool__(self):
-        return self.ok
 
     def __str__(self):
         return self.table
