@@ -3,6 +3,7 @@
 #include "rpsim/validation/tensor_core_golden.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -264,6 +265,20 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
   if (fs::exists(conventions_path)) conventions = read_conventions(conventions_path);
   // The GPU's name in the file names: conventions.json's "gpu", else the folder's.
   const std::string gpu = conventions && !conventions->gpu.empty() ? conventions->gpu : folder_name(gpu_dir);
+  // Without conventions.json the folder's name must be a GPU's (tc-golden's
+  // layout), or the first missing file would be all the user learns.
+  if (!conventions && preset_for_gpu_folder(gpu).empty()) {
+    std::vector<std::string> known;
+    for (const auto& preset : tensor_core_preset_names())
+      if (const auto f = gpu_folder_for_preset(preset);
+          !f.empty() && std::find(known.begin(), known.end(), f) == known.end())
+        known.push_back(f);
+    throw GoldenDataError(
+        fmt::format("'{}' is not a GPU folder: it has no conventions.json and '{}' names no GPU (tc-golden's "
+                    "folders: {}); "
+                    "an MMA-Sim vector file or folder is read too",
+                    gpu_dir.string(), gpu, fmt::join(known, " ")));
+  }
   std::vector<GoldenSet> sets;
   for (const auto& folder : folders) load_folder(gpu_dir, gpu, folder, conventions, sets);
   return sets;

@@ -91,6 +91,7 @@ const BadInput kCases[] = {
     {"tc-validate", "tc-validate {tmp}/missing-gpu", "missing-gpu"},
     {"tc-validate", "tc-validate {tmp}/a-file", "a-file"},
     {"tc-validate", "tc-validate {tmp}/a-dir", "a-dir"},                     // no input-format folders
+    {"tc-validate", "tc-validate {data}/tc_valid", "not a GPU folder"},     // a folder above a GPU folder
     {"tc-validate", "tc-validate {data}/tc_wrong_k/H100", "K"},              // K = 3 where H100 fp16 has 16
     {"tc-validate", "tc-validate {data}/tc_ragged/H100", "a_H100_fp16.txt:2"},
     {"tc-validate", "tc-validate {data}/tc_bad_hex/H100", "ZZZZ0000"},
