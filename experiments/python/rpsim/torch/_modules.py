@@ -17,6 +17,13 @@ class _Emulated:
         new._setup(accumulation, config)
         return new
 
+    def _conv(self, op, x):
+        """A convolution module's forward through `op` (im2col and one emulated GEMM)."""
+        if self.padding_mode != "zeros":
+            raise ValueError(f"{type(self).__name__}: padding_mode '{self.padding_mode}' is not emulated "
+                             "(zeros only)")
+        return op(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, config=self.gemm)
+
     def extra_repr(self):
         return f"{super().extra_repr()}, accumulation={self.gemm.model}"
 
@@ -40,10 +47,7 @@ class Conv2d(_Emulated, nn.Conv2d):
         self._setup(accumulation, config)
 
     def forward(self, x):
-        if self.padding_mode != "zeros":
-            raise ValueError(f"Conv2d: padding_mode '{self.padding_mode}' is not emulated (zeros only)")
-        return _ops.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                           config=self.gemm)
+        return self._conv(_ops.conv2d, x)
 
 
 class Conv1d(_Emulated, nn.Conv1d):
@@ -54,7 +58,4 @@ class Conv1d(_Emulated, nn.Conv1d):
         self._setup(accumulation, config)
 
     def forward(self, x):
-        if self.padding_mode != "zeros":
-            raise ValueError(f"Conv1d: padding_mode '{self.padding_mode}' is not emulated (zeros only)")
-        return _ops.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                           config=self.gemm)
+        return self._conv(_ops.conv1d, x)
