@@ -114,9 +114,10 @@ StepOutcome Training::emulated_step(const Matrix& x, const std::vector<int>& lab
   auto params = emu_.model.parameters();
   if (inject_.count(step) && !params.empty()) params.front()->grad(0, 0) = INFINITY;
   const std::map<const Parameter*, double> carried = adaptive ? carried_scales(emu_) : decltype(carried){};
+  const double global_inv = round_value(formats::binary32(), 1.0 / o.scale);
   for (Parameter* p : params) {
     const auto it = carried.find(p);
-    const double inv = round_value(formats::binary32(), 1.0 / (it == carried.end() ? o.scale : it->second));
+    const double inv = it == carried.end() ? global_inv : round_value(formats::binary32(), 1.0 / it->second);
     if (inv != 1.0) {
       Matrix unscaled = p->grad * inv;
       round_in_place(*policy.gradients, unscaled);
