@@ -32,8 +32,15 @@ static loss scale (1 ... 2^24) and once with PyTorch's dynamic scaler, and the f
 that a rounding to fp16 flushed to zero is counted where it happens (`underflow.csv`, `summary.csv`).
 
 Tables: `fig3_histogram.csv`, `fig3_summary.csv`, `histograms.csv`, `underflow.csv`, `predicted.csv`,
-`summary.csv` written by `rpsim study underflow`."""),
-    ("code", setup("underflow", "03-underflow.png")),
+`summary.csv` written by `rpsim study underflow`.
+
+Your own run: set `RPSIM_RUN` to a run folder (several: separated by `:`) that `rpsim train --out`,
+`rpsim.torch.Trainer(..., out=DIR)` or `rpsim.torch.Telemetry(model, out=DIR)` wrote (a real PyTorch run, CPU or
+GPU). The same tables are then built from its `steps.csv`, `histograms.csv` and `meta.json` (`user_runs.py`): the
+histograms are its FP64 shadow's where it has one, else its own (Telemetry: unscaled, as recorded); (c) shows each
+run's measured underflow at the loss scale of its first recorded step and the prediction from its histograms; (d) its
+per-layer underflow per step. The figure is saved as `03-underflow-run.png`."""),
+    ("code", setup("underflow", "03-underflow.png", runs=True)),
     ("code", """fig3 = csv("fig3_histogram.csv")
 fig3s = csv("fig3_summary.csv")
 under = csv("underflow.csv")
@@ -50,7 +57,10 @@ def binned(frame):
 
 sources = list(dict.fromkeys(fig3.source))
 colours = plt.cm.tab10(np.arange(10))
-fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+# What each histogram is: the FP64 shadow's, or (a run without one) the run's own arithmetic.
+arith = dict(zip(fig3.source, fig3.arithmetic)) if "arithmetic" in fig3 else {s: "fp64" for s in sources}
+NET = RUNS[0].label if RUN_MODE else "MLP"
+fig, axes = plt.subplots(1, 4, figsize=(24, 5))
 ZERO_X = -52  # where the zero bin is drawn, left of every binade
 for ax, title, pick in [
         (axes[0], "(a) whole network, by source", lambda s: fig3[(fig3.source == s) & (fig3.layer == "all")]),
@@ -70,32 +80,50 @@ styles = ["-", "--", "-.", ":"]
 k = 0
 for j, s in enumerate(sources):
     layers = [l for l in dict.fromkeys(fig3[fig3.source == s].layer) if l != "all"]
-    if len(layers) > 6:
+    if len(layers) > 6 and not RUN_MODE:
         continue  # a network with many layers is in (a) as a whole
+    if len(layers) > 6:  # a user's model: its 6 layers that fp16 would flush most of
+        f = fig3s[(fig3s.source == s) & (fig3s.layer != "all")].sort_values("fp16_zero_fraction", ascending=False, kind="stable")
+        layers = list(f.layer[:6])
+        print(f"(b) {s}: the 6 of {len(f)} layers with the most fp16-flushed entries: {', '.join(layers)}")
     for l in layers:
         e, f, zero = binned(fig3[(fig3.source == s) & (fig3.layer == l)])
         ax.step(e + 0.5, f, where="mid", color=colours[k % 10], ls=styles[j % 4], lw=1.2, label=f"{s} {l}")
         k += 1
 fp16_regions(ax)
 ax.set_yscale("log"); ax.set_xlim(-60, 20)
-ax.set_xlabel("log2 |activation gradient| (FP64 shadow)"); ax.set_ylabel("fraction of the layer's entries")
+ax.set_xlabel("log2 |activation gradient| (" + ", ".join(sorted(set(arith.values()))) + ")")
+ax.set_ylabel("fraction of the layer's entries")
 ax.set_title("(b) per layer (colour: layer, line style: network)"); ax.legend(fontsize=6, ncol=2)
 
 ax = axes[2]
 static = summary[summary.static_scale > 0]
 ax.plot(np.log2(static.static_scale), 100 * static.activation_grad_underflow_step0.clip(lower=1e-7), "o-", color="tab:blue",
-        label="MLP, measured in the fp16-amp run (step 0)")
+        label="each run, measured at its first recorded step" if RUN_MODE else "MLP, measured in the fp16-amp run (step 0)")
 p0 = pred[pred.tensor == "activation_grad"]
 last = p0.step.max()
 g = p0[p0.step == last]
 ax.plot(g.log2_scale, 100 * g.underflow_fraction.clip(lower=1e-7), "s--", color="tab:green",
-        label=f"MLP, predicted from FP64 binades (step {last})")
-ax.plot(g.log2_scale, 100 * g.overflow_fraction.clip(lower=1e-7), "x:", color="tab:red", label="MLP, predicted overflow")
+        label=f"{NET}, predicted from {arith.get(NET, 'fp64')} binades (step {last})")
+ax.plot(g.log2_scale, 100 * g.overflow_fraction.clip(lower=1e-7), "x:", color="tab:red", label=f"{NET}, predicted overflow")
 ax.set_yscale("log"); ax.set_ylim(1e-5, 100)
 ax.set_xlabel("log2 static loss scale"); ax.set_ylabel("% of non-zero activation gradients (1e-5% = none)")
 ax.set_title("(c) lost to fp16 at each loss scale"); ax.legend(fontsize=7)
-fig.suptitle("Micikevicius et al. 2018, Fig. 3 form" + (" — SYNTHETIC data" if meta.get("synthetic_data") else "")
-             + ": activation gradients of " + ", ".join(sources) + " on Fashion-MNIST (FP64 shadow)")
+
+# (d) per layer and step, the fraction of activation-gradient entries flushed to zero where it
+# happens (underflow.csv): the study's scale-1 run, or the first run folder.
+ax = axes[3]
+act = under[under.tensor == "activation_grad"]
+first = act[act.static_scale == 1].loss_scale.iloc[0] if (act.static_scale == 1).any() else act.loss_scale.iloc[0]
+shown = act[act.loss_scale == first]
+layers_d = list(dict.fromkeys(shown.layer))
+for i, (l, g) in enumerate(shown.groupby("layer", sort=False)):
+    ax.plot(g.step, g.underflow_fraction.clip(lower=1e-7), color=plt.cm.viridis(i / max(1, len(layers_d) - 1)), lw=1, label=l)
+ax.set_yscale("log"); ax.set_xlabel("step"); ax.set_ylabel("act.-grad entries flushed to 0 (floor 1e-7)")
+ax.set_title(f"(d) per layer and step, run {first}"); ax.legend(fontsize=5, ncol=2)
+what = ("your runs: " + ", ".join(f"{s} ({arith[s]})" for s in sources)) if RUN_MODE else \
+       "activation gradients of " + ", ".join(sources) + " on Fashion-MNIST (FP64 shadow)"
+fig.suptitle("Micikevicius et al. 2018, Fig. 3 form" + (" — SYNTHETIC data" if meta.get("synthetic_data") else "") + ": " + what)
 fig.tight_layout()"""),
     ("code", SAVE),
     ("md", "## Measured next to published"),
@@ -112,12 +140,18 @@ for _, r in alls.iterrows():
     rows.append((f"{r.source}: loss scales losing the fewest without overflow", f"2^{r.recovering_min_log2_scale:g} .. 2^{r.recovering_max_log2_scale:g}",
                  "8 was enough for SSD", "Micikevicius et al. 2018, Sec. 3.2", "no"))
 s1 = summary[summary.static_scale == 1]
-if len(s1):
+if len(s1) and not RUN_MODE:
     rows.append(("MLP: measured activation-grad underflow at scale 1, step 0", pct(s1.activation_grad_underflow_step0.iloc[0]),
                  "-", "(this simulator)", "-"))
 over = summary[(summary.static_scale > 0) & (summary.overflow_steps > 0)]
-rows.append(("MLP: smallest static scale with overflowing steps", f"{over.static_scale.min():g}" if len(over) else "none tried",
-             "no overflow up to 32K for SSD", "Micikevicius et al. 2018", "no"))
+if RUN_MODE:
+    for _, r in summary.iterrows():
+        rows.append((f"{r.loss_scale}: act.-grad underflow at its first step (scale {r.static_scale:g}) / mean over steps",
+                     f"{pct(r.activation_grad_underflow_step0)} / {pct(r.activation_grad_underflow_mean)}", "-", "(this run)", "-"))
+        rows.append((f"{r.loss_scale}: steps with an overflow / skipped", f"{r.overflow_steps} / {r.skipped_steps}", "-", "(this run)", "-"))
+else:
+    rows.append(("MLP: smallest static scale with overflowing steps", f"{over.static_scale.min():g}" if len(over) else "none tried",
+                 "no overflow up to 32K for SSD", "Micikevicius et al. 2018", "no"))
 compare(rows);"""),
     ]
 

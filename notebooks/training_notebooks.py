@@ -14,28 +14,49 @@ The same MLP, initial weights and data order are trained under fp32, fp16-amp, b
 nearest and stochastic update rounding, bf16 with Kahan updates and FP8 with delayed scaling; every run
 has an FP64 shadow, so each curve also shows how far the weights drift from exact arithmetic.
 
-Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study accuracy`."""),
-    ("code", setup("accuracy", "05-accuracy.png")),
+Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study accuracy`.
+
+Your own run: set `RPSIM_RUN` to a run folder (several: separated by `:`) that `rpsim train --out`,
+`rpsim.torch.Trainer(..., out=DIR)` or `rpsim.torch.Telemetry(model, out=DIR)` wrote; the same tables are then built
+from its `steps.csv`, `evaluations.csv` and `meta.json` (`user_runs.py`), one curve per folder, and the figure is
+saved as `05-accuracy-run.png`. A run without an FP64 shadow or without evaluations (Telemetry records a real run:
+neither) is drawn without them, and the panel that needs them says so."""),
+    ("code", setup("accuracy", "05-accuracy.png", runs=True)),
     ("code", """curves = csv("curves.csv")
 evals = csv("evaluations.csv")
 summary = csv("summary.csv")
 summary"""),
     ("code", """fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+def missing(ax, text):
+    # A panel whose data the runs do not have says so, on the figure and in the output.
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9)
+    print(ax.get_title() or "panel", "-", text.replace("\\n", " "))
+no_shadow = []
 for run, g in curves.groupby("run", sort=False):
     w = max(1, len(g) // 40)
     axes[0].plot(g.step, g.loss_emulated_nats.rolling(w, min_periods=1).mean(), label=run)
-    axes[1].plot(g.step, g.weight_rel_distance_from_fp64.clip(lower=1e-12), label=run)
+    if g.weight_rel_distance_from_fp64.notna().any():
+        axes[1].plot(g.step, g.weight_rel_distance_from_fp64.clip(lower=1e-12), label=run)
+    else:
+        no_shadow.append(run)
 axes[0].set_xlabel("step"); axes[0].set_ylabel("training loss (nats, smoothed)"); axes[0].set_title("(a) training loss")
 axes[1].set_yscale("log"); axes[1].set_xlabel("step"); axes[1].set_ylabel("||w - w_fp64|| / ||w_fp64|| (mean over layers)")
 axes[1].set_title("(b) distance from the FP64 shadow")
-axes[0].legend(fontsize=7); axes[1].legend(fontsize=7)
+if no_shadow:
+    missing(axes[1], "no FP64 shadow in\\n" + "\\n".join(no_shadow) + "\\n(no weight_rel_distance_from_fp64 values)")
+axes[0].legend(fontsize=7)
+if len(no_shadow) < len(summary):
+    axes[1].legend(fontsize=7)
 ax = axes[2]
 x = np.arange(len(summary))
 ax.bar(x, summary.test_accuracy_percent, color="tab:blue", label="policy")
 ax.plot(x, summary.fp64_test_accuracy_percent, "k_", ms=20, mew=2, label="its FP64 shadow")
 ax.set_xticks(x); ax.set_xticklabels(summary.run, rotation=45, ha="right")
 lo = min(summary.test_accuracy_percent.min(), summary.fp64_test_accuracy_percent.min())
-ax.set_ylim(max(0, lo - 5), 100); ax.set_ylabel("test accuracy %"); ax.set_title("(c) final test accuracy"); ax.legend(fontsize=7)
+ax.set_ylim(max(0, lo - 5) if np.isfinite(lo) else 0, 100); ax.set_ylabel("test accuracy %"); ax.set_title("(c) final test accuracy"); ax.legend(fontsize=7)
+unscored = list(summary.run[summary.test_accuracy_percent.isna()])
+if unscored:
+    missing(ax, "no evaluations (evaluations.csv) in\\n" + "\\n".join(unscored))
 fig.tight_layout()"""),
     ("code", SAVE),
     ("md", """## FP8 scaling: delayed against current
@@ -47,9 +68,10 @@ weight, `fc0.dy` the gradient arriving at it, e4m3 forward and e5m2 backward), t
 used, and the fractions of entries clamped at the format's largest finite value (saturated) and of nonzero
 entries quantised to zero (flushed); the `fp8-current` run is trained for this table only. Zero fractions
 are drawn at the floor 1e-7."""),
-    ("code", """fp8 = csv("fp8.csv") if (STUDY / "fp8.csv").exists() else None
+    ("code", """fp8 = csv("fp8.csv") if has("fp8.csv") else None
 if fp8 is None:
-    print("no fp8.csv: the study config runs no FP8 policy")
+    print("no fp8.csv: " + ("no run folder has FP8 columns (<layer>.<x|w|dy>_fp8_amax)" if RUN_MODE
+                            else "the study config runs no FP8 policy"))
 else:
     tensors = list(dict.fromkeys(fp8.tensor))
     colours = dict(zip(tensors, plt.cm.tab10.colors))
@@ -109,8 +131,15 @@ fp32, fp16 autocast with PyTorch's dynamic loss scaler, the same without any sca
 Validation loss (nats per character) is measured every few steps on held-out text, in the run's own
 precision and in the shadow's.
 
-Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study transformer`."""),
-    ("code", setup("transformer", "07-transformer.png")),
+Tables: `curves.csv`, `evaluations.csv`, `summary.csv` written by `rpsim study transformer`.
+
+Your own run: set `RPSIM_RUN` to a run folder (several: separated by `:`) that `rpsim train --out`,
+`rpsim.torch.Trainer(..., out=DIR)` or `rpsim.torch.Telemetry(model, out=DIR)` wrote; the same tables are then built
+from its `steps.csv`, `evaluations.csv` and `meta.json` (`user_runs.py`), one curve per folder, and the figure is
+saved as `07-transformer-run.png`. A run without an FP64 shadow or without evaluations (Telemetry records a real run:
+neither) is drawn without them, and the panel that needs them says so.
+Panel (a) draws a run's test loss as its validation loss."""),
+    ("code", setup("transformer", "07-transformer.png", runs=True)),
     ("code", """curves = csv("curves.csv")
 evals = csv("evaluations.csv")
 summary = csv("summary.csv")
@@ -123,10 +152,20 @@ fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
 ax = axes[0]
 for run, g in evals.groupby("run", sort=False):
     ax.plot(g.step, g.val_loss_emulated_nats, "-o", ms=3, color=colours[run], label=run)
-    ax.plot(g.step, g.val_loss_fp64_nats, ":", color=colours[run], lw=1)
+    if g.val_loss_fp64_nats.notna().any():
+        ax.plot(g.step, g.val_loss_fp64_nats, ":", color=colours[run], lw=1)
 ax.set_xlabel("step"); ax.set_ylabel("validation loss (nats/char)")
 ax.set_title("(a) validation loss; dotted: each run's FP64 shadow")
-ax.legend(fontsize=7)
+unscored = [r for r in runs if r not in set(evals.run)]
+if unscored:
+    ax.text(0.5, 0.5, "no evaluations (evaluations.csv) in\\n" + "\\n".join(unscored), ha="center", va="center",
+            transform=ax.transAxes, fontsize=9)
+    print("(a): no evaluations in", ", ".join(unscored))
+no_shadow = [r for r, g in curves.groupby("run", sort=False) if not g.loss_fp64_nats.notna().any()]
+if no_shadow:
+    print("no FP64 shadow (no loss_fp64_nats) in", ", ".join(no_shadow))
+if len(evals):
+    ax.legend(fontsize=7)
 ax = axes[1]
 for run, g in curves.groupby("run", sort=False):
     w = max(1, len(g) // 40)
@@ -144,7 +183,8 @@ ax.set_yscale("log"); ax.set_xlabel("step")
 ax.set_ylabel("act.-grad entries flushed to 0\\n(mean over layers; floor 1e-7)")
 ax.set_title("(c) gradient underflow per step")
 ax.legend(fontsize=7)
-title = "character-level GPT on " + ("SYNTHETIC text" if synthetic else "Debian's fortunes")
+title = "your runs: " + ", ".join(runs) if RUN_MODE else \
+        "character-level GPT on " + ("SYNTHETIC text" if synthetic else "Debian's fortunes")
 fig.suptitle(title)
 fig.tight_layout()"""),
     ("code", SAVE),
