@@ -114,7 +114,8 @@ ax.set_title("(c) lost to fp16 at each loss scale"); ax.legend(fontsize=7)
 # happens (underflow.csv): the study's scale-1 run, or the first run folder.
 ax = axes[3]
 act = under[under.tensor == "activation_grad"]
-first = act[act.static_scale == 1].loss_scale.iloc[0] if (act.static_scale == 1).any() else act.loss_scale.iloc[0]
+first = act[act.static_scale == 1].loss_scale.iloc[0] if (act.static_scale == 1).any() and not RUN_MODE \\
+    else act.loss_scale.iloc[0]
 shown = act[act.loss_scale == first]
 layers_d = list(dict.fromkeys(shown.layer))
 for i, (l, g) in enumerate(shown.groupby("layer", sort=False)):

@@ -1,0 +1,219 @@
+"""Notebooks 03 (underflow), 05 (accuracy) and 07 (transformer) draw a user's own run folders
+(RPSIM_RUN, issues #27 and #28): a real rpsim.torch.Trainer run (the LLaMA-style example, fp16-amp,
+DeepSpeed's scaler, FP64 shadow, evaluations) and a real rpsim.torch.Telemetry run (the same
+example under torch.autocast bf16 on CPU: no shadow, no evaluations). The notebooks' cells are
+executed in this process, so that the numbers each panel plots are compared with the run folders'
+CSV values, read here independently of notebooks/user_runs.py; the panels a Telemetry run lacks the
+data for say so. `rpsim grads` on one step Telemetry dumped gives Telemetry's own fractions and
+histogram. Skipped without torch (and the render.sh test without jupyter-nbconvert)."""
+import contextlib
+import io
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: no run to draw")
+rt = pytest.importorskip("rpsim.torch")
+matplotlib = pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed: notebooks not executed")
+matplotlib.use("Agg")
+NBCONVERT = pathlib.Path(os.environ.get("RPSIM_NBCONVERT", "/usr/bin/jupyter-nbconvert"))
+DUMP_STEP = 2
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, source_dir):
+    """(trainer folder, telemetry folder), each written by a real run of the LLaMA-style example."""
+    sys.path.insert(0, str(source_dir / "experiments" / "python" / "examples"))
+    import llama_style
+    import your_model_run
+    base = tmp_path_factory.mktemp("runs")
+    trainer = base / "trainer"
+    meta = your_model_run.run(str(trainer), steps=6, batch=4, seq=16, histogram_every=2)
+    assert meta["shadow"] and meta["steps"] == 6 and len(meta["evaluations"]) >= 1
+    telemetry = base / "telemetry"
+    torch.manual_seed(0)
+    model = llama_style.make_model(dim=16, layers=1, heads=2, hidden=32, max_seq=8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # bf16 autocast needs no loss scale: scale 1, so fp16 would flush some activation gradients.
+    with rt.Telemetry(model, out=str(telemetry), sample=None, dump_steps=(DUMP_STEP,)) as tel:
+        for x, y in llama_style.fortunes_batches(2, 8, 5):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+            loss.backward()
+            tel.step(loss)
+            opt.step()
+            opt.zero_grad()
+    assert json.loads((telemetry / "meta.json").read_text())["source"] == "rpsim.torch.Telemetry"
+    return trainer, telemetry
+
+
+def execute(source_dir, name, results, folders, monkeypatch):
+    """Runs notebook `name`'s code cells here (cwd: notebooks/, as Jupyter and render.sh run them);
+    returns (its namespace, its printed output)."""
+    monkeypatch.setenv("RPSIM_RESULTS", str(results))
+    monkeypatch.setenv("RPSIM_RUN", os.pathsep.join(str(f) for f in folders))
+    monkeypatch.chdir(source_dir / "notebooks")
+    nb = json.loads((source_dir / "notebooks" / f"{name}.ipynb").read_text())
+    ns, out = {"display": print}, io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for i, c in enumerate(nb["cells"]):
+            if c["cell_type"] == "code":
+                exec(compile("".join(c["source"]), f"{name}[{i}]", "exec"), ns)
+    png = results / "figures" / f"{name}-run.png"
+    assert png.stat().st_size > 10000, f"{png} not written"
+    assert (results / "figures" / f"{name}-run.md").read_text().startswith("| quantity")
+    return ns, out.getvalue()
+
+
+def steps(folder):
+    return pd.read_csv(folder / "steps.csv")
+
+
+def layer_mean(s, suffix):
+    """Per step, the mean over the layers' non-empty `*_suffix` cells (the studies' curves)."""
+    cols = [c for c in s.columns if c.endswith("_" + suffix)]
+    return np.array([np.nanmean(v) if np.isfinite(v).any() else np.nan for v in s[cols].to_numpy(float)])
+
+
+def line(ax, label):
+    found = [l for l in ax.lines if l.get_label() == label]
+    assert len(found) == 1, f"{ax.get_title()}: no single line {label!r} in {[l.get_label() for l in ax.lines]}"
+    return found[0]
+
+
+def texts(ax):
+    return " ".join(t.get_text() for t in ax.texts)
+
+
+def test_notebook_05_draws_a_trainer_and_a_telemetry_run(tmp_path, source_dir, runs, monkeypatch):
+    trainer, telemetry = runs
+    ns, out = execute(source_dir, "05-accuracy", tmp_path / "results", runs, monkeypatch)
+    loss, dist, acc = ns["fig"].axes[:3]
+    for folder in runs:
+        np.testing.assert_array_equal(line(loss, folder.name).get_ydata(), steps(folder).loss_emulated_nats)
+    want = np.clip(layer_mean(steps(trainer), "weight_rel_distance_from_fp64"), 1e-12, None)
+    assert np.isfinite(want).all() and (want > 1e-12).any()
+    np.testing.assert_allclose(line(dist, "trainer").get_ydata(), want, rtol=1e-12)
+    assert [l.get_label() for l in dist.lines] == ["trainer"]  # the Telemetry run has no shadow to draw
+    assert "no FP64 shadow in\ntelemetry" in texts(dist) and "no FP64 shadow in telemetry" in out
+    evals = pd.read_csv(trainer / "evaluations.csv")
+    heights = [p.get_height() for p in acc.patches]
+    assert heights[0] == evals.test_accuracy_emulated_percent.iloc[-1] and math.isnan(heights[1])
+    np.testing.assert_array_equal(acc.lines[0].get_ydata(), [evals.test_accuracy_fp64_percent.iloc[-1], np.nan])
+    assert "no evaluations (evaluations.csv) in\ntelemetry" in texts(acc)
+    assert "no fp8.csv: no run folder has FP8 columns" in out
+
+
+def test_notebook_07_draws_a_trainer_and_a_telemetry_run(tmp_path, source_dir, runs, monkeypatch):
+    trainer, telemetry = runs
+    ns, out = execute(source_dir, "07-transformer", tmp_path / "results", runs, monkeypatch)
+    val, train, under = ns["fig"].axes[:3]
+    evals = pd.read_csv(trainer / "evaluations.csv")
+    np.testing.assert_array_equal(line(val, "trainer").get_xdata(), evals.step)
+    np.testing.assert_array_equal(line(val, "trainer").get_ydata(), evals.test_loss_emulated_nats)
+    dotted = [l for l in val.lines if l.get_linestyle() == ":"]
+    assert len(dotted) == 1
+    np.testing.assert_array_equal(dotted[0].get_ydata(), evals.test_loss_fp64_nats)
+    assert "no evaluations (evaluations.csv) in\ntelemetry" in texts(val) and "no FP64 shadow (no loss_fp64_nats) in telemetry" in out
+    for folder in runs:
+        s = steps(folder)
+        np.testing.assert_array_equal(line(train, folder.name).get_ydata(), s.loss_emulated_nats)
+        drawn = [l for l in under.lines if l.get_label().startswith(folder.name)]
+        want = layer_mean(s, "activation_grad_underflow_fraction")
+        np.testing.assert_allclose(drawn[0].get_ydata(), np.clip(want, 1e-7, None), rtol=1e-12)
+    # bf16 autocast at scale 1: fp16 would flush some of the Telemetry run's activation gradients.
+    assert (layer_mean(steps(telemetry), "activation_grad_underflow_fraction") > 0).any()
+
+
+def fig3_fractions(folder, arithmetic):
+    """The whole model's activation-gradient histogram at the last histogram step, from the CSV:
+    (binades, fraction of all entries, zero fraction)."""
+    h = pd.read_csv(folder / "histograms.csv", dtype={"log2_abs_bin": str})
+    h = h[(h.arithmetic == arithmetic) & (h.tensor == "activation_grad")]
+    h = h[h.step == h.step.max()]
+    total = h["count"].sum()
+    nz = h[~h.log2_abs_bin.isin(["zero", "nonfinite"])]
+    by = nz.groupby(nz.log2_abs_bin.astype(int))["count"].sum().sort_index()
+    return by.index.to_numpy(), by.to_numpy() / total, h[h.log2_abs_bin == "zero"]["count"].sum() / total
+
+
+def test_notebook_03_draws_a_telemetry_and_a_trainer_run(tmp_path, source_dir, runs, monkeypatch):
+    trainer, telemetry = runs
+    ns, out = execute(source_dir, "03-underflow", tmp_path / "results", [telemetry, trainer], monkeypatch)
+    whole, _, scales, trajectory = ns["fig"].axes[:4]
+    for folder, arithmetic in ((telemetry, "pytorch"), (trainer, "fp64")):
+        e, f, zero = fig3_fractions(folder, arithmetic)
+        drawn = [l for l in whole.lines if l.get_label().startswith(folder.name + " ")]
+        np.testing.assert_array_equal(drawn[0].get_xdata(), e + 0.5)
+        np.testing.assert_allclose(drawn[0].get_ydata(), f, rtol=1e-12)
+        assert f"(zero bin {100 * zero:.1f}%)" in drawn[0].get_label()
+    assert "telemetry (pytorch)" in ns["fig"]._suptitle.get_text()
+    # (c): each run at the loss scale of its first step, its measured mean over layers.
+    measured = scales.lines[0]
+    first = [steps(f).iloc[[0]] for f in (telemetry, trainer)]
+    np.testing.assert_array_equal(measured.get_xdata(), [math.log2(s.loss_scale.iloc[0]) for s in first])
+    np.testing.assert_allclose(measured.get_ydata(), [100 * max(layer_mean(s, "activation_grad_underflow_fraction")[0],
+                                                                1e-7) for s in first], rtol=1e-12)
+    # (d): the first folder's per-layer underflow per step, each layer's column of steps.csv.
+    s = steps(telemetry)
+    cols = [c for c in s.columns if c.endswith("_activation_grad_underflow_fraction")]
+    assert [l.get_label() for l in trajectory.lines] == [c[:-len("_activation_grad_underflow_fraction")] for c in cols]
+    for l, c in zip(trajectory.lines, cols):
+        np.testing.assert_array_equal(l.get_ydata(), s[c].clip(lower=1e-7))
+    assert (s[cols].to_numpy() > 0).any()
+    assert "layers with the most fp16-flushed entries" in out
+
+
+def test_rpsim_grads_reads_a_telemetry_step(tmp_path, runs, run_cli):
+    """`rpsim grads` on the step Telemetry dumped (every entry: sample=None) gives, at that step's
+    loss scale, the fractions steps.csv holds for each tensor and format, and its histogram."""
+    _, telemetry = runs
+    run_cli("grads", str(telemetry / f"grads_step{DUMP_STEP}.npz"), "--out", str(tmp_path / "g"))
+    row = steps(telemetry).set_index("step").loc[DUMP_STEP]
+    f = pd.read_csv(tmp_path / "g" / "fractions.csv")
+    f = f[f.log2_scale == int(math.log2(row.loss_scale))]
+    assert len(f) >= 4 * 10
+    for _, r in f.iterrows():
+        group, name = r.tensor.split("/", 1)
+        key = f"{name}_activation_grad" if group == "act_grad" else f"{name}_grad"
+        for c in ("underflow", "subnormal", "overflow"):
+            assert row[f"{key}_{r.format}_{c}_fraction"] == r[f"{c}_fraction"], (r.tensor, r.format, c)
+    h = pd.read_csv(telemetry / "histograms.csv", dtype={"log2_abs_bin": str})
+    h = h[h.step == DUMP_STEP]
+    g = pd.read_csv(tmp_path / "g" / "histogram.csv", dtype={"log2_abs_bin": str})
+    mine = {(("act_grad/" if r.tensor == "activation_grad" else "param_grad/") + r.layer, r.log2_abs_bin): r.count
+            for r in h.itertuples()}
+    assert mine == {(r.tensor, r.log2_abs_bin): r.count for r in g.itertuples() if r.count}
+
+
+def test_render_sh_draws_the_runs(tmp_path, source_dir, runs):
+    """render.sh (nbconvert, headless) renders 03, 05 and 07 on RPSIM_RUN, as a user would."""
+    if not NBCONVERT.exists():
+        pytest.skip(f"{NBCONVERT} absent (apt-get install jupyter-nbconvert): notebooks not rendered")
+    env = dict(os.environ, RPSIM_RUN=os.pathsep.join(str(f) for f in runs))
+    r = subprocess.run(["bash", str(source_dir / "notebooks" / "render.sh"), str(tmp_path), "03", "05", "07"],
+                       capture_output=True, text=True, env=env, timeout=500)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("03-underflow", "05-accuracy", "07-transformer"):
+        assert (tmp_path / "figures" / f"{name}-run.png").stat().st_size > 10000
+        assert "no FP64 shadow" in (tmp_path / "figures" / f"{name}.html").read_text() or name == "03-underflow"
+
+
+def test_a_folder_that_is_not_a_run_is_named(tmp_path, source_dir, monkeypatch):
+    monkeypatch.syspath_prepend(str(source_dir / "notebooks"))
+    import user_runs
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "steps.csv").write_text("step\n")
+    with pytest.raises(user_runs.RunFolderError, match=r"half has no histograms.csv, meta.json"):
+        user_runs.load(str(tmp_path / "half"))
+    with pytest.raises(user_runs.RunFolderError, match="nowhere is not a folder"):
+        user_runs.load(str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="'tensor-cores' does not draw run folders"):
+        user_runs.tables("tensor-cores", [])
