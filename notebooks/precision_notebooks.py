@@ -121,7 +121,7 @@ layers_d = list(dict.fromkeys(shown.layer))
 for i, (l, g) in enumerate(shown.groupby("layer", sort=False)):
     ax.plot(g.step, g.underflow_fraction.clip(lower=1e-7), color=plt.cm.viridis(i / max(1, len(layers_d) - 1)), lw=1, label=l)
 ax.set_yscale("log"); ax.set_xlabel("step"); ax.set_ylabel("act.-grad entries flushed to 0 (floor 1e-7)")
-ax.set_title(f"(d) per layer and step, run {first}"); ax.legend(fontsize=5, ncol=2)
+ax.set_title(f"(d) per layer and step, " + (f"run {first}" if RUN_MODE else f"the run at loss scale {first}")); ax.legend(fontsize=5, ncol=2)
 what = ("your runs: " + ", ".join(f"{s} ({arith[s]})" for s in sources)) if RUN_MODE else \
        "activation gradients of " + ", ".join(sources) + " on Fashion-MNIST (FP64 shadow)"
 fig.suptitle("Micikevicius et al. 2018, Fig. 3 form" + (" — SYNTHETIC data" if meta.get("synthetic_data") else "") + ": " + what)

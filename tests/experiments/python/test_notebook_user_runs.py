@@ -60,6 +60,8 @@ def execute(source_dir, name, results, folders, monkeypatch):
     monkeypatch.setenv("RPSIM_RESULTS", str(results))
     monkeypatch.setenv("RPSIM_RUN", os.pathsep.join(str(f) for f in folders))
     monkeypatch.chdir(source_dir / "notebooks")
+    import matplotlib.pyplot as plt
+    plt.close("all")  # the figures of an earlier notebook
     nb = json.loads((source_dir / "notebooks" / f"{name}.ipynb").read_text())
     ns, out = {"display": print}, io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -109,6 +111,25 @@ def test_notebook_05_draws_a_trainer_and_a_telemetry_run(tmp_path, source_dir, r
     np.testing.assert_array_equal(acc.lines[0].get_ydata(), [evals.test_accuracy_fp64_percent.iloc[-1], np.nan])
     assert "no evaluations (evaluations.csv) in\ntelemetry" in texts(acc)
     assert "no fp8.csv: no run folder has FP8 columns" in out
+
+
+def test_notebook_05_draws_an_rpsim_train_fp8_run(tmp_path, source_dir, runs, run_cli, monkeypatch):
+    """A folder of `rpsim train` (mlp-fp8, 6 steps): the FP8 panels plot its <tensor>_fp8_* columns."""
+    cli = tmp_path / "mlp-fp8"
+    run_cli("train", str(source_dir / "experiments" / "configs" / "mlp-fp8.json"), "--set", "steps=6",
+            "--set", "data.test_limit=500", "--out", str(cli), "--quiet")
+    ns, out = execute(source_dir, "05-accuracy", tmp_path / "results", [cli, runs[1]], monkeypatch)
+    assert (tmp_path / "results" / "figures" / "05-accuracy-run-fp8.png").stat().st_size > 10000
+    s = steps(cli)
+    tensors = [c[:-len("_fp8_amax")] for c in s.columns if c.endswith("_fp8_amax")]
+    assert len(tensors) == 9  # x, w and dy of fc0, fc1, fc2
+    amax, scale = ns["fig"].axes[:2]  # the FP8 figure, drawn last
+    assert len(amax.lines) == len(tensors)
+    for l, t in zip(amax.lines, tensors):
+        np.testing.assert_array_equal(l.get_ydata(), s[t + "_fp8_amax"])
+    for l, t in zip(scale.lines, tensors):
+        np.testing.assert_array_equal(l.get_ydata(), s[t + "_fp8_scale"])
+    assert "no FP64 shadow in telemetry" in out and "no FP64 shadow in mlp-fp8" not in out
 
 
 def test_notebook_07_draws_a_trainer_and_a_telemetry_run(tmp_path, source_dir, runs, monkeypatch):
