@@ -60,6 +60,9 @@ colours = plt.cm.tab10(np.arange(10))
 # What each histogram is: the FP64 shadow's, or (a run without one) the run's own arithmetic.
 arith = dict(zip(fig3.source, fig3.arithmetic)) if "arithmetic" in fig3 else {s: "fp64" for s in sources}
 NET = RUNS[0].label if RUN_MODE else "MLP"
+for s in sources:
+    if arith[s] != "fp64":
+        print(f"{s}: no FP64 shadow: its histograms are its own gradients ({arith[s]}), not fp32 training's")
 fig, axes = plt.subplots(1, 4, figsize=(24, 5))
 ZERO_X = -52  # where the zero bin is drawn, left of every binade
 for ax, title, pick in [

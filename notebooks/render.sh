@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Executes the numbered notebooks headlessly on a results folder and fails if
-# any notebook fails. Figures land in RESULTS_DIR/figures/, and each executed
+# any notebook fails. With RPSIM_RUN set (a user's run folders, ':'-separated),
+# 03, 05 and 07 draw those runs instead of the studies, kept as NN-name-run.*;
+# 09 draws the one run folder RPSIM_RUN names. Figures land in RESULTS_DIR/figures/, and each executed
 # notebook beside them as RESULTS_DIR/figures/NN-name.html (its tables, such as
 # "measured next to published", and figures), moved there once complete.
 #   notebooks/render.sh [RESULTS_DIR] [NN ...]     (default: ../results, all)
@@ -33,10 +35,13 @@ failed=0
 for nb in "${notebooks[@]}"; do
   start=$(date +%s)
   name=$(basename "$nb" .ipynb)
+  # 03, 05 and 07 on a user's run folders (RPSIM_RUN) are kept beside the study's, as their figures are.
+  kept=$name
+  if [ -n "${RPSIM_RUN:-}" ] && [[ $name =~ ^0[357]- ]]; then kept=$name-run; fi
   if (cd "$here" && "$nbconvert" --to html --execute --ExecutePreprocessor.timeout=600 \
         --output-dir "$out" "$nb" >"$out/log.txt" 2>&1); then
-    mv -f "$out/$name.html" "$results/figures/$name.html"
-    echo "ok    $name ($(( $(date +%s) - start )) s): $results/figures/$name.html"
+    mv -f "$out/$name.html" "$results/figures/$kept.html"
+    echo "ok    $name ($(( $(date +%s) - start )) s): $results/figures/$kept.html"
   else
     echo "FAIL  $(basename "$nb")"; tail -n 25 "$out/log.txt" >&2; failed=1
   fi

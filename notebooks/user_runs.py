@@ -89,9 +89,14 @@ class Run:
         return "fp64" if "fp64" in arith else (arith[0] if arith else None)
 
     def describe(self):
-        return (f"{self.label}: {self.path} ({self.source}), {len(self.steps)} steps, policy {self.policy}, "
+        text = (f"{self.label}: {self.path} ({self.source}), {len(self.steps)} steps, policy {self.policy}, "
                 f"loss scale from {self.scaler}, FP64 shadow {'yes' if self.shadow else 'no'}, "
                 f"evaluations {len(self.evals) if self.evals is not None else 'none'}")
+        if self.source == "rpsim.torch.Telemetry":
+            # Telemetry watches a real run: its per-layer underflow is what a cast would flush.
+            text += (f"; its per-layer underflow is what a cast of its gradients to "
+                     f"{self.meta.get('layer_underflow_format', 'binary16')} at its loss scale would flush")
+        return text
 
 
 def load(spec):

@@ -190,6 +190,8 @@ def test_notebook_03_draws_a_telemetry_and_a_trainer_run(tmp_path, source_dir, r
         np.testing.assert_array_equal(l.get_ydata(), s[c].clip(lower=1e-7))
     assert (s[cols].to_numpy() > 0).any()
     assert "layers with the most fp16-flushed entries" in out
+    assert "telemetry: no FP64 shadow: its histograms are its own gradients (pytorch)" in out
+    assert "trainer: no FP64 shadow" not in out
 
 
 def test_rpsim_grads_reads_a_telemetry_step(tmp_path, runs, run_cli):
@@ -224,7 +226,9 @@ def test_render_sh_draws_the_runs(tmp_path, source_dir, runs):
     assert r.returncode == 0, r.stdout + r.stderr
     for name in ("03-underflow", "05-accuracy", "07-transformer"):
         assert (tmp_path / "figures" / f"{name}-run.png").stat().st_size > 10000
-        assert "no FP64 shadow" in (tmp_path / "figures" / f"{name}.html").read_text() or name == "03-underflow"
+        html = (tmp_path / "figures" / f"{name}-run.html").read_text()
+        assert "telemetry: " in html and "<table" in html
+    assert not (tmp_path / "figures" / "05-accuracy.html").exists()  # a study's rendering is not overwritten
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, source_dir, monkeypatch):
