@@ -242,3 +242,29 @@ def test_a_folder_that_is_not_a_run_is_named(tmp_path, source_dir, monkeypatch):
         user_runs.load(str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="'tensor-cores' does not draw run folders"):
         user_runs.tables("tensor-cores", [])
+
+
+def test_run_tables_are_the_underflow_studys(tmp_path, source_dir, run_cli, monkeypatch):
+    """From the histograms of the underflow study's first run, user_runs.py gives the study's own
+    predicted.csv, fig3_summary.csv and fig3_histogram.csv (the C++ binned_cast and recovering
+    range), value for value: a user's run is drawn by the rule the study's figure uses."""
+    monkeypatch.syspath_prepend(str(source_dir / "notebooks"))
+    import user_runs
+    q = tmp_path / "underflow"
+    run_cli("study", "underflow", "--quick", "--out", str(q))
+    h = pd.read_csv(q / "histograms.csv", dtype={"log2_abs_bin": str, "loss_scale": str})
+    run = user_runs.Run.__new__(user_runs.Run)  # the first run's histograms: the study's "mlp"
+    run.label, run.hist = "mlp", h[h.loss_scale == h.loss_scale.iloc[0]].drop(columns="loss_scale")
+    exact = dict(float_precision="round_trip")  # the C++ writes 17 digits
+    pred = pd.DataFrame(user_runs._predicted(run)).iloc[:, 1:].to_numpy()
+    want = pd.read_csv(q / "predicted.csv", **exact).to_numpy()
+    assert len(pred) == len(want) >= 25
+    assert (pred == want).all()
+    hist, summary = [], []
+    user_runs._fig3_rows(run, hist, summary)
+    for mine, name in ((hist, "fig3_histogram.csv"), (summary, "fig3_summary.csv")):
+        want = pd.read_csv(q / name, dtype={"log2_abs_bin": str}, **exact)
+        want = want[want.source == "mlp"].to_numpy()
+        mine = np.array([r[:1] + r[2:] for r in mine], dtype=object)  # without the arithmetic column
+        assert mine.shape == want.shape and len(want) >= 4
+        assert (mine == want).all(), name
