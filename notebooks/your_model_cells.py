@@ -11,8 +11,12 @@ import matplotlib.pyplot as plt
 from matplotlib.colors import LogNorm
 
 # The run folder: $RPSIM_RUN, else $RPSIM_RESULTS/your-model (../results beside this notebook).
+# A list of folders (':'-separated, as notebooks 03, 05 and 07 take): this notebook draws the first.
 RESULTS = pathlib.Path(os.environ.get("RPSIM_RESULTS", "../results")).resolve()
-RUN = pathlib.Path(os.environ.get("RPSIM_RUN", RESULTS / "your-model")).resolve()
+_runs = [p for p in os.environ.get("RPSIM_RUN", "").split(os.pathsep) if p.strip()]
+RUN = pathlib.Path(_runs[0] if _runs else RESULTS / "your-model").resolve()
+if len(_runs) > 1:
+    print(f"RPSIM_RUN names {len(_runs)} folders: drawing the first, {RUN}")
 FIGURE = RESULTS / "figures" / "09-your-model.png"
 for name in ("steps.csv", "histograms.csv", "meta.json"):
     if not (RUN / name).exists():

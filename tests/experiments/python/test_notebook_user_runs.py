@@ -217,11 +217,12 @@ def test_rpsim_grads_reads_a_telemetry_step(tmp_path, runs, run_cli):
 
 
 def test_render_sh_draws_the_runs(tmp_path, source_dir, runs):
-    """render.sh (nbconvert, headless) renders 03, 05 and 07 on RPSIM_RUN, as a user would."""
+    """render.sh (nbconvert, headless) renders 03, 05 and 07 on RPSIM_RUN, as a user would, and 09
+    (one run per notebook) the first folder of the list."""
     if not NBCONVERT.exists():
         pytest.skip(f"{NBCONVERT} absent (apt-get install jupyter-nbconvert): notebooks not rendered")
     env = dict(os.environ, RPSIM_RUN=os.pathsep.join(str(f) for f in runs))
-    r = subprocess.run(["bash", str(source_dir / "notebooks" / "render.sh"), str(tmp_path), "03", "05", "07"],
+    r = subprocess.run(["bash", str(source_dir / "notebooks" / "render.sh"), str(tmp_path), "03", "05", "07", "09"],
                        capture_output=True, text=True, env=env, timeout=500)
     assert r.returncode == 0, r.stdout + r.stderr
     for name in ("03-underflow", "05-accuracy", "07-transformer"):
@@ -229,6 +230,8 @@ def test_render_sh_draws_the_runs(tmp_path, source_dir, runs):
         html = (tmp_path / "figures" / f"{name}-run.html").read_text()
         assert "telemetry: " in html and "<table" in html
     assert not (tmp_path / "figures" / "05-accuracy.html").exists()  # a study's rendering is not overwritten
+    html = (tmp_path / "figures" / "09-your-model.html").read_text()
+    assert f"RPSIM_RUN names 2 folders: drawing the first, {runs[0]}" in html
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, source_dir, monkeypatch):
