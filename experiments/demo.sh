@@ -62,6 +62,9 @@ else
     --out results/your-model
   if [ -x /usr/bin/jupyter-nbconvert ]; then
     RPSIM_PYTHONPATH="$build/python" bash notebooks/render.sh results 09
+    # The same run drawn by the study notebooks (RPSIM_RUN: notebooks/user_runs.py),
+    # written beside the studies' own figures as NN-name-run.*
+    RPSIM_RUN=results/your-model RPSIM_PYTHONPATH="$build/python" bash notebooks/render.sh results 03 05 07
   else
     echo "SKIPPED: notebook 09 not rendered (jupyter-nbconvert not installed)"
   fi
