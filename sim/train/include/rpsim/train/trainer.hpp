@@ -34,7 +34,15 @@ struct Config {
   DataConfig data;
   OptimizerConfig optimizer;
   std::string loss = "cross_entropy";  // or mse_loss
-  std::size_t batch_size = 128;
+  std::size_t batch_size = 128;        // samples per optimizer step (DeepSpeed's train_batch_size)
+  // Micro-batches per optimizer step (DeepSpeed's gradient_accumulation_steps):
+  // the step's batch_size samples go through forward and backward in this
+  // many micro-batches of batch_size / k, whose gradients are summed into an
+  // accumulator before the optimizer step (trainer.cpp).
+  int gradient_accumulation_steps = 1;
+  // The format of that accumulator, each add rounded to it (nearest even);
+  // null: policy.gradients, where PyTorch's `.grad +=` accumulates.
+  const Format* grad_accum_format = nullptr;
   int epochs = 1;
   std::int64_t steps = 0;    // > 0: stop after this many steps (epochs ignored)
   double max_grad_norm = 0;  // 0: no clipping
@@ -81,6 +89,12 @@ struct RunOptions {
   std::FILE* progress = nullptr;  // warnings and evaluation lines (nullptr: silent)
   bool progress_is_terminal = false;
   std::function<void(const StepReport&)> on_step;
+  // Under gradient accumulation, the parameter gradients of each micro-batch
+  // as backward left them (micro 0, 1, ...: scaled by the loss scale over the
+  // micro-batch count), then the accumulated ones before unscaling (micro
+  // -1); with one micro-batch, only micro 0. For tests and studies of the
+  // accumulation; read only.
+  std::function<void(std::int64_t step, int micro, const std::vector<Parameter*>& params)> on_gradients;
   int threads = 0;  // OpenMP threads, 0: default
 };
 
