@@ -329,15 +329,13 @@ namespace {
 
 // The same field under its two names (DeepSpeed's, rpsim's), from the tables.
 std::vector<std::pair<std::string, std::string>> name_pairs() {
-  std::vector<std::pair<std::string, std::string>> pairs{
-      {"train_batch_size", "batch_size"},
-      {"train_micro_batch_size_per_gpu", "batch_size"},
-      {"gradient_accumulation_steps", "gradient_accumulation_steps"},
-      {"data_types.grad_accum_dtype", "grad_accum_format"},
-      {"gradient_clipping", "max_grad_norm"},
-      {"fp16.enabled", "policy"},
-      {"bf16.enabled", "policy"},
-      {"fp16.loss_scale", "loss_scaler"}};
+  std::vector<std::pair<std::string, std::string>> pairs{{"train_batch_size", "batch_size"},
+                                                         {"train_micro_batch_size_per_gpu", "batch_size"},
+                                                         {"data_types.grad_accum_dtype", "grad_accum_format"},
+                                                         {"gradient_clipping", "max_grad_norm"},
+                                                         {"fp16.enabled", "policy"},
+                                                         {"bf16.enabled", "policy"},
+                                                         {"fp16.loss_scale", "loss_scaler"}};
   for (const auto& f : kFp16Scaler)
     pairs.emplace_back(std::string("fp16.") + f.deepspeed, std::string("loss_scaler.") + f.scaler);
   for (const char* p : kOptimizerParams)

@@ -49,7 +49,8 @@ struct Config {
   ScalerConfig loss_scaler;
   bool shadow = true;
   std::vector<std::int64_t> histogram_steps{0};
-  std::vector<std::int64_t> inject_overflow_steps;  // an inf placed in the first gradient at these steps
+  // An inf placed in the first gradient at these steps (of the first micro-batch).
+  std::vector<std::int64_t> inject_overflow_steps;
   std::size_t eval_batch_size = 1000;
   bool evaluate = true;
   // > 0: also evaluate before the first step and after every eval_every
@@ -130,6 +131,11 @@ struct RunResult {
 // test_accuracy_fp64_percent (fp64 columns empty without shadow); the loss
 // is the mean over the test set's output rows (text: tokens), top-1
 // accuracy over the same rows.
+//
+// Under gradient accumulation a row is one optimizer step: the losses are
+// the mean of its micro-batches' losses, the underflow fractions of weight
+// gradients the mean over its micro-batches (the accumulator's roundings
+// included), the activation-gradient and FP8 columns its last micro-batch's.
 //
 // steps.csv, one row per step: step, epoch, loss_emulated_nats,
 // loss_fp64_nats (empty without shadow), loss_scale, skipped, overflow_found,
