@@ -239,3 +239,24 @@ TEST_CASE("grad accumulation: DeepSpeed's batch fields and grad_accum_dtype are 
   CHECK_THROWS_WITH(parsed({{"train_batch_size", 8}, {"data_types", {{"grad_accum_dtype", "fp8"}}}}),
                     Catch::Contains("data_types.grad_accum_dtype: \"fp8\""));
 }
+
+TEST_CASE(
+    "grad accumulation: finite micro-batch gradients that overflow a binary16 accumulator skip the step",
+    "[train][accumulation]") {
+  // The check looks at the sums, not at each backward: binary32 gradients
+  // scaled by 2^30 are finite, their binary16 cast is not (max 65504).
+  json j = accum_config(1, 3);
+  j["policy"] = "fp32";
+  j["loss_scaler"] = {{"policy", "deepspeed"}, {"init_scale", 1073741824.0}};
+  j["grad_accum_format"] = "binary16";
+  bool micro_finite = true, sum_finite = true;
+  RunOptions o;
+  o.on_gradients = [&](std::int64_t, int micro, const std::vector<Parameter*>& params) {
+    for (const Parameter* p : params) (micro >= 0 ? micro_finite : sum_finite) &= bool(p->grad.allFinite());
+  };
+  CHECK(column(run(parse_config(j), o).steps_csv, "skipped") == std::vector<std::string>{"1"});
+  CHECK(micro_finite);
+  CHECK(!sum_finite);
+  j["grad_accum_format"] = "binary32";
+  CHECK(column(run(parse_config(j), {}).steps_csv, "skipped") == std::vector<std::string>{"0"});
+}
