@@ -237,6 +237,21 @@ const Key kTop[] = {
     {"loss", [](const json& v, const std::string& p, Config& c) { c.loss = one_of(v, p, loss_names()); }},
     {"batch_size",
      [](const json& v, const std::string& p, Config& c) { c.batch_size = std::size_t(at_least(v, p, 1)); }},
+    {"gradient_accumulation_steps",
+     [](const json& v, const std::string& p, Config& c) {
+       const long long k = at_least(v, p, 1);
+       if (k > 1 << 20) fail(p, "must be at most 2^20, got " + std::to_string(k));
+       c.gradient_accumulation_steps = int(k);
+     }},
+    {"grad_accum_format",
+     [](const json& v, const std::string& p, Config& c) {
+       const std::string s = string(v, p);
+       try {
+         c.grad_accum_format = &format(s);
+       } catch (const FormatError& e) {
+         fail(p, "unknown format \"" + s + "\" (" + e.what() + ")");
+       }
+     }},
     {"epochs", [](const json& v, const std::string& p, Config& c) { c.epochs = int(at_least(v, p, 1)); }},
     {"steps",
      [](const json& v, const std::string& p, Config& c) {
@@ -285,6 +300,25 @@ void read_keys(const json& j, std::span<const Key> keys, const std::string& path
   }
 }
 
+// DeepSpeed asserts train_batch_size == micro_batch x gradient_accumulation_steps
+// x world size (runtime/config.py, _batch_assertion); one simulated device.
+void check_accumulation(const Config& c) {
+  const auto k = std::size_t(c.gradient_accumulation_steps);
+  if (c.batch_size % k != 0)
+    fail("gradient_accumulation_steps",
+         fmt::format("batch_size {} is not a multiple of gradient_accumulation_steps {} (batch_size is the "
+                     "batch of one optimizer step: micro-batch x accumulation steps, as DeepSpeed's "
+                     "train_batch_size)",
+                     c.batch_size, k));
+  // Per-layer factors are chosen from each backward's gradients: micro-batches
+  // would carry different scales into one sum.
+  if (k > 1 && c.loss_scaler.policy == "adaptive")
+    fail("gradient_accumulation_steps",
+         fmt::format("{} micro-batches under the adaptive loss scaler are not simulated (each backward "
+                     "chooses its own per-layer scales); use 1 or another loss_scaler",
+                     k));
+}
+
 // Checks that need more than one key.
 void check_combinations(const json& j, Config& c) {
   if (c.optimizer.nesterov && c.optimizer.momentum == 0)
@@ -304,6 +338,7 @@ void check_combinations(const json& j, Config& c) {
     if (!missing.empty())
       fail("data.path", fmt::format("'{}' lacks {} (or .gz)", c.data.path, fmt::join(missing, ", ")));
   }
+  check_accumulation(c);
   try {
     c.loss_scaler = resolve_scaler_config(c.loss_scaler);
   } catch (const std::invalid_argument& e) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "deepspeed_batch.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/config_keys.hpp"
 #include "rpsim/train/framework_config.hpp"
@@ -57,7 +58,6 @@ const char* const kIgnored[] = {"steps_per_print",
                                 "elasticity",
                                 "aio",
                                 "checkpoint",
-                                "data_types",
                                 "autotuning",
                                 "pipeline",
                                 "compression_training",
@@ -74,8 +74,9 @@ const char* const kIgnored[] = {"steps_per_print",
                                 "torch_autocast"};
 
 // rpsim keys that a DeepSpeed field covers; the others pass through a DeepSpeed file.
-const char* const kCoveredByDeepSpeed[] = {"policy", "loss_scaler", "batch_size", "max_grad_norm",
-                                           "optimizer"};
+const char* const kCoveredByDeepSpeed[] = {
+    "policy",        "loss_scaler", "batch_size", "gradient_accumulation_steps", "grad_accum_format",
+    "max_grad_norm", "optimizer"};
 
 template <class Names>
 std::vector<std::string> list(const Names& names) {
@@ -90,7 +91,7 @@ bool in(const Names& names, const std::string& s) {
 struct DeepSpeed {
   Translation& t;
   KeyReport& report;
-  std::int64_t global = 0, micro = 0, accumulation = 1;
+  DeepSpeedBatch batch;
 };
 
 // fp16 fields go to the loss scaler as the scaling table types them.
@@ -202,11 +203,14 @@ struct DeepSpeedKey {
   Read read;
 };
 const DeepSpeedKey kDeepSpeed[] = {
-    {"train_batch_size", [](const json& v, const std::string& p, DeepSpeed& d) { d.global = integer(v, p); }},
+    {"train_batch_size",
+     [](const json& v, const std::string& p, DeepSpeed& d) { d.batch.global = batch_field(v, p); }},
     {"train_micro_batch_size_per_gpu",
-     [](const json& v, const std::string& p, DeepSpeed& d) { d.micro = integer(v, p); }},
+     [](const json& v, const std::string& p, DeepSpeed& d) { d.batch.micro = batch_field(v, p); }},
     {"gradient_accumulation_steps",
-     [](const json& v, const std::string& p, DeepSpeed& d) { d.accumulation = integer(v, p); }},
+     [](const json& v, const std::string& p, DeepSpeed& d) { d.batch.accumulation = batch_field(v, p); }},
+    {"data_types",
+     [](const json& v, const std::string& p, DeepSpeed& d) { read_data_types(v, p, d.report, d.batch); }},
     {"gradient_clipping",
      [](const json& v, const std::string& p, DeepSpeed& d) {
        d.t.config["max_grad_norm"] = number(v, p);
@@ -233,17 +237,6 @@ std::vector<std::string> deepspeed_keys() {
   for (const char* k : kIgnored) known.emplace_back(k);
   for (const auto& k : passthrough_keys()) known.push_back(k);
   return known;
-}
-
-void set_batch(DeepSpeed& d) {
-  // One simulated device: the global batch is the batch of one optimizer step.
-  if (d.global <= 0 && d.micro > 0) d.global = d.micro * d.accumulation;
-  if (d.global <= 0) return;  // rpsim's default batch
-  d.t.config["batch_size"] = d.global;
-  d.t.notes.push_back(fmt::format(
-      "{} -> batch_size {} (one simulated device, one optimizer step per batch)",
-      d.accumulation > 1 || d.micro > 0 ? "train_batch_size, micro batch x accumulation" : "train_batch_size",
-      d.global));
 }
 
 // Hugging Face's Trainer fills "auto" values in from its own arguments; a
@@ -292,7 +285,7 @@ Translation from_deepspeed(const json& ds, KeyReport& report) {
   Translation t;
   t.kind = "deepspeed";
   t.config = json::object();
-  DeepSpeed d{t, report};
+  DeepSpeed d{t, report, {}};
   check_object_keys(ds, deepspeed_keys(), "", report);
   for (const auto& k : kDeepSpeed)
     if (ds.contains(k.name)) k.read(ds[k.name], k.name, d);
@@ -301,7 +294,7 @@ Translation from_deepspeed(const json& ds, KeyReport& report) {
     if (ds.contains(k)) t.ignored.push_back(k);
   for (const auto& k : passthrough_keys())
     if (ds.contains(k)) t.config[k] = ds[k];
-  set_batch(d);
+  translate_batch(d.batch, ds, t);
   return t;
 }
 
@@ -309,12 +302,15 @@ Translation from_deepspeed(const json& ds, KeyReport& report) {
 
 bool looks_like_deepspeed(const json& j) {
   if (!j.is_object()) return false;
+  // Keys both vocabularies have (optimizer, gradient_accumulation_steps) tell nothing.
+  const std::vector<std::string> own = config_keys();
   for (const auto& item : j.items()) {
     // A named key, not a structured binding: clang before 16 cannot capture
     // a binding in the lambda below (the fuzz build is clang).
     const std::string& key = item.key();
-    if ((key != "optimizer" && std::any_of(std::begin(kDeepSpeed), std::end(kDeepSpeed),
-                                           [&](const DeepSpeedKey& k) { return key == k.name; })) ||
+    if (in(own, key)) continue;
+    if (std::any_of(std::begin(kDeepSpeed), std::end(kDeepSpeed),
+                    [&](const DeepSpeedKey& k) { return key == k.name; }) ||
         in(kIgnored, key))
       return true;
   }
@@ -335,6 +331,7 @@ namespace {
 std::vector<std::pair<std::string, std::string>> name_pairs() {
   std::vector<std::pair<std::string, std::string>> pairs{{"train_batch_size", "batch_size"},
                                                          {"train_micro_batch_size_per_gpu", "batch_size"},
+                                                         {"data_types.grad_accum_dtype", "grad_accum_format"},
                                                          {"gradient_clipping", "max_grad_norm"},
                                                          {"fp16.enabled", "policy"},
                                                          {"bf16.enabled", "policy"},

@@ -77,10 +77,12 @@ Layers cnn_layers(const ModelConfig& mc, const Dataset& data) {
   return out;
 }
 
-// Any stack of op-table layers: {"op": NAME, args...} per entry.
-Layers listed_layers(const ModelConfig& mc, const Dataset& data) {
+// Each entry of a "layers" model checked against the op table, with the
+// shape it receives; the last must give the data's classes. Sizing and
+// building walk the list alike (the size row never makes a tensor).
+template <class Each>
+void each_listed_layer(const ModelConfig& mc, const Dataset& data, Each each) {
   using namespace config_json;
-  Layers out;
   LayerShape shape{data.features(), data.channels, data.height, data.width};
   if (!mc.layers.is_array() || mc.layers.empty()) fail("model.layers", "expected a non-empty list of layers");
   for (std::size_t i = 0; i < mc.layers.size(); ++i) {
@@ -90,16 +92,39 @@ Layers listed_layers(const ModelConfig& mc, const Dataset& data) {
     if (!entry.contains("op")) fail(join(path, "op"), "missing");
     const std::string op = string(entry["op"], join(path, "op"));
     const OpInfo* info = find_op(op);
-    if (!info || !info->layer)
+    if (!info || !info->layer || !info->size)
       fail(join(path, "op"), "\"" + op + "\" is not a layer (layers: " + op_list([](const OpInfo& o) {
                                return o.layer != nullptr;
                              }) + ")");
-    out.push_back(info->layer(op + std::to_string(i), entry, path, shape));
+    each(*info, op + std::to_string(i), entry, path, shape);
   }
   if (shape.features != data.classes)
     fail("model.layers", "the last layer gives " + std::to_string(shape.features) +
                              " features, the data has " + std::to_string(data.classes) + " classes");
+}
+
+// Any stack of op-table layers: {"op": NAME, args...} per entry.
+Layers listed_layers(const ModelConfig& mc, const Dataset& data) {
+  Layers out;
+  each_listed_layer(
+      mc, data,
+      [&](const OpInfo& info, const std::string& name, const nlohmann::json& entry, const std::string& path,
+          LayerShape& shape) { out.push_back(info.layer(name, entry, path, shape)); });
   return out;
+}
+
+// The op table's size column, entry by entry, from the input's features on.
+ModelSize listed_size(const ModelConfig& mc, const Dataset& data) {
+  ModelSize s;
+  s.activations_per_sample = double(data.features());
+  each_listed_layer(mc, data,
+                    [&](const OpInfo& info, const std::string&, const nlohmann::json& entry,
+                        const std::string& path, LayerShape& shape) {
+                      const LayerSize z = info.size(entry, path, shape);
+                      s.parameters += z.parameters;
+                      s.activations_per_sample += z.activations_per_sample;
+                    });
+  return s;
 }
 
 // Per sample each Linear keeps its input and output, LayerNorm and the
@@ -144,7 +169,7 @@ const ModelInfo kModels[] = {
      "model.block_size tokens, tied output projection",
      true, gpt_layers, gpt_init, gpt_size},
     {"layers", "model.layers: a list of op-table layers, e.g. [{\"op\": \"linear\", \"out\": 10}]", false,
-     listed_layers, torch_default_init, nullptr},
+     listed_layers, torch_default_init, listed_size},
 };
 
 }  // namespace

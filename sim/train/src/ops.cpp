@@ -24,55 +24,87 @@ void image_input(const LayerShape& s, const std::string& path, const char* op) {
   if (s.channels == 0) fail(path, std::string(op) + " needs an image input (channels, height, width)");
 }
 
-std::unique_ptr<Layer> make_linear(const std::string& name, const nlohmann::json& args,
-                                   const std::string& path, LayerShape& s) {
+LayerSize size_linear(const nlohmann::json& args, const std::string& path, LayerShape& s) {
   check_keys(args, {"op", "out"}, path);
   const int out = positive(args, "out", 0, path);
-  auto l = std::make_unique<Linear>(name, s.features, out);
+  const LayerSize z{(double(s.features) + 1) * out, double(out)};
   s = LayerShape{out};
-  return l;
+  return z;
+}
+
+std::unique_ptr<Layer> make_linear(const std::string& name, const nlohmann::json& args,
+                                   const std::string& path, LayerShape& s) {
+  const LayerShape in = s;
+  size_linear(args, path, s);
+  return std::make_unique<Linear>(name, in.features, s.features);
+}
+
+int conv_padding(const nlohmann::json& args, int k, const std::string& path) {
+  return args.contains("padding") ? int(integer(args["padding"], join(path, "padding"))) : (k - 1) / 2;
+}
+
+LayerSize size_conv2d(const nlohmann::json& args, const std::string& path, LayerShape& s) {
+  check_keys(args, {"op", "out_channels", "kernel", "padding"}, path);
+  image_input(s, path, "conv2d");
+  const int oc = positive(args, "out_channels", 0, path), k = positive(args, "kernel", 3, path);
+  const int pad = conv_padding(args, k, path);
+  if (pad < 0 || pad > k) fail(join(path, "padding"), "must be in [0, kernel]");
+  const int oh = s.height + 2 * pad - k + 1, ow = s.width + 2 * pad - k + 1;
+  if (oh < 1 || ow < 1) fail(join(path, "kernel"), "larger than the padded image");
+  const LayerSize z{(double(s.channels) * k * k + 1) * oc, double(oc) * oh * ow};
+  s = LayerShape{Eigen::Index(oc) * oh * ow, oc, oh, ow};
+  return z;
 }
 
 std::unique_ptr<Layer> make_conv2d(const std::string& name, const nlohmann::json& args,
                                    const std::string& path, LayerShape& s) {
-  check_keys(args, {"op", "out_channels", "kernel", "padding"}, path);
-  image_input(s, path, "conv2d");
-  const int oc = positive(args, "out_channels", 0, path), k = positive(args, "kernel", 3, path);
-  const int pad =
-      args.contains("padding") ? int(integer(args["padding"], join(path, "padding"))) : (k - 1) / 2;
-  if (pad < 0 || pad > k) fail(join(path, "padding"), "must be in [0, kernel]");
-  const int oh = s.height + 2 * pad - k + 1, ow = s.width + 2 * pad - k + 1;
-  if (oh < 1 || ow < 1) fail(join(path, "kernel"), "larger than the padded image");
-  auto l = std::make_unique<Conv2d>(name, s.channels, oc, s.height, s.width, k, pad);
-  s = LayerShape{Eigen::Index(oc) * oh * ow, oc, oh, ow};
-  return l;
+  const LayerShape in = s;
+  size_conv2d(args, path, s);
+  const int k = positive(args, "kernel", 3, path);
+  return std::make_unique<Conv2d>(name, in.channels, s.channels, in.height, in.width, k,
+                                  conv_padding(args, k, path));
 }
 
-std::unique_ptr<Layer> make_max_pool2d(const std::string& name, const nlohmann::json& args,
-                                       const std::string& path, LayerShape& s) {
+LayerSize size_max_pool2d(const nlohmann::json& args, const std::string& path, LayerShape& s) {
   check_keys(args, {"op", "size"}, path);
   image_input(s, path, "max_pool2d");
   const int size = positive(args, "size", 2, path);
   if (s.height / size < 1 || s.width / size < 1) fail(join(path, "size"), "larger than the image");
-  auto l = std::make_unique<MaxPool2d>(name, s.channels, s.height, s.width, size);
   s = LayerShape{Eigen::Index(s.channels) * (s.height / size) * (s.width / size), s.channels, s.height / size,
                  s.width / size};
-  return l;
+  return LayerSize{0, double(s.features)};
+}
+
+std::unique_ptr<Layer> make_max_pool2d(const std::string& name, const nlohmann::json& args,
+                                       const std::string& path, LayerShape& s) {
+  const LayerShape in = s;
+  size_max_pool2d(args, path, s);
+  return std::make_unique<MaxPool2d>(name, in.channels, in.height, in.width, positive(args, "size", 2, path));
+}
+
+LayerSize size_elementwise(const nlohmann::json& args, const std::string& path, LayerShape& s) {
+  check_keys(args, {"op"}, path);
+  return LayerSize{0, double(s.features)};
 }
 
 template <class L>
 std::unique_ptr<Layer> make_elementwise(const std::string& name, const nlohmann::json& args,
-                                        const std::string& path, LayerShape&) {
-  check_keys(args, {"op"}, path);
+                                        const std::string& path, LayerShape& s) {
+  size_elementwise(args, path, s);
   return std::make_unique<L>(name);
+}
+
+// The normalised values and the output, per feature; a gain and a bias.
+LayerSize size_layer_norm(const nlohmann::json& args, const std::string& path, LayerShape& s) {
+  check_keys(args, {"op"}, path);
+  s = LayerShape{s.features};  // normalised per row: no image layout kept
+  return LayerSize{2.0 * double(s.features), 2.0 * double(s.features)};
 }
 
 std::unique_ptr<Layer> make_layer_norm(const std::string& name, const nlohmann::json& args,
                                        const std::string& path, LayerShape& s) {
-  check_keys(args, {"op"}, path);
-  auto l = std::make_unique<LayerNorm>(name, s.features);
-  s = LayerShape{s.features};  // normalised per row: no image layout kept
-  return l;
+  size_layer_norm(args, path, s);
+  return std::make_unique<LayerNorm>(name, s.features);
 }
 
 // PyTorch's autocast lists (torch/csrc/autograd/autocast_mode.cpp, CUDA):
@@ -80,35 +112,36 @@ std::unique_ptr<Layer> make_layer_norm(const std::string& name, const nlohmann::
 // binary32; the rest on neither list.
 const OpInfo kOps[] = {
     {"linear", AC::lower_precision, true, "y = x W + b (torch.nn.Linear); layers entry {\"out\": N}",
-     make_linear, nullptr},
+     make_linear, size_linear, nullptr},
     {"conv2d", AC::lower_precision, true,
      "2-D convolution, stride 1 (torch.nn.Conv2d); {\"out_channels\": N, \"kernel\": 3, \"padding\": 1}",
-     make_conv2d, nullptr},
-    {"relu", AC::follow_inputs, false, "max(x, 0)", make_elementwise<ReLU>, nullptr},
+     make_conv2d, size_conv2d, nullptr},
+    {"relu", AC::follow_inputs, false, "max(x, 0)", make_elementwise<ReLU>, size_elementwise, nullptr},
     {"gelu", AC::follow_inputs, false, "x Phi(x), the exact erf form (torch.nn.GELU)", make_elementwise<GELU>,
-     nullptr},
+     size_elementwise, nullptr},
     {"layer_norm", AC::fp32, false, "normalisation over each row's features (torch.nn.LayerNorm)",
-     make_layer_norm, nullptr},
+     make_layer_norm, size_layer_norm, nullptr},
     {"max_pool2d", AC::follow_inputs, false, "max pooling, window = stride; {\"size\": 2}", make_max_pool2d,
-     nullptr},
+     size_max_pool2d, nullptr},
     {"cross_entropy", AC::fp32, false, "softmax cross-entropy (log_softmax + nll_loss), mean over rows",
-     nullptr, [] { return std::unique_ptr<Loss>(std::make_unique<CrossEntropyLoss>()); }},
-    {"mse_loss", AC::fp32, false, "mean squared error against one-hot targets", nullptr,
+     nullptr, nullptr, [] { return std::unique_ptr<Loss>(std::make_unique<CrossEntropyLoss>()); }},
+    {"mse_loss", AC::fp32, false, "mean squared error against one-hot targets", nullptr, nullptr,
      [] { return std::unique_ptr<Loss>(std::make_unique<MSELoss>()); }},
     // The transformer's ops (built by the gpt model).
     {"embedding", AC::follow_inputs, false,
-     "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr},
-    {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
-     nullptr, nullptr},
-    {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
+     "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr,
      nullptr},
-    {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",
+    {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
+     nullptr, nullptr, nullptr},
+    {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
      nullptr, nullptr},
+    {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",
+     nullptr, nullptr, nullptr},
     // F.linear on the embedding matrix, so autocast's linear rule; not an FP8
     // GEMM: Transformer Engine recipes (and Megatron's output layer) keep
     // the output projection in higher precision.
     {"lm_head", AC::lower_precision, false, "output projection tied to the token embedding (no bias)",
-     nullptr, nullptr},
+     nullptr, nullptr, nullptr},
 };
 
 }  // namespace

@@ -164,15 +164,13 @@ std::string scaler_text(const ScalerConfig& s) {
 // the larger of the training and evaluation batches, the activations saved
 // for backward. The FP64 shadow holds as much again.
 double memory_need_bytes(const Config& config, const Dataset& shape) {
+  // From the model table's size column: nothing is built, so a model too
+  // large for the machine is refused before any allocation.
   const ModelInfo* info = find_model_type(config.model.type);
-  ModelSize size;
-  if (info && info->size) {
-    size = info->size(config.model, shape);
-  } else {
-    Model model = build_model(config, shape);  // the layers row: sizes spelled out layer by layer
-    for (Parameter* p : model.parameters()) size.parameters += double(p->value.size());
-  }
-  const double batch = double(std::max(config.batch_size, config.eval_batch_size));
+  const ModelSize size = info ? info->size(config.model, shape) : ModelSize{};
+  // Backward holds one micro-batch's activations at a time.
+  const std::size_t micro = config.batch_size / std::size_t(config.gradient_accumulation_steps);
+  const double batch = double(std::max(micro, config.eval_batch_size));
   const double elements = 5 * size.parameters + batch * size.activations_per_sample;
   return 8 * elements * (config.shadow ? 2 : 1);
 }
@@ -253,8 +251,14 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
           ? fmt::format("lr {:g}", c.optimizer.lr)
           : fmt::format("lr by DeepSpeed's {} ({:g} to {:g}, {} warmup over {} steps)", ds.type, ds.min_lr,
                         ds.max_lr, ds.log_warmup ? "log" : "linear", ds.warmup_num_steps);
-  line("optimizer",
-       fmt::format("{}, {}, batch {}{}", c.optimizer.type, lr, c.batch_size, given(l, "optimizer")));
+  const int k = c.gradient_accumulation_steps;
+  const std::string accumulation =
+      k == 1 ? ""
+             : fmt::format(" in {} micro-batches of {}, their gradients summed in {}", k,
+                           c.batch_size / std::size_t(k),
+                           (c.grad_accum_format ? c.grad_accum_format : c.policy.gradients)->name);
+  line("optimizer", fmt::format("{}, {}, batch {}{}{}", c.optimizer.type, lr, c.batch_size, accumulation,
+                                given(l, "optimizer")));
   line("steps", steps_text(c, plan));
   line("shadow", c.shadow ? "FP64, trained in lockstep from the same weights and batches" : "off");
   line("output", out_dir.empty() ? std::string("none")

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "grad_accum.hpp"
 #include "network.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/run_info.hpp"
@@ -82,8 +83,10 @@ class Training {
 
  private:
   Network* shadow() { return config_.shadow ? &shadow_ : nullptr; }
-  StepOutcome emulated_step(const Matrix& x, const std::vector<int>& labels, std::int64_t step);
-  double shadow_step(const Matrix& x, const std::vector<int>& labels, std::int64_t step);
+  double accumulated_backward(const std::vector<std::size_t>& idx, std::int64_t step, double scale,
+                              Network& net, const PrecisionPolicy& policy, bool emulated);
+  StepOutcome emulated_step(const std::vector<std::size_t>& idx, std::int64_t step);
+  double shadow_step(const std::vector<std::size_t>& idx, std::int64_t step);
   void step(const std::vector<std::size_t>& idx, std::int64_t step, int epoch);
   void evaluate(std::int64_t step, int epoch, double epochs);
   nlohmann::json meta(Clock::time_point wall_start) const;
@@ -102,17 +105,62 @@ class Training {
   std::uint64_t activation_bytes_ = 0;
 };
 
-// Scaled backward, unscale_, inf/NaN check, clip, scaler update (the
-// optimizer step comes after the telemetry has read the gradients).
-StepOutcome Training::emulated_step(const Matrix& x, const std::vector<int>& labels, std::int64_t step) {
+// The loss of the step's micro-batches (one without accumulation), their
+// parameter gradients summed in the accumulator format. DeepSpeed's engine
+// divides each micro-batch's loss by gradient_accumulation_steps in binary32
+// before the loss scaler multiplies it (engine.py, backward and
+// _scale_loss_by_gas; scale_wrt_gas defaults to true): the gradient seed is
+// fl32(scale / k). Micro-batch m of step s draws its rounding streams as
+// micro-step s*k + m (DeepSpeed's micro_steps): k = 1 keeps the step's own.
+double Training::accumulated_backward(const std::vector<std::size_t>& idx, std::int64_t step, double scale,
+                                      Network& net, const PrecisionPolicy& policy, bool emulated) {
+  const int k_max = config_.gradient_accumulation_steps;
+  // Micro-batches of batch_size / k samples: a short last batch of an epoch
+  // has fewer (its loss divided by their count, so that it stays a mean).
+  const auto micro = micro_batches(idx, config_.batch_size / std::size_t(k_max));
+  const auto k = micro.size();
+  const double seed = k == 1     ? scale
+                      : emulated ? round_value(formats::binary32(), scale / double(k))
+                                 : scale / double(k);
+  const AdaptiveLossScaling* adaptive = emulated ? scaler_->per_layer() : nullptr;
+  const std::vector<Parameter*> params = net.model.parameters();
+  GradAccumulator acc(emulated ? config_.grad_accum_format ? config_.grad_accum_format : policy.gradients
+                               : nullptr);
+  double loss = 0;
+  for (std::size_t m = 0; m < k; ++m) {
+    const StepContext ctx{&policy, config_.seed, std::uint64_t(step) * std::uint64_t(k_max) + m};
+    const double l = forward_backward(net, data_.train.batch(micro[m]), data_.train.targets(micro[m]), seed,
+                                      ctx, adaptive);
+    loss += k == 1 ? l : l / double(k);
+    if (!emulated) {
+      if (k > 1) acc.add(params);
+      continue;
+    }
+    // An injected overflow goes into the step's first micro-batch: the sum
+    // carries it to the step boundary, where the check finds it.
+    if (m == 0 && inject_.count(step) && !params.empty()) params.front()->grad(0, 0) = INFINITY;
+    if (options_.on_gradients) options_.on_gradients(step, int(m), params);
+    if (k > 1) acc.add(params);
+  }
+  if (k > 1) {
+    acc.store(params);
+    if (emulated && options_.on_gradients) options_.on_gradients(step, -1, params);
+  }
+  return loss;
+}
+
+// Scaled backward over the micro-batches, then at the step boundary (where
+// DeepSpeed's FP16_Optimizer.step and ZeRO check the accumulated gradients:
+// fp16/fused_optimizer.py step -> has_overflow) unscale_, inf/NaN check,
+// clip, scaler update (the optimizer step comes after the telemetry has read
+// the gradients).
+StepOutcome Training::emulated_step(const std::vector<std::size_t>& idx, std::int64_t step) {
   const PrecisionPolicy& policy = config_.policy;
-  const StepContext ctx{&policy, config_.seed, std::uint64_t(step)};
   StepOutcome o;
   o.scale = scaler_->scale();
   const AdaptiveLossScaling* adaptive = scaler_->per_layer();
-  o.loss = forward_backward(emu_, x, labels, o.scale, ctx, adaptive);
+  o.loss = accumulated_backward(idx, step, o.scale, emu_, policy, true);
   auto params = emu_.model.parameters();
-  if (inject_.count(step) && !params.empty()) params.front()->grad(0, 0) = INFINITY;
   const std::map<const Parameter*, double> carried = adaptive ? carried_scales(emu_) : decltype(carried){};
   const double global_inv = round_value(formats::binary32(), 1.0 / o.scale);
   for (Parameter* p : params) {
@@ -132,11 +180,10 @@ StepOutcome Training::emulated_step(const Matrix& x, const std::vector<int>& lab
   return o;
 }
 
-// The shadow's step on the same batch, every op in binary64.
-double Training::shadow_step(const Matrix& x, const std::vector<int>& labels, std::int64_t step) {
-  const StepContext sctx{&fp64_policy(), config_.seed, std::uint64_t(step)};
+// The shadow's step on the same micro-batches, every op in binary64.
+double Training::shadow_step(const std::vector<std::size_t>& idx, std::int64_t step) {
   const ScopedNothingFlushed binary64;
-  const double loss = forward_backward(shadow_, x, labels, 1.0, sctx);
+  const double loss = accumulated_backward(idx, step, 1.0, shadow_, fp64_policy(), false);
   // Its norm is reported nowhere: computed only to clip.
   if (config_.max_grad_norm > 0)
     clip_grad_norm(shadow_.model.parameters(), config_.max_grad_norm, fp64_policy());
@@ -144,13 +191,11 @@ double Training::shadow_step(const Matrix& x, const std::vector<int>& labels, st
 }
 
 void Training::step(const std::vector<std::size_t>& idx, std::int64_t step, int epoch) {
-  const Matrix x = data_.train.batch(idx);
-  const std::vector<int> labels = data_.train.targets(idx);
   const double lr = config_.optimizer.lr_at(step, applied_steps_);
   emu_.optimizer->set_lr(lr);
   shadow_.optimizer->set_lr(lr);
-  const StepOutcome o = emulated_step(x, labels, step);
-  const double shadow_loss = config_.shadow ? shadow_step(x, labels, step) : NAN;
+  const StepOutcome o = emulated_step(idx, step);
+  const double shadow_loss = config_.shadow ? shadow_step(idx, step) : NAN;
   // Telemetry: gradients before the update, weights after it.
   const std::string head = std::to_string(step) + "," + std::to_string(epoch) + "," + num(o.loss) + "," +
                            (config_.shadow ? num(shadow_loss) : "") + "," + num(o.scale) + "," +
@@ -246,7 +291,12 @@ nlohmann::json Training::meta(Clock::time_point wall_start) const {
                   {"test_samples", data_.test.size()}};
   meta["parameters"] = result_.parameter_count;
   meta["memory"] = result_.memory.to_json();
-  meta["memory"]["activations_batch_size"] = config_.batch_size;
+  const int k = config_.gradient_accumulation_steps;
+  meta["memory"]["activations_batch_size"] = config_.batch_size / std::size_t(k);  // one micro-batch's
+  if (k > 1)
+    meta["gradient_accumulation"] = {
+        {"steps", k},
+        {"format", (config_.grad_accum_format ? config_.grad_accum_format : config_.policy.gradients)->name}};
   meta["steps"] = result_.steps_done;
   // A run cut short by an interrupt keeps what it did, marked as such.
   meta["partial"] = result_.interrupted;

@@ -211,6 +211,15 @@ const BadInput kCases[] = {
     {"train", "train {data}/deepspeed_scheduler.json --out {tmp}/out", "scheduler: DeepSpeed's WarmupCosineLR"},  // was: ignored
     {"train", "train {data}/deepspeed_hf_auto.json --out {tmp}/out",  // every "auto" at once, not one per run
      "fp16.enabled, optimizer.params.lr, optimizer.params.weight_decay, train_batch_size, train_micro_batch_size_per_gpu"},
+    // --- issue 26: gradient accumulation, simulated (was folded into one batch)
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set gradient_accumulation_steps=0 --out {tmp}/out", "gradient_accumulation_steps: must be at least 1"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set gradient_accumulation_steps=3 --out {tmp}/out", "gradient_accumulation_steps: batch_size 128 is not a multiple"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set grad_accum_format=binary17 --out {tmp}/out", "grad_accum_format: unknown format"},
+    {"train", "train {source}/experiments/configs/deepspeed-bf16.json --set gradient_accumulation_steps=3 --out {tmp}/out", "train_batch_size: 128 is not train_micro_batch_size_per_gpu 32 x gradient_accumulation_steps 3"},
+    {"train", "train {source}/experiments/configs/deepspeed-bf16.json --set data_types.grad_accum_dtype=fp8 --out {tmp}/out", "data_types.grad_accum_dtype: \"fp8\""},
+    // --- issue 26: a layers model sized from its specs (was built, then std::bad_alloc)
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model={\"type\":\"layers\",\"layers\":[{\"op\":\"linear\",\"out\":100000},{\"op\":\"relu\"},{\"op\":\"linear\",\"out\":100000},{\"op\":\"linear\",\"out\":10}]}' --out {tmp}/out", "the run needs about"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model={\"type\":\"layers\",\"layers\":[{\"op\":\"linear\",\"out\":100000},{\"op\":\"relu\"},{\"op\":\"linear\",\"out\":100000},{\"op\":\"linear\",\"out\":10}]}' --plan", "the run needs about"},
 };
 // clang-format on
 

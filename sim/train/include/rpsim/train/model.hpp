@@ -50,8 +50,9 @@ struct ModelInfo {
   std::vector<std::unique_ptr<Layer>> (*layers)(const ModelConfig& config, const Dataset& data);
   // Initialises the parameters (rounded to `storage`) from `seed`.
   void (*init)(Model& model, const ModelConfig& config, std::uint64_t seed, const Format& storage);
-  // The sizes from the config alone; nullptr: build the layers and count
-  // (the layers row, whose every layer is spelled out with its sizes).
+  // The sizes from the config alone, no tensor made (every row has one:
+  // the memory check runs it before anything is allocated). Must count the
+  // parameters `layers` builds (test_model_size.cpp checks every shipped model).
   ModelSize (*size)(const ModelConfig& config, const Dataset& data);
 };
 std::span<const ModelInfo> model_types();

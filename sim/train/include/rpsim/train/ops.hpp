@@ -36,6 +36,16 @@ struct LayerShape {
 using LayerFactory = std::unique_ptr<Layer> (*)(const std::string& name, const nlohmann::json& args,
                                                 const std::string& path, LayerShape& shape);
 using LossFactory = std::unique_ptr<Loss> (*)();
+// What a layer holds, from its config entry and input shape alone (no
+// tensors are made): its parameters and the values it saves per sample for
+// backward (its output; the model's input is counted apart).
+struct LayerSize {
+  double parameters = 0, activations_per_sample = 0;
+};
+// Checks the entry `args` (errors name `path`) for inputs of `shape`,
+// updates `shape` to the layer's output shape and gives the layer's sizes;
+// the layer's factory calls it first, so a layer is sized and checked once.
+using LayerSizer = LayerSize (*)(const nlohmann::json& args, const std::string& path, LayerShape& shape);
 
 struct OpInfo {
   const char* name;  // as PyTorch spells the op
@@ -45,6 +55,7 @@ struct OpInfo {
   bool fp8_gemm;
   const char* help;
   LayerFactory layer;  // null: a part of another layer, or a loss
+  LayerSizer size;     // non-null exactly when `layer` is
   LossFactory loss;    // non-null: a loss
 };
 

@@ -34,14 +34,23 @@ struct Config {
   DataConfig data;
   OptimizerConfig optimizer;
   std::string loss = "cross_entropy";  // or mse_loss
-  std::size_t batch_size = 128;
+  std::size_t batch_size = 128;        // samples per optimizer step (DeepSpeed's train_batch_size)
+  // Micro-batches per optimizer step (DeepSpeed's gradient_accumulation_steps):
+  // the step's batch_size samples go through forward and backward in this
+  // many micro-batches of batch_size / k, whose gradients are summed into an
+  // accumulator before the optimizer step (trainer.cpp).
+  int gradient_accumulation_steps = 1;
+  // The format of that accumulator, each add rounded to it (nearest even);
+  // null: policy.gradients, where PyTorch's `.grad +=` accumulates.
+  const Format* grad_accum_format = nullptr;
   int epochs = 1;
   std::int64_t steps = 0;    // > 0: stop after this many steps (epochs ignored)
   double max_grad_norm = 0;  // 0: no clipping
   ScalerConfig loss_scaler;
   bool shadow = true;
   std::vector<std::int64_t> histogram_steps{0};
-  std::vector<std::int64_t> inject_overflow_steps;  // an inf placed in the first gradient at these steps
+  // An inf placed in the first gradient at these steps (of the first micro-batch).
+  std::vector<std::int64_t> inject_overflow_steps;
   std::size_t eval_batch_size = 1000;
   bool evaluate = true;
   // > 0: also evaluate before the first step and after every eval_every
@@ -81,6 +90,12 @@ struct RunOptions {
   std::FILE* progress = nullptr;  // warnings and evaluation lines (nullptr: silent)
   bool progress_is_terminal = false;
   std::function<void(const StepReport&)> on_step;
+  // Under gradient accumulation, the parameter gradients of each micro-batch
+  // as backward left them (micro 0, 1, ...: scaled by the loss scale over the
+  // micro-batch count), then the accumulated ones before unscaling (micro
+  // -1); with one micro-batch, only micro 0. For tests and studies of the
+  // accumulation; read only.
+  std::function<void(std::int64_t step, int micro, const std::vector<Parameter*>& params)> on_gradients;
   int threads = 0;  // OpenMP threads, 0: default
 };
 
@@ -116,6 +131,11 @@ struct RunResult {
 // test_accuracy_fp64_percent (fp64 columns empty without shadow); the loss
 // is the mean over the test set's output rows (text: tokens), top-1
 // accuracy over the same rows.
+//
+// Under gradient accumulation a row is one optimizer step: the losses are
+// the mean of its micro-batches' losses, the underflow fractions of weight
+// gradients the mean over its micro-batches (the accumulator's roundings
+// included), the activation-gradient and FP8 columns its last micro-batch's.
 //
 // steps.csv, one row per step: step, epoch, loss_emulated_nats,
 // loss_fp64_nats (empty without shadow), loss_scale, skipped, overflow_found,
