@@ -208,6 +208,29 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
                                    be.data(), c);
 }
 
+// Longer K (a GEMM's): a chain of instructions of instruction_terms()
+// products each with their scales, the result of one C of the next (as the
+// block FMA chain feeds it, tensor_core.hpp); a last, shorter instruction
+// takes the blocks left (K a multiple of scale_block). One instruction's K
+// (tc-validate's vectors) is the single call.
+double block_scaled_chain(const TensorCoreModel& m, std::span<const double> a, std::span<const double> b,
+                          double c, std::span<const double> sa, std::span<const double> sb) {
+  const auto blk = static_cast<std::size_t>(m.scale_block);
+  const auto per = static_cast<std::size_t>(m.instruction_terms());
+  if (a.size() % blk != 0)
+    throw std::invalid_argument(fmt::format(
+        "tensor core model '{}': K = {} is not a multiple of the block {}", m.name, a.size(), blk));
+  if (a.size() <= per) return block_scaled(m, a, b, c, sa, sb);
+  if (sa.size() * blk != a.size() || sb.size() * blk != b.size())
+    return block_scaled(m, a, b, c, sa, sb);  // the shape error, named there
+  for (std::size_t k = 0; k < a.size(); k += per) {
+    const std::size_t n = std::min(per, a.size() - k);
+    c = block_scaled(m, a.subspan(k, n), b.subspan(k, n), c, sa.subspan(k / blk, n / blk),
+                     sb.subspan(k / blk, n / blk));
+  }
+  return c;
+}
+
 }  // namespace
 
 double tensor_core_dot_other(const TensorCoreModel& m, std::span<const double> a, std::span<const double> b,
@@ -215,7 +238,7 @@ double tensor_core_dot_other(const TensorCoreModel& m, std::span<const double> a
   if (a.size() != b.size())
     throw std::invalid_argument(
         fmt::format("tensor core dot: a has {} elements, b has {}", a.size(), b.size()));
-  if (m.scale_block > 0) return block_scaled(m, a, b, c, scale_a, scale_b);
+  if (m.scale_block > 0) return block_scaled_chain(m, a, b, c, scale_a, scale_b);
   switch (m.datapath) {
     case Datapath::fma_chain: return fma_chain(m, a, b, c);
     case Datapath::pairwise_fma: return pairwise_fma(m, a, b, c);

@@ -137,6 +137,23 @@ TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std
   return m;
 }
 
+// from_row, after checking the block size a block-scaled row takes.
+TensorCoreModel scaled_row(const TensorCorePresetRow& r, std::string_view gpu, std::string_view instr,
+                           const Format& in, const Format& out, const Format& input_b, const Format* scale,
+                           int scale_block) {
+  if (scale && (scale_block != 16 && scale_block != 32 ? true : (r.scale_blocks & scale_block) == 0)) {
+    std::vector<int> blocks;
+    for (const int b : {16, 32})
+      if (r.scale_blocks & b) blocks.push_back(b);
+    throw std::invalid_argument(
+        fmt::format("tensor core preset '{}' {} {} with {} scales: scale_block {} is not {} (the "
+                    "instruction's scale_vec)",
+                    gpu, instr.empty() ? "mma.sync" : instr, in.name, scale->name, scale_block,
+                    fmt::join(blocks, " or ")));
+  }
+  return from_row(r, gpu, instr, in, out, input_b, scale, scale_block);
+}
+
 }  // namespace
 
 const std::vector<std::string>& tensor_core_preset_names() {
@@ -197,7 +214,7 @@ TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, 
   for (const auto& r : tensor_core_preset_rows())
     if (listed(r.gpus, gpu) && (r.instructions & ib) && (r.inputs & in_bit) && (r.inputs & in_b_bit) &&
         (r.outputs & out_bit) && (scale ? (r.scales & sc_bit) != 0 : r.scales == 0))
-      return from_row(r, gpu, instr, in, out, in_b, scale, scale_block);
+      return scaled_row(r, gpu, instr, in, out, in_b, scale, scale_block);
   throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} {}{} -> {}{} datapath", gpu,
                                           instruction_names(ib), in.name, in_b == in ? "" : " x " + in_b.name,
                                           out.name,

@@ -22,9 +22,10 @@ struct DtypeRow {
   const char* format;
   const char* preset;
 };
-constexpr DtypeRow kDtypes[] = {{"float16", "binary16", "fp16"},   {"bfloat16", "bfloat16", "bf16"},
-                                {"float32", "binary32", "fp32"},   {"float64", "binary64", nullptr},
-                                {"float8_e4m3fn", "e4m3", "e4m3"}, {"float8_e5m2", "e5m2", "e5m2"}};
+constexpr DtypeRow kDtypes[] = {{"float16", "binary16", "fp16"},     {"bfloat16", "bfloat16", "bf16"},
+                                {"float32", "binary32", "fp32"},     {"float64", "binary64", nullptr},
+                                {"float8_e4m3fn", "e4m3", "e4m3"},   {"float8_e5m2", "e5m2", "e5m2"},
+                                {"float4_e2m1fn_x2", "e2m1", "e2m1"}};
 
 // GPUs with fitted cuBLAS presets: the device name (torch.cuda.get_device_name)
 // contains `name`. Only the H100 is measured (shared/cublas-h100); an H200 or

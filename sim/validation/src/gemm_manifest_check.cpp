@@ -21,9 +21,10 @@ Matrix model_result(const AccumulationModel& model, const GemmDump& dump, const 
                     int threads) {
   const GemmOptions opt{threads};
   const bool plain_c = g.alpha == 1.0 && g.beta == 1.0 && dump.c;
+  const Matrix zero = Matrix::Zero(dump.a.rows(), dump.b.cols());
   if (g.alpha == 1.0 && (g.beta == 0.0 || plain_c))
-    return plain_c ? gemm(model, dump.a, dump.b, *dump.c, opt) : gemm(model, dump.a, dump.b, opt);
-  const Matrix ab = gemm(model, dump.a, dump.b, opt);
+    return gemm(model, dump.a, dump.b, plain_c ? *dump.c : zero, dump.scales, opt);
+  const Matrix ab = gemm(model, dump.a, dump.b, zero, dump.scales, opt);
   Matrix exact = g.alpha * ab;
   if (dump.c && g.beta != 0.0) exact += g.beta * *dump.c;
   return round_to_format(exact, model.output_format());
