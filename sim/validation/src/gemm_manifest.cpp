@@ -89,9 +89,14 @@ ManifestGemm read_entry(const nlohmann::json& e, const std::string& where) {
     if (f.contains(rpr) && f.at(rpr).is_boolean()) g.rpr = f.at(rpr).get<bool>();
   }
   if (e.contains("scales") && e.at("scales").is_object())
-    for (const auto& [key, v] : e.at("scales").items())
-      for (const auto& x : v.is_array() ? v : nlohmann::json::array({v}))
-        if (x.is_number() && x.get<double>() != 1.0) g.scaled = true;
+    for (const auto& [key, v] : e.at("scales").items()) {
+      if (key != "scale_a" && key != "scale_b") continue;
+      for (const auto& x : v.is_array() ? v : nlohmann::json::array({v})) {
+        if (!x.is_number())
+          throw GemmDumpError(fmt::format("{}: scales.{} holds {}, not a number", where, key, x.dump()));
+        (key == "scale_a" ? g.scale_a : g.scale_b).push_back(x.get<double>());
+      }
+    }
   return g;
 }
 
@@ -106,6 +111,12 @@ void read_skips(const nlohmann::json& skipped, GemmManifest& m) {
 }
 
 }  // namespace
+
+bool ManifestGemm::scaled() const {
+  const auto one = [](double x) { return x == 1.0; };
+  return !std::all_of(scale_a.begin(), scale_a.end(), one) ||
+         !std::all_of(scale_b.begin(), scale_b.end(), one);
+}
 
 GemmManifest load_gemm_manifest(const std::filesystem::path& dir_or_file) {
   GemmManifest m;

@@ -56,7 +56,7 @@ U8 = dict(scale_format="ue8m0")
     (dict(U8, sfa=np.ones((4, 3)), sfb=np.ones((3, 2))), "SFB: expected 3x3 (K/32 x N), given 3x2"),
     (dict(U8, sfa=np.ones((4, 3))), "SFB: model"),
     (dict(U8, sfa=np.full((4, 3), 3.0), sfb=np.ones((3, 3))), "SFA[0, 0] = 3 is not a value of the scale format"),
-    (dict(sfa=np.ones((4, 3)), sfb=np.ones((3, 3)), scale_format="ue4m3"), "with e4m3 block scales"),
+    (dict(sfa=np.ones((4, 3)), sfb=np.ones((3, 3)), scale_format="ue4m3"), "with ue4m3 block scales"),
     (dict(U8, sfa=np.ones((4, 6)), sfb=np.ones((6, 3)), block=16), "scale_block 16 is not 32"),
     (dict(sfa=np.ones((4, 3)), sfb=np.ones((3, 3))), "takes no block scales"),
     (dict(scale_a=np.ones(5)), "scale_a: expected 1x1 (per tensor) or 4x1 (per row of A), given 5x1"),

@@ -190,7 +190,7 @@ TEST_CASE("gemm scaled: bad scales are errors naming the array, the block and th
                     Catch::Contains("scale_a: expected 1x1 (per tensor) or 4x1 (per row of A), given 3x1"));
   // The spec: a scale format the instruction does not take, a block it does not.
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:b200:e4m3:fp32:tcgen05.mma:scale=ue4m3"),
-                    Catch::Contains("with e4m3 block scales"));
+                    Catch::Contains("with ue4m3 block scales"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0:scale_block=16"),
                     Catch::Contains("scale_block 16 is not 32"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:b200:e2m1:fp32:tcgen05.mma:scale=ue5m3"),

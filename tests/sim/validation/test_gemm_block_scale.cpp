@@ -1,6 +1,6 @@
-// Block-scaled GEMMs (gemm.hpp GemmScales) against MMA-Sim's vectors for the
-// same a, b, c and scales (tests/data/mma-sim excerpt; ../shared/mma-sim when
-// present), and gemm-check on a capture manifest whose GEMMs carry SFA/SFB.
+// Block-scaled GEMMs (gemm.hpp GemmScales), and the GEMMs of every other
+// datapath, against MMA-Sim's vectors for the same a, b, c and scales (tests/data/mma-sim excerpt;
+// ../shared/mma-sim when present), and gemm-check on a capture manifest whose GEMMs carry SFA/SFB.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
@@ -38,10 +38,12 @@ struct Diagonal {
 };
 Diagonal diagonal(const MmaSimFile& f, std::size_t first, Eigen::Index n) {
   const auto k = static_cast<Eigen::Index>(f.k);
-  const auto kb = static_cast<Eigen::Index>(f.k / f.block_size);
+  const auto kb = static_cast<Eigen::Index>(f.block_size ? f.k / f.block_size : 0);
   Diagonal g{Matrix(n, k), Matrix(k, n), Matrix::Zero(n, n), {}};
-  g.scales.sfa = Matrix(n, kb);
-  g.scales.sfb = Matrix(kb, n);
+  if (kb > 0) {
+    g.scales.sfa = Matrix(n, kb);
+    g.scales.sfb = Matrix(kb, n);
+  }
   for (Eigen::Index i = 0; i < n; ++i) {
     const MmaSimCase& gc = f.cases[first + std::size_t(i)];
     for (Eigen::Index t = 0; t < k; ++t) {
@@ -66,6 +68,8 @@ std::size_t check_file(const fs::path& p, std::size_t& total) {
   INFO(p.filename().string() << ": " << why);
   REQUIRE(tc.has_value());
   REQUIRE(tc->scale_block == static_cast<int>(f.block_size));
+  // A model's C is a value of its output format: binary16 C on Volta's f16
+  // files, as the GEMM takes it.
   const AccumulationModel model(*tc);
   std::size_t passed = 0;
   for (std::size_t first = 0; first < f.cases.size(); first += 32) {
@@ -114,6 +118,34 @@ TEST_CASE("gemm block scale: one instruction's K equals every shared MMA-Sim blo
     }
   CHECK(files == 15);  // 7 tcgen05 + 8 sm_120 (the set's README)
   CHECK(total == 15 * 2000);
+  CHECK(passed == total);
+}
+
+// Every datapath (NVIDIA block FMA through the GEMM executor, AMD mfma and
+// FP64 FMA chains element by element): the whole GEMM of one instruction's K
+// agrees with MMA-Sim as tc-validate's per-element check does.
+TEST_CASE("gemm block scale: every datapath's GEMM equals the MMA-Sim excerpt on the diagonal",
+          "[gemm][mma-sim]") {
+  std::size_t files = 0, total = 0, passed = 0;
+  for (const auto& p : mma_sim_files(test::source_dir() / "tests" / "data" / "mma-sim")) {
+    ++files;
+    passed += check_file(p, total);
+  }
+  CHECK(files >= 14);
+  CHECK(passed == total);
+}
+
+TEST_CASE("gemm block scale: every datapath's GEMM equals every shared MMA-Sim file on the diagonal",
+          "[gemm][mma-sim][shared]") {
+  const fs::path dir = test::shared_dir() / "mma-sim";
+  if (!fs::is_directory(dir)) RPSIM_SKIP("shared/mma-sim not found under " << test::shared_dir().string());
+  std::size_t files = 0, total = 0, passed = 0;
+  for (const auto& p : mma_sim_files(dir)) {
+    ++files;
+    passed += check_file(p, total);
+  }
+  CHECK(files == 193);
+  CHECK(total == 386000);
   CHECK(passed == total);
 }
 
@@ -192,5 +224,42 @@ TEST_CASE("gemm block scale: gemm-check on a manifest with SFA/SFB passes, a per
   CHECK(bad.failed == 1);
   REQUIRE(bad.mismatches.size() == 1);
   CHECK(bad.mismatches[0].find("g00007_mm.npz: D[0, 0]") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "gemm block scale: a manifest's _scaled_mm scales are checked as the binary32 epilogue, with a note",
+    "[gemm][manifest]") {
+  const std::string spec = "tc:h100:e4m3:fp32:wgmma";
+  const AccumulationModel model = AccumulationModel::parse(spec);
+  Matrix a(2, 32), b(32, 2);
+  for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = 0.25 * double(i % 7) - 0.5;
+  for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = 1.5 - 0.125 * double(i % 11);
+  const Matrix ab = gemm(model, a, b);
+  Matrix d(2, 2);  // fl32(fl32(3 * 0.1f) * AB): the epilogue written out here
+  for (Eigen::Index i = 0; i < d.size(); ++i)
+    d.data()[i] = static_cast<double>((3.0f * 0.1f) * static_cast<float>(ab.data()[i]));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rpsim-scaled-mm-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  io::write_atomic(dir / "g0.npz", io::npz_image({array("A", a), array("B", b), array("D", d)}));
+  const nlohmann::json entry = {{"file", "g0.npz"},
+                                {"call", 0},
+                                {"op", "_scaled_mm"},
+                                {"m", 2},
+                                {"n", 2},
+                                {"k", 32},
+                                {"a_dtype", "float8_e4m3fn"},
+                                {"d_dtype", "float32"},
+                                {"alpha", 1.0},
+                                {"beta", 0.0},
+                                {"device", "NVIDIA H100"},
+                                {"scales", {{"scale_a", {3.0}}, {"scale_b", {static_cast<double>(0.1f)}}}}};
+  std::ofstream(dir / "manifest.json") << nlohmann::json{{"model", spec}, {"gemms", {entry}}}.dump();
+  const ManifestReport r = check_gemm_manifest(load_gemm_manifest(dir), {});
+  INFO(r.table());
+  CHECK(r.passed == 1);
+  CHECK(r.skipped == 0);
+  CHECK(r.rows.at(0).note.find("_scaled_mm scales: binary32 epilogue, unmeasured") != std::string::npos);
   fs::remove_all(dir);
 }
