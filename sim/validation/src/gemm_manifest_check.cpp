@@ -73,29 +73,25 @@ ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vect
   r.skip_reasons = manifest.skip_reasons;
   std::map<std::size_t, std::size_t> row_of;  // call -> row
   for (const ManifestGemm& g : manifest.gemms) {
+    if (g.scaled()) {
+      // cuBLAS's scaled epilogue is unmeasured: rather said than checked
+      // under a guess (a dump's scale_a / scale_b arrays take gemm.hpp's
+      // binary32 epilogue when asked for explicitly).
+      ++r.skipped;
+      r.skip_reasons.push_back(
+          fmt::format("{}: _scaled_mm scales other than 1 are not modelled (unmeasured)", g.file));
+      continue;
+    }
     const std::string spec = select_gemm_model(g, manifest, models);
     const AccumulationModel model = AccumulationModel::parse(spec);
     GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
     if (g.beta == 0.0) dump.c.reset();  // beta = 0: PyTorch ignores C, even a NaN in it
-    if (g.scaled()) {
-      // One value per tensor, else one per row of A (column of B).
-      auto as = [](const std::vector<double>& v, bool row) {
-        Matrix x(row ? Eigen::Index(v.size()) : 1, row ? 1 : Eigen::Index(v.size()));
-        for (std::size_t i = 0; i < v.size(); ++i) x.data()[i] = v[i];
-        return x;
-      };
-      if (!g.scale_a.empty()) dump.scales.scale_a = as(g.scale_a, true);
-      if (!g.scale_b.empty()) dump.scales.scale_b = as(g.scale_b, false);
-    }
     check_dump_formats(dump, model);
     if (!row_of.count(g.call)) {
       row_of[g.call] = r.rows.size();
       r.rows.push_back({g.call, g.op, "", fmt::format("{}->{}", g.a_dtype, g.d_dtype), spec, ""});
       if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0))
         r.rows.back().note = fmt::format("alpha={:g} beta={:g}", g.alpha, g.beta);
-      if (g.scaled())
-        r.rows.back().note += std::string(r.rows.back().note.empty() ? "" : ", ") +
-                              "_scaled_mm scales: binary32 epilogue, unmeasured";
     }
     ManifestRow& row = r.rows[row_of[g.call]];
     const Compared c = compare(dump.d, model_result(model, dump, g, threads), model.output_format(), g.file,

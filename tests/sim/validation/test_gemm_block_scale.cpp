@@ -227,9 +227,8 @@ TEST_CASE("gemm block scale: gemm-check on a manifest with SFA/SFB passes, a per
   fs::remove_all(dir);
 }
 
-TEST_CASE(
-    "gemm block scale: a manifest's _scaled_mm scales are checked as the binary32 epilogue, with a note",
-    "[gemm][manifest]") {
+TEST_CASE("gemm block scale: _scaled_mm scales in a manifest are said not checked, in a dump the epilogue",
+          "[gemm][manifest]") {
   const std::string spec = "tc:h100:e4m3:fp32:wgmma";
   const AccumulationModel model = AccumulationModel::parse(spec);
   Matrix a(2, 32), b(32, 2);
@@ -242,7 +241,10 @@ TEST_CASE(
   const fs::path dir = fs::temp_directory_path() / fmt::format("rpsim-scaled-mm-{}", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
+  const Matrix sa = Matrix::Constant(1, 1, 3.0), sb = Matrix::Constant(1, 1, static_cast<double>(0.1f));
   io::write_atomic(dir / "g0.npz", io::npz_image({array("A", a), array("B", b), array("D", d)}));
+  io::write_atomic(dir / "dump.npz", io::npz_image({array("A", a), array("B", b), array("D", d),
+                                                    array("scale_a", sa), array("scale_b", sb)}));
   const nlohmann::json entry = {{"file", "g0.npz"},
                                 {"call", 0},
                                 {"op", "_scaled_mm"},
@@ -256,10 +258,18 @@ TEST_CASE(
                                 {"device", "NVIDIA H100"},
                                 {"scales", {{"scale_a", {3.0}}, {"scale_b", {static_cast<double>(0.1f)}}}}};
   std::ofstream(dir / "manifest.json") << nlohmann::json{{"model", spec}, {"gemms", {entry}}}.dump();
-  const ManifestReport r = check_gemm_manifest(load_gemm_manifest(dir), {});
+  const GemmManifest manifest = load_gemm_manifest(dir);
+  CHECK(manifest.gemms.at(0).scale_a == std::vector<double>{3.0});
+  const ManifestReport r = check_gemm_manifest(manifest, {});
   INFO(r.table());
-  CHECK(r.passed == 1);
-  CHECK(r.skipped == 0);
-  CHECK(r.rows.at(0).note.find("_scaled_mm scales: binary32 epilogue, unmeasured") != std::string::npos);
+  CHECK(r.rows.empty());
+  CHECK(r.skipped == 1);
+  // The same GEMM as a dump carrying scale_a and scale_b: checked under the epilogue.
+  const GemmDump dump = load_gemm_dump({dir / "dump.npz"}, DumpFormat::numpy);
+  REQUIRE(dump.scales.scale_a.has_value());
+  check_dump_formats(dump, model);
+  const GemmCheckResult c = check_gemm(dump, model);
+  CHECK(c.passed == 4);
+  CHECK(c.total == 4);
   fs::remove_all(dir);
 }

@@ -34,10 +34,11 @@ struct ManifestGemm {
   bool allow_tf32 = false;
   std::optional<bool> rpr;  // the reduced-precision-reduction flag of the input dtype; none: unrecorded
   // _scaled_mm's scale_a / scale_b ("scales" in the entry): one value (per
-  // tensor) or one per row of A / column of B; checked as gemm.hpp's
-  // binary32 epilogue (GemmScales), which no measurement has fitted yet.
+  // tensor) or one per row of A / column of B.
   std::vector<double> scale_a, scale_b;
-  bool scaled() const;  // a scale other than 1
+  // A scale other than 1: cuBLAS's scaled epilogue is unmeasured, so such a
+  // GEMM is said, not checked.
+  bool scaled() const;
 };
 
 struct GemmManifest {
