@@ -47,6 +47,31 @@ py::array to_numpy(const sim::Matrix& m) {
   return out;
 }
 
+// An optional scale array: None, a number (1x1), or a 1-D (as `row`: Mx1,
+// else 1xN) or 2-D array.
+static std::optional<sim::Matrix> scale_arg(const py::object& x, const char* what, bool row) {
+  if (x.is_none()) return std::nullopt;
+  const py::array v = float_array(x, what);
+  if (v.ndim() == 2) return matrix_arg(v, what);
+  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(v);
+  if (v.ndim() > 1)
+    throw py::value_error(fmt::format("{}: must have at most 2 dimensions, got {}", what, v.ndim()));
+  const Eigen::Index n = v.ndim() == 0 ? 1 : static_cast<Eigen::Index>(v.shape(0));
+  sim::Matrix m(row ? n : 1, row ? 1 : n);
+  for (Eigen::Index i = 0; i < n; ++i) m.data()[i] = d.data()[i];
+  return m;
+}
+
+sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const py::object& scale_a,
+                           const py::object& scale_b) {
+  sim::GemmScales scales;
+  if (!sfa.is_none()) scales.sfa = matrix_arg(sfa, "sfa");
+  if (!sfb.is_none()) scales.sfb = matrix_arg(sfb, "sfb");
+  scales.scale_a = scale_arg(scale_a, "scale_a", true);
+  scales.scale_b = scale_arg(scale_b, "scale_b", false);
+  return scales;
+}
+
 namespace {
 
 // `m` rounded to `fmt` (RNE), or checked to hold values of `fmt` already.
@@ -96,21 +121,6 @@ py::object scaled_spec(const py::object& model, const py::object& block, const p
   return py::str(spec);
 }
 
-// An optional scale array: None, a number (1x1), or a 1-D (as `row`: Mx1,
-// else 1xN) or 2-D array.
-std::optional<sim::Matrix> scale_arg(const py::object& x, const char* what, bool row) {
-  if (x.is_none()) return std::nullopt;
-  const py::array v = float_array(x, what);
-  if (v.ndim() == 2) return matrix_arg(v, what);
-  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(v);
-  if (v.ndim() > 1)
-    throw py::value_error(fmt::format("{}: must have at most 2 dimensions, got {}", what, v.ndim()));
-  const Eigen::Index n = v.ndim() == 0 ? 1 : static_cast<Eigen::Index>(v.shape(0));
-  sim::Matrix m(row ? n : 1, row ? 1 : n);
-  for (Eigen::Index i = 0; i < n; ++i) m.data()[i] = d.data()[i];
-  return m;
-}
-
 const Format& b_format(const sim::AccumulationModel& model) {
   const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
   return tc ? tc->b_input() : model.input_format();
@@ -123,11 +133,7 @@ py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::obj
   const Format& in = model.input_format();
   const sim::Matrix ma = in_format(matrix_arg(a, "A"), in, round_inputs, "A");
   const sim::Matrix mb = in_format(matrix_arg(b, "B"), b_format(model), round_inputs, "B");
-  sim::GemmScales scales;
-  if (!sfa.is_none()) scales.sfa = matrix_arg(sfa, "sfa");
-  if (!sfb.is_none()) scales.sfb = matrix_arg(sfb, "sfb");
-  scales.scale_a = scale_arg(scale_a, "scale_a", true);
-  scales.scale_b = scale_arg(scale_b, "scale_b", false);
+  const sim::GemmScales scales = scales_arg(sfa, sfb, scale_a, scale_b);
   if (ma.cols() != mb.rows())
     throw py::value_error(
         fmt::format("A is {}x{} but B is {}x{}", ma.rows(), ma.cols(), mb.rows(), mb.cols()));

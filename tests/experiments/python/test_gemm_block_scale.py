@@ -98,3 +98,16 @@ def test_cli_gemm_dump_with_block_scales_passes_gemm_check_and_a_changed_element
     np.savez(tmp_path / "nosfb.npz", **arrays)
     r = run_cli("gemm-check", str(tmp_path / "nosfb.npz"), "--model", spec, check=False)
     assert r.returncode == 2 and "SFB" in r.stderr
+
+
+def test_gemm_check_on_arrays_takes_the_scales():
+    a, b, sa, sb = mx_operands(6)
+    spec = MX + ":scale=ue8m0"
+    d = rpsim.gemm(a, b, model=spec, sfa=sa, sfb=sb).astype(np.float32)
+    assert rpsim.gemm_check(a, b, d, model=spec, sfa=sa, sfb=sb).failed == 0
+    sa2 = sa.copy()
+    sa2[1, 2] *= 2
+    res = rpsim.gemm_check(a, b, d, model=spec, sfa=sa2, sfb=sb)
+    assert res.failed > 0 and {m["row"] for m in res.mismatches} == {1}
+    with pytest.raises(ValueError, match="SFA: model"):
+        rpsim.gemm_check(a, b, d, model=spec, sfb=sb)
