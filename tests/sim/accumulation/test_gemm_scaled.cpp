@@ -205,3 +205,36 @@ TEST_CASE("gemm scaled: a block-scaled spec round-trips", "[gemm][block-scale]")
     CHECK(AccumulationModel::parse(spec).spec() == spec);
   }
 }
+
+TEST_CASE("gemm scaled: AMD mfma and FP64 GEMMs are the chain of their instructions, C fed forward",
+          "[gemm][mfma]") {
+  // Spec and one instruction's K (MMA-Sim's qualifiers: f32_16x16x32_fp8_fp8, f32_16x16x16_bf16,
+  // f32_32x32x8bf16_1k, f32_16x16x16f16, m8n8k4 f64, f64_16x16x4f64).
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"tc:mi300:e4m3fnuz:fp32:mfma", 32}, {"tc:mi300:bf16:fp32:mfma", 16}, {"tc:mi250:bf16:fp32:mfma.1k", 8},
+      {"tc:mi100:fp16:fp32:mfma", 16},     {"tc:h100:fp64:fp64", 4},        {"tc:mi250:fp64:fp64:mfma", 4}};
+  for (const auto& [spec, per] : cases) {
+    INFO(spec);
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    const TensorCoreModel& m = tc_of(model);
+    std::mt19937_64 rng(5);
+    const Eigen::Index k = 6 * per;
+    const Matrix a = random_values(4, k, m.input, rng), b = random_values(k, 3, m.b_input(), rng);
+    const Matrix c = random_values(4, 3, m.output, rng);
+    const Matrix d = gemm(model, a, b, c);
+    for (Eigen::Index i = 0; i < 4; ++i)
+      for (Eigen::Index j = 0; j < 3; ++j) {
+        double acc = c(i, j);
+        for (Eigen::Index k0 = 0; k0 < k; k0 += per) {
+          std::vector<double> av, bv;
+          for (Eigen::Index t = k0; t < k0 + per; ++t) {
+            av.push_back(a(i, t));
+            bv.push_back(b(t, j));
+          }
+          acc = to_double(m.output, tensor_core_dot_bits(m, av, bv, acc));
+        }
+        CHECK(d(i, j) == acc);
+        CHECK(d(i, j) != 0);
+      }
+  }
+}
