@@ -174,13 +174,21 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
     if (std::isnan(sa[j]) || std::isnan(sb[j])) return std::numeric_limits<double>::quiet_NaN();
   const tc_detail::Finisher fin(m);
   const int semin = m.scale->emin;
-  std::vector<double> av, bv;
-  std::vector<int> ae, be;
+  // One instruction's terms (at most 64 products): the stack, not the heap,
+  // since a GEMM calls this once per instruction and element.
+  constexpr std::size_t kMax = 1024;
+  if (a.size() > kMax)
+    throw std::invalid_argument(fmt::format(
+        "tensor core model '{}': {} products in one block-scaled step, at most {}", m.name, a.size(), kMax));
+  double av[kMax], bv[kMax];
+  int ae[kMax], be[kMax];
+  int terms = 0;
   auto push = [&](double x, int ex, double y, int ey) {
-    av.push_back(x);
-    ae.push_back(ex);
-    bv.push_back(y);
-    be.push_back(ey);
+    av[terms] = x;
+    ae[terms] = ex;
+    bv[terms] = y;
+    be[terms] = ey;
+    ++terms;
   };
   if (m.product_group > 0) {
     if (std::isnan(c)) return c;
@@ -204,8 +212,7 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
       push(oa.value * xa, oa.exponent + floor_log2(xa), ob.value * xb, ob.exponent + floor_log2(xb));
     }
   }
-  return tc_detail::run_step<true>(fin, static_cast<int>(av.size()), av.data(), ae.data(), bv.data(),
-                                   be.data(), c);
+  return tc_detail::run_step<true>(fin, terms, av, ae, bv, be, c);
 }
 
 // Longer K (a GEMM's): a chain of instructions of instruction_terms()
