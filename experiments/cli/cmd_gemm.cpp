@@ -14,6 +14,7 @@
 #include "rpsim/accumulation/exact_accumulator.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
+#include "rpsim/formats/block_scale.hpp"
 #include "rpsim/io/npy.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/results_io.hpp"
@@ -88,14 +89,56 @@ io::NumericArray array_of(const char* name, const sim::Matrix& m, const Format& 
   return x;
 }
 
-// A, B and D as an .npz (what `rpsim gemm-check` reads), written atomically.
+// A, B and D (and block scales SFA, SFB) as an .npz (what `rpsim gemm-check`
+// reads), written atomically.
 void write_dump(const std::string& path, const sim::Matrix& a, const sim::Matrix& b, const sim::Matrix& d,
-                const Format& input, const Format& output) {
+                const Format& input, const Format& output, const sim::GemmScales& scales) {
   const std::filesystem::path p(path);
   if (p.extension() != ".npz") throw UsageError(fmt::format("--dump '{}': the file must end in .npz", path));
   io::ensure_writable_dir(p.parent_path().empty() ? "." : p.parent_path());
-  io::write_atomic(
-      p, io::npz_image({array_of("A", a, input), array_of("B", b, input), array_of("D", d, output)}));
+  std::vector<io::NumericArray> arrays{array_of("A", a, input), array_of("B", b, input),
+                                       array_of("D", d, output)};
+  // Scale values (E8M0 2^-127 .. 2^127, E4M3) are exact in float32.
+  if (scales.sfa) arrays.push_back(array_of("SFA", *scales.sfa, formats::binary32()));
+  if (scales.sfb) arrays.push_back(array_of("SFB", *scales.sfb, formats::binary32()));
+  io::write_atomic(p, io::npz_image(arrays));
+}
+
+// A block-scaled model's operands: the random A quantised along its rows and
+// B along its columns in the model's blocks (OCP MX for ue8m0 scales, NVFP4's
+// E4M3 block scales for ue4m3, its per-tensor scale left out), elements into
+// a and b, scales into `scales`; returns A and B dequantised (exact), which
+// the error is measured against.
+std::pair<sim::Matrix, sim::Matrix> block_quantise(const sim::TensorCoreModel& m, sim::Matrix& a,
+                                                   sim::Matrix& b, sim::GemmScales& scales) {
+  const auto blk = static_cast<std::size_t>(m.scale_block);
+  if (a.cols() % m.scale_block != 0)
+    throw UsageError(fmt::format("--k {}: not a multiple of the block {} of '{}'", a.cols(), blk, m.name));
+  const Eigen::Index kb = a.cols() / m.scale_block;
+  scales.sfa = sim::Matrix(a.rows(), kb);
+  scales.sfb = sim::Matrix(kb, b.cols());
+  const bool mx = m.scale->exp_bits == 8;
+  auto quantise = [&](std::vector<double> v, const Format& f) {
+    return mx ? mx_quantize(f, v, blk) : nvfp4_quantize(v, blk);
+  };
+  sim::Matrix ad = a, bd = b;
+  for (Eigen::Index i = 0; i < a.rows(); ++i) {
+    const auto q = quantise(std::vector<double>(a.row(i).begin(), a.row(i).end()), m.input);
+    for (Eigen::Index t = 0; t < a.cols(); ++t) {
+      a(i, t) = q.elements[std::size_t(t)];
+      ad(i, t) = a(i, t) * q.scales[std::size_t(t) / blk];
+    }
+    for (Eigen::Index t = 0; t < kb; ++t) (*scales.sfa)(i, t) = q.scales[std::size_t(t)];
+  }
+  for (Eigen::Index j = 0; j < b.cols(); ++j) {
+    const auto q = quantise(std::vector<double>(b.col(j).begin(), b.col(j).end()), m.b_input());
+    for (Eigen::Index t = 0; t < b.rows(); ++t) {
+      b(t, j) = q.elements[std::size_t(t)];
+      bd(t, j) = b(t, j) * q.scales[std::size_t(t) / blk];
+    }
+    for (Eigen::Index t = 0; t < kb; ++t) (*scales.sfb)(t, j) = q.scales[std::size_t(t)];
+  }
+  return {ad, bd};
 }
 
 void print_report(const Opts& o, const sim::AccumulationModel& model, const Format& input,
@@ -167,10 +210,21 @@ int run_gemm(const Opts& o) {
   sim::Matrix b = o.b_file.empty() ? random_matrix(a.cols(), o.n, o.dist, rng) : read_matrix(o.b_file);
   if (a.cols() != b.rows())
     throw UsageError(fmt::format("A is {}x{} but B is {}x{}", a.rows(), a.cols(), b.rows(), b.cols()));
+  const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
+  if (tc && tc->scale_block > 0) {
+    // Block-scaled: the model's operand formats, the scales from quantising.
+    sim::GemmScales scales;
+    const auto [ad, bd] = block_quantise(*tc, a, b, scales);
+    const sim::Matrix c = sim::Matrix::Zero(a.rows(), b.cols());
+    const sim::Matrix d = sim::gemm(model, a, b, c, scales, sim::GemmOptions{o.threads});
+    if (!o.dump.empty()) write_dump(o.dump, a, b, d, tc->input, model.output_format(), scales);
+    print_report(o, model, tc->input, ad, bd, d);
+    return 0;
+  }
   a = sim::round_to_format(a, input);
   b = sim::round_to_format(b, input);
   const sim::Matrix d = sim::gemm(model, a, b, sim::GemmOptions{o.threads});
-  if (!o.dump.empty()) write_dump(o.dump, a, b, d, input, model.output_format());
+  if (!o.dump.empty()) write_dump(o.dump, a, b, d, input, model.output_format(), {});
   print_report(o, model, input, a, b, d);
   return 0;
 }
@@ -188,7 +242,9 @@ void add_gemm(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model,
                   "tensor-core preset (v100 ... b200) or an accumulation model spec "
                   "(sequential:fp32:rne, fma, pairwise, blocked:32, kahan, exact, tc:h100:bf16, "
-                  "kernel:h100:fp16:fp32:split_k=3, cublas:h100:bf16:bf16)")
+                  "kernel:h100:fp16:fp32:split_k=3, cublas:h100:bf16:bf16; block-scaled: "
+                  "tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0 quantises A and B in MX blocks, "
+                  "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3 in NVFP4 blocks)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->check(non_negative())->capture_default_str();
   cmd->add_option("--dist", o->dist, "uniform | normal | wide")->capture_default_str();

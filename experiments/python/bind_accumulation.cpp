@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bindings.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
@@ -46,6 +47,31 @@ py::array to_numpy(const sim::Matrix& m) {
   return out;
 }
 
+// An optional scale array: None, a number (1x1), or a 1-D (as `row`: Mx1,
+// else 1xN) or 2-D array.
+static std::optional<sim::Matrix> scale_arg(const py::object& x, const char* what, bool row) {
+  if (x.is_none()) return std::nullopt;
+  const py::array v = float_array(x, what);
+  if (v.ndim() == 2) return matrix_arg(v, what);
+  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(v);
+  if (v.ndim() > 1)
+    throw py::value_error(fmt::format("{}: must have at most 2 dimensions, got {}", what, v.ndim()));
+  const Eigen::Index n = v.ndim() == 0 ? 1 : static_cast<Eigen::Index>(v.shape(0));
+  sim::Matrix m(row ? n : 1, row ? 1 : n);
+  for (Eigen::Index i = 0; i < n; ++i) m.data()[i] = d.data()[i];
+  return m;
+}
+
+sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const py::object& scale_a,
+                           const py::object& scale_b) {
+  sim::GemmScales scales;
+  if (!sfa.is_none()) scales.sfa = matrix_arg(sfa, "sfa");
+  if (!sfb.is_none()) scales.sfb = matrix_arg(sfb, "sfb");
+  scales.scale_a = scale_arg(scale_a, "scale_a", true);
+  scales.scale_b = scale_arg(scale_b, "scale_b", false);
+  return scales;
+}
+
 namespace {
 
 // `m` rounded to `fmt` (RNE), or checked to hold values of `fmt` already.
@@ -65,12 +91,49 @@ int threads_arg(int threads) {
   return threads == 0 ? omp_get_max_threads() : threads;
 }
 
+// The model spec with the block-scale keywords (block=, scale_format=) as
+// the tc spec's selectors (scale=, scale_block=).
+py::object scaled_spec(const py::object& model, const py::object& block, const py::object& scale_format) {
+  if (block.is_none() && scale_format.is_none()) return model;
+  if (!py::isinstance<py::str>(model))
+    throw py::type_error(
+        "block= and scale_format= take a tc spec string as model ('tc:b200:e4m3:fp32:tcgen05.mma')");
+  std::string spec = model.cast<std::string>();
+  if (!spec.starts_with("tc:"))
+    throw py::value_error(
+        fmt::format("scale_format/block: model '{}' is not a tc: spec (block scales are a Tensor "
+                    "Core instruction's: tc:b200:e4m3:fp32:tcgen05.mma)",
+                    spec));
+  if (!scale_format.is_none()) {
+    if (!py::isinstance<py::str>(scale_format))
+      throw py::type_error("scale_format: must be 'ue8m0' or 'ue4m3'");
+    if (spec.find(":scale=") != std::string::npos)
+      throw py::value_error("scale_format: the model spec names scale= already");
+    spec += ":scale=" + scale_format.cast<std::string>();
+  }
+  if (!block.is_none()) {
+    if (!py::isinstance<py::int_>(block) || py::isinstance<py::bool_>(block))
+      throw py::type_error("block: must be an integer (16 or 32)");
+    if (spec.find(":scale_block=") != std::string::npos)
+      throw py::value_error("block: the model spec names scale_block= already");
+    spec += fmt::format(":scale_block={}", block.cast<long>());
+  }
+  return py::str(spec);
+}
+
+const Format& b_format(const sim::AccumulationModel& model) {
+  const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
+  return tc ? tc->b_input() : model.input_format();
+}
+
 py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::object& model_spec, int threads,
-                  bool round_inputs) {
-  const sim::AccumulationModel model = model_arg(model_spec);
+                  bool round_inputs, const py::object& sfa, const py::object& sfb, const py::object& block,
+                  const py::object& scale_format, const py::object& scale_a, const py::object& scale_b) {
+  const sim::AccumulationModel model = model_arg(scaled_spec(model_spec, block, scale_format));
   const Format& in = model.input_format();
   const sim::Matrix ma = in_format(matrix_arg(a, "A"), in, round_inputs, "A");
-  const sim::Matrix mb = in_format(matrix_arg(b, "B"), in, round_inputs, "B");
+  const sim::Matrix mb = in_format(matrix_arg(b, "B"), b_format(model), round_inputs, "B");
+  const sim::GemmScales scales = scales_arg(sfa, sfb, scale_a, scale_b);
   if (ma.cols() != mb.rows())
     throw py::value_error(
         fmt::format("A is {}x{} but B is {}x{}", ma.rows(), ma.cols(), mb.rows(), mb.cols()));
@@ -82,10 +145,11 @@ py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::obj
           fmt::format("C is {}x{} but A B is {}x{}", mc.rows(), mc.cols(), ma.rows(), mb.cols()));
   }
   const sim::GemmOptions options{threads_arg(threads)};
+  sim::check_gemm_scales(model, ma.rows(), ma.cols(), mb.cols(), scales);  // ValueError naming the array
   sim::Matrix d;
   {
     py::gil_scoped_release release;
-    d = sim::gemm(model, ma, mb, mc, options);
+    d = sim::gemm(model, ma, mb, mc, scales, options);
   }
   return to_numpy(d);
 }
@@ -95,14 +159,26 @@ py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::obj
 void bind_accumulation(py::module_& m) {
   using py::arg;
   m.def("gemm", &gemm_py, arg("A"), arg("B"), arg("C") = py::none(), arg("model") = "tc:h100:fp16:fp32",
-        py::kw_only(), arg("threads") = 0, arg("round_inputs") = true,
+        py::kw_only(), arg("threads") = 0, arg("round_inputs") = true, arg("sfa") = py::none(),
+        arg("sfb") = py::none(), arg("block") = py::none(), arg("scale_format") = py::none(),
+        arg("scale_a") = py::none(), arg("scale_b") = py::none(),
         R"(D = A B + C under an accumulation model, as float64 values of the model's output format.
 
 model: a spec string as `rpsim gemm --model` and training configs take it (tc:h100:fp16:fp32,
 sequential:fp16:rne, blocked:32:bf16, exact, ...) or a dict ({'kind': 'tc', 'preset': 'a100'}).
 A and B are rounded to the model's input format and C to its output format (nearest even), as a
 cast before the kernel would; round_inputs=False instead raises ValueError for a value that is not
-already one. threads: 0 is OpenMP's default; the result does not depend on it.)");
+already one. threads: 0 is OpenMP's default; the result does not depend on it.
+
+Block-scaled Tensor Core GEMMs (tcgen05.mma.block_scale on b200, mma.block_scale on rtx5090): a
+tc spec with scale=ue8m0|ue4m3 [scale_block=16|32] (or the keywords scale_format= and block=), and
+sfa (M x K/block, along A's rows) and sfb (K/block x N, along B's columns): scale values of that
+format (mx_quantize(...)['scales']; a ue4m3 scale's sign is ignored). Each instruction's K products
+take their blocks' scales as the instruction model does; longer K chains the instructions, C fed
+forward. scale_a, scale_b: torch._scaled_mm-style binary32 scales, a number (per tensor), scale_a
+of length M (per row), scale_b of length N (per column): D = fl32(scale_a scale_b) (A B) + C, each
+step rounded to binary32. Wrong shapes, K not a multiple of the block, or a scale format the
+instruction does not take raise ValueError naming the argument.)");
 }
 
 }  // namespace rpsim::python

@@ -64,14 +64,22 @@ bool is_path(py::handle x) {
 }
 
 py::dict gemm_check_py(const py::object& a, const py::object& b, const py::object& d,
-                       const py::object& model_spec, const py::object& c, std::size_t show, int threads) {
+                       const py::object& model_spec, const py::object& c, std::size_t show, int threads,
+                       const py::object& sfa, const py::object& sfb, const py::object& scale_a,
+                       const py::object& scale_b) {
   if (model_spec.is_none()) throw py::value_error("model: required (a spec such as 'cublas:h100:fp16:fp32')");
   const sim::AccumulationModel model = model_arg(model_spec);
   io::check_threads(threads, "threads =", false);  // std::invalid_argument -> ValueError
   const bool file = is_path(a) && b.is_none() && d.is_none();
   if (!file && (b.is_none() || d.is_none()))
     throw py::value_error("gemm_check(A, B, D, model=...) or gemm_check(dump_file, model=...)");
-  const sim::GemmDump dump = file ? dump_from_file(a) : dump_from_arrays(a, b, d, c);
+  sim::GemmDump dump = file ? dump_from_file(a) : dump_from_arrays(a, b, d, c);
+  // Scales given here stand for the dump's own (SFA, SFB, scale_a, scale_b arrays).
+  const sim::GemmScales given = scales_arg(sfa, sfb, scale_a, scale_b);
+  if (given.sfa) dump.scales.sfa = given.sfa;
+  if (given.sfb) dump.scales.sfb = given.sfb;
+  if (given.scale_a) dump.scales.scale_a = given.scale_a;
+  if (given.scale_b) dump.scales.scale_b = given.scale_b;
   sim::check_dump_formats(dump, model);  // GemmDumpError (invalid_argument) -> ValueError
   sim::GemmCheckResult r;
   {
@@ -152,7 +160,8 @@ py::dict gemm_infer_py(const py::object& a, const py::object& b, const py::objec
 void bind_validation(py::module_& m) {
   using py::arg;
   m.def("_gemm_check", &gemm_check_py, arg("A"), arg("B"), arg("D"), arg("model"), arg("C"), arg("show"),
-        arg("threads"), "The C++ half of rpsim.gemm_check (rpsim/_gemm.py).");
+        arg("threads"), arg("sfa") = py::none(), arg("sfb") = py::none(), arg("scale_a") = py::none(),
+        arg("scale_b") = py::none(), "The C++ half of rpsim.gemm_check (rpsim/_gemm.py).");
   m.def("_gemm_infer", &gemm_infer_py, arg("A"), arg("B"), arg("D"), arg("C"), arg("top"), arg("threads"),
         "The C++ half of rpsim.gemm_check(..., infer=True) (rpsim/_gemm.py).");
 }

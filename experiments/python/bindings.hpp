@@ -50,6 +50,10 @@ sim::AccumulationModel model_arg(const py::object& model);
 // A 2-D array as the column-major matrix sim::gemm takes (one copy);
 // `what` names it in errors.
 sim::Matrix matrix_arg(py::handle x, const char* what);
+// rpsim.gemm's and gemm_check's scale keywords (None or arrays; scale_a /
+// scale_b also a number or a 1-D array) as sim::GemmScales (bind_accumulation.cpp).
+sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const py::object& scale_a,
+                           const py::object& scale_b);
 // A matrix as a new C-contiguous float64 array.
 py::array to_numpy(const sim::Matrix& m);
 

@@ -40,7 +40,8 @@ class GemmInferResult(CheckResult):
         return f"<rpsim.GemmInferResult best {best}, {len(self.exact)} reproducing>"
 
 
-def gemm_check(A, B=None, D=None, model=None, C=None, *, show=10, threads=1, infer=False, top=5):
+def gemm_check(A, B=None, D=None, model=None, C=None, *, show=10, threads=1, infer=False, top=5,
+               sfa=None, sfb=None, scale_a=None, scale_b=None):
     """Check D (what a GPU returned for A B [+ C]) against `model` bit for bit, as `rpsim gemm-check`.
 
     A, B, D, C: 2-D arrays (float16, float32 or float64 holding values of the model's input and
@@ -49,6 +50,10 @@ def gemm_check(A, B=None, D=None, model=None, C=None, *, show=10, threads=1, inf
     ('cublas:h100:fp16:fp32'), a schedule ('kernel:...') or any `rpsim gemm` model, as a string
     or a dict. Values not of the model's formats raise ValueError naming the array and element.
     Returns a GemmCheckResult (truthy when every element matches).
+
+    sfa, sfb, scale_a, scale_b: block scales and _scaled_mm scales as rpsim.gemm takes them (a
+    block-scaled model such as 'tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0' needs sfa and sfb); a
+    dump file may carry them as arrays SFA, SFB, scale_a, scale_b instead.
 
     A alone as a rpsim.torch.capture_gemms directory (or its manifest.json): every GEMM in it,
     as `rpsim gemm-check DIR`; model then may be a list; returns a ManifestCheckResult.
@@ -64,4 +69,4 @@ def gemm_check(A, B=None, D=None, model=None, C=None, *, show=10, threads=1, inf
         if not isinstance(top, int) or isinstance(top, bool) or top < 1:
             raise ValueError(f"gemm_check: top = {top!r}: expected an integer >= 1")
         return GemmInferResult(_core._gemm_infer(A, B, D, C, top, threads))
-    return GemmCheckResult(_core._gemm_check(A, B, D, model, C, show, threads))
+    return GemmCheckResult(_core._gemm_check(A, B, D, model, C, show, threads, sfa, sfb, scale_a, scale_b))

@@ -134,10 +134,71 @@ namespace {
 
 // The preset `m` started from, for spec()'s diff.
 TensorCoreModel preset_of(const TensorCoreModel& m) {
-  return tensor_core_preset(m.preset, m.input, m.output, m.instruction);
+  return tensor_core_preset(m.preset, m.input, m.output, m.instruction, m.b_input(),
+                            m.scale ? &*m.scale : nullptr, m.scale_block);
+}
+
+// Keys that pick the preset's row rather than override a field of it:
+// mixed operands and block scales (tcgen05.mma.block_scale, mma.block_scale).
+// Written back by tc_spec when set.
+struct TcSelector {
+  const char* name;
+  std::string (*get)(const TensorCoreModel&);  // "" when unset
+};
+constexpr TcSelector kTcSelectors[] = {
+    {"input_b", [](const TensorCoreModel& m) { return m.input_b ? m.input_b->name : std::string(); }},
+    {"scale", [](const TensorCoreModel& m) { return m.scale ? scale_format_name(*m.scale) : std::string(); }},
+    {"scale_block",
+     [](const TensorCoreModel& m) {
+       return m.scale_block > 0 ? std::to_string(m.scale_block) : std::string();
+     }},
+};
+
+bool is_selector(std::string_view key) {
+  for (const auto& s : kTcSelectors)
+    if (key == s.name) return true;
+  return false;
+}
+
+// The preset a tc spec names: its positional parts and selector keys.
+TensorCoreModel selected_preset(std::string_view spec, const std::vector<std::string>& parts,
+                                std::size_t positional) {
+  const Format in = positional > 2 ? parse_fmt(spec, parts[2]) : formats::binary16();
+  const Format out = positional > 3 ? parse_fmt(spec, parts[3]) : formats::binary32();
+  const std::string instr = positional > 4 ? parts[4] : "";
+  if (positional > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
+  Format in_b = in;
+  std::optional<Format> scale;
+  int block = 0;
+  for (std::size_t i = positional; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+    if (key == "input_b") in_b = parse_fmt(spec, v);
+    if (key == "scale") scale = parse_scale_format(v);
+    if (key == "scale_block") block = field_int("scale_block", v);
+  }
+  if (block != 0 && !scale) throw std::invalid_argument("scale_block given without scale=ue8m0|ue4m3");
+  if (scale && block == 0) block = default_scale_block(*scale);
+  return tensor_core_preset(parts[1], in, out, instr, in_b, scale ? &*scale : nullptr, block);
 }
 
 }  // namespace
+
+std::string scale_format_name(const Format& f) {
+  return f.exp_bits == 8 && f.man_bits == 0 ? "ue8m0" : "ue4m3";
+}
+
+Format parse_scale_format(const std::string& v) {
+  if (v == "ue8m0") return parse_format("e8m0");
+  // ue4m3: E4M3 read without its sign (MMA-Sim; PTX's ue4m3).
+  if (v == "ue4m3") return formats::e4m3();
+  throw std::invalid_argument(fmt::format("scale='{}' is not a block-scale format (ue8m0 ue4m3)", v));
+}
+
+int default_scale_block(const Format& scale) {
+  // MX (OCP MX v1.0): E8M0 per 32; NVFP4: E4M3 per 16.
+  return scale.exp_bits == 8 ? 32 : 16;
+}
 
 std::size_t positional_parts(const std::vector<std::string>& parts) {
   std::size_t n = 0;
@@ -153,17 +214,15 @@ TensorCoreModel parse_tc(std::string_view spec, const std::vector<std::string>& 
   try {
     // Positional parts first, then key=value overrides of the preset.
     const std::size_t positional = positional_parts(parts);
-    const Format in = positional > 2 ? parse_fmt(spec, parts[2]) : formats::binary16();
-    const Format out = positional > 3 ? parse_fmt(spec, parts[3]) : formats::binary32();
-    const std::string instr = positional > 4 ? parts[4] : "";
-    if (positional > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
-    TensorCoreModel m = tensor_core_preset(parts[1], in, out, instr);
+    TensorCoreModel m = selected_preset(spec, parts, positional);
     for (std::size_t i = positional; i < parts.size(); ++i) {
       const auto eq = parts[i].find('=');
+      if (is_selector(std::string_view(parts[i]).substr(0, eq))) continue;
       const TcField* f = find_tc_field(std::string_view(parts[i]).substr(0, eq));
       if (!f)
         throw std::invalid_argument(
-            fmt::format("'{}' is not a tensor core field ({})", parts[i].substr(0, eq), tc_field_names()));
+            fmt::format("'{}' is not a tensor core field ({} input_b scale scale_block)",
+                        parts[i].substr(0, eq), tc_field_names()));
       f->set(m, parts[i].substr(eq + 1));
     }
     m.validate();
@@ -176,7 +235,9 @@ TensorCoreModel parse_tc(std::string_view spec, const std::vector<std::string>& 
 
 std::string tc_spec(const TensorCoreModel& m) {
   std::string s = fmt::format("tc:{}:{}:{}{}", m.preset, m.input.name, m.output.name,
-                              m.instruction == "wgmma" ? ":wgmma" : "");
+                              m.instruction == "mma.sync" ? "" : ":" + m.instruction);
+  for (const auto& sel : kTcSelectors)
+    if (const std::string v = sel.get(m); !v.empty()) s += fmt::format(":{}={}", sel.name, v);
   // A model built by hand under another name: every field.
   std::optional<TensorCoreModel> preset;
   try {

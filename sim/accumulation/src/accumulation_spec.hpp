@@ -42,7 +42,15 @@ std::string tc_field_names();
 // std::invalid_argument when a positional part follows a key=value one.
 std::size_t positional_parts(const std::vector<std::string>& parts);
 
-// tc:PRESET[:IN[:OUT[:INSTR]]][:FIELD=VALUE...] (parts split at ':').
+// Block-scale formats by their PTX names: "ue8m0" (E8M0) and "ue4m3" (E4M3,
+// its sign ignored); throws std::invalid_argument naming the value.
+Format parse_scale_format(const std::string& name);
+std::string scale_format_name(const Format& scale);
+// The block a scale format means when none is given: 32 (MX), 16 (NVFP4).
+int default_scale_block(const Format& scale);
+
+// tc:PRESET[:IN[:OUT[:INSTR]]][:input_b=F][:scale=ue8m0|ue4m3[:scale_block=16|32]][:FIELD=VALUE...]
+// (parts split at ':').
 TensorCoreModel parse_tc(std::string_view spec, const std::vector<std::string>& parts);
 std::string tc_spec(const TensorCoreModel& m);
 

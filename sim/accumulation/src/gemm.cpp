@@ -96,7 +96,8 @@ Matrix gemm_elementwise(const KernelSchedule& s, const Matrix& a_in, const Matri
   const auto& m = s.instruction;
   if (m.scale_block > 0)
     throw std::invalid_argument(fmt::format(
-        "gemm: '{}' takes block scales, which gemm does not pass yet (tc-validate checks it)", m.name));
+        "gemm: '{}' takes block scales: give SFA and SFB (gemm.hpp GemmScales; rpsim.gemm sfa=, sfb=)",
+        m.name));
   const KernelFold fold(s, s.chunks(static_cast<int>(a_in.cols())));
   if (!fold.plain() || s.k_order == KOrder::decreasing)
     throw std::invalid_argument(fmt::format(

@@ -174,13 +174,21 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
     if (std::isnan(sa[j]) || std::isnan(sb[j])) return std::numeric_limits<double>::quiet_NaN();
   const tc_detail::Finisher fin(m);
   const int semin = m.scale->emin;
-  std::vector<double> av, bv;
-  std::vector<int> ae, be;
+  // One instruction's terms (at most 64 products): the stack, not the heap,
+  // since a GEMM calls this once per instruction and element.
+  constexpr std::size_t kMax = 1024;
+  if (a.size() > kMax)
+    throw std::invalid_argument(fmt::format(
+        "tensor core model '{}': {} products in one block-scaled step, at most {}", m.name, a.size(), kMax));
+  double av[kMax], bv[kMax];
+  int ae[kMax], be[kMax];
+  int terms = 0;
   auto push = [&](double x, int ex, double y, int ey) {
-    av.push_back(x);
-    ae.push_back(ex);
-    bv.push_back(y);
-    be.push_back(ey);
+    av[terms] = x;
+    ae[terms] = ex;
+    bv[terms] = y;
+    be[terms] = ey;
+    ++terms;
   };
   if (m.product_group > 0) {
     if (std::isnan(c)) return c;
@@ -204,8 +212,30 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
       push(oa.value * xa, oa.exponent + floor_log2(xa), ob.value * xb, ob.exponent + floor_log2(xb));
     }
   }
-  return tc_detail::run_step<true>(fin, static_cast<int>(av.size()), av.data(), ae.data(), bv.data(),
-                                   be.data(), c);
+  return tc_detail::run_step<true>(fin, terms, av, ae, bv, be, c);
+}
+
+// Longer K (a GEMM's): a chain of instructions of instruction_terms()
+// products each with their scales, the result of one C of the next (as the
+// block FMA chain feeds it, tensor_core.hpp); a last, shorter instruction
+// takes the blocks left (K a multiple of scale_block). One instruction's K
+// (tc-validate's vectors) is the single call.
+double block_scaled_chain(const TensorCoreModel& m, std::span<const double> a, std::span<const double> b,
+                          double c, std::span<const double> sa, std::span<const double> sb) {
+  const auto blk = static_cast<std::size_t>(m.scale_block);
+  const auto per = static_cast<std::size_t>(m.instruction_terms());
+  if (a.size() % blk != 0)
+    throw std::invalid_argument(fmt::format(
+        "tensor core model '{}': K = {} is not a multiple of the block {}", m.name, a.size(), blk));
+  if (a.size() <= per) return block_scaled(m, a, b, c, sa, sb);
+  if (sa.size() * blk != a.size() || sb.size() * blk != b.size())
+    return block_scaled(m, a, b, c, sa, sb);  // the shape error, named there
+  for (std::size_t k = 0; k < a.size(); k += per) {
+    const std::size_t n = std::min(per, a.size() - k);
+    c = block_scaled(m, a.subspan(k, n), b.subspan(k, n), c, sa.subspan(k / blk, n / blk),
+                     sb.subspan(k / blk, n / blk));
+  }
+  return c;
 }
 
 }  // namespace
@@ -215,7 +245,7 @@ double tensor_core_dot_other(const TensorCoreModel& m, std::span<const double> a
   if (a.size() != b.size())
     throw std::invalid_argument(
         fmt::format("tensor core dot: a has {} elements, b has {}", a.size(), b.size()));
-  if (m.scale_block > 0) return block_scaled(m, a, b, c, scale_a, scale_b);
+  if (m.scale_block > 0) return block_scaled_chain(m, a, b, c, scale_a, scale_b);
   switch (m.datapath) {
     case Datapath::fma_chain: return fma_chain(m, a, b, c);
     case Datapath::pairwise_fma: return pairwise_fma(m, a, b, c);

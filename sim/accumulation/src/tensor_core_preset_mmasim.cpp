@@ -146,6 +146,8 @@ constexpr TensorCorePresetRow kRows[] = {
     // 16-product groups summed exactly, times the scales' significands (ue4m3
     // read without its sign), aligned at the scales' exponents with a 35-bit
     // accumulator, truncated to binary32 (MMA-Sim nv_fused_dot_add_with_block_scale).
+    // Blocks (PTX ISA, tcgen05.mma.block_scale, .scale_vec): mxf8f6f4 one
+    // scale per 32 (1X); mxf4nvf4 per 32 (2X) or 16 (4X).
     {.gpus = "b200",
      .instructions = tc_tcgen05,
      .inputs = tc_fp8,
@@ -156,7 +158,8 @@ constexpr TensorCorePresetRow kRows[] = {
      .rounding = RTZ,
      .alignment_floor = -126,
      .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf8f6f4; mma-sim block_scale",
-     .scales = tc_scale_ue8m0},
+     .scales = tc_scale_ue8m0,
+     .scale_blocks = 32},
     {.gpus = "b200",
      .instructions = tc_tcgen05,
      .inputs = tc_fp4,
@@ -168,7 +171,8 @@ constexpr TensorCorePresetRow kRows[] = {
      .alignment_floor = -126,
      .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf4nvf4; mma-sim block_scale",
      .scales = tc_scale_ue8m0 | tc_scale_ue4m3,
-     .product_group = 16},
+     .product_group = 16,
+     .scale_blocks = 16 | 32},
     {.gpus = "rtx5090",
      .instructions = mma,
      .inputs = tc_fp8,
@@ -179,7 +183,8 @@ constexpr TensorCorePresetRow kRows[] = {
      .rounding = RTZ,
      .alignment_floor = -126,
      .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf8f6f4; mma-sim block_scale",
-     .scales = tc_scale_ue8m0},
+     .scales = tc_scale_ue8m0,
+     .scale_blocks = 32},
     {.gpus = "rtx5090",
      .instructions = mma,
      .inputs = tc_fp4,
@@ -191,7 +196,8 @@ constexpr TensorCorePresetRow kRows[] = {
      .alignment_floor = -126,
      .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf4nvf4; mma-sim block_scale",
      .scales = tc_scale_ue8m0 | tc_scale_ue4m3,
-     .product_group = 16},
+     .product_group = 16,
+     .scale_blocks = 16 | 32},
     // AMD CDNA (MMA-Sim amd.mfma; the CDNA3 ISA guide's v_mfma). f32 and f64:
     // an FMA chain; CDNA1/2 f16 and bf16: binary32 FMA trees over groups of 4
     // (bf16: 2; CDNA2's bf16_1k: 4), CDNA2 flushing subnormals; CDNA3 f16,

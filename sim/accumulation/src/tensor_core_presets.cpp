@@ -48,6 +48,11 @@ std::uint8_t output_bit(const Format& f) {
   return 0;
 }
 
+// PTX's name of a block-scale format: ue8m0, ue4m3 (E4M3 read without its sign).
+std::string scale_name(const Format& f) {
+  return f.exp_bits == 8 && f.man_bits == 0 ? "ue8m0" : f.exp_bits == 4 && f.man_bits == 3 ? "ue4m3" : f.name;
+}
+
 std::uint8_t scale_bit(const Format& f) {
   if (f.exp_bits == 8 && f.man_bits == 0) return tc_scale_ue8m0;
   if (f.exp_bits == 4 && f.man_bits == 3) return tc_scale_ue4m3;
@@ -137,6 +142,23 @@ TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std
   return m;
 }
 
+// from_row, after checking the block size a block-scaled row takes.
+TensorCoreModel scaled_row(const TensorCorePresetRow& r, std::string_view gpu, std::string_view instr,
+                           const Format& in, const Format& out, const Format& input_b, const Format* scale,
+                           int scale_block) {
+  if (scale && (scale_block != 16 && scale_block != 32 ? true : (r.scale_blocks & scale_block) == 0)) {
+    std::vector<int> blocks;
+    for (const int b : {16, 32})
+      if (r.scale_blocks & b) blocks.push_back(b);
+    throw std::invalid_argument(
+        fmt::format("tensor core preset '{}' {} {} with {} scales: scale_block {} is not {} (the "
+                    "instruction's scale_vec)",
+                    gpu, instr.empty() ? "mma.sync" : instr, in.name, scale_name(*scale), scale_block,
+                    fmt::join(blocks, " or ")));
+  }
+  return from_row(r, gpu, instr, in, out, input_b, scale, scale_block);
+}
+
 }  // namespace
 
 const std::vector<std::string>& tensor_core_preset_names() {
@@ -197,11 +219,11 @@ TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, 
   for (const auto& r : tensor_core_preset_rows())
     if (listed(r.gpus, gpu) && (r.instructions & ib) && (r.inputs & in_bit) && (r.inputs & in_b_bit) &&
         (r.outputs & out_bit) && (scale ? (r.scales & sc_bit) != 0 : r.scales == 0))
-      return from_row(r, gpu, instr, in, out, in_b, scale, scale_block);
-  throw std::invalid_argument(fmt::format("tensor core preset '{}' has no {} {}{} -> {}{} datapath", gpu,
-                                          instruction_names(ib), in.name, in_b == in ? "" : " x " + in_b.name,
-                                          out.name,
-                                          scale ? fmt::format(" with {} block scales", scale->name) : ""));
+      return scaled_row(r, gpu, instr, in, out, in_b, scale, scale_block);
+  throw std::invalid_argument(
+      fmt::format("tensor core preset '{}' has no {} {}{} -> {}{} datapath", gpu, instruction_names(ib),
+                  in.name, in_b == in ? "" : " x " + in_b.name, out.name,
+                  scale ? fmt::format(" with {} block scales", scale_name(*scale)) : ""));
 }
 
 std::string preset_for_gpu_folder(std::string_view folder) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 
+#include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/io/npy.hpp"
 #include "rpsim/io/text_matrix.hpp"
 
@@ -46,9 +47,25 @@ Matrix to_matrix(const io::NumericArray& x, const std::string& where) {
 struct Found {
   std::map<char, io::NumericArray> arrays;
   std::map<char, std::string> where;
+  std::map<std::string, io::NumericArray> scales;  // "sfa" ... by lower-case name
 };
 
+// The scale arrays a dump may carry (gemm.hpp GemmScales), by lower-case name.
+constexpr const char* kScaleArrays[] = {"sfa", "sfb", "scale_a", "scale_b"};
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 void add_array(Found& f, io::NumericArray x, const std::string& file) {
+  const std::string name = lower(x.name);
+  for (const char* s : kScaleArrays)
+    if (name == s) {
+      if (f.scales.count(name)) throw GemmDumpError(fmt::format("{}: a second array {}", file, x.name));
+      f.scales.emplace(name, std::move(x));
+      return;
+    }
   const char letter = array_letter(x.name);
   if (!letter) return;  // another array the dump carries: not ours to read
   const std::string where = fmt::format("{}: {}", file, x.name);
@@ -133,13 +150,31 @@ GemmDump load_gemm_dump(const std::vector<std::filesystem::path>& files, DumpFor
   d.d = to_matrix(found.arrays['D'], found.where['D']);
   d.d_dtype = found.arrays['D'].dtype;
   if (found.arrays.count('C')) d.c = to_matrix(found.arrays['C'], found.where['C']);
+  for (auto& [name, x] : found.scales) {
+    const std::string where = fmt::format("{}: {}", d.source, x.name);
+    // scale_a / scale_b may be 0-D (one per tensor) or 1-D (per row / column).
+    if (x.shape.size() < 2)
+      x.shape = name == "scale_a" ? std::vector<std::size_t>{x.values.size(), 1}
+                                  : std::vector<std::size_t>{1, x.values.size()};
+    Matrix m = to_matrix(x, where);
+    (name == "sfa"       ? d.scales.sfa
+     : name == "sfb"     ? d.scales.sfb
+     : name == "scale_a" ? d.scales.scale_a
+                         : d.scales.scale_b) = std::move(m);
+  }
   check_shapes(d);
   return d;
 }
 
 void check_dump_formats(const GemmDump& dump, const AccumulationModel& model) {
   check_values(dump, dump.a, 'A', model.input_format(), true, "input");
-  check_values(dump, dump.b, 'B', model.input_format(), true, "input");
+  const auto* tc = std::get_if<TensorCoreModel>(&model.variant());
+  check_values(dump, dump.b, 'B', tc ? tc->b_input() : model.input_format(), true, "input");
+  try {
+    check_gemm_scales(model, dump.a.rows(), dump.a.cols(), dump.b.cols(), dump.scales);
+  } catch (const std::invalid_argument& e) {
+    throw GemmDumpError(fmt::format("{}: {}", dump.source, e.what()));
+  }
   if (dump.c) check_values(dump, *dump.c, 'C', model.output_format(), true, "output");
   check_values(dump, dump.d, 'D', model.output_format(), false, "output");
 }
@@ -185,7 +220,7 @@ GemmCheckResult check_gemm(const GemmDump& dump, const AccumulationModel& model,
   if (const auto* p = std::get_if<KernelPreset>(&model.variant()))
     r.schedule = AccumulationModel(p->for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols())).spec();
   const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
-  r.got = gemm(model, dump.a, dump.b, c, GemmOptions{threads});
+  r.got = gemm(model, dump.a, dump.b, c, dump.scales, GemmOptions{threads});
   const Format& out = model.output_format();
   double sum = 0;
   for (Eigen::Index i = 0; i < dump.d.rows(); ++i)

@@ -22,9 +22,10 @@ struct DtypeRow {
   const char* format;
   const char* preset;
 };
-constexpr DtypeRow kDtypes[] = {{"float16", "binary16", "fp16"},   {"bfloat16", "bfloat16", "bf16"},
-                                {"float32", "binary32", "fp32"},   {"float64", "binary64", nullptr},
-                                {"float8_e4m3fn", "e4m3", "e4m3"}, {"float8_e5m2", "e5m2", "e5m2"}};
+constexpr DtypeRow kDtypes[] = {{"float16", "binary16", "fp16"},     {"bfloat16", "bfloat16", "bf16"},
+                                {"float32", "binary32", "fp32"},     {"float64", "binary64", nullptr},
+                                {"float8_e4m3fn", "e4m3", "e4m3"},   {"float8_e5m2", "e5m2", "e5m2"},
+                                {"float4_e2m1fn_x2", "e2m1", "e2m1"}};
 
 // GPUs with fitted cuBLAS presets: the device name (torch.cuda.get_device_name)
 // contains `name`. Only the H100 is measured (shared/cublas-h100); an H200 or
@@ -88,9 +89,14 @@ ManifestGemm read_entry(const nlohmann::json& e, const std::string& where) {
     if (f.contains(rpr) && f.at(rpr).is_boolean()) g.rpr = f.at(rpr).get<bool>();
   }
   if (e.contains("scales") && e.at("scales").is_object())
-    for (const auto& [key, v] : e.at("scales").items())
-      for (const auto& x : v.is_array() ? v : nlohmann::json::array({v}))
-        if (x.is_number() && x.get<double>() != 1.0) g.scaled = true;
+    for (const auto& [key, v] : e.at("scales").items()) {
+      if (key != "scale_a" && key != "scale_b") continue;
+      for (const auto& x : v.is_array() ? v : nlohmann::json::array({v})) {
+        if (!x.is_number())
+          throw GemmDumpError(fmt::format("{}: scales.{} holds {}, not a number", where, key, x.dump()));
+        (key == "scale_a" ? g.scale_a : g.scale_b).push_back(x.get<double>());
+      }
+    }
   return g;
 }
 
@@ -105,6 +111,12 @@ void read_skips(const nlohmann::json& skipped, GemmManifest& m) {
 }
 
 }  // namespace
+
+bool ManifestGemm::scaled() const {
+  const auto one = [](double x) { return x == 1.0; };
+  return !std::all_of(scale_a.begin(), scale_a.end(), one) ||
+         !std::all_of(scale_b.begin(), scale_b.end(), one);
+}
 
 GemmManifest load_gemm_manifest(const std::filesystem::path& dir_or_file) {
   GemmManifest m;

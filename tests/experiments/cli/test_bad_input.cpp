@@ -136,6 +136,11 @@ const BadInput kCases[] = {
     {"gemm", "gemm --a {data}/matrix_bad_number.txt --b {data}/matrix_2x2.txt", "matrix_bad_number.txt:1"},
     {"gemm", "gemm --a {data}/matrix_empty.txt --b {data}/matrix_2x2.txt", "matrix_empty.txt"},
     {"gemm", "gemm --a {data}/matrix_2x3.txt --b {data}/matrix_2x2.txt", "2x3"},
+    // --- block-scaled gemm: a scale format or block the instruction does not take, K not a multiple
+    {"gemm", "gemm --model tc:b200:e4m3:fp32:tcgen05.mma:scale=ue4m3 --k 64", "ue4m3"},
+    {"gemm", "gemm --model tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0:scale_block=16 --k 64", "scale_block 16"},
+    {"gemm", "gemm --model tc:b200:e2m1:fp32:tcgen05.mma:scale=ue5m3 --k 64", "ue5m3"},
+    {"gemm", "gemm --model tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0 --k 48", "--k 48"},
     // --- gemm --dump and gemm-check: array files, shapes, values, models
     {"gemm", "gemm --m 4 --n 4 --k 16 --dump {tmp}/a-file/x.npz", "a-file"},
     {"gemm", "gemm --m 4 --n 4 --k 16 --dump {tmp}/x.txt", "x.txt"},

@@ -14,7 +14,11 @@
 //                            (default binary64); the ground truth
 //   tc:PRESET[:IN[:OUT[:INSTR]]][:FIELD=VALUE...]  Tensor Core block-FMA model
 //                            (tensor_core.hpp), defaults IN=fp16, OUT=fp32;
-//                            INSTR mma.sync|wgmma; FIELD overrides one field of
+//                            INSTR mma.sync|wgmma|tcgen05.mma|mfma|mfma.1k;
+//                            input_b=FMT (B's format: e4m3 x e5m2),
+//                            scale=ue8m0|ue4m3 and scale_block=16|32 (default
+//                            32 / 16) pick the row (block-scaled: gemm.hpp
+//                            GemmScales); FIELD overrides one field of
 //                            the preset: terms_per_step fraction_bits
 //                            result_fraction_bits final_rounding
 //                            subnormal_inputs subnormal_outputs

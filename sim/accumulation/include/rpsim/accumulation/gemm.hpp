@@ -6,6 +6,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <optional>
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
@@ -26,6 +27,34 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
 // D = A*B (C = 0).
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b,
             const GemmOptions& options = {});
+
+// Scales of a scaled GEMM. Block scales (tcgen05.mma.block_scale,
+// mma.block_scale; OCP MX, NVFP4): values of the model's scale format (a
+// ue4m3 scale's sign is ignored, as the instruction does), one per
+// scale_block elements along K: SFA is M x K/block (along A's rows), SFB
+// K/block x N (along B's columns). torch._scaled_mm-style binary32 scales:
+// scale_a 1x1 (per tensor) or Mx1 (per row), scale_b 1x1 or 1xN (per
+// column); D = fl(fl32(scale_a_i * scale_b_j) * (A B) + C), A B the model's
+// product from zero, every step a binary32 operation (cuBLASLt's documented
+// D = scale_a scale_b (A B) + C; its rounding steps are unmeasured).
+struct GemmScales {
+  std::optional<Matrix> sfa, sfb, scale_a, scale_b;
+  bool empty() const { return !sfa && !sfb && !scale_a && !scale_b; }
+};
+
+// Checks the scales against the model and the shape M x K x N: SFA and SFB
+// both or neither, only for a block-scaled model (and it needs them), K a
+// multiple of the block, the shapes, values of the scale format, finite
+// positive binary32 per-tensor scales. Throws std::invalid_argument naming
+// the array ("SFA: expected 4x2 (M x K/32), given 4x3").
+void check_gemm_scales(const AccumulationModel& model, Eigen::Index m, Eigen::Index k, Eigen::Index n,
+                       const GemmScales& scales);
+
+// D = A*B + C with scales (gemm above when `scales` is empty). Block scales
+// go through the instruction model itself (tensor_core_dot_other: a chain of
+// instructions, C fed forward), element by element.
+Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
+            const GemmScales& scales, const GemmOptions& options = {});
 
 // Every element rounded to `fmt` (NaN/inf kept as IEEE doubles). Stochastic
 // rounding draws counter_random(seed, 0, linear index).

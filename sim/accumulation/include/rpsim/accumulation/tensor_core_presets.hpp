@@ -91,6 +91,10 @@ struct TensorCorePresetRow {
   bool subnormals = true;   // false: subnormal inputs, C and results flushed (CDNA2)
   std::uint8_t scales = 0;  // TensorCoreScale bits; 0: unscaled
   int product_group = 0;    // TensorCoreModel::product_group
+  // Block sizes the scales come in, as a bit set of the sizes themselves
+  // (16 | 32): PTX's scale_vec (K / block scales per row of A) the
+  // instruction takes.
+  std::uint8_t scale_blocks = 0;
 };
 std::span<const TensorCorePresetRow> tensor_core_preset_rows();
 

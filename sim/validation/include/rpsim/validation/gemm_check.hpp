@@ -1,7 +1,8 @@
 // Checking a whole GEMM measured on a GPU against an accumulation model, bit
 // for bit: the library behind `rpsim gemm-check` (and the Python module).
 //
-// A dump holds A (M x K), B (K x N), D (M x N) and optionally C (M x N), as
+// A dump holds A (M x K), B (K x N), D (M x N) and optionally C (M x N)
+// and scales (SFA, SFB, scale_a, scale_b: gemm.hpp GemmScales), as
 // NumPy writes them (.npz, or .npy files named A.npy ...; float16, float32
 // or float64; bf16 and FP8 values stored exactly as float32) or as text
 // matrices (one row per line).
@@ -35,6 +36,9 @@ struct GemmDump {
   std::map<char, std::string> sources;  // 'A' -> "run.npz: A"
   Matrix a, b, d;
   std::optional<Matrix> c;
+  // Block scales SFA, SFB and _scaled_mm scales scale_a, scale_b (arrays of
+  // those names, case-insensitive; gemm.hpp GemmScales), when the dump has them.
+  GemmScales scales;
   std::string d_dtype;                        // "float16", "float32", "float64"
   std::string array_source(char name) const;  // sources[name]
 };

@@ -33,7 +33,12 @@ struct ManifestGemm {
   double alpha = 1, beta = 0;
   bool allow_tf32 = false;
   std::optional<bool> rpr;  // the reduced-precision-reduction flag of the input dtype; none: unrecorded
-  bool scaled = false;      // _scaled_mm with a scale other than 1 (not modelled: said, not checked)
+  // _scaled_mm's scale_a / scale_b ("scales" in the entry): one value (per
+  // tensor) or one per row of A / column of B.
+  std::vector<double> scale_a, scale_b;
+  // A scale other than 1: cuBLAS's scaled epilogue is unmeasured, so such a
+  // GEMM is said, not checked.
+  bool scaled() const;
 };
 
 struct GemmManifest {
