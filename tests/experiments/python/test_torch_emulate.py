@@ -138,8 +138,6 @@ def test_fp8_delayed_scaling_reads_the_history():
 def test_unsupported_policies_and_bad_input():
     with pytest.raises(ValueError, match="MX"):
         rt.emulate(mlp(), "fp8-mx")
-    with pytest.raises(ValueError, match="Kahan"):
-        rt.emulate(mlp(), "bf16-kahan")
     with pytest.raises(ValueError, match="tc:zz"):
         rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
     with pytest.raises(TypeError, match="nn.Module"):

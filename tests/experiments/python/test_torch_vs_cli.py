@@ -1,7 +1,8 @@
 """The proof that rpsim.torch and `rpsim train` are one core: the shipped mlp-* and cnn configs, written as
 plain torch modules with the CLI's initial weights and batches (rpsim.torch.from_config), give
 byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
-(issue #27). bf16-kahan is the one shipped policy rpsim.torch does not emulate (it says so)."""
+(issue #27), for every named policy of the policy table (fp8-mx: a named error, see below) and the
+fixed-point policy objects of study-fixed-point.json."""
 import json
 import pathlib
 
@@ -40,11 +41,27 @@ def through_torch(cfg):
     return t
 
 
+def FIXED(rounding):
+    rule = {"compute": "q16.14", "output": "q16.14"}
+    return {"name": "fp32", "weights": "q16.14", "gradients": "q16.14", "rounding": rounding,
+            "update_rounding": rounding,
+            "ops": {"linear": {**rule, "accumulation": "sequential:binary64:rne"}, "relu": rule}}
+
+
 CASES = {
     "cnn-fp16-amp": {}, "mlp-fp32": {}, "mlp-fp16-amp": {}, "mlp-bf16-amp": {}, "mlp-bf16-pure": {}, "mlp-fp8": {},
     # fp16-amp without loss scaling, and bf16-pure with stochastically rounded updates.
     "mlp-fp16-amp-noscale": {"base": "mlp-fp16-amp", "loss_scaler": {"policy": "none"}},
     "mlp-bf16-pure-sr": {"base": "mlp-bf16-pure", "policy": {"name": "bf16-pure", "update_rounding": "sr"}},
+    # Compensated updates (the Kahan compensation in rpsim.torch.SGD's state, bfloat16).
+    "mlp-bf16-kahan": {},
+    # The remaining rows of the policy table on the shipped MLP.
+    "mlp-fp16-pure": {"base": "mlp-fp16-amp", "policy": "fp16-pure"},
+    "mlp-fp8-current": {"base": "mlp-fp8", "policy": "fp8-current"},
+    # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
+    # gradients and Linear/ReLU arithmetic, rounded to nearest and stochastically.
+    "mlp-q16.14-rne": {"base": "mlp-fp32", "policy": FIXED("rne")},
+    "mlp-q16.14-sr": {"base": "mlp-fp32", "policy": FIXED("sr")},
 }
 
 
@@ -62,6 +79,8 @@ def test_steps_histograms_and_evaluations_byte_identical(case, tmp_path):
     assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
 
 
-def test_bf16_kahan_is_named_not_emulated():
-    with pytest.raises(ValueError, match="Kahan"):
-        through_torch(load("mlp-bf16-kahan"))
+def test_kahan_needs_an_optimizer_that_carries_the_compensation():
+    model, _, _ = rt.from_config(load("mlp-bf16-kahan"), 1)
+    emu = rt.emulate(model, "bf16-kahan")
+    with pytest.raises(ValueError, match="Kahan.*rpsim.torch.SGD.*not SGD"):
+        emu.optimizer(torch.optim.SGD(model.parameters(), lr=0.1))

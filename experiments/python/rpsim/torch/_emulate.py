@@ -120,9 +120,8 @@ class Emulation(TorchFunctionMode):
         self.model, self.seed = model, seed
         self.policy = _core._torch_policy(policy)
         scaling = self.policy.get("fp8", {}).get("scaling")
-        if self.policy.get("kahan") or scaling == "mx":
-            what = "MX block scaling" if scaling == "mx" else "Kahan-compensated updates"
-            raise ValueError(f"policy {self.policy['name']}: {what} is not emulated by rpsim.torch "
+        if scaling == "mx":
+            raise ValueError(f"policy {self.policy['name']}: MX block scaling is not emulated by rpsim.torch "
                              f"(run it with `rpsim train`)")
         self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
@@ -341,6 +340,12 @@ class Emulation(TorchFunctionMode):
         step = opt.step
         if hasattr(opt, "state_format"):  # rpsim.torch.SGD: momentum stored in the policy's format
             opt.state_format = self.policy["optimizer_state"]
+        if self.policy.get("kahan"):
+            if not hasattr(opt, "kahan_format"):
+                raise ValueError(f"policy {self.policy['name']}: Kahan-compensated updates need the "
+                                 f"optimizer to carry the compensation: use rpsim.torch.SGD, not "
+                                 f"{type(opt).__name__}")
+            opt.kahan_format = self._storage()
 
         def emulated_step(*args, **kwargs):
             result = step(*args, **kwargs)

@@ -48,11 +48,15 @@ class SGD(torch.optim.Optimizer):
     """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
     rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored in
     state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
-    optimizer_state (bf16-pure: bfloat16 momentum)."""
+    optimizer_state (bf16-pure: bfloat16 momentum) and, under a Kahan policy (bf16-kahan),
+    kahan_format to the weights' storage format: then w - lr g is a compensated update
+    (optimizer.cpp's array_next, Zamirai et al. 2020): y = c - lr g, w' = storage(w + y),
+    c' = state(y - (w' - w)), the part of the update the store lost carried to the next step."""
 
     def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, state_format=None):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
         self.state_format = state_format
+        self.kahan_format = None
 
     def _store(self, buf):
         fmt = self.state_format
@@ -74,7 +78,19 @@ class SGD(torch.optim.Optimizer):
                     buf = self._store(g.clone() if buf is None else buf * mom + g)
                     state["momentum_buffer"] = buf
                     g = buf
-                p.copy_(p - lr * g)
+                if self.kahan_format is None:
+                    p.copy_(p - lr * g)
+                else:
+                    self._kahan(p, lr * g)
+
+    def _kahan(self, p, update):
+        state = self.state[p]
+        comp = state.get("kahan_compensation")
+        comp = torch.zeros_like(update) if comp is None else comp
+        y = comp - update  # -u + c in one rounding, as R(R(-u) + c); 0 - u: +0 where u is 0, as C++
+        nxt = round_tensor(p + y, self.kahan_format)  # binary32 sum, then the storage format (RNE)
+        state["kahan_compensation"] = self._store(y - (nxt - p))
+        p.copy_(nxt)
 
 
 def from_config(config, steps, overrides=(), *, with_test=False):
