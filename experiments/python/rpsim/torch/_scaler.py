@@ -4,6 +4,7 @@ Megatron's, Apex's, Keras' or PyTorch's own loss scaling step for step."""
 import torch
 
 from .. import _core
+from ._quantize import round_tensor
 
 
 def _grads(optimizer):
@@ -69,7 +70,12 @@ class GradScaler:
             for p in _grads(optimizer):
                 if inv != 1.0:
                     nonzero = p.grad != 0 if self.count_flushed else None
-                    if p.grad.dtype in (torch.float32, torch.float64):
+                    fmt = getattr(p, "_rpsim_grad_format", None)  # set by rpsim.torch.emulate
+                    if fmt not in (None, "binary32", "binary64") and p.grad.dtype == torch.float32:
+                        # A gradient stored in a narrower format (fp16-pure, fixed point): the exact
+                        # binary64 product rounded once to that format, as rpsim train's unscale.
+                        p.grad.copy_(round_tensor(p.grad.double() * inv, fmt))
+                    elif p.grad.dtype in (torch.float32, torch.float64):
                         p.grad.mul_(inv)
                     else:
                         p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
