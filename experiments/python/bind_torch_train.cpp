@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/model.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -126,6 +127,26 @@ double rel_distance_py(py::handle emulated, py::handle shadow) {
   return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
 }
 
+// The trainer's own MX block quantisation (layers/fp8.cpp) of a 2-D array:
+// (dequantised values, the stats it records), so rpsim.torch's block-scaled
+// GEMMs quantise as `rpsim train`'s Linear and Conv2d do.
+py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int axis) {
+  if (block < 1) throw py::value_error(fmt::format("block: {} (a block holds at least 1 entry)", block));
+  if (axis != 0 && axis != 1)
+    throw py::value_error(fmt::format("axis: {} (0: down columns, 1: along rows)", axis));
+  const train::Matrix m = matrix_arg(x, "x");
+  train::Fp8Stats s;
+  const train::Matrix q = train::mx_quantize(m, format_arg(format), block, axis, &s);
+  py::dict d;
+  d["amax"] = s.amax;
+  d["scale_min"] = s.scale_min;
+  d["scale_max"] = s.scale_max;
+  d["entries"] = s.entries;
+  d["saturated"] = s.saturated;
+  d["flushed"] = s.flushed;
+  return py::make_tuple(numpy_of(q), d);
+}
+
 }  // namespace
 
 void bind_torch_train(py::module_& m) {
@@ -134,6 +155,8 @@ void bind_torch_train(py::module_& m) {
         "A training config's initial parameters and first batches, as `rpsim train` draws them.");
   m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
         "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
+  m.def("_torch_mx_quantize", &mx_quantize_py, arg("x"), arg("format"), arg("block"), arg("axis"),
+        "rpsim train's MX block quantisation of a 2-D array (blocks along axis): (values, stats).");
   py::class_<TorchLoss>(m, "_TorchLoss")
       .def(py::init<const std::string&, const py::object&>(), arg("op"), arg("policy"))
       .def("forward", &TorchLoss::forward, arg("logits"), arg("format"), arg("labels"))

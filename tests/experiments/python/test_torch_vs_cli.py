@@ -41,7 +41,7 @@ def through_torch(cfg):
     return t
 
 
-def FIXED(rounding):
+def fixed_point(rounding):
     rule = {"compute": "q16.14", "output": "q16.14"}
     return {"name": "fp32", "weights": "q16.14", "gradients": "q16.14", "rounding": rounding,
             "update_rounding": rounding,
@@ -58,10 +58,15 @@ CASES = {
     # The remaining rows of the policy table on the shipped MLP.
     "mlp-fp16-pure": {"base": "mlp-fp16-amp", "policy": "fp16-pure"},
     "mlp-fp8-current": {"base": "mlp-fp8", "policy": "fp8-current"},
+    # MX blocks of 32 with E8M0 scales (the trainer's own mx_quantize through the block-scale path).
+    "mlp-fp8-mx": {"base": "mlp-fp8", "policy": "fp8-mx"},
+    "cnn-fp8-mx": {"base": "cnn-fp16-amp", "policy": "fp8-mx", "loss_scaler": {"policy": "none"}},
     # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
-    # gradients and Linear/ReLU arithmetic, rounded to nearest and stochastically.
-    "mlp-q16.14-rne": {"base": "mlp-fp32", "policy": FIXED("rne")},
-    "mlp-q16.14-sr": {"base": "mlp-fp32", "policy": FIXED("sr")},
+    # gradients and Linear/ReLU arithmetic, rounded to nearest. (Its "rounding": "sr" rows run under
+    # rpsim.torch too, but not byte-identically: the CLI keys each tensor rounding of a stochastic
+    # policy by a count of its rounding calls in C++ order (ScopedTensorRounding), which the torch
+    # ops do not replay.)
+    "mlp-q16.14-rne": {"base": "mlp-fp32", "policy": fixed_point("rne")},
 }
 
 

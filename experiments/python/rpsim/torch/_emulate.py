@@ -120,9 +120,9 @@ class Emulation(TorchFunctionMode):
         self.model, self.seed = model, seed
         self.policy = _core._torch_policy(policy)
         scaling = self.policy.get("fp8", {}).get("scaling")
-        if scaling == "mx":
-            raise ValueError(f"policy {self.policy['name']}: MX block scaling is not emulated by rpsim.torch "
-                             f"(run it with `rpsim train`)")
+        if scaling not in (None, "none", "delayed", "current", "mx"):
+            raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
+                             f"rpsim.torch (delayed, current and mx are; run it with `rpsim train`)")
         self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
         self.autocast = self.policy["autocast"]["format"]
@@ -150,6 +150,7 @@ class Emulation(TorchFunctionMode):
         self._store_parameters()
         for p in model.parameters():
             self._hooks.append(p.register_hook(self._gradient_hook(p)))
+            p._rpsim_grad_format = self.policy["gradients"]  # GradScaler.unscale_ rounds to it
 
     # -- formats ---------------------------------------------------------------------------------
     def rule(self, op):
@@ -360,6 +361,8 @@ class Emulation(TorchFunctionMode):
         self.model.forward = self._forward
         for h in self._hooks:
             h.remove()
+        for p in self.model.parameters():
+            p.__dict__.pop("_rpsim_grad_format", None)
 
     def summary(self):
         lines = [f"rpsim.torch: policy {self.policy['name']}"

@@ -135,10 +135,13 @@ class Trainer:
         # FP8 columns after every per-layer column (telemetry.cpp's fp8_columns), per tensor of
         # each layer whose GEMM the policy runs in FP8 with per-tensor scaling.
         self.fp8_layers = [ln for ln, m in self.layers if self._fp8_layer(m)]
+        # MX: one scale per block, their range where the per-tensor scale stands (block_scaled).
+        self.block_scaled = self.policy.get("fp8", {}).get("scaling") == "mx"
+        scales = ["scale_min", "scale_max"] if self.block_scaled else ["scale"]
         for ln in self.fp8_layers:
             for tensor in ("x", "w", "dy"):
                 p = f"{ln}.{tensor}_fp8_"
-                cols += [p + "amax", p + "scale", p + "saturated_fraction", p + "flushed_fraction"]
+                cols += [p + "amax"] + [p + s for s in scales] + [p + "saturated_fraction", p + "flushed_fraction"]
         self.steps_rows = [",".join(cols)]
         self.histogram_rows = ["step,layer,tensor,arithmetic,log2_abs_bin,count"]
         self.evaluations = []
@@ -205,8 +208,10 @@ class Trainer:
             for tensor in ("x", "w", "dy"):
                 s = st.stats.get(tensor, {}) if st else {}
                 n = s.get("entries", 0)
-                out += [num(s.get("amax", 0.0)), num(s.get("scale", float("nan"))),
-                        num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
+                scales = (s.get("scale_min", float("nan")), s.get("scale_max", float("nan"))) \
+                    if self.block_scaled else (s.get("scale", float("nan")),)
+                out += [num(s.get("amax", 0.0))] + [num(v) for v in scales] + \
+                    [num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
         return out
 
     def _grad_norm(self, params):
