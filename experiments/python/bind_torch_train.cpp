@@ -147,6 +147,15 @@ py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int
   return py::make_tuple(numpy_of(q), d);
 }
 
+// The config's learning-rate schedule as the trainer reads it
+// (OptimizerConfig::lr_at: warmup and cosine decay, or DeepSpeed's scheduler
+// on the count of applied steps), a callable (step, applied) -> lr.
+py::cpp_function lr_schedule_py(const py::object& config, const std::vector<std::string>& overrides) {
+  const train::OptimizerConfig o = parse(config, overrides).optimizer;
+  return py::cpp_function([o](std::int64_t step, std::int64_t applied) { return o.lr_at(step, applied); },
+                          py::arg("step"), py::arg("applied"));
+}
+
 }  // namespace
 
 void bind_torch_train(py::module_& m) {
@@ -155,6 +164,8 @@ void bind_torch_train(py::module_& m) {
         "A training config's initial parameters and first batches, as `rpsim train` draws them.");
   m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
         "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
+  m.def("_torch_lr_schedule", &lr_schedule_py, arg("config"), arg("overrides"),
+        "A config's learning rate per step, as `rpsim train` sets it: a callable (step, applied) -> lr.");
   m.def("_torch_mx_quantize", &mx_quantize_py, arg("x"), arg("format"), arg("block"), arg("axis"),
         "rpsim train's MX block quantisation of a 2-D array (blocks along axis): (values, stats).");
   py::class_<TorchLoss>(m, "_TorchLoss")

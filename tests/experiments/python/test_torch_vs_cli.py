@@ -30,15 +30,27 @@ def through_torch(cfg):
     opt = cfg["optimizer"]
     scaler = dict(cfg.get("loss_scaler", {}))
     policy = scaler.pop("policy", None)
-    t = rt.Trainer(model, cfg["policy"],
-                   lambda p: rt.SGD(p, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
-                                    weight_decay=opt.get("weight_decay", 0.0)),
-                   rt.RpsimLoss("cross_entropy", cfg["policy"]),
+    t = rt.Trainer(model, cfg["policy"], optimizer(opt), rt.RpsimLoss("cross_entropy", cfg["policy"]),
                    scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
-                   histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []))
+                   histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []),
+                   max_grad_norm=cfg.get("max_grad_norm", 0.0), lr_schedule=rt.lr_schedule(cfg))
     t.run(batches)
     t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
     return t
+
+
+def optimizer(opt):
+    if opt.get("type", "sgd") == "sgd":
+        return lambda p: rt.SGD(p, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
+                                weight_decay=opt.get("weight_decay", 0.0))
+    return lambda p: rt.AdamW(p, lr=opt["lr"], betas=opt.get("betas", (0.9, 0.999)), eps=opt.get("eps", 1e-8),
+                              weight_decay=opt.get("weight_decay", 0.0), decoupled=opt["type"] == "adamw")
+
+
+# The gpt-* configs' optimizer (AdamW, warmup and cosine decay) on the MLP, clipped at 0.5 (most steps' norm
+# is above it), past the warmup (5) and the decay (15) within the test's 20 steps.
+ADAMW = {"optimizer": {"type": "adamw", "lr": 0.002, "betas": [0.9, 0.99], "eps": 1e-08, "weight_decay": 0.1,
+                       "warmup_steps": 5, "decay_steps": 15, "min_lr": 0.0002}, "max_grad_norm": 0.5}
 
 
 def fixed_point(rounding):
@@ -67,6 +79,8 @@ CASES = {
     # policy by a count of its rounding calls in C++ order (ScopedTensorRounding), which the torch
     # ops do not replay.)
     "mlp-q16.14-rne": {"base": "mlp-fp32", "policy": fixed_point("rne")},
+    "mlp-fp16-amp-adamw": {"base": "mlp-fp16-amp", **ADAMW},
+    "mlp-bf16-pure-adam": {"base": "mlp-bf16-pure", **ADAMW, "optimizer": {**ADAMW["optimizer"], "type": "adam"}},
 }
 
 

@@ -3,6 +3,7 @@
 kernels, and SGD with the arithmetic of rpsim's optimizer (sim/train/src/optimizer.cpp)."""
 import collections
 import json
+import math
 import os
 
 import torch
@@ -83,14 +84,74 @@ class SGD(torch.optim.Optimizer):
                 else:
                     self._kahan(p, lr * g)
 
-    def _kahan(self, p, update):
+    def _kahan(self, p, update, base=None):
+        """w' = storage(w + y), y = c - update; base: w (AdamW: w decayed)."""
+        base = p if base is None else base
         state = self.state[p]
         comp = state.get("kahan_compensation")
         comp = torch.zeros_like(update) if comp is None else comp
         y = comp - update  # -u + c in one rounding, as R(R(-u) + c); 0 - u: +0 where u is 0, as C++
-        nxt = round_tensor(p + y, self.kahan_format)  # binary32 sum, then the storage format (RNE)
-        state["kahan_compensation"] = self._store(y - (nxt - p))
+        nxt = round_tensor(base + y, self.kahan_format)  # binary32 sum, then the storage format (RNE)
+        state["kahan_compensation"] = self._store(y - (nxt - base))
         p.copy_(nxt)
+
+
+def _rc(dtype):
+    """The optimizer's scalar rounding: to the parameters' arithmetic (binary32 or binary64)."""
+    if dtype == torch.float64:
+        return lambda v: float(v)
+    return lambda v: float(torch.tensor(v, dtype=torch.float32))
+
+
+class AdamW(SGD):
+    """Adam with decoupled weight decay (torch.optim.AdamW), one rounding per operation in
+    rpsim's order (optimizer.cpp's fused_loop), in the parameters' dtype: w' = w (1 - lr wd);
+    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g (m, v stored in state_format); w' -
+    (m / (sqrt(v) / sqrt(bc2) + eps)) (lr / bc1). The scalars rounded first, as rpsim rounds
+    them. A param group's weight_decay 0 leaves its parameters undecayed (nanoGPT's norms and
+    biases). decoupled=False: Adam, the decay added to the gradient."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, state_format=None,
+                 decoupled=True):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                                      "weight_decay": weight_decay})
+        self.state_format, self.kahan_format, self.decoupled = state_format, None, decoupled
+        self.steps = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.steps += 1
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, _rc(p.dtype))
+
+    def _update(self, p, group, rc):
+        (b1, b2), t = group["betas"], float(self.steps)
+        lr, wd = rc(group["lr"]), rc(group["weight_decay"])
+        k1, k2 = rc(b1), rc(b2)
+        step_size, sqrt_bc2 = rc(lr / rc(1.0 - b1 ** t)), rc(math.sqrt(rc(1.0 - b2 ** t)))
+        g, w = p.grad, p
+        if wd and self.decoupled:
+            w = p * rc(1.0 - rc(lr * wd))
+        elif wd:
+            g = g + wd * p
+        state = self.state[p]
+        m = state.get("exp_avg", torch.zeros_like(p))
+        v = state.get("exp_avg_sq", torch.zeros_like(p))
+        m = state["exp_avg"] = self._store(k1 * m + rc(1.0 - k1) * g)
+        v = state["exp_avg_sq"] = self._store(k2 * v + rc(1.0 - k2) * (g * g))
+        update = m / (v.sqrt() / sqrt_bc2 + rc(group["eps"])) * step_size
+        if self.kahan_format is None:
+            p.copy_(w - update)
+        else:
+            self._kahan(p, update, w)
+
+
+def lr_schedule(config, overrides=()):
+    """A config's learning rate per step as `rpsim train` sets it (warmup and cosine decay,
+    DeepSpeed's schedulers): a callable (step, applied) -> lr (applied: the steps not skipped)."""
+    return _core._torch_lr_schedule(config, list(overrides))
 
 
 def from_config(config, steps, overrides=(), *, with_test=False):
