@@ -236,6 +236,16 @@ def add_bias(y, bias, cfg, acc_format, dtype=None):
     return _Bias.apply(y, bias, cfg, acc_format, dtype or y.dtype)
 
 
+_ONES = {}
+
+
+def _ones(n):
+    """A (1, 1, n) float64 row of ones, made once per length (read only: the GEMM's A)."""
+    if n not in _ONES:
+        _ONES[n] = torch.ones(1, 1, n, dtype=torch.float64)
+    return _ONES[n]
+
+
 class _Bias(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, bias, cfg, acc_format, dtype):
@@ -252,7 +262,7 @@ class _Bias(torch.autograd.Function):
         # FP8: dbias from the unquantised gradient, as Transformer Engine reduces it.
         g = grad.contiguous() if cfg.fp8 is not None else _cast(grad.contiguous(), cfg.backward or cfg.compute)
         g = g.reshape(1, -1, grad.shape[-1])
-        ones = torch.ones(1, 1, g.shape[1], dtype=torch.float64)
+        ones = _ones(g.shape[1])
         # A GEMM with one row of ones under sequential:<acc>:rne: each column summed in index order
         # with a rounding after every add, the products exact.
         db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,

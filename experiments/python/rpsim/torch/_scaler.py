@@ -1,6 +1,8 @@
 """rpsim.torch.GradScaler: torch.cuda.amp.GradScaler's API over rpsim's loss-scaler table (the C++
 scalers `rpsim scaler` and `rpsim train` step), so a PyTorch loop on the CPU follows DeepSpeed's,
 Megatron's, Apex's, Keras' or PyTorch's own loss scaling step for step."""
+import math
+
 import torch
 
 from .. import _core
@@ -29,6 +31,7 @@ class GradScaler:
         self._enabled = enabled
         self._scaler = _core._LossScaler(policy, **params)
         self._events = []  # found_inf of every update(): state_dict replays them
+        self._scale_tensor = (None, None)
         self.count_flushed = False  # rpsim.torch.Trainer's underflow columns: entries unscale_ flushed
         self._reset_step()
 
@@ -53,7 +56,10 @@ class GradScaler:
             return outputs
         s = self.get_scale()
         if isinstance(outputs, torch.Tensor):
-            return outputs * torch.tensor(s, dtype=outputs.dtype)
+            key = (s, outputs.dtype)
+            if self._scale_tensor[0] != key:  # the scale as a tensor, made again only when it moves
+                self._scale_tensor = (key, torch.tensor(s, dtype=outputs.dtype))
+            return outputs * self._scale_tensor[1]
         return type(outputs)(self.scale(o) for o in outputs)
 
     def unscale_(self, optimizer):
@@ -82,7 +88,10 @@ class GradScaler:
                     # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
                     if nonzero is not None:
                         self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
-                found = found or not bool(torch.isfinite(p.grad).all())
+                # A sum over a tensor holding inf or NaN is never finite: one reduction without a
+                # mask tensor; only a finite tensor whose sum overflows needs the exact check.
+                found = found or (not math.isfinite(float(p.grad.sum()))
+                                  and not bool(torch.isfinite(p.grad).all()))
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):
