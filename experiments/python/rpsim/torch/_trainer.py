@@ -94,8 +94,10 @@ class Trainer:
     on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch; evaluate(batches)
     scores both; finish() writes steps.csv, histograms.csv, evaluations.csv and meta.json to out
     (atomically). scaler: a policy name of the loss-scaler table, a GradScaler, or None for the
-    policy's default ("dynamic" means PyTorch's). Ctrl-C inside run() stops at a step boundary,
-    and the files say partial."""
+    policy's default ("dynamic" means PyTorch's). max_grad_norm > 0 clips as rpsim does (its norm,
+    coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr per step
+    (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and the files
+    say partial."""
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
