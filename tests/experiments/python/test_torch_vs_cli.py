@@ -53,6 +53,9 @@ ADAMW = {"optimizer": {"type": "adamw", "lr": 0.002, "betas": [0.9, 0.99], "eps"
                        "warmup_steps": 5, "decay_steps": 15, "min_lr": 0.0002}, "max_grad_norm": 0.5}
 
 
+LN_GELU = {"type": "mlp", "hidden": [256, 256], "activation": "gelu", "layer_norm": True}
+
+
 def fixed_point(rounding):
     rule = {"compute": "q16.14", "output": "q16.14"}
     return {"name": "fp32", "weights": "q16.14", "gradients": "q16.14", "rounding": rounding,
@@ -79,6 +82,10 @@ CASES = {
     # policy by a count of its rounding calls in C++ order (ScopedTensorRounding), which the torch
     # ops do not replay.)
     "mlp-q16.14-rne": {"base": "mlp-fp32", "policy": fixed_point("rne")},
+    # LayerNorm and GELU (the gpt configs' ops outside the GEMMs) on rpsim's C++ layers.
+    "mlp-fp32-ln-gelu": {"base": "mlp-fp32", "model": LN_GELU},
+    "mlp-bf16-amp-ln-gelu": {"base": "mlp-bf16-amp", "model": LN_GELU},
+    "mlp-fp16-pure-ln-gelu": {"base": "mlp-fp16-amp", "policy": "fp16-pure", "model": LN_GELU},
     "mlp-fp16-amp-adamw": {"base": "mlp-fp16-amp", **ADAMW},
     "mlp-bf16-pure-adam": {"base": "mlp-bf16-pure", **ADAMW, "optimizer": {**ADAMW["optimizer"], "type": "adam"}},
 }

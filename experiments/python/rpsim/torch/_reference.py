@@ -167,7 +167,7 @@ def from_config(config, steps, overrides=(), *, with_test=False):
         with open(os.fspath(config)) as f:
             cfg = json.load(f)
     model_cfg = cfg.get("model", {})
-    if model_cfg.get("type", "mlp") not in ("mlp", "cnn") or model_cfg.get("layer_norm"):
+    if model_cfg.get("type", "mlp") not in ("mlp", "cnn"):
         raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp and cnn models only")
     params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
     for name, op in raw["layers"]:
@@ -216,6 +216,12 @@ def _layer(op, name, params, channels):
             conv.weight.copy_(torch.from_numpy(w.T.copy()).reshape(conv.weight.shape))
             conv.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
         return conv
+    if op == "layer_norm":
+        norm = nn.LayerNorm(w.shape[1])
+        with torch.no_grad():
+            norm.weight.copy_(torch.from_numpy(w.reshape(-1)))
+            norm.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        return norm
     modules = {"relu": nn.ReLU, "gelu": nn.GELU, "max_pool2d": lambda: nn.MaxPool2d(2)}
     if op not in modules:
         raise ValueError(f"layer {name}: op {op!r} is not built by from_config")
