@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/model.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -113,6 +114,50 @@ class TorchLoss {
   std::unique_ptr<train::Loss> loss_;
 };
 
+// A layer of the op table without arguments of its own (gelu, relu,
+// layer_norm), built by its row's factory, as a kernel: forward(x, format,
+// parameters) -> (y, y's format); backward(dy, format) -> (dx, entries the
+// rounding of dx flushed, parameter gradients, their flushed counts). One
+// object per use: it keeps what its forward saved for its backward.
+class TorchLayer {
+ public:
+  TorchLayer(const std::string& op, const py::object& policy, std::int64_t features) {
+    const train::OpInfo* info = train::find_op(op);
+    if (!info || !info->layer)
+      throw py::value_error(
+          fmt::format("op '{}' is not a layer of the op table ({})", op,
+                      train::op_list([](const train::OpInfo& o) { return o.layer != nullptr; })));
+    const std::string text = py::module_::import("json").attr("dumps")(policy).cast<std::string>();
+    policy_ = train::policy_from_json(nlohmann::json::parse(text), "policy");
+    train::LayerShape shape{features};
+    layer_ = info->layer(op, nlohmann::json{{"op", op}}, "layer", shape);
+  }
+  py::tuple forward(py::handle x, const std::string& format, const std::vector<py::handle>& params) {
+    const auto ps = layer_->parameters();
+    if (ps.size() != params.size())
+      throw py::value_error(
+          fmt::format("{}: {} parameters given, the layer has {}", layer_->op(), params.size(), ps.size()));
+    for (std::size_t i = 0; i < ps.size(); ++i) ps[i]->value = matrix_arg(params[i], "parameter");
+    const train::Tensor y = layer_->forward(train::Tensor{matrix_arg(x, "x"), &format_arg(format)}, ctx());
+    return py::make_tuple(numpy_of(y.values), y.format->name);
+  }
+  py::tuple backward(py::handle dy, const std::string& format) {
+    const train::Tensor g =
+        layer_->backward(train::Tensor{matrix_arg(dy, "dy"), &format_arg(format)}, ctx(), true);
+    py::list grads, flushed;
+    for (const train::Parameter* p : layer_->parameters()) {
+      grads.append(numpy_of(p->grad));
+      flushed.append(p->grad_underflow);
+    }
+    return py::make_tuple(numpy_of(g.values), g.underflow_count(), grads, flushed);
+  }
+
+ private:
+  train::StepContext ctx() const { return train::StepContext{&policy_, 0, 0}; }
+  train::PrecisionPolicy policy_;
+  std::unique_ptr<train::Layer> layer_;
+};
+
 // telemetry.cpp's weight_rel_distance_from_fp64 on two columns of a layer's
 // parameters: Eigen's norm, whose summation order its vectorisation picks,
 // so the same expression compiled the same way gives the same bits.
@@ -126,6 +171,35 @@ double rel_distance_py(py::handle emulated, py::handle shadow) {
   return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
 }
 
+// The trainer's own MX block quantisation (layers/fp8.cpp) of a 2-D array:
+// (dequantised values, the stats it records), so rpsim.torch's block-scaled
+// GEMMs quantise as `rpsim train`'s Linear and Conv2d do.
+py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int axis) {
+  if (block < 1) throw py::value_error(fmt::format("block: {} (a block holds at least 1 entry)", block));
+  if (axis != 0 && axis != 1)
+    throw py::value_error(fmt::format("axis: {} (0: down columns, 1: along rows)", axis));
+  const train::Matrix m = matrix_arg(x, "x");
+  train::Fp8Stats s;
+  const train::Matrix q = train::mx_quantize(m, format_arg(format), block, axis, &s);
+  py::dict d;
+  d["amax"] = s.amax;
+  d["scale_min"] = s.scale_min;
+  d["scale_max"] = s.scale_max;
+  d["entries"] = s.entries;
+  d["saturated"] = s.saturated;
+  d["flushed"] = s.flushed;
+  return py::make_tuple(numpy_of(q), d);
+}
+
+// The config's learning-rate schedule as the trainer reads it
+// (OptimizerConfig::lr_at: warmup and cosine decay, or DeepSpeed's scheduler
+// on the count of applied steps), a callable (step, applied) -> lr.
+py::cpp_function lr_schedule_py(const py::object& config, const std::vector<std::string>& overrides) {
+  const train::OptimizerConfig o = parse(config, overrides).optimizer;
+  return py::cpp_function([o](std::int64_t step, std::int64_t applied) { return o.lr_at(step, applied); },
+                          py::arg("step"), py::arg("applied"));
+}
+
 }  // namespace
 
 void bind_torch_train(py::module_& m) {
@@ -134,6 +208,15 @@ void bind_torch_train(py::module_& m) {
         "A training config's initial parameters and first batches, as `rpsim train` draws them.");
   m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
         "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
+  m.def("_torch_lr_schedule", &lr_schedule_py, arg("config"), arg("overrides"),
+        "A config's learning rate per step, as `rpsim train` sets it: a callable (step, applied) -> lr.");
+  m.def("_torch_mx_quantize", &mx_quantize_py, arg("x"), arg("format"), arg("block"), arg("axis"),
+        "rpsim train's MX block quantisation of a 2-D array (blocks along axis): (values, stats).");
+  py::class_<TorchLayer>(m, "_TorchLayer")
+      .def(py::init<const std::string&, const py::object&, std::int64_t>(), arg("op"), arg("policy"),
+           arg("features"))
+      .def("forward", &TorchLayer::forward, arg("x"), arg("format"), arg("parameters"))
+      .def("backward", &TorchLayer::backward, arg("dy"), arg("format"));
   py::class_<TorchLoss>(m, "_TorchLoss")
       .def(py::init<const std::string&, const py::object&>(), arg("op"), arg("policy"))
       .def("forward", &TorchLoss::forward, arg("logits"), arg("format"), arg("labels"))

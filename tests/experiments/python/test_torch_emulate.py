@@ -56,8 +56,9 @@ def test_fp16_amp_linear_equals_the_emulated_gemm_and_outputs_are_binary16():
     y.sum().backward()
     assert all(p.grad is not None for p in m.parameters())
     s = emu.summary()
-    assert "rpsim kernel: linear x3" in s
-    assert "tanh" in s and "layer_norm" in s and "gelu" in s
+    # GELU and LayerNorm are rows of the op table: the CLI's layers; Odd's tanh and mul are not.
+    assert "rpsim kernel: gelu x1, layer_norm x1, linear x3" in s
+    assert "binary32: mul x1, tanh x1" in s
     assert "Odd" in s.splitlines()[-1]
 
 
@@ -135,11 +136,9 @@ def test_fp8_delayed_scaling_reads_the_history():
     assert seen == [(1.0, 1.0), (4.0, 448.0), (2.0, f32(448 / 4.0))]
 
 
-def test_unsupported_policies_and_bad_input():
-    with pytest.raises(ValueError, match="MX"):
-        rt.emulate(mlp(), "fp8-mx")
-    with pytest.raises(ValueError, match="Kahan"):
-        rt.emulate(mlp(), "bf16-kahan")
+def test_bad_input():
+    with pytest.raises(ValueError, match="fp7-amp"):
+        rt.emulate(mlp(), "fp7-amp")
     with pytest.raises(ValueError, match="tc:zz"):
         rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
     with pytest.raises(TypeError, match="nn.Module"):
@@ -156,3 +155,21 @@ def test_a_failing_forward_leaves_no_emulation_active():
     assert sum(sum(c.values()) for c in emu.counts.values()) == before
     emu.remove()
     assert not is_format(m(torch.full((1, 3), 1 / 3)), "binary16")
+
+
+def test_layer_norm_and_gelu_run_on_the_cli_layers_where_those_express_the_call():
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.LayerNorm(16), nn.GELU(approximate="tanh"),
+                      nn.LayerNorm(16, eps=1e-6), nn.Linear(16, 4))
+    emu = rt.emulate(m, "bf16-amp")
+    m(torch.randn(5, 12)).sum().backward()
+    kernel, binary32 = emu.summary().splitlines()[1:3]
+    # exact erf GELU and a 1-D affine LayerNorm with eps 1e-5: the C++ layers; the tanh form and
+    # another eps: PyTorch's kernels in binary32 (test_torch_vs_cli compares the first with the CLI)
+    assert "gelu x1" in kernel and "layer_norm x1" in kernel
+    assert "gelu x1" in binary32 and "layer_norm x1" in binary32
+    assert m[2].weight.grad is not None and bool(torch.isfinite(m[2].weight.grad).all())
+    with pytest.raises(ValueError, match="softmax.*not a layer of the op table"):
+        rpsim._core._TorchLayer("softmax", "fp32", 16)
+    with pytest.raises(ValueError, match="out"):  # a row whose layer needs arguments of its own
+        rpsim._core._TorchLayer("linear", "fp32", 16)

@@ -9,7 +9,8 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
   emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
   Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files
-  from_config, RpsimLoss, SGD             a config's run in PyTorch, byte-identical to rpsim train
+  from_config, RpsimLoss, SGD, AdamW,     a config's run in PyTorch, byte-identical to rpsim train
+  lr_schedule
 
     trainer = rpsim.torch.Trainer(model, "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.05),
                                   scaler=rpsim.torch.GradScaler("deepspeed"), out="runs/mine")
@@ -31,9 +32,9 @@ from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
 from ._scaler import GradScaler  # noqa: E402
 from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
 from ._trainer import Trainer  # noqa: E402
-from ._reference import SGD, RpsimLoss, from_config  # noqa: E402
+from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa: E402
 
 __all__ = ["capture_gemms", "Telemetry", "TelemetryError",
            "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "Trainer",
-           "SGD", "RpsimLoss", "from_config"]
+           "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule"]

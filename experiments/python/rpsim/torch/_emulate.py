@@ -4,6 +4,7 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
 ._torch_policy / _torch_ops), the ones the CLI reads. Three paths per op, listed by summary():
   rpsim kernel   linear, conv1d/conv2d, matmul/mm/bmm/addmm/baddbmm: rpsim's GEMMs under the op's
                  rule (compute, output, backward formats, accumulation model), as `rpsim train`;
+                 layer_norm and gelu on the CLI's C++ layers where they express the call (_layers);
   binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs,
                  its output (and the gradient arriving at it) rounded to the format its autocast
                  class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
@@ -19,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 import torch.nn.functional as F
 
 from .. import _core
-from . import _ops
+from . import _layers, _ops
 from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
 
@@ -118,12 +119,11 @@ class Emulation(TorchFunctionMode):
     def __init__(self, model, policy, accumulation, seed):
         super().__init__()
         self.model, self.seed = model, seed
-        self.policy = _core._torch_policy(policy)
+        self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
         scaling = self.policy.get("fp8", {}).get("scaling")
-        if self.policy.get("kahan") or scaling == "mx":
-            what = "MX block scaling" if scaling == "mx" else "Kahan-compensated updates"
-            raise ValueError(f"policy {self.policy['name']}: {what} is not emulated by rpsim.torch "
-                             f"(run it with `rpsim train`)")
+        if scaling not in (None, "none", "delayed", "current", "mx"):
+            raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
+                             f"rpsim.torch (delayed, current and mx are; run it with `rpsim train`)")
         self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
         self.autocast = self.policy["autocast"]["format"]
@@ -151,6 +151,7 @@ class Emulation(TorchFunctionMode):
         self._store_parameters()
         for p in model.parameters():
             self._hooks.append(p.register_hook(self._gradient_hook(p)))
+            p._rpsim_grad_format = self.policy["gradients"]  # GradScaler.unscale_ rounds to it
 
     # -- formats ---------------------------------------------------------------------------------
     def rule(self, op):
@@ -233,6 +234,11 @@ class Emulation(TorchFunctionMode):
                 out._rpsim_layer = self.param_layer[id(weight)]
                 out._rpsim_flush_log = cfg.log
             return _mark(out, self.gemm_config(op, fmt).output or fmt)
+        if name in _layers.LAYER_KERNELS:  # layer_norm, gelu: the C++ layers, where they express the call
+            out = _layers.run(self, name, args, kwargs, _format_of(args[0], self.base))
+            if out is not None:
+                self.counts["rpsim kernel"][name] += 1
+                return _mark(out, self.op_format(name, [args[0]]))
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]
         if not floats:
@@ -341,6 +347,12 @@ class Emulation(TorchFunctionMode):
         step = opt.step
         if hasattr(opt, "state_format"):  # rpsim.torch.SGD: momentum stored in the policy's format
             opt.state_format = self.policy["optimizer_state"]
+        if self.policy.get("kahan"):
+            if not hasattr(opt, "kahan_format"):
+                raise ValueError(f"policy {self.policy['name']}: Kahan-compensated updates need the "
+                                 f"optimizer to carry the compensation: use rpsim.torch.SGD, not "
+                                 f"{type(opt).__name__}")
+            opt.kahan_format = self._storage()
 
         def emulated_step(*args, **kwargs):
             result = step(*args, **kwargs)
@@ -355,6 +367,8 @@ class Emulation(TorchFunctionMode):
         self.model.forward = self._forward
         for h in self._hooks:
             h.remove()
+        for p in self.model.parameters():
+            p.__dict__.pop("_rpsim_grad_format", None)
 
     def summary(self):
         lines = [f"rpsim.torch: policy {self.policy['name']}"

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _core
-from . import _fp8
+from . import _blockscale, _fp8
 from ._quantize import check_tensor, round_tensor
 
 DEFAULT_MODEL = "tc:h100:fp16:fp32"
@@ -75,8 +75,14 @@ class _Gemm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, c, cfg):
         dtype = torch.promote_types(a.dtype, b.dtype)
+        if getattr(cfg, "epilogue", False):
+            # The bias epilogue adds to the accumulator's values (binary64 holds every
+            # accumulation format): a cast to float32 first would round twice (a binary64
+            # accumulation under a fixed-point output).
+            dtype = torch.float64
         if cfg.fp8 is not None:
-            return _fp8_forward(ctx, a, b, cfg, dtype)
+            block = cfg.fp8.recipe["scaling"] == "mx"
+            return (_blockscale.forward if block else _fp8_forward)(ctx, a, b, cfg, dtype)
         ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
         ctx.save_for_backward(ac, bc)
         ctx.cfg, ctx.has_c, ctx.dtypes = cfg, c is not None, (a.dtype, b.dtype)
@@ -84,8 +90,10 @@ class _Gemm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        ac, bc = ctx.saved_tensors
         cfg = ctx.cfg
+        if cfg.fp8 is not None and cfg.fp8.recipe["scaling"] == "mx":
+            return _blockscale.backward(ctx, grad)
+        ac, bc = ctx.saved_tensors
         if cfg.fp8 is not None:
             return _fp8_backward(ctx, ac, bc, grad)
         g = _cast(grad.contiguous(), cfg.backward or cfg.compute)
@@ -220,23 +228,33 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, model=None, config=None):
     return _scaled(bmm(batch1, batch2, config=cfg), input, beta, alpha)
 
 
-def add_bias(y, bias, cfg, acc_format):
+def add_bias(y, bias, cfg, acc_format, dtype=None):
     """The bias as a GEMM epilogue, as `rpsim train`'s Linear adds it: the bias cast to the compute
     format, added in binary64 to the accumulator's values, rounded to the accumulation format and
     then to the op's output format; its gradient the column sums of the (cast) output gradient,
-    summed in index order in the accumulation format."""
-    return _Bias.apply(y, bias, cfg, acc_format)
+    summed in index order in the accumulation format. dtype: the result's (default y's)."""
+    return _Bias.apply(y, bias, cfg, acc_format, dtype or y.dtype)
+
+
+_ONES = {}
+
+
+def _ones(n):
+    """A (1, 1, n) float64 row of ones, made once per length (read only: the GEMM's A)."""
+    if n not in _ONES:
+        _ONES[n] = torch.ones(1, 1, n, dtype=torch.float64)
+    return _ONES[n]
 
 
 class _Bias(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, y, bias, cfg, acc_format):
-        ctx.cfg, ctx.acc_format, ctx.bias_dtype = cfg, acc_format, bias.dtype
+    def forward(ctx, y, bias, cfg, acc_format, dtype):
+        ctx.cfg, ctx.acc_format, ctx.bias_dtype, ctx.y_dtype = cfg, acc_format, bias.dtype, y.dtype
         # FP8 GEMMs: the bias in the accumulation format (Transformer Engine's epilogue).
         bias_format = acc_format if cfg.fp8 is not None else cfg.compute
         s = y.double() + _cast(bias.detach(), bias_format).double()
         s = round_tensor(s, acc_format)
-        return _cast(s, cfg.output).to(y.dtype)
+        return _cast(s, cfg.output).to(dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -244,7 +262,7 @@ class _Bias(torch.autograd.Function):
         # FP8: dbias from the unquantised gradient, as Transformer Engine reduces it.
         g = grad.contiguous() if cfg.fp8 is not None else _cast(grad.contiguous(), cfg.backward or cfg.compute)
         g = g.reshape(1, -1, grad.shape[-1])
-        ones = torch.ones(1, 1, g.shape[1], dtype=torch.float64)
+        ones = _ones(g.shape[1])
         # A GEMM with one row of ones under sequential:<acc>:rne: each column summed in index order
         # with a rounding after every add, the products exact.
         db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,
@@ -252,7 +270,7 @@ class _Bias(torch.autograd.Function):
         dbo = _cast(db, cfg.output)
         if cfg.log is not None:
             _count(cfg, "weight", _flushed(db, dbo))
-        return grad, dbo.to(ctx.bias_dtype), None, None
+        return grad.to(ctx.y_dtype), dbo.to(ctx.bias_dtype), None, None, None
 
 
 def _with_epilogue(cfg, bias):
@@ -274,7 +292,7 @@ def linear(x, weight, bias=None, model=None, *, config=None):
     y = _Gemm.apply(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), None,
                     _with_epilogue(cfg, bias)).reshape(*lead, -1)
     if bias is not None:
-        y = add_bias(y, bias, cfg, cfg.accumulation_format)
+        y = add_bias(y, bias, cfg, cfg.accumulation_format, torch.promote_types(x.dtype, weight.dtype))
     return y
 
 
@@ -355,7 +373,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
         outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, _with_epilogue(cfg, bias)).reshape(n, oh * ow, ocg))
     y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
     if bias is not None:
-        y = add_bias(y, bias, cfg, cfg.accumulation_format)
+        y = add_bias(y, bias, cfg, cfg.accumulation_format, torch.promote_types(x.dtype, weight.dtype))
     y = y.transpose(1, 2).reshape(n, oc, oh, ow)
     return y.squeeze(0) if unbatched else y
 

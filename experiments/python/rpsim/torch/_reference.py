@@ -3,6 +3,7 @@
 kernels, and SGD with the arithmetic of rpsim's optimizer (sim/train/src/optimizer.cpp)."""
 import collections
 import json
+import math
 import os
 
 import torch
@@ -48,11 +49,15 @@ class SGD(torch.optim.Optimizer):
     """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
     rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored in
     state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
-    optimizer_state (bf16-pure: bfloat16 momentum)."""
+    optimizer_state (bf16-pure: bfloat16 momentum) and, under a Kahan policy (bf16-kahan),
+    kahan_format to the weights' storage format: then w - lr g is a compensated update
+    (optimizer.cpp's array_next, Zamirai et al. 2020): y = c - lr g, w' = storage(w + y),
+    c' = state(y - (w' - w)), the part of the update the store lost carried to the next step."""
 
     def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, state_format=None):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
         self.state_format = state_format
+        self.kahan_format = None
 
     def _store(self, buf):
         fmt = self.state_format
@@ -74,7 +79,79 @@ class SGD(torch.optim.Optimizer):
                     buf = self._store(g.clone() if buf is None else buf * mom + g)
                     state["momentum_buffer"] = buf
                     g = buf
-                p.copy_(p - lr * g)
+                if self.kahan_format is None:
+                    p.copy_(p - lr * g)
+                else:
+                    self._kahan(p, lr * g)
+
+    def _kahan(self, p, update, base=None):
+        """w' = storage(w + y), y = c - update; base: w (AdamW: w decayed)."""
+        base = p if base is None else base
+        state = self.state[p]
+        comp = state.get("kahan_compensation")
+        comp = torch.zeros_like(update) if comp is None else comp
+        y = comp - update  # -u + c in one rounding, as R(R(-u) + c); 0 - u: +0 where u is 0, as C++
+        nxt = round_tensor(base + y, self.kahan_format)  # binary32 sum, then the storage format (RNE)
+        state["kahan_compensation"] = self._store(y - (nxt - base))
+        p.copy_(nxt)
+
+
+def _rc(dtype):
+    """The optimizer's scalar rounding: to the parameters' arithmetic (binary32 or binary64)."""
+    if dtype == torch.float64:
+        return lambda v: float(v)
+    return lambda v: float(torch.tensor(v, dtype=torch.float32))
+
+
+class AdamW(SGD):
+    """Adam with decoupled weight decay (torch.optim.AdamW), one rounding per operation in
+    rpsim's order (optimizer.cpp's fused_loop), in the parameters' dtype: w' = w (1 - lr wd);
+    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g (m, v stored in state_format); w' -
+    (m / (sqrt(v) / sqrt(bc2) + eps)) (lr / bc1). The scalars rounded first, as rpsim rounds
+    them. A param group's weight_decay 0 leaves its parameters undecayed (nanoGPT's norms and
+    biases). decoupled=False: Adam, the decay added to the gradient."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, state_format=None,
+                 decoupled=True):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                                      "weight_decay": weight_decay})
+        self.state_format, self.kahan_format, self.decoupled = state_format, None, decoupled
+        self.steps = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.steps += 1
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, _rc(p.dtype))
+
+    def _update(self, p, group, rc):
+        (b1, b2), t = group["betas"], float(self.steps)
+        lr, wd = rc(group["lr"]), rc(group["weight_decay"])
+        k1, k2 = rc(b1), rc(b2)
+        step_size, sqrt_bc2 = rc(lr / rc(1.0 - b1 ** t)), rc(math.sqrt(rc(1.0 - b2 ** t)))
+        g, w = p.grad, p
+        if wd and self.decoupled:
+            w = p * rc(1.0 - rc(lr * wd))
+        elif wd:
+            g = g + wd * p
+        state = self.state[p]
+        m = state.get("exp_avg", torch.zeros_like(p))
+        v = state.get("exp_avg_sq", torch.zeros_like(p))
+        m = state["exp_avg"] = self._store(k1 * m + rc(1.0 - k1) * g)
+        v = state["exp_avg_sq"] = self._store(k2 * v + rc(1.0 - k2) * (g * g))
+        update = m / (v.sqrt() / sqrt_bc2 + rc(group["eps"])) * step_size
+        if self.kahan_format is None:
+            p.copy_(w - update)
+        else:
+            self._kahan(p, update, w)
+
+
+def lr_schedule(config, overrides=()):
+    """A config's learning rate per step as `rpsim train` sets it (warmup and cosine decay,
+    DeepSpeed's schedulers): a callable (step, applied) -> lr (applied: the steps not skipped)."""
+    return _core._torch_lr_schedule(config, list(overrides))
 
 
 def from_config(config, steps, overrides=(), *, with_test=False):
@@ -90,7 +167,7 @@ def from_config(config, steps, overrides=(), *, with_test=False):
         with open(os.fspath(config)) as f:
             cfg = json.load(f)
     model_cfg = cfg.get("model", {})
-    if model_cfg.get("type", "mlp") not in ("mlp", "cnn") or model_cfg.get("layer_norm"):
+    if model_cfg.get("type", "mlp") not in ("mlp", "cnn"):
         raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp and cnn models only")
     params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
     for name, op in raw["layers"]:
@@ -139,6 +216,12 @@ def _layer(op, name, params, channels):
             conv.weight.copy_(torch.from_numpy(w.T.copy()).reshape(conv.weight.shape))
             conv.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
         return conv
+    if op == "layer_norm":
+        norm = nn.LayerNorm(w.shape[1])
+        with torch.no_grad():
+            norm.weight.copy_(torch.from_numpy(w.reshape(-1)))
+            norm.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
+        return norm
     modules = {"relu": nn.ReLU, "gelu": nn.GELU, "max_pool2d": lambda: nn.MaxPool2d(2)}
     if op not in modules:
         raise ValueError(f"layer {name}: op {op!r} is not built by from_config")

@@ -1,9 +1,12 @@
 """rpsim.torch.GradScaler: torch.cuda.amp.GradScaler's API over rpsim's loss-scaler table (the C++
 scalers `rpsim scaler` and `rpsim train` step), so a PyTorch loop on the CPU follows DeepSpeed's,
 Megatron's, Apex's, Keras' or PyTorch's own loss scaling step for step."""
+import math
+
 import torch
 
 from .. import _core
+from ._quantize import round_tensor
 
 
 def _grads(optimizer):
@@ -28,6 +31,7 @@ class GradScaler:
         self._enabled = enabled
         self._scaler = _core._LossScaler(policy, **params)
         self._events = []  # found_inf of every update(): state_dict replays them
+        self._scale_tensor = (None, None)
         self.count_flushed = False  # rpsim.torch.Trainer's underflow columns: entries unscale_ flushed
         self._reset_step()
 
@@ -52,7 +56,10 @@ class GradScaler:
             return outputs
         s = self.get_scale()
         if isinstance(outputs, torch.Tensor):
-            return outputs * torch.tensor(s, dtype=outputs.dtype)
+            key = (s, outputs.dtype)
+            if self._scale_tensor[0] != key:  # the scale as a tensor, made again only when it moves
+                self._scale_tensor = (key, torch.tensor(s, dtype=outputs.dtype))
+            return outputs * self._scale_tensor[1]
         return type(outputs)(self.scale(o) for o in outputs)
 
     def unscale_(self, optimizer):
@@ -69,14 +76,22 @@ class GradScaler:
             for p in _grads(optimizer):
                 if inv != 1.0:
                     nonzero = p.grad != 0 if self.count_flushed else None
-                    if p.grad.dtype in (torch.float32, torch.float64):
+                    fmt = getattr(p, "_rpsim_grad_format", None)  # set by rpsim.torch.emulate
+                    if fmt not in (None, "binary32", "binary64") and p.grad.dtype == torch.float32:
+                        # A gradient stored in a narrower format (fp16-pure, fixed point): the exact
+                        # binary64 product rounded once to that format, as rpsim train's unscale.
+                        p.grad.copy_(round_tensor(p.grad.double() * inv, fmt))
+                    elif p.grad.dtype in (torch.float32, torch.float64):
                         p.grad.mul_(inv)
                     else:
                         p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
                     # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
                     if nonzero is not None:
                         self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
-                found = found or not bool(torch.isfinite(p.grad).all())
+                # A sum over a tensor holding inf or NaN is never finite: one reduction without a
+                # mask tensor; only a finite tensor whose sum overflows needs the exact check.
+                found = found or (not math.isfinite(float(p.grad.sum()))
+                                  and not bool(torch.isfinite(p.grad).all()))
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):

@@ -94,11 +94,14 @@ class Trainer:
     on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch; evaluate(batches)
     scores both; finish() writes steps.csv, histograms.csv, evaluations.csv and meta.json to out
     (atomically). scaler: a policy name of the loss-scaler table, a GradScaler, or None for the
-    policy's default ("dynamic" means PyTorch's). Ctrl-C inside run() stops at a step boundary,
-    and the files say partial."""
+    policy's default ("dynamic" means PyTorch's). max_grad_norm > 0 clips as rpsim does (its norm,
+    coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr per step
+    (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and the files
+    say partial."""
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
-                 accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0):
+                 accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
+                 lr_schedule=None):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
@@ -107,6 +110,7 @@ class Trainer:
         self.shadow_loss_fn = RpsimLoss(loss.op, "fp64") if isinstance(loss, RpsimLoss) else self.loss_fn
         self.name, self.seed, self.out = name, seed, out
         self.max_grad_norm = max_grad_norm
+        self.lr_schedule = lr_schedule  # (step, applied steps) -> lr, set on every param group
         self.histogram_steps = set(histogram_steps)
         self.shadow_model = copy.deepcopy(model).double() if shadow else None
         self.model = model
@@ -135,10 +139,13 @@ class Trainer:
         # FP8 columns after every per-layer column (telemetry.cpp's fp8_columns), per tensor of
         # each layer whose GEMM the policy runs in FP8 with per-tensor scaling.
         self.fp8_layers = [ln for ln, m in self.layers if self._fp8_layer(m)]
+        # MX: one scale per block, their range where the per-tensor scale stands (block_scaled).
+        self.block_scaled = self.policy.get("fp8", {}).get("scaling") == "mx"
+        scales = ["scale_min", "scale_max"] if self.block_scaled else ["scale"]
         for ln in self.fp8_layers:
             for tensor in ("x", "w", "dy"):
                 p = f"{ln}.{tensor}_fp8_"
-                cols += [p + "amax", p + "scale", p + "saturated_fraction", p + "flushed_fraction"]
+                cols += [p + "amax"] + [p + s for s in scales] + [p + "saturated_fraction", p + "flushed_fraction"]
         self.steps_rows = [",".join(cols)]
         self.histogram_rows = ["step,layer,tensor,arithmetic,log2_abs_bin,count"]
         self.evaluations = []
@@ -155,6 +162,11 @@ class Trainer:
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
         step = self.step_index
+        if self.lr_schedule is not None:
+            lr = self.lr_schedule(step, step - self.skipped_steps)
+            for opt in (self.optimizer, getattr(self, "shadow_optimizer", None)):
+                for group in opt.param_groups if opt is not None else ():
+                    group["lr"] = lr
         self.emulation.flush_log.clear()
         self._grab.grads.clear()
         self.optimizer.zero_grad(set_to_none=True)
@@ -167,8 +179,7 @@ class Trainer:
         grad_norm = float("nan")  # not computed on an overflow step, as the CLI writes it
         if not found:
             grad_norm = self._grad_norm(params)
-            if self.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            self._clip(params, grad_norm, self._norm_format(), self.policy["gradients"], self.scaler.flushed)
         before = [p.detach().clone() for _, m in self.layers for p in m.parameters(recurse=False)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
@@ -177,7 +188,8 @@ class Trainer:
             sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
             sl.backward()
             if self.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(list(self.shadow_model.parameters()), self.max_grad_norm)
+                sp = [p for p in self.shadow_model.parameters() if p.grad is not None]
+                self._clip(sp, self._grad_norm(sp, "binary64"), "binary64", "binary64", None)
             shadow_loss = float(sl)
         if step in self.histogram_steps:
             self._histograms(step, scale)
@@ -205,16 +217,36 @@ class Trainer:
             for tensor in ("x", "w", "dy"):
                 s = st.stats.get(tensor, {}) if st else {}
                 n = s.get("entries", 0)
-                out += [num(s.get("amax", 0.0)), num(s.get("scale", float("nan"))),
-                        num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
+                scales = (s.get("scale_min", float("nan")), s.get("scale_max", float("nan"))) \
+                    if self.block_scaled else (s.get("scale", float("nan")),)
+                out += [num(s.get("amax", 0.0))] + [num(v) for v in scales] + \
+                    [num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
         return out
 
-    def _grad_norm(self, params):
+    def _norm_format(self):
+        c = self.policy["optimizer_compute"]
+        return c if c in ("binary32", "binary64") else "binary32"
+
+    def _clip(self, params, norm, c, gradients, flushed):
+        """rpsim's clip_grad_norm: coef = max_norm / (norm + 1e-6) in c; below 1, each gradient
+        times coef rounded once to the gradients' format (flushed entries added to `flushed`)."""
+        if self.max_grad_norm <= 0:
+            return
+        rc = lambda v: float(round_tensor(torch.tensor([v], dtype=torch.float64), c)[0])  # noqa: E731
+        coef = rc(self.max_grad_norm / rc(norm + 1e-6))
+        if coef >= 1.0:
+            return
+        for p in params:
+            before = p.grad.clone() if flushed is not None else None
+            p.grad.copy_(round_tensor(p.grad.double() * coef, gradients))
+            if flushed is not None:
+                flushed[id(p)] = flushed.get(id(p), 0) + int(((before != 0) & (p.grad == 0)).sum())
+
+    def _grad_norm(self, params, c=None):
         """The gradients' L2 norm as rpsim's clip_grad_norm computes it: in the optimizer's
         arithmetic (at least binary32), each tensor's squares summed in order, the tensors' sums
         added in parameter order, one rounding per operation."""
-        c = self.policy["optimizer_compute"]
-        c = c if c in ("binary32", "binary64") else "binary32"
+        c = c or self._norm_format()
         total = 0.0
         for p in params:
             sq = round_tensor(p.grad.detach().double().reshape(1, -1) ** 2, c)

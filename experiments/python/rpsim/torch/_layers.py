@@ -1,0 +1,54 @@
+"""The op table's layers without a GEMM (layer_norm, gelu) on rpsim's own kernels: F.layer_norm and
+F.gelu inside rpsim.torch.emulate run the C++ LayerNorm and GELU layers of `rpsim train` (built by
+their op-table rows, rpsim._core._TorchLayer), so their sums, erf and roundings are the CLI's bits
+(PyTorch's own kernels vectorise the row sums and evaluate erf in float, a few ulps away). A call
+those layers do not express (LayerNorm over several dimensions, another eps, no affine
+parameters, GELU's tanh approximation) returns None: it takes the binary32 path."""
+import torch
+
+from .. import _core
+
+# torch function name -> op-table row
+LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu"}
+
+
+class _Layer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, fmt, kernel, log, *params):
+        ctx.kernel, ctx.shape, ctx.dtype, ctx.log = kernel, x.shape, x.dtype, log
+        ctx.param_shapes = [(p.shape, p.dtype) for p in params]
+        flat = x.detach().reshape(-1, x.shape[-1]).double().numpy()
+        y, ctx.y_format = kernel.forward(flat, fmt, [p.detach().double().reshape(1, -1).numpy() for p in params])
+        return torch.from_numpy(y).reshape(x.shape).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx, flushed, grads, grads_flushed = ctx.kernel.backward(
+            grad.detach().reshape(-1, ctx.shape[-1]).double().numpy(), ctx.y_format)
+        if ctx.log is not None:  # telemetry: the parameters' gradient roundings that flushed entries
+            ctx.log["weight"] = ctx.log.get("weight", 0) + sum(grads_flushed)
+        out = [torch.from_numpy(g).reshape(s).to(d) for g, (s, d) in zip(grads, ctx.param_shapes)]
+        return (torch.from_numpy(dx).reshape(ctx.shape).to(ctx.dtype), None, None, None, *out)
+
+
+def _arg(args, kwargs, i, key, default=None):
+    return args[i] if len(args) > i else kwargs.get(key, default)
+
+
+def run(emulation, name, args, kwargs, fmt):
+    """The op on rpsim's kernel (input format fmt), or None where the layer cannot express it."""
+    x = args[0]
+    if name == "gelu":
+        if _arg(args, kwargs, 1, "approximate", "none") != "none":
+            return None
+        params = []
+    else:
+        shape, w, b = _arg(args, kwargs, 1, "normalized_shape"), _arg(args, kwargs, 2, "weight"), \
+            _arg(args, kwargs, 3, "bias")
+        if len(tuple(shape)) != 1 or w is None or b is None or _arg(args, kwargs, 4, "eps", 1e-5) != 1e-5:
+            return None
+        params = [w, b]
+    kernel = _core._TorchLayer(LAYER_KERNELS[name], emulation.policy_spec, x.shape[-1])
+    log = emulation.flush_log[emulation.param_layer[id(params[0])]] \
+        if params and emulation.telemetry and id(params[0]) in emulation.param_layer else None
+    return _Layer.apply(x, fmt, kernel, log, *params)
