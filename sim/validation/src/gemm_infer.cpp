@@ -246,6 +246,37 @@ std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<
   return cands;
 }
 
+// Whether `model` gives every element of `smp` bit for bit; a preset's
+// schedule is the one it picks for the whole dump's shape, not the sample's.
+bool reproduces_sample(const AccumulationModel& model, const GemmDump& dump, const Sample& smp) {
+  AccumulationModel m = model;
+  if (const auto* p = std::get_if<KernelPreset>(&model.variant()))
+    m = AccumulationModel(p->for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols()));
+  const Matrix got = gemm(m, smp.a, smp.b, smp.c);
+  for (Eigen::Index i = 0; i < got.size(); ++i)
+    if (!same_encoding(smp.d.data()[i], got.data()[i], m.output_format())) return false;
+  return true;
+}
+
+// Whether `s` gives every element of the whole dump, checked 32 rows at a
+// time and stopped at the first block with a miss: every row of a schedule's
+// GEMM is computed on its own, so the blocks give the whole GEMM's bits; a
+// reproducing candidate costs one whole GEMM, one missing rarely enough to
+// pass the confirm sample usually a block or two.
+bool reproduces_dump(const KernelSchedule& s, const GemmDump& dump, int threads) {
+  constexpr Eigen::Index kBlock = 32;
+  const AccumulationModel model(s);
+  for (Eigen::Index r0 = 0; r0 < dump.d.rows(); r0 += kBlock) {
+    const Eigen::Index len = std::min(kBlock, dump.d.rows() - r0);
+    const Matrix c = dump.c ? Matrix(dump.c->middleRows(r0, len)) : Matrix::Zero(len, dump.d.cols());
+    const Matrix got = gemm(model, dump.a.middleRows(r0, len), dump.b, c, GemmOptions{threads});
+    for (Eigen::Index j = 0; j < got.cols(); ++j)
+      for (Eigen::Index i = 0; i < len; ++i)
+        if (!same_encoding(dump.d(r0 + i, j), got(i, j), s.output)) return false;
+  }
+  return true;
+}
+
 // The candidates passing the whole confirm sample, checked on the whole dump.
 void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
                 const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
@@ -255,14 +286,14 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
     if (c.confirm_pass != confirmed) break;
     const std::string spec = AccumulationModel(c.schedule).spec();
     if (!done.insert(spec).second) continue;
-    const auto check = check_gemm(dump, AccumulationModel(c.schedule), 0, options.threads);
-    if (check.passed != check.total) continue;
+    if (!reproduces_dump(c.schedule, dump, options.threads)) continue;
     if (r.exact.size() == options.max_exact) {
       r.truncated = true;
       break;
     }
-    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total,
-                       check.max_ulps, check.mean_ulps, ""});
+    // Every element bit-exact: 0 ulps each, as check_gemm would count them.
+    const auto total = std::size_t(dump.d.size());
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), total, total, 0.0, 0.0, ""});
   }
   if (!r.exact.empty()) return;
   // r.best may hold plain models already: `top` schedules of its own, ranked together at the end.
@@ -277,13 +308,18 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
 }
 
-void named_presets(const GemmDump& dump, const InferOptions& options, InferResult& r) {
+// A preset missing an element of the confirm sample (a subset of D) misses
+// it on the whole dump too: only the others cost a whole GEMM.
+void named_presets(const GemmDump& dump, const Sample& confirm, const InferOptions& options, InferResult& r) {
   for (const auto& row : kernel_presets()) {
     try {
       const AccumulationModel p(kernel_preset(row.name, r.input, r.output, 0));
       check_dump_formats(dump, p);
-      const auto check = check_gemm(dump, p, 0, options.threads);
-      if (check.passed == check.total) r.presets.push_back(p.spec());
+      if (!reproduces_sample(p, dump, confirm)) continue;
+      const auto& preset = std::get<KernelPreset>(p.variant());
+      if (reproduces_dump(preset.for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols()), dump,
+                          options.threads))
+        r.presets.push_back(p.spec());
     } catch (const std::invalid_argument&) {
       // The preset does not take these formats or values.
     }
@@ -309,10 +345,13 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   std::vector<ChunkClass> classes;
   std::vector<Candidate> cands = first_candidates(r, conversions, k, classes);
   const Sample screen = sample_of(dump, options.sample);
+  const Sample confirm = sample_of(dump, options.confirm);
   // Plain models first (those the sample cannot tell from a reproduction):
   // when one reproduces the dump, the schedules' best need not be worked out.
   const PlainSample plain{screen.a, screen.b, screen.c, screen.d};
-  infer_plain_models(dump, plain, r.stored, r.output, options, true, r);
+  const PlainSample plain_confirm{confirm.a, confirm.b, confirm.c, confirm.d};
+  PlainPass plain_pass;
+  infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, true, plain_pass, r);
   score_all(cands, screen, options.threads, &Candidate::sample_pass);
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::sample_pass));
   // Stage 2: the perfect ones (or the best 16) on a larger sample; then the
@@ -321,7 +360,6 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
     ++keep;
   cands.resize(keep);
-  const Sample confirm = sample_of(dump, options.confirm);
   score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
   std::vector<Candidate> variants;
@@ -333,9 +371,10 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   // Stage 3: the whole dump.
   whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
   // While nothing reproduces the dump: the best plain models too, ranked with the schedules.
-  if (r.exact.empty()) infer_plain_models(dump, plain, r.stored, r.output, options, false, r);
+  if (r.exact.empty())
+    infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, false, plain_pass, r);
   if (r.best.size() > options.top) r.best.resize(options.top);
-  named_presets(dump, options, r);
+  named_presets(dump, confirm, options, r);
   return r;
 }
 

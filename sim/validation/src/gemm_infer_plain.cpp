@@ -106,38 +106,60 @@ InferredSchedule score(const Plain& p, const Matrix& a, const Matrix& b, const M
 
 }  // namespace
 
-void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const Format& stored,
-                        const Format& output, const InferOptions& options, bool exact_pass, InferResult& r) {
+void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const PlainSample& confirm,
+                        const Format& stored, const Format& output, const InferOptions& options,
+                        bool exact_pass, PlainPass& pass, InferResult& r) {
   const std::vector<Plain> plain = plain_models(stored, output, dump.a.cols());
-  std::vector<InferredSchedule> screened(plain.size());
+  if (exact_pass) {
+    std::vector<InferredSchedule> screened(plain.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : 1)
-  for (std::size_t i = 0; i < plain.size(); ++i)
-    screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
-  if (exact_pass) r.candidates += plain.size();
-  // The whole dump for those the sample cannot tell from a reproduction,
-  // and, while nothing reproduces it, for the best few (ranked as the result is).
-  std::vector<std::size_t> order(plain.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
-  const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
-  std::vector<InferredSchedule> exact;
-  std::size_t checked = 0;
-  for (std::size_t n = 0; n < order.size(); ++n) {
-    const bool perfect = screened[order[n]].passed == screened[order[n]].total;
-    if (perfect != exact_pass) {
-      if (exact_pass) break;  // ranked: the perfect ones come first
-      continue;               // checked in the first pass
-    }
-    if (!exact_pass && checked++ >= options.top) break;
-    const InferredSchedule whole = score(plain[order[n]], dump.a, dump.b, c, dump.d, output, options.threads);
-    if (whole.passed == whole.total && exact.size() < options.max_exact)
-      exact.push_back(whole);
-    else if (whole.passed != whole.total)
-      r.best.push_back(whole);
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
+    r.candidates += plain.size();
+    pass.order.resize(plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) pass.order[i] = i;
+    std::stable_sort(pass.order.begin(), pass.order.end(),
+                     [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
+    pass.perfect = 0;
+    while (pass.perfect < plain.size() &&
+           screened[pass.order[pass.perfect]].passed == screened[pass.order[pass.perfect]].total)
+      ++pass.perfect;
+    pass.whole.assign(pass.perfect, std::nullopt);
   }
-  // Plain models first: the simpler explanation of the same bits.
-  r.exact.insert(r.exact.begin(), exact.begin(), exact.end());
+  const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
+  auto whole = [&](std::size_t n) {
+    return score(plain[pass.order[n]], dump.a, dump.b, c, dump.d, output, options.threads);
+  };
+  if (exact_pass) {
+    // Those the sample cannot tell from a reproduction: on the confirm
+    // sample (a subset of D, so a miss there is a miss on the whole dump),
+    // then the whole dump for those still perfect. The ones missed there
+    // are checked whole in the second pass only, where they can rank.
+    std::vector<InferredSchedule> exact;
+    for (std::size_t n = 0; n < pass.perfect; ++n) {
+      const InferredSchedule conf =
+          score(plain[pass.order[n]], confirm.a, confirm.b, confirm.c, confirm.d, output, options.threads);
+      if (conf.passed != conf.total) continue;
+      InferredSchedule w = whole(n);
+      if (w.passed == w.total) {
+        if (exact.size() < options.max_exact) exact.push_back(std::move(w));
+      } else {
+        pass.whole[n] = std::move(w);
+      }
+    }
+    // Plain models first: the simpler explanation of the same bits.
+    r.exact.insert(r.exact.begin(), exact.begin(), exact.end());
+    return;
+  }
+  // Nothing reproduces the dump: the sample-perfect ones (whole, in their
+  // screening order, ahead of the schedules in r.best as the ranking's ties
+  // go), then the best `top` of the others.
+  std::vector<InferredSchedule> ranked;
+  for (std::size_t n = 0; n < pass.perfect; ++n) ranked.push_back(pass.whole[n] ? *pass.whole[n] : whole(n));
+  ranked.insert(ranked.end(), r.best.begin(), r.best.end());
+  r.best = std::move(ranked);
+  for (std::size_t n = pass.perfect; n < pass.order.size() && n < pass.perfect + options.top; ++n)
+    r.best.push_back(whole(n));
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
   if (r.best.size() > options.top) r.best.resize(options.top);
 }
