@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "gemm_infer_check.hpp"
 #include "gemm_infer_plain.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
@@ -246,47 +247,17 @@ std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<
   return cands;
 }
 
-// Whether `model` gives every element of `smp` bit for bit; a preset's
-// schedule is the one it picks for the whole dump's shape, not the sample's.
-bool reproduces_sample(const AccumulationModel& model, const GemmDump& dump, const Sample& smp) {
-  AccumulationModel m = model;
-  if (const auto* p = std::get_if<KernelPreset>(&model.variant()))
-    m = AccumulationModel(p->for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols()));
-  const Matrix got = gemm(m, smp.a, smp.b, smp.c);
-  for (Eigen::Index i = 0; i < got.size(); ++i)
-    if (!same_encoding(smp.d.data()[i], got.data()[i], m.output_format())) return false;
-  return true;
-}
-
-// Whether `s` gives every element of the whole dump, checked 32 rows at a
-// time and stopped at the first block with a miss: every row of a schedule's
-// GEMM is computed on its own, so the blocks give the whole GEMM's bits; a
-// reproducing candidate costs one whole GEMM, one missing rarely enough to
-// pass the confirm sample usually a block or two.
-bool reproduces_dump(const KernelSchedule& s, const GemmDump& dump, int threads) {
-  constexpr Eigen::Index kBlock = 32;
-  const AccumulationModel model(s);
-  for (Eigen::Index r0 = 0; r0 < dump.d.rows(); r0 += kBlock) {
-    const Eigen::Index len = std::min(kBlock, dump.d.rows() - r0);
-    const Matrix c = dump.c ? Matrix(dump.c->middleRows(r0, len)) : Matrix::Zero(len, dump.d.cols());
-    const Matrix got = gemm(model, dump.a.middleRows(r0, len), dump.b, c, GemmOptions{threads});
-    for (Eigen::Index j = 0; j < got.cols(); ++j)
-      for (Eigen::Index i = 0; i < len; ++i)
-        if (!same_encoding(dump.d(r0 + i, j), got(i, j), s.output)) return false;
-  }
-  return true;
-}
-
 // The candidates passing the whole confirm sample, checked on the whole dump.
-void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
-                const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
-                InferResult& r) {
+void whole_exact(const GemmDump& dump, const std::vector<Candidate>& cands,
+                 const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
+                 InferResult& r) {
   std::set<std::string> done;
   for (const auto& c : cands) {
     if (c.confirm_pass != confirmed) break;
     const std::string spec = AccumulationModel(c.schedule).spec();
     if (!done.insert(spec).second) continue;
-    if (!reproduces_dump(c.schedule, dump, options.threads)) continue;
+    if (!reproduces(c.schedule, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads))
+      continue;
     if (r.exact.size() == options.max_exact) {
       r.truncated = true;
       break;
@@ -295,8 +266,12 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
     const auto total = std::size_t(dump.d.size());
     r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), total, total, 0.0, 0.0, ""});
   }
-  if (!r.exact.empty()) return;
-  // r.best may hold plain models already: `top` schedules of its own, ranked together at the end.
+}
+
+// While nothing reproduces the dump: the best `top` candidates on the whole
+// dump (r.best may hold plain models already; ranked together at the end).
+void whole_best(const GemmDump& dump, const std::vector<Candidate>& cands,
+                const std::vector<ChunkClass>& classes, const InferOptions& options, InferResult& r) {
   for (std::size_t i = 0, added = 0; i < cands.size() && added < options.top; ++i) {
     const std::string spec = AccumulationModel(cands[i].schedule).spec();
     if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
@@ -308,6 +283,37 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
 }
 
+// Stages 2 and 3 when the ranking below the reproducing candidates is not
+// wanted: the survivors, then the variations of the first four of them that
+// reproduce the confirm sample, are only asked whether they do (stopping at
+// the first miss); those that do, in the order the counted stages would put
+// them first, are checked whole. False, r untouched, when that order needs
+// the counts (fewer than four survivors reproduce the sample) or when nothing
+// reproduces the dump (the best are then ranked by their counts).
+bool exact_first(const GemmDump& dump, const std::vector<Candidate>& cands,
+                 const std::vector<ChunkClass>& classes, const Sample& confirm, int k,
+                 const InferOptions& options, InferResult& r) {
+  const std::size_t confirmed = std::size_t(confirm.d.size());
+  auto perfect_of = [&](const std::vector<Candidate>& from, std::vector<Candidate>& into) {
+    for (Candidate c : from)
+      if (reproduces(c.schedule, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads)) {
+        c.confirm_pass = confirmed;
+        into.push_back(c);
+      }
+  };
+  std::vector<Candidate> perfect, variants;
+  perfect_of(cands, perfect);
+  if (perfect.size() < std::min<std::size_t>(4, cands.size())) return false;
+  for (std::size_t i = 0; i < 4 && i < perfect.size(); ++i) add_variants(perfect[i], k, variants);
+  perfect_of(variants, perfect);
+  InferResult trial = r;
+  whole_exact(dump, perfect, classes, confirmed, options, trial);
+  if (trial.exact.empty()) return false;
+  trial.candidates += classes.size() + variants.size();
+  r = std::move(trial);
+  return true;
+}
+
 // A preset missing an element of the confirm sample (a subset of D) misses
 // it on the whole dump too: only the others cost a whole GEMM.
 void named_presets(const GemmDump& dump, const Sample& confirm, const InferOptions& options, InferResult& r) {
@@ -315,10 +321,11 @@ void named_presets(const GemmDump& dump, const Sample& confirm, const InferOptio
     try {
       const AccumulationModel p(kernel_preset(row.name, r.input, r.output, 0));
       check_dump_formats(dump, p);
-      if (!reproduces_sample(p, dump, confirm)) continue;
-      const auto& preset = std::get<KernelPreset>(p.variant());
-      if (reproduces_dump(preset.for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols()), dump,
-                          options.threads))
+      // The schedule the preset picks for the whole dump's shape, not the sample's.
+      const auto s =
+          std::get<KernelPreset>(p.variant()).for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols());
+      if (reproduces(s, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads) &&
+          reproduces(s, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads))
         r.presets.push_back(p.spec());
     } catch (const std::invalid_argument&) {
       // The preset does not take these formats or values.
@@ -360,16 +367,19 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
     ++keep;
   cands.resize(keep);
-  score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
-  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
-  std::vector<Candidate> variants;
-  for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
-  score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
-  r.candidates += classes.size() + variants.size();
-  cands.insert(cands.end(), variants.begin(), variants.end());
-  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
-  // Stage 3: the whole dump.
-  whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+  if (!exact_first(dump, cands, classes, confirm, k, options, r)) {
+    score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    std::vector<Candidate> variants;
+    for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
+    score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
+    r.candidates += classes.size() + variants.size();
+    cands.insert(cands.end(), variants.begin(), variants.end());
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    // Stage 3: the whole dump.
+    whole_exact(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+    if (r.exact.empty()) whole_best(dump, cands, classes, options, r);
+  }
   // While nothing reproduces the dump: the best plain models too, ranked with the schedules.
   if (r.exact.empty())
     infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, false, plain_pass, r);
