@@ -324,8 +324,11 @@ void named_presets(const GemmDump& dump, const Sample& confirm, const InferOptio
       // The schedule the preset picks for the whole dump's shape, not the sample's.
       const auto s =
           std::get<KernelPreset>(p.variant()).for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols());
-      if (reproduces(s, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads) &&
-          reproduces(s, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads))
+      // A schedule the search found reproducing needs no second GEMM.
+      const std::string spec = AccumulationModel(s).spec();
+      if (std::any_of(r.exact.begin(), r.exact.end(), [&](const auto& e) { return e.spec == spec; }) ||
+          (reproduces(s, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads) &&
+           reproduces(s, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads)))
         r.presets.push_back(p.spec());
     } catch (const std::invalid_argument&) {
       // The preset does not take these formats or values.
