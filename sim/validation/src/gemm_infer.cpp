@@ -370,7 +370,7 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
     ++keep;
   cands.resize(keep);
-  if (!exact_first(dump, cands, classes, confirm, k, options, r)) {
+  if (!options.exact_first || !exact_first(dump, cands, classes, confirm, k, options, r)) {
     score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
     std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
     std::vector<Candidate> variants;

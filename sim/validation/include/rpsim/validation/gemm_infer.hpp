@@ -37,6 +37,10 @@ struct InferOptions {
   std::size_t top = 5;         // schedules reported when none reproduces the dump
   std::size_t max_exact = 20;  // reproducing schedules reported at most
   int threads = 1;
+  // When a schedule reproduces the dump, stage 2 only asks the candidates
+  // whether they reproduce the confirm sample (the same report, faster);
+  // false: every stage counts every candidate (the reference tests compare with).
+  bool exact_first = true;
 };
 
 struct InferredSchedule {
