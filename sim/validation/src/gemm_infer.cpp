@@ -284,16 +284,16 @@ void whole_best(const GemmDump& dump, const std::vector<Candidate>& cands,
 }
 
 // Stages 2 and 3 when the ranking below the reproducing candidates is not
-// wanted: the survivors, then the variations of the first four of them that
-// reproduce the confirm sample, are only asked whether they do (stopping at
-// the first miss); those that do, in the order the counted stages would put
-// them first, are checked whole. False, r untouched, when that order needs
-// the counts (fewer than four survivors reproduce the sample) or when nothing
-// reproduces the dump (the best are then ranked by their counts).
-bool exact_first(const GemmDump& dump, const std::vector<Candidate>& cands,
-                 const std::vector<ChunkClass>& classes, const Sample& confirm, int k,
-                 const InferOptions& options, InferResult& r) {
-  const std::size_t confirmed = std::size_t(confirm.d.size());
+// wanted: the variations of the best four survivors on the confirm sample
+// and those who reproduce it in the order the counted stages put them
+// first, each only asked whether it does (stopping at the first miss; the
+// survivors are counted only when fewer than four reproduce the sample, as
+// the best four then depend on the counts); those that do are checked whole.
+// False, r untouched, when nothing reproduces the dump (the best are then
+// ranked by their counts).
+bool exact_first(const GemmDump& dump, std::vector<Candidate> cands, const std::vector<ChunkClass>& classes,
+                 const Sample& confirm, int k, const InferOptions& options, InferResult& r) {
+  const std::size_t confirmed = std::size_t(confirm.d.size()), bases = std::min<std::size_t>(4, cands.size());
   auto perfect_of = [&](const std::vector<Candidate>& from, std::vector<Candidate>& into) {
     for (Candidate c : from)
       if (reproduces(c.schedule, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads)) {
@@ -303,8 +303,13 @@ bool exact_first(const GemmDump& dump, const std::vector<Candidate>& cands,
   };
   std::vector<Candidate> perfect, variants;
   perfect_of(cands, perfect);
-  if (perfect.size() < std::min<std::size_t>(4, cands.size())) return false;
-  for (std::size_t i = 0; i < 4 && i < perfect.size(); ++i) add_variants(perfect[i], k, variants);
+  if (perfect.size() < bases) {
+    score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    for (std::size_t i = 0; i < bases; ++i) add_variants(cands[i], k, variants);
+  } else {
+    for (std::size_t i = 0; i < bases; ++i) add_variants(perfect[i], k, variants);
+  }
   perfect_of(variants, perfect);
   InferResult trial = r;
   whole_exact(dump, perfect, classes, confirmed, options, trial);

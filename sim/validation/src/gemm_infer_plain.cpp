@@ -104,6 +104,21 @@ InferredSchedule score(const Plain& p, const Matrix& a, const Matrix& b, const M
   return s;
 }
 
+// Whether `p` gives every element of D: `score` on blocks of rows, 4 then
+// doubling up to 32, stopped at the first block with a miss (every element is
+// its own dot product, so the blocks give the whole GEMM's bits).
+bool reproduces(const Plain& p, const Matrix& a, const Matrix& b, const Matrix& c, const Matrix& d,
+                const Format& output, int threads) {
+  Eigen::Index block = 4;
+  for (Eigen::Index r0 = 0; r0 < d.rows(); r0 += block, block = std::min<Eigen::Index>(2 * block, 32)) {
+    const Eigen::Index len = std::min(block, d.rows() - r0);
+    const InferredSchedule s =
+        score(p, a.middleRows(r0, len), b, c.middleRows(r0, len), d.middleRows(r0, len), output, threads);
+    if (s.passed != s.total) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const PlainSample& confirm,
@@ -124,7 +139,6 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const P
     while (pass.perfect < plain.size() &&
            screened[pass.order[pass.perfect]].passed == screened[pass.order[pass.perfect]].total)
       ++pass.perfect;
-    pass.whole.assign(pass.perfect, std::nullopt);
   }
   const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
   auto whole = [&](std::size_t n) {
@@ -136,16 +150,14 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const P
     // then the whole dump for those still perfect. The ones missed there
     // are checked whole in the second pass only, where they can rank.
     std::vector<InferredSchedule> exact;
-    for (std::size_t n = 0; n < pass.perfect; ++n) {
-      const InferredSchedule conf =
-          score(plain[pass.order[n]], confirm.a, confirm.b, confirm.c, confirm.d, output, options.threads);
-      if (conf.passed != conf.total) continue;
-      InferredSchedule w = whole(n);
-      if (w.passed == w.total) {
-        if (exact.size() < options.max_exact) exact.push_back(std::move(w));
-      } else {
-        pass.whole[n] = std::move(w);
-      }
+    for (std::size_t n = 0; n < pass.perfect && exact.size() < options.max_exact; ++n) {
+      const Plain& p = plain[pass.order[n]];
+      if (!reproduces(p, confirm.a, confirm.b, confirm.c, confirm.d, output, options.threads) ||
+          !reproduces(p, dump.a, dump.b, c, dump.d, output, options.threads))
+        continue;
+      // Every element bit-exact: 0 ulps each, as `score` would count them.
+      const auto total = std::size_t(dump.d.size());
+      exact.push_back({p.spec, {}, total, total, 0.0, 0.0, note_of(p, output)});
     }
     // Plain models first: the simpler explanation of the same bits.
     r.exact.insert(r.exact.begin(), exact.begin(), exact.end());
@@ -155,7 +167,7 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const P
   // screening order, ahead of the schedules in r.best as the ranking's ties
   // go), then the best `top` of the others.
   std::vector<InferredSchedule> ranked;
-  for (std::size_t n = 0; n < pass.perfect; ++n) ranked.push_back(pass.whole[n] ? *pass.whole[n] : whole(n));
+  for (std::size_t n = 0; n < pass.perfect; ++n) ranked.push_back(whole(n));
   ranked.insert(ranked.end(), r.best.begin(), r.best.end());
   r.best = std::move(ranked);
   for (std::size_t n = pass.perfect; n < pass.order.size() && n < pass.perfect + options.top; ++n)

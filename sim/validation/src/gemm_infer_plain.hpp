@@ -3,7 +3,6 @@
 // as they are or converted to tf32), private to gemm_infer.cpp.
 #pragma once
 
-#include <optional>
 #include <vector>
 
 #include "rpsim/validation/gemm_infer.hpp"
@@ -15,12 +14,10 @@ struct PlainSample {
 };
 
 // What the first pass leaves for the second: the plain models in their
-// ranking on the screen sample, how many lead it perfect there, and the
-// whole-dump results worked out for those (the others: not yet).
+// ranking on the screen sample and how many lead it perfect there.
 struct PlainPass {
   std::vector<std::size_t> order;
   std::size_t perfect = 0;
-  std::vector<std::optional<InferredSchedule>> whole;
 };
 
 // exact_pass: screens every plain model on `sample`, checks those it cannot
