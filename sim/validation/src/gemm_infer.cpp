@@ -17,14 +17,6 @@ namespace rpsim::sim {
 
 namespace {
 
-bool all_in(const Matrix& m, const Format& f) {
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    const double x = m.data()[i];
-    if (!std::isnan(x) && to_double(f, round_double(f, x, RoundingMode::nearest_even)) != x) return false;
-  }
-  return true;
-}
-
 // Up to `count` elements of D as a sub-GEMM: evenly spaced rows and columns.
 struct Sample {
   Matrix a, b, c, d;
@@ -199,33 +191,6 @@ std::vector<std::string> equivalents(const KernelSchedule& s, const ChunkClass& 
   return eq;
 }
 
-// What the values are: A and B of the format with the fewest fraction bits
-// that holds them all (bf16 data fits fp16 too), D of fp16 (float16 dumps),
-// bf16 or fp32; binary32 inputs are tf32 inputs to be converted.
-void value_formats(const GemmDump& dump, InferResult& r, std::vector<RoundingMode>& conversions) {
-  conversions = {RoundingMode::nearest_even};
-  r.stored = formats::binary32();
-  for (const auto& f :
-       {formats::e5m2(), formats::e4m3(), formats::bfloat16(), formats::binary16(), formats::tf32()})
-    if (all_in(dump.a, f) && all_in(dump.b, f)) {
-      r.stored = f;
-      break;
-    }
-  r.input = r.stored;
-  if (r.stored == formats::binary32()) {
-    if (!all_in(dump.a, formats::binary32()) || !all_in(dump.b, formats::binary32()))
-      throw GemmDumpError(
-          fmt::format("{}: A or B holds values wider than binary32: no tensor-core input", dump.source));
-    r.input = formats::tf32();
-    conversions = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero};
-  }
-  r.output = dump.d_dtype == "float16" ? formats::binary16() : formats::binary32();
-  if (r.output == formats::binary32() && all_in(dump.d, formats::bfloat16())) r.output = formats::bfloat16();
-  if (!all_in(dump.d, r.output))
-    throw GemmDumpError(
-        fmt::format("{}: D holds values that are not {} values", dump.array_source('D'), r.output.name));
-}
-
 std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<RoundingMode>& conversions,
                                         int k, std::vector<ChunkClass>& classes) {
   std::vector<Candidate> cands;
@@ -251,13 +216,18 @@ std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<
 void whole_exact(const GemmDump& dump, const std::vector<Candidate>& cands,
                  const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
                  InferResult& r) {
+  // Which of them reproduce it, worked out together (fold groups share their chains).
+  std::vector<KernelSchedule> perfect;
+  for (std::size_t i = 0; i < cands.size() && cands[i].confirm_pass == confirmed; ++i)
+    perfect.push_back(cands[i].schedule);
+  const auto ok =
+      reproduce_all(perfect, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads);
   std::set<std::string> done;
-  for (const auto& c : cands) {
-    if (c.confirm_pass != confirmed) break;
+  for (std::size_t i = 0; i < perfect.size(); ++i) {
+    const auto& c = cands[i];
     const std::string spec = AccumulationModel(c.schedule).spec();
     if (!done.insert(spec).second) continue;
-    if (!reproduces(c.schedule, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads))
-      continue;
+    if (!ok[i]) continue;
     if (r.exact.size() == options.max_exact) {
       r.truncated = true;
       break;
@@ -295,10 +265,13 @@ bool exact_first(const GemmDump& dump, std::vector<Candidate> cands, const std::
                  const Sample& confirm, int k, const InferOptions& options, InferResult& r) {
   const std::size_t confirmed = std::size_t(confirm.d.size()), bases = std::min<std::size_t>(4, cands.size());
   auto perfect_of = [&](const std::vector<Candidate>& from, std::vector<Candidate>& into) {
-    for (Candidate c : from)
-      if (reproduces(c.schedule, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads)) {
-        c.confirm_pass = confirmed;
-        into.push_back(c);
+    std::vector<KernelSchedule> all;
+    for (const Candidate& c : from) all.push_back(c.schedule);
+    const auto ok = reproduce_all(all, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads);
+    for (std::size_t i = 0; i < from.size(); ++i)
+      if (ok[i]) {
+        into.push_back(from[i]);
+        into.back().confirm_pass = confirmed;
       }
   };
   std::vector<Candidate> perfect, variants;
