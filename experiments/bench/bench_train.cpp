@@ -13,61 +13,14 @@
 #include <vector>
 
 #include "bench_train_common.hpp"
+#include "native_mlp.hpp"
 
 namespace {
 
-using MatrixF = Eigen::MatrixXf;
 constexpr int kBatch = 128;
 constexpr int kSteps = 20;   // N: the emulated runs take N and 2N steps
 constexpr int kRepeats = 3;  // emulated: minimum over this many (N, 2N) pairs
 constexpr int kNativeRepeats = 9;
-
-// The same model in native binary32: forward, softmax cross-entropy,
-// backward, SGD with momentum.
-struct NativeMlp {
-  std::vector<MatrixF> w, b, vw, vb;
-  NativeMlp() {
-    const int dims[] = {784, 256, 256, 10};
-    for (int l = 0; l < 3; ++l) {
-      w.push_back(MatrixF::Random(dims[l], dims[l + 1]) / std::sqrt(float(dims[l])));
-      b.push_back(MatrixF::Random(1, dims[l + 1]) / std::sqrt(float(dims[l])));
-      vw.push_back(MatrixF::Zero(dims[l], dims[l + 1]));
-      vb.push_back(MatrixF::Zero(1, dims[l + 1]));
-    }
-  }
-  float step(const MatrixF& x, const std::vector<int>& labels, float lr, float momentum) {
-    std::vector<MatrixF> acts{x};
-    for (int l = 0; l < 3; ++l) {
-      MatrixF z = acts.back() * w[l];
-      z.rowwise() += b[l].row(0);
-      if (l < 2) z = z.cwiseMax(0.0f);
-      acts.push_back(std::move(z));
-    }
-    MatrixF p = acts.back();
-    float loss = 0;
-    for (int i = 0; i < p.rows(); ++i) {
-      const float m = p.row(i).maxCoeff();
-      p.row(i) = (p.row(i).array() - m).exp();
-      const float s = p.row(i).sum();
-      p.row(i) /= s;
-      loss -= std::log(p(i, labels[std::size_t(i)]));
-      p(i, labels[std::size_t(i)]) -= 1.0f;
-    }
-    MatrixF d = p / float(p.rows());
-    for (int l = 2; l >= 0; --l) {
-      const MatrixF gw = acts[std::size_t(l)].transpose() * d;
-      const MatrixF gb = d.colwise().sum();
-      if (l > 0)
-        d = ((d * w[std::size_t(l)].transpose()).array() * (acts[std::size_t(l)].array() > 0).cast<float>())
-                .matrix();
-      vw[std::size_t(l)] = momentum * vw[std::size_t(l)] + gw;
-      vb[std::size_t(l)] = momentum * vb[std::size_t(l)] + gb;
-      w[std::size_t(l)] -= lr * vw[std::size_t(l)];
-      b[std::size_t(l)] -= lr * vb[std::size_t(l)];
-    }
-    return loss / float(p.rows());
-  }
-};
 
 rpsim::sim::train::Config emulated_config(const nlohmann::json& policy, bool shadow, int steps) {
   auto j = nlohmann::json::parse(R"({
@@ -84,23 +37,15 @@ rpsim::sim::train::Config emulated_config(const nlohmann::json& policy, bool sha
   return rpsim::sim::train::parse_config(j);
 }
 
-double native_seconds_per_step() {
-  NativeMlp net;
-  const MatrixF x = MatrixF::Random(kBatch, 784);
-  std::vector<int> labels(kBatch);
-  for (int i = 0; i < kBatch; ++i) labels[std::size_t(i)] = i % 10;
-  return bench_train::native_seconds_per_step([&] { return net.step(x, labels, 0.05f, 0.9f); }, kSteps,
-                                              kNativeRepeats);
-}
-
 void ratio_benchmark(benchmark::State& state, const std::string& label, const nlohmann::json& policy,
                      bool shadow) {
   bench_train::single_thread();
   for (auto _ : state) {
-    const double native = native_seconds_per_step();
+    const double native = bench_native::mlp_seconds_per_step(kBatch, kSteps, kNativeRepeats);
     const double emulated = bench_train::emulated_seconds_per_step(
         emulated_config(policy, shadow, kSteps), emulated_config(policy, shadow, 2 * kSteps), kRepeats);
-    bench_train::record(state, label, native, emulated);
+    bench_train::record(state, label, native, emulated,
+                        rpsim_bench_native_mlp_seconds(kBatch, kSteps, kNativeRepeats));
   }
 }
 

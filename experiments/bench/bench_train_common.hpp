@@ -15,39 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "native/native_steps.h"
+#include "native_timing.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace bench_train {
 
-// Process CPU time: on a shared machine wall time would charge other
-// processes' slices to the step.
-inline double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+using bench_native::cpu_seconds;
 
 // One thread each side: the ratio is per core, not a race of thread pools.
 inline void single_thread() {
   omp_set_num_threads(1);
   Eigen::setNbThreads(1);
-}
-
-// CPU seconds per call of `step` (returning the loss): one warm-up call,
-// then the minimum over `repeats` of `steps` calls each (the minimum is the
-// least disturbed by the other work on the machine).
-template <class Step>
-double native_seconds_per_step(Step&& step, int steps, int repeats) {
-  float sink = step();  // warm-up: first-touch allocations, caches
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const double t0 = cpu_seconds();
-    for (int s = 0; s < steps; ++s) sink += step();
-    best = std::min(best, (cpu_seconds() - t0) / steps);
-  }
-  benchmark::DoNotOptimize(sink);
-  return best;
 }
 
 inline double run_seconds(const rpsim::sim::train::Config& c) {
@@ -84,7 +64,7 @@ inline double emulated_seconds_per_step(const rpsim::sim::train::Config& once,
 
 struct Row {
   std::string label;
-  double native_ms, emulated_ms;
+  double native_ms, emulated_ms, march_native_ms;
 };
 
 // In the order the benchmarks ran.
@@ -94,20 +74,27 @@ inline std::vector<Row>& rows() {
 }
 
 // The benchmark's counters and the table's row for one configuration.
-inline void record(benchmark::State& state, const std::string& label, double native_s, double emulated_s) {
+// march_native_s: the same native step built -march=native
+// (native/native_steps.cpp), the fastest native step on this CPU.
+inline void record(benchmark::State& state, const std::string& label, double native_s, double emulated_s,
+                   double march_native_s) {
   state.counters["native_ms_per_step"] = 1e3 * native_s;
   state.counters["emulated_ms_per_step"] = 1e3 * emulated_s;
   state.counters["ratio_to_native"] = emulated_s / native_s;
-  rows().push_back(Row{label, 1e3 * native_s, 1e3 * emulated_s});
+  state.counters["march_native_ms_per_step"] = 1e3 * march_native_s;
+  state.counters["ratio_to_march_native"] = emulated_s / march_native_s;
+  rows().push_back(Row{label, 1e3 * native_s, 1e3 * emulated_s, 1e3 * march_native_s});
 }
 
 // `heading`: the first column's title (what a step is, and how it was timed).
 inline void print_table(const std::string& heading) {
-  std::printf("\n| %s | native ms | emulated ms | x native |\n", heading.c_str());
-  std::printf("|---|---:|---:|---:|\n");
+  std::printf("\n| %s | native ms | emulated ms | x native | native -march=native ms | x that |\n",
+              heading.c_str());
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows())
-    std::printf("| %s | %.2f | %.2f | %.2fx |\n", r.label.c_str(), r.native_ms, r.emulated_ms,
-                r.emulated_ms / r.native_ms);
+    std::printf("| %s | %.2f | %.2f | %.2fx | %.2f | %.2fx |\n", r.label.c_str(), r.native_ms, r.emulated_ms,
+                r.emulated_ms / r.native_ms, r.march_native_ms, r.emulated_ms / r.march_native_ms);
+  std::printf("(native: built like rpsim, x86-64 baseline; -march=native: %s)\n", rpsim_bench_native_flags());
 }
 
 }  // namespace bench_train

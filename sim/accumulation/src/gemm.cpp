@@ -146,6 +146,44 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
   return d;
 }
 
+// gemm_row for a fold group: each element's chunk chains run once, their
+// results folded under every schedule (the same add_chunk and result calls).
+template <bool Checked>
+void gemm_row_folds(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
+                    const std::vector<KernelFold>& folds, const double* av, const int* ae,
+                    const tc_detail::Decoded& bd, const Matrix& c, Eigen::Index i, std::vector<Matrix>& d,
+                    std::vector<double>& chunk_acc, std::vector<double>& partials) {
+  const std::size_t p = plan.order.size();
+  const Eigen::Index n = c.cols();
+  const int chunks = plan.chunks();
+  for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
+    const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
+    const double* bv[kLanes];
+    const int* be[kLanes];
+    double acc[kLanes];
+    for (int l = 0; l < lanes; ++l) {
+      bv[l] = bd.value.data() + static_cast<std::size_t>(j0 + l) * p;
+      be[l] = bd.exponent.data() + static_cast<std::size_t>(j0 + l) * p;
+    }
+    for (int q = 0; q < chunks; ++q) {
+      for (int l = 0; l < lanes; ++l) acc[l] = q == 0 && folds[0].c_starts_chain() ? c(i, j0 + l) : 0.0;
+      tc_detail::run_chain<kLanes, Checked>(fin, plan, plan.chunk_step[std::size_t(q)],
+                                            plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc, lanes);
+      for (int l = 0; l < lanes; ++l) chunk_acc[std::size_t(q * kLanes + l)] = acc[l];
+    }
+    for (std::size_t f = 0; f < folds.size(); ++f)
+      for (int l = 0; l < lanes; ++l) {
+        if (folds[f].plain()) {
+          d[f](i, j0 + l) = chunk_acc[std::size_t(l)];
+          continue;
+        }
+        for (int q = 0; q < chunks; ++q)
+          folds[f].add_chunk(plan, q, chunk_acc[std::size_t(q * kLanes + l)], partials.data());
+        d[f](i, j0 + l) = folds[f].result(partials.data(), c(i, j0 + l));
+      }
+  }
+}
+
 // Eigen's binary64 GEMM on fixed blocks of 64 rows: every block is one
 // single-threaded Eigen product of the same shape whatever the thread count.
 // omp_set_num_threads(1) inside the region (a per-task setting) stops Eigen
@@ -196,6 +234,66 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
 
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const GemmOptions& options) {
   return gemm(model, a, b, Matrix::Zero(a.rows(), b.cols()), options);
+}
+
+// The schedule with its fold fields (how chunk results are combined) set to
+// one value.
+std::string fold_group_key(KernelSchedule s) {
+  s.promotion_rounding = RoundingMode::nearest_even;
+  s.reduction = Reduction::sequential;
+  s.reduction_format = formats::binary32();
+  s.reduction_rounding = RoundingMode::nearest_even;
+  s.output = s.instruction.output;
+  s.output_rounding = RoundingMode::nearest_even;
+  return AccumulationModel(s).spec();
+}
+
+std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, const Matrix& a_in,
+                                    const Matrix& b_in, const Matrix& c, const GemmOptions& options) {
+  check_shapes(a_in, b_in, c);
+  std::vector<Matrix> d;
+  if (group.empty()) return d;
+  const KernelSchedule& s = group.front();
+  const int k = static_cast<int>(a_in.cols());
+  const auto chunks = s.chunks(k);
+  auto same_chunks = [&](const std::vector<KChunk>& x) {
+    return std::equal(x.begin(), x.end(), chunks.begin(), chunks.end(), [](const KChunk& u, const KChunk& v) {
+      return u.begin == v.begin && u.end == v.end && u.slice == v.slice;
+    });
+  };
+  for (const auto& g : group)
+    if (fold_group_key(g) != fold_group_key(s) || !same_chunks(g.chunks(k)))
+      throw std::invalid_argument("gemm_fold_group: '" + AccumulationModel(g).spec() +
+                                  "' runs other chains than '" + AccumulationModel(s).spec() + "'");
+  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0) {
+    for (const auto& g : group) d.push_back(gemm_schedule(g, a_in, b_in, c, options));
+    return d;
+  }
+  const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
+  const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+  const tc_detail::Finisher fin(s.instruction);
+  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
+  std::vector<KernelFold> folds;
+  for (const auto& g : group) folds.emplace_back(g, chunks);
+  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
+  const std::size_t p = plan.order.size();
+  const bool finite = a.allFinite() && b.allFinite();
+  d.assign(group.size(), Matrix(a.rows(), b.cols()));
+#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
+  {
+    std::vector<double> av(p), chunk_acc(static_cast<std::size_t>(kLanes * plan.chunks()));
+    std::vector<double> partials(static_cast<std::size_t>(folds.front().slices()));
+    std::vector<int> ae(p);
+#pragma omp for schedule(dynamic, 4)
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
+      if (finite)
+        gemm_row_folds<false>(fin, plan, folds, av.data(), ae.data(), bd, c, i, d, chunk_acc, partials);
+      else
+        gemm_row_folds<true>(fin, plan, folds, av.data(), ae.data(), bd, c, i, d, chunk_acc, partials);
+    }
+  }
+  return d;
 }
 
 Matrix round_to_format(const Matrix& m, const Format& fmt, RoundingMode mode, std::uint64_t seed) {

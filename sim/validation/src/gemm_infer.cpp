@@ -9,20 +9,13 @@
 #include <map>
 #include <set>
 
+#include "gemm_infer_check.hpp"
 #include "gemm_infer_plain.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 
 namespace rpsim::sim {
 
 namespace {
-
-bool all_in(const Matrix& m, const Format& f) {
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    const double x = m.data()[i];
-    if (!std::isnan(x) && to_double(f, round_double(f, x, RoundingMode::nearest_even)) != x) return false;
-  }
-  return true;
-}
 
 // Up to `count` elements of D as a sub-GEMM: evenly spaced rows and columns.
 struct Sample {
@@ -198,33 +191,6 @@ std::vector<std::string> equivalents(const KernelSchedule& s, const ChunkClass& 
   return eq;
 }
 
-// What the values are: A and B of the format with the fewest fraction bits
-// that holds them all (bf16 data fits fp16 too), D of fp16 (float16 dumps),
-// bf16 or fp32; binary32 inputs are tf32 inputs to be converted.
-void value_formats(const GemmDump& dump, InferResult& r, std::vector<RoundingMode>& conversions) {
-  conversions = {RoundingMode::nearest_even};
-  r.stored = formats::binary32();
-  for (const auto& f :
-       {formats::e5m2(), formats::e4m3(), formats::bfloat16(), formats::binary16(), formats::tf32()})
-    if (all_in(dump.a, f) && all_in(dump.b, f)) {
-      r.stored = f;
-      break;
-    }
-  r.input = r.stored;
-  if (r.stored == formats::binary32()) {
-    if (!all_in(dump.a, formats::binary32()) || !all_in(dump.b, formats::binary32()))
-      throw GemmDumpError(
-          fmt::format("{}: A or B holds values wider than binary32: no tensor-core input", dump.source));
-    r.input = formats::tf32();
-    conversions = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero};
-  }
-  r.output = dump.d_dtype == "float16" ? formats::binary16() : formats::binary32();
-  if (r.output == formats::binary32() && all_in(dump.d, formats::bfloat16())) r.output = formats::bfloat16();
-  if (!all_in(dump.d, r.output))
-    throw GemmDumpError(
-        fmt::format("{}: D holds values that are not {} values", dump.array_source('D'), r.output.name));
-}
-
 std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<RoundingMode>& conversions,
                                         int k, std::vector<ChunkClass>& classes) {
   std::vector<Candidate> cands;
@@ -247,25 +213,35 @@ std::vector<Candidate> first_candidates(const InferResult& r, const std::vector<
 }
 
 // The candidates passing the whole confirm sample, checked on the whole dump.
-void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
-                const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
-                InferResult& r) {
+void whole_exact(const GemmDump& dump, const std::vector<Candidate>& cands,
+                 const std::vector<ChunkClass>& classes, std::size_t confirmed, const InferOptions& options,
+                 InferResult& r) {
+  // Which of them reproduce it, worked out together (fold groups share their chains).
+  std::vector<KernelSchedule> perfect;
+  for (std::size_t i = 0; i < cands.size() && cands[i].confirm_pass == confirmed; ++i)
+    perfect.push_back(cands[i].schedule);
+  const auto ok =
+      reproduce_all(perfect, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads);
   std::set<std::string> done;
-  for (const auto& c : cands) {
-    if (c.confirm_pass != confirmed) break;
+  for (std::size_t i = 0; i < perfect.size(); ++i) {
+    const auto& c = cands[i];
     const std::string spec = AccumulationModel(c.schedule).spec();
     if (!done.insert(spec).second) continue;
-    const auto check = check_gemm(dump, AccumulationModel(c.schedule), 0, options.threads);
-    if (check.passed != check.total) continue;
+    if (!ok[i]) continue;
     if (r.exact.size() == options.max_exact) {
       r.truncated = true;
       break;
     }
-    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), check.passed, check.total,
-                       check.max_ulps, check.mean_ulps, ""});
+    // Every element bit-exact: 0 ulps each, as check_gemm would count them.
+    const auto total = std::size_t(dump.d.size());
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), total, total, 0.0, 0.0, ""});
   }
-  if (!r.exact.empty()) return;
-  // r.best may hold plain models already: `top` schedules of its own, ranked together at the end.
+}
+
+// While nothing reproduces the dump: the best `top` candidates on the whole
+// dump (r.best may hold plain models already; ranked together at the end).
+void whole_best(const GemmDump& dump, const std::vector<Candidate>& cands,
+                const std::vector<ChunkClass>& classes, const InferOptions& options, InferResult& r) {
   for (std::size_t i = 0, added = 0; i < cands.size() && added < options.top; ++i) {
     const std::string spec = AccumulationModel(cands[i].schedule).spec();
     if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
@@ -277,13 +253,61 @@ void whole_dump(const GemmDump& dump, const std::vector<Candidate>& cands,
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
 }
 
-void named_presets(const GemmDump& dump, const InferOptions& options, InferResult& r) {
+// Stages 2 and 3 when the ranking below the reproducing candidates is not
+// wanted: the variations of the best four survivors on the confirm sample
+// and those who reproduce it in the order the counted stages put them
+// first, each only asked whether it does (stopping at the first miss; the
+// survivors are counted only when fewer than four reproduce the sample, as
+// the best four then depend on the counts); those that do are checked whole.
+// False, r untouched, when nothing reproduces the dump (the best are then
+// ranked by their counts).
+bool exact_first(const GemmDump& dump, std::vector<Candidate> cands, const std::vector<ChunkClass>& classes,
+                 const Sample& confirm, int k, const InferOptions& options, InferResult& r) {
+  const std::size_t confirmed = std::size_t(confirm.d.size()), bases = std::min<std::size_t>(4, cands.size());
+  auto perfect_of = [&](const std::vector<Candidate>& from, std::vector<Candidate>& into) {
+    std::vector<KernelSchedule> all;
+    for (const Candidate& c : from) all.push_back(c.schedule);
+    const auto ok = reproduce_all(all, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads);
+    for (std::size_t i = 0; i < from.size(); ++i)
+      if (ok[i]) {
+        into.push_back(from[i]);
+        into.back().confirm_pass = confirmed;
+      }
+  };
+  std::vector<Candidate> perfect, variants;
+  perfect_of(cands, perfect);
+  if (perfect.size() < bases) {
+    score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    for (std::size_t i = 0; i < bases; ++i) add_variants(cands[i], k, variants);
+  } else {
+    for (std::size_t i = 0; i < bases; ++i) add_variants(perfect[i], k, variants);
+  }
+  perfect_of(variants, perfect);
+  InferResult trial = r;
+  whole_exact(dump, perfect, classes, confirmed, options, trial);
+  if (trial.exact.empty()) return false;
+  trial.candidates += classes.size() + variants.size();
+  r = std::move(trial);
+  return true;
+}
+
+// A preset missing an element of the confirm sample (a subset of D) misses
+// it on the whole dump too: only the others cost a whole GEMM.
+void named_presets(const GemmDump& dump, const Sample& confirm, const InferOptions& options, InferResult& r) {
   for (const auto& row : kernel_presets()) {
     try {
       const AccumulationModel p(kernel_preset(row.name, r.input, r.output, 0));
       check_dump_formats(dump, p);
-      const auto check = check_gemm(dump, p, 0, options.threads);
-      if (check.passed == check.total) r.presets.push_back(p.spec());
+      // The schedule the preset picks for the whole dump's shape, not the sample's.
+      const auto s =
+          std::get<KernelPreset>(p.variant()).for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols());
+      // A schedule the search found reproducing needs no second GEMM.
+      const std::string spec = AccumulationModel(s).spec();
+      if (std::any_of(r.exact.begin(), r.exact.end(), [&](const auto& e) { return e.spec == spec; }) ||
+          (reproduces(s, confirm.a, confirm.b, &confirm.c, confirm.d, options.threads) &&
+           reproduces(s, dump.a, dump.b, dump.c ? &*dump.c : nullptr, dump.d, options.threads)))
+        r.presets.push_back(p.spec());
     } catch (const std::invalid_argument&) {
       // The preset does not take these formats or values.
     }
@@ -309,10 +333,13 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   std::vector<ChunkClass> classes;
   std::vector<Candidate> cands = first_candidates(r, conversions, k, classes);
   const Sample screen = sample_of(dump, options.sample);
+  const Sample confirm = sample_of(dump, options.confirm);
   // Plain models first (those the sample cannot tell from a reproduction):
   // when one reproduces the dump, the schedules' best need not be worked out.
   const PlainSample plain{screen.a, screen.b, screen.c, screen.d};
-  infer_plain_models(dump, plain, r.stored, r.output, options, true, r);
+  const PlainSample plain_confirm{confirm.a, confirm.b, confirm.c, confirm.d};
+  PlainPass plain_pass;
+  infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, true, plain_pass, r);
   score_all(cands, screen, options.threads, &Candidate::sample_pass);
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::sample_pass));
   // Stage 2: the perfect ones (or the best 16) on a larger sample; then the
@@ -321,21 +348,24 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
     ++keep;
   cands.resize(keep);
-  const Sample confirm = sample_of(dump, options.confirm);
-  score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
-  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
-  std::vector<Candidate> variants;
-  for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
-  score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
-  r.candidates += classes.size() + variants.size();
-  cands.insert(cands.end(), variants.begin(), variants.end());
-  std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
-  // Stage 3: the whole dump.
-  whole_dump(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+  if (!options.exact_first || !exact_first(dump, cands, classes, confirm, k, options, r)) {
+    score_all(cands, confirm, options.threads, &Candidate::confirm_pass);
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    std::vector<Candidate> variants;
+    for (std::size_t i = 0; i < cands.size() && i < 4; ++i) add_variants(cands[i], k, variants);
+    score_all(variants, confirm, options.threads, &Candidate::confirm_pass);
+    r.candidates += classes.size() + variants.size();
+    cands.insert(cands.end(), variants.begin(), variants.end());
+    std::stable_sort(cands.begin(), cands.end(), by(&Candidate::confirm_pass));
+    // Stage 3: the whole dump.
+    whole_exact(dump, cands, classes, std::size_t(confirm.d.size()), options, r);
+    if (r.exact.empty()) whole_best(dump, cands, classes, options, r);
+  }
   // While nothing reproduces the dump: the best plain models too, ranked with the schedules.
-  if (r.exact.empty()) infer_plain_models(dump, plain, r.stored, r.output, options, false, r);
+  if (r.exact.empty())
+    infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, false, plain_pass, r);
   if (r.best.size() > options.top) r.best.resize(options.top);
-  named_presets(dump, options, r);
+  named_presets(dump, confirm, options, r);
   return r;
 }
 

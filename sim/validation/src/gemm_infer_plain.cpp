@@ -104,40 +104,74 @@ InferredSchedule score(const Plain& p, const Matrix& a, const Matrix& b, const M
   return s;
 }
 
+// Whether `p` gives every element of D: `score` on blocks of rows, 4 then
+// doubling up to 32, stopped at the first block with a miss (every element is
+// its own dot product, so the blocks give the whole GEMM's bits).
+bool reproduces(const Plain& p, const Matrix& a, const Matrix& b, const Matrix& c, const Matrix& d,
+                const Format& output, int threads) {
+  Eigen::Index block = 4;
+  for (Eigen::Index r0 = 0; r0 < d.rows(); r0 += block, block = std::min<Eigen::Index>(2 * block, 32)) {
+    const Eigen::Index len = std::min(block, d.rows() - r0);
+    const InferredSchedule s =
+        score(p, a.middleRows(r0, len), b, c.middleRows(r0, len), d.middleRows(r0, len), output, threads);
+    if (s.passed != s.total) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const Format& stored,
-                        const Format& output, const InferOptions& options, bool exact_pass, InferResult& r) {
+void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const PlainSample& confirm,
+                        const Format& stored, const Format& output, const InferOptions& options,
+                        bool exact_pass, PlainPass& pass, InferResult& r) {
   const std::vector<Plain> plain = plain_models(stored, output, dump.a.cols());
-  std::vector<InferredSchedule> screened(plain.size());
+  if (exact_pass) {
+    std::vector<InferredSchedule> screened(plain.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : 1)
-  for (std::size_t i = 0; i < plain.size(); ++i)
-    screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
-  if (exact_pass) r.candidates += plain.size();
-  // The whole dump for those the sample cannot tell from a reproduction,
-  // and, while nothing reproduces it, for the best few (ranked as the result is).
-  std::vector<std::size_t> order(plain.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
-  const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
-  std::vector<InferredSchedule> exact;
-  std::size_t checked = 0;
-  for (std::size_t n = 0; n < order.size(); ++n) {
-    const bool perfect = screened[order[n]].passed == screened[order[n]].total;
-    if (perfect != exact_pass) {
-      if (exact_pass) break;  // ranked: the perfect ones come first
-      continue;               // checked in the first pass
-    }
-    if (!exact_pass && checked++ >= options.top) break;
-    const InferredSchedule whole = score(plain[order[n]], dump.a, dump.b, c, dump.d, output, options.threads);
-    if (whole.passed == whole.total && exact.size() < options.max_exact)
-      exact.push_back(whole);
-    else if (whole.passed != whole.total)
-      r.best.push_back(whole);
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
+    r.candidates += plain.size();
+    pass.order.resize(plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) pass.order[i] = i;
+    std::stable_sort(pass.order.begin(), pass.order.end(),
+                     [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
+    pass.perfect = 0;
+    while (pass.perfect < plain.size() &&
+           screened[pass.order[pass.perfect]].passed == screened[pass.order[pass.perfect]].total)
+      ++pass.perfect;
   }
-  // Plain models first: the simpler explanation of the same bits.
-  r.exact.insert(r.exact.begin(), exact.begin(), exact.end());
+  const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
+  auto whole = [&](std::size_t n) {
+    return score(plain[pass.order[n]], dump.a, dump.b, c, dump.d, output, options.threads);
+  };
+  if (exact_pass) {
+    // Those the sample cannot tell from a reproduction: on the confirm
+    // sample (a subset of D, so a miss there is a miss on the whole dump),
+    // then the whole dump for those still perfect. The ones missed there
+    // are checked whole in the second pass only, where they can rank.
+    std::vector<InferredSchedule> exact;
+    for (std::size_t n = 0; n < pass.perfect && exact.size() < options.max_exact; ++n) {
+      const Plain& p = plain[pass.order[n]];
+      if (!reproduces(p, confirm.a, confirm.b, confirm.c, confirm.d, output, options.threads) ||
+          !reproduces(p, dump.a, dump.b, c, dump.d, output, options.threads))
+        continue;
+      // Every element bit-exact: 0 ulps each, as `score` would count them.
+      const auto total = std::size_t(dump.d.size());
+      exact.push_back({p.spec, {}, total, total, 0.0, 0.0, note_of(p, output)});
+    }
+    // Plain models first: the simpler explanation of the same bits.
+    r.exact.insert(r.exact.begin(), exact.begin(), exact.end());
+    return;
+  }
+  // Nothing reproduces the dump: the sample-perfect ones (whole, in their
+  // screening order, ahead of the schedules in r.best as the ranking's ties
+  // go), then the best `top` of the others.
+  std::vector<InferredSchedule> ranked;
+  for (std::size_t n = 0; n < pass.perfect; ++n) ranked.push_back(whole(n));
+  ranked.insert(ranked.end(), r.best.begin(), r.best.end());
+  r.best = std::move(ranked);
+  for (std::size_t n = pass.perfect; n < pass.order.size() && n < pass.perfect + options.top; ++n)
+    r.best.push_back(whole(n));
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
   if (r.best.size() > options.top) r.best.resize(options.top);
 }

@@ -13,12 +13,21 @@ struct PlainSample {
   Matrix a, b, c, d;  // a sub-GEMM of the dump: rows of A, columns of B, C and D there
 };
 
-// Screens every plain model on `sample` and checks on the whole dump those
-// the sample cannot tell from a reproduction (`exact_pass`, adding them to
-// r.exact or r.best), or else the best `top` of the others (the second pass,
-// run only while nothing reproduces the dump: each is a whole GEMM).
+// What the first pass leaves for the second: the plain models in their
+// ranking on the screen sample and how many lead it perfect there.
+struct PlainPass {
+  std::vector<std::size_t> order;
+  std::size_t perfect = 0;
+};
+
+// exact_pass: screens every plain model on `sample`, checks those it cannot
+// tell from a reproduction on `confirm` and those still perfect on the whole
+// dump, adding the reproducing ones to r.exact. Otherwise (the second pass,
+// run only while nothing reproduces the dump: each is a whole GEMM): the
+// sample-perfect ones and the best `top` of the others, ranked into r.best.
 // `stored` is the format A and B hold, `output` D's.
-void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const Format& stored,
-                        const Format& output, const InferOptions& options, bool exact_pass, InferResult& r);
+void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const PlainSample& confirm,
+                        const Format& stored, const Format& output, const InferOptions& options,
+                        bool exact_pass, PlainPass& pass, InferResult& r);
 
 }  // namespace rpsim::sim

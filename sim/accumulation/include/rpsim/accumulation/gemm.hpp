@@ -7,6 +7,8 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
@@ -55,6 +57,18 @@ void check_gemm_scales(const AccumulationModel& model, Eigen::Index m, Eigen::In
 // instructions, C fed forward), element by element.
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
             const GemmScales& scales, const GemmOptions& options = {});
+
+// D under each kernel schedule of `group`, schedules that run the same chunk
+// chains (instruction, input conversion, chunks, K order, C placement) and
+// differ only in how the chunk results are folded (promotion and reduction
+// rounding, reduction order and format, output format and rounding): each
+// chain runs once for the whole group (gemm-check --infer's variations).
+// The same bits as gemm() under each. Throws std::invalid_argument naming a
+// schedule whose chains differ from the first's.
+// Schedules with the same key run the same chains: a fold group.
+std::string fold_group_key(KernelSchedule s);
+std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, const Matrix& a,
+                                    const Matrix& b, const Matrix& c, const GemmOptions& options = {});
 
 // Every element rounded to `fmt` (NaN/inf kept as IEEE doubles). Stochastic
 // rounding draws counter_random(seed, 0, linear index).

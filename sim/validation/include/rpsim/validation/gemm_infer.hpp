@@ -1,7 +1,8 @@
 // Which kernel schedule reproduces a dumped GEMM? A black-box probe of an
 // unknown kernel (`rpsim gemm-check FILE --infer`): a search over the
 // schedule space of kernel_schedule.hpp, screened on samples of the output
-// elements before whole-matrix checks.
+// elements before whole-matrix checks (a candidate missing a sampled element
+// cannot reproduce the dump; every reported count is the whole dump's).
 //
 // The space: the instruction (every GPU preset that takes the input format,
 // mma.sync and wgmma, binary32 accumulator, binary16 too for binary16
@@ -36,6 +37,10 @@ struct InferOptions {
   std::size_t top = 5;         // schedules reported when none reproduces the dump
   std::size_t max_exact = 20;  // reproducing schedules reported at most
   int threads = 1;
+  // When a schedule reproduces the dump, stage 2 only asks the candidates
+  // whether they reproduce the confirm sample (the same report, faster);
+  // false: every stage counts every candidate (the reference tests compare with).
+  bool exact_first = true;
 };
 
 struct InferredSchedule {
@@ -56,7 +61,7 @@ struct InferResult {
   Format stored, input, output;         // what the values say
   std::size_t candidates = 0;           // schedules screened
   std::vector<InferredSchedule> exact;  // every element bit-exact
-  std::vector<InferredSchedule> best;   // when `exact` is empty: the best found
+  std::vector<InferredSchedule> best;   // when `exact` is empty: the best found (else empty)
   std::vector<std::string> presets;     // named presets (cublas:h100:...) that reproduce the dump
   bool truncated = false;               // more reproducing schedules than max_exact
 };
