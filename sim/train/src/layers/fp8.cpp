@@ -105,7 +105,7 @@ const Format& e2m1() {
 }  // namespace
 
 Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                      Fp8Stats* stats) {
+                      Fp8Stats* stats, double* tensor_scale) {
   const bool nv = recipe.scaling == Fp8Scaling::nvfp4;
   if (nv && f != e2m1())
     throw std::invalid_argument("nvfp4 quantises to e2m1 elements, the op rule names " + f.name);
@@ -132,7 +132,13 @@ Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
         er.stream = mix64(layout.sr->stream ^ mix64(std::uint64_t(gi * groups.cols() + gj)));
       }
       const BlockQuantized q = nv ? nvfp4_quantize(v, b, tensor_amax, er) : mx_quantize(f, v, b, er);
-      const std::vector<double> d = dequantize(q);
+      // Element times its block's scale: what the block-scaled MMA
+      // multiplies (exact in binary32); the tensor scale is the epilogue's.
+      std::vector<double> d(v.size());
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = q.elements[i] * q.scales[i / b];
+      // x ~ d / s_enc: q.tensor_scale = 1 / s_enc with s_enc a float, which
+      // the double reciprocal gives back exactly once rounded to float.
+      if (tensor_scale) *tensor_scale = static_cast<float>(1.0 / q.tensor_scale);
       std::vector<char> nonzero(q.scales.size(), 0);
       std::size_t k = 0;
       groups.each(gi, gj, [&](Eigen::Index r, Eigen::Index c) {

@@ -31,9 +31,12 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   x_stats_ = w_stats_ = Fp8Stats();
   if (blocked) {
     // Activations in 1D blocks along K; weights down K, or in 2D tiles.
-    acc = matmul(block_quantize(x, *f.compute, pol.fp8, {1}, &x_stats_),
-                 block_quantize(weight.value, *f.compute, pol.fp8, {0, pol.fp8.weight_2d}, &w_stats_),
+    // NVFP4's per-tensor scales leave the GEMM to its epilogue (MX: 1).
+    double sx = 1, sw = 1;
+    acc = matmul(block_quantize(x, *f.compute, pol.fp8, {1}, &x_stats_, &sx),
+                 block_quantize(weight.value, *f.compute, pol.fp8, {0, pol.fp8.weight_2d}, &w_stats_, &sw),
                  rule.accumulation, forward_stream);
+    dequantize(acc, sx, sw, accf);
   } else if (per_tensor_fp8(rule, pol)) {
     x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_, &x_stats_);
     w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_, &w_stats_);
@@ -78,15 +81,19 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
     const Matrix t = r.hadamard ? hadamard_transform(r.hadamard, ctx.seed) : Matrix();
     const Matrix dy_w = r.hadamard ? hadamard_rows(dy, t) : dy;
     const Matrix xt_w = r.hadamard ? Matrix(hadamard_rows(x_, t).transpose()) : xt;
+    double sdy = 1, sx = 1, sw = 1;
     const Matrix dy_cols =
-        block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_);
-    dw = matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_), dy_cols, rule.accumulation, dw_stream);
+        block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
+    dw = matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation,
+                dw_stream);
+    dequantize(dw, sx, sdy, accf);
     dy_cast_flushed_ = flushed_mask(dy_w, dy_cols);
     if (need_input_grad) {
       const Matrix dy_rows =
-          block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_);
-      dx = matmul(dy_rows, block_quantize(wt, *f.compute, r, {0, r.weight_2d}, &w_stats_), rule.accumulation,
-                  dx_stream);
+          block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
+      dx = matmul(dy_rows, block_quantize(wt, *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
+                  rule.accumulation, dx_stream);
+      dequantize(dx, sdy, sw, accf);
       // Under the RHT the dw operand is rotated: only dx's cast is in dy's layout.
       if (r.hadamard)
         dy_cast_flushed_ = flushed_mask(dy, dy_rows);

@@ -26,8 +26,11 @@ Matrix fp8_quantize(const Matrix& x, const Format& f, double scale, Fp8Stats* st
 // recipe.block_size along `axis` (1: along a row, 0: down a column), or with
 // `tiles` on each block_size x block_size tile (one scale per tile). `sr`
 // set: elements rounded stochastically, group g (line or tile, row-major)
-// keyed by (sr->seed, mix64(sr->stream ^ mix64(g))). Returns the dequantised
-// values (exact in binary64). `stats`, when given, takes the amax, the range
+// keyed by (sr->seed, mix64(sr->stream ^ mix64(g))). Returns each element
+// times its block's decoding scale (what a block-scaled MMA multiplies, exact
+// in binary32); *tensor_scale, when given, gets NVFP4's per-tensor encoding
+// scale s_enc (1 for MX), so x ~ result / s_enc: the GEMM epilogue divides
+// by it, as for per-tensor FP8 (detail::dequantize). `stats`, when given, takes the amax, the range
 // of the block scales (1 / decode scale, as a per-tensor scale multiplies)
 // over blocks with a nonzero finite scale, and the counts, added to what it holds.
 struct BlockLayout {
@@ -36,7 +39,7 @@ struct BlockLayout {
   const RandomStream* sr = nullptr;
 };
 Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                      Fp8Stats* stats = nullptr);
+                      Fp8Stats* stats = nullptr, double* tensor_scale = nullptr);
 // block_quantize under OCP MX with E8M0 scales in 1D blocks of `block`.
 Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Stats* stats = nullptr);
 
