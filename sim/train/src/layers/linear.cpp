@@ -57,6 +57,43 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   return acc;
 }
 
+// The two backward GEMMs on block-scaled inputs (core_backward's blocked branch).
+void Linear::block_scaled_backward(const Matrix& dy, const StepContext& ctx, const Formats& f,
+                                   bool need_input_grad, Matrix& dw, Matrix& dx) {
+  const PrecisionPolicy& pol = *ctx.policy;
+  const OpRule& rule = pol.rule(op_name_);
+  const Format& accf = rule.accumulation.output_format();
+  const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
+  const Fp8Recipe& r = pol.fp8;
+  // Stochastic rounding of dy keyed by layer, step and GEMM.
+  const RandomStream sr_dw = matmul_stream(name(), ctx, 3), sr_dx = matmul_stream(name(), ctx, 4);
+  // The weight-gradient GEMM's inputs, rotated along K (tokens) by the
+  // random Hadamard transform where the recipe asks: T^T T = I, so
+  // (T x)^T (T dy) = x^T dy up to the quantisation.
+  const Matrix t = r.hadamard ? hadamard_transform(r.hadamard, ctx.seed) : Matrix();
+  const Matrix dy_w = r.hadamard ? hadamard_rows(dy, t) : dy;
+  const Matrix xt_w = r.hadamard ? Matrix(hadamard_rows(x_, t).transpose()) : Matrix(x_.transpose());
+  double sdy = 1, sx = 1, sw = 1;
+  const Matrix dy_cols =
+      block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
+  dw =
+      matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation, dw_stream);
+  dequantize(dw, sx, sdy, accf);
+  dy_cast_flushed_ = flushed_mask(dy_w, dy_cols);
+  if (!need_input_grad) return;
+  const Matrix dy_rows =
+      block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
+  dx = matmul(dy_rows,
+              block_quantize(weight.value.transpose(), *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
+              rule.accumulation, dx_stream);
+  dequantize(dx, sdy, sw, accf);
+  // Under the RHT the dw operand is rotated: only dx's cast is in dy's layout.
+  if (r.hadamard)
+    dy_cast_flushed_ = flushed_mask(dy, dy_rows);
+  else
+    dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
+}
+
 Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
                              Matrix* dx_before_rounding) {
   const PrecisionPolicy& pol = *ctx.policy;
@@ -67,39 +104,12 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
   const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
   // dw_raw, dx_raw: the matmul results before any rounding (underflow telemetry).
   Matrix dw, dx, dy_used, dw_raw, dx_raw;
-  const bool fp8 = blocked || per_tensor_fp8(rule, pol);
+  const bool fp8 = per_tensor_fp8(rule, pol);
   const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
   const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
   dy_stats_ = Fp8Stats();
   if (blocked) {
-    const Fp8Recipe& r = pol.fp8;
-    // Stochastic rounding of dy keyed by layer, step and GEMM.
-    const RandomStream sr_dw = matmul_stream(name(), ctx, 3), sr_dx = matmul_stream(name(), ctx, 4);
-    // The weight-gradient GEMM's inputs, rotated along K (tokens) by the
-    // random Hadamard transform where the recipe asks: T^T T = I, so
-    // (T x)^T (T dy) = x^T dy up to the quantisation.
-    const Matrix t = r.hadamard ? hadamard_transform(r.hadamard, ctx.seed) : Matrix();
-    const Matrix dy_w = r.hadamard ? hadamard_rows(dy, t) : dy;
-    const Matrix xt_w = r.hadamard ? Matrix(hadamard_rows(x_, t).transpose()) : xt;
-    double sdy = 1, sx = 1, sw = 1;
-    const Matrix dy_cols =
-        block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
-    dw = matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation,
-                dw_stream);
-    dequantize(dw, sx, sdy, accf);
-    dy_cast_flushed_ = flushed_mask(dy_w, dy_cols);
-    if (need_input_grad) {
-      const Matrix dy_rows =
-          block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
-      dx = matmul(dy_rows, block_quantize(wt, *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
-                  rule.accumulation, dx_stream);
-      dequantize(dx, sdy, sw, accf);
-      // Under the RHT the dw operand is rotated: only dx's cast is in dy's layout.
-      if (r.hadamard)
-        dy_cast_flushed_ = flushed_mask(dy, dy_rows);
-      else
-        dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
-    }
+    block_scaled_backward(dy, ctx, f, need_input_grad, dw, dx);
     dy_used = dy;
   } else if (per_tensor_fp8(rule, pol)) {
     const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_, &dy_stats_);

@@ -53,6 +53,8 @@ class Linear : public Layer {
   bool high_precision_ = false;
   // The rule's formats, bfloat16 GEMM inputs where high_precision_.
   detail::Formats formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const;
+  void block_scaled_backward(const Matrix& dy, const StepContext& ctx, const detail::Formats& f,
+                             bool need_input_grad, Matrix& dw, Matrix& dx);
 
  protected:
   void set_op_name(std::string n) { op_name_ = std::move(n); }
