@@ -157,6 +157,10 @@ import your_model_cells  # noqa: E402  (09: a run folder of rpsim.torch, not a s
 
 NOTEBOOKS["09-your-model"] = your_model_cells.your_model(SAVE, COMPARE, precision_notebooks.FP16_REGIONS)
 
+import block_scaled_cells  # noqa: E402  (10: the block-scaled policies on the GPT)
+
+NOTEBOOKS["10-block-scaled"] = block_scaled_cells.block_scaled(setup, SAVE, COMPARE)
+
 
 def cell(kind, source):
     lines = source.split("\n")

@@ -8,17 +8,24 @@
 #include <limits>
 #include <stdexcept>
 
+#include "rpsim/formats/random.hpp"
 #include "rpsim/formats/rounding.hpp"
 
 namespace rpsim {
 
 namespace {
 
-// Nearest even in `f`, finite values beyond its largest clamped to it first
-// (OCP MX v1.0 Sec. 6.3: saturation of normal numbers).
-double round_saturating(const Format& f, double v) {
+// Element i in `f`, finite values beyond its largest clamped to it first
+// (OCP MX v1.0 Sec. 6.3: saturation of normal numbers); nearest even, or
+// stochastic with element i's draw (a clamped value never rounds past max).
+double round_saturating(const Format& f, double v, const ElementRounding& rounding, std::size_t i) {
   const double max = f.max_finite();
-  return to_double(f, round_double(f, std::clamp(v, -max, max), RoundingMode::nearest_even));
+  Rounding r;
+  r.mode = rounding.mode;
+  if (rounding.mode == RoundingMode::stochastic)
+    r.random_bits = counter_random(rounding.seed, rounding.stream, i);
+  Flags flags = 0;
+  return to_double(f, round_double(f, std::clamp(v, -max, max), r, flags));
 }
 
 float fp32(double v) {
@@ -33,7 +40,8 @@ bool is_mx_element(const Format& f) {
 
 }  // namespace
 
-BlockQuantized mx_quantize(const Format& element, std::span<const double> values, std::size_t block) {
+BlockQuantized mx_quantize(const Format& element, std::span<const double> values, std::size_t block,
+                           const ElementRounding& rounding) {
   if (!is_mx_element(element))
     throw std::invalid_argument(fmt::format(
         "mx_quantize: element format '{}' is not an OCP MX element format (e4m3 e5m2 e3m2 e2m3 e2m1)",
@@ -62,12 +70,14 @@ BlockQuantized mx_quantize(const Format& element, std::span<const double> values
     const double x = std::ldexp(1.0, shared);
     q.scales.push_back(x);
     q.scale_codes.push_back(static_cast<std::uint8_t>(round_double(e8m0, x, RoundingMode::nearest_even)));
-    for (std::size_t i = b0; i < b1; ++i) q.elements[i] = round_saturating(element, values[i] / x);
+    for (std::size_t i = b0; i < b1; ++i)
+      q.elements[i] = round_saturating(element, values[i] / x, rounding, i);
   }
   return q;
 }
 
-BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block, double tensor_amax) {
+BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block, double tensor_amax,
+                              const ElementRounding& rounding) {
   if (block == 0) throw std::invalid_argument("nvfp4_quantize: block size must be at least 1");
   const Format& e4m3 = formats::e4m3();
   const Format& e2m1 = parse_format("e2m1");
@@ -93,7 +103,7 @@ BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block,
     q.scales.push_back(scale);
     const float inv = scale == 0 ? 0.0f : fp32(static_cast<double>(s_enc) / scale);
     for (std::size_t i = b0; i < b1; ++i)
-      q.elements[i] = round_saturating(e2m1, fp32(values[i] * static_cast<double>(inv)));
+      q.elements[i] = round_saturating(e2m1, fp32(values[i] * static_cast<double>(inv)), rounding, i);
   }
   return q;
 }

@@ -36,6 +36,11 @@ const std::vector<StudyInfo>& studies() {
        "Does 16-bit fixed point train with round to nearest, and with stochastic rounding (Gupta et al. "
        "2015)?",
        run_accuracy},
+      // The transformer study's runner on the block-scaled policies (its config).
+      {"block-scaled",
+       "How far from its FP64 shadow does the GPT train under MX (8, 6, 4 bits) and NVIDIA's NVFP4 recipe, "
+       "beside bf16 and per-tensor FP8?",
+       run_transformer},
   };
   return suite;
 }

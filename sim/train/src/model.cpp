@@ -205,6 +205,32 @@ Model Model::clone() const {
   return m;
 }
 
+namespace {
+
+// The model's Linear layers (Conv2d's included) in forward order, residual
+// bodies entered.
+void collect_linears(const std::vector<std::unique_ptr<Layer>>& layers, std::vector<Linear*>& out) {
+  for (const auto& l : layers) {
+    if (auto* r = dynamic_cast<Residual*>(l.get())) collect_linears(r->body(), out);
+    if (auto* lin = dynamic_cast<Linear*>(l.get())) out.push_back(lin);
+  }
+}
+
+// Fp8Recipe::high_precision_last: the last N linear layers whose GEMMs the
+// recipe block-scales run in bfloat16 instead (NVFP4's selective
+// high-precision layers).
+void keep_last_linears_high(const std::vector<std::unique_ptr<Layer>>& layers, const PrecisionPolicy& p) {
+  if (!block_scaled(p.fp8.scaling) || p.fp8.high_precision_last == 0) return;
+  std::vector<Linear*> all, scaled;
+  collect_linears(layers, all);
+  for (Linear* l : all)
+    if (p.rule(l->op()).scaled_inputs) scaled.push_back(l);
+  const std::size_t n = std::min<std::size_t>(scaled.size(), std::size_t(p.fp8.high_precision_last));
+  for (std::size_t i = scaled.size() - n; i < scaled.size(); ++i) scaled[i]->set_high_precision(true);
+}
+
+}  // namespace
+
 Model build_model(const Config& config, const Dataset& data) {
   const ModelInfo* info = find_model_type(config.model.type);
   if (!info)
@@ -216,6 +242,7 @@ Model build_model(const Config& config, const Dataset& data) {
                       (data.text() ? "text" : "images"));
   Model m;
   m.layers = info->layers(config.model, data);
+  keep_last_linears_high(m.layers, config.policy);
   for (auto& l : m.layers) l->link(m.layers);
   const OpInfo* loss = find_op(config.loss);
   if (!loss || !loss->loss) throw ConfigError("loss: unknown \"" + config.loss + "\"");

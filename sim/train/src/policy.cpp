@@ -126,6 +126,58 @@ PrecisionPolicy fp8_policy(const std::string& name, Fp8Scaling scaling) {
   return p;
 }
 
+// A block-scaled recipe as data: element formats of the GEMM inputs
+// (forward; backward = the output gradient), the scale kind (mx: E8M0 per
+// block; nvfp4: E4M3 per block under a per-tensor FP32 scale), the block, and
+// NVFP4's layout choices. One mechanism (layers/fp8.cpp block_quantize); a
+// policy is a row of data below.
+struct BlockRecipe {
+  Fp8Scaling scaling;
+  const char* forward;
+  const char* backward;
+  int block;
+  bool weight_2d = false;
+  int hadamard = 0;
+  bool gradient_sr = false;
+  int high_precision_last = 0;
+};
+
+PrecisionPolicy block_policy(const std::string& name, const BlockRecipe& b) {
+  PrecisionPolicy p = fp8_policy(name, b.scaling);
+  for (const auto& op : fp8_gemm_ops()) {
+    OpRule& r = p.ops[op];
+    r.compute = &rpsim::format(b.forward);
+    r.backward_compute = &rpsim::format(b.backward);
+  }
+  p.fp8.block_size = b.block;
+  p.fp8.weight_2d = b.weight_2d;
+  p.fp8.hadamard = b.hadamard;
+  p.fp8.gradient_sr = b.gradient_sr;
+  p.fp8.high_precision_last = b.high_precision_last;
+  return p;
+}
+
+// OCP MX v1.0's concrete formats MXFP8, MXFP6, MXFP4: blocks of 32, E8M0 scales.
+// MXFP8 keeps Transformer Engine's HYBRID split (e4m3 forward, e5m2
+// gradients; Micikevicius et al. 2022 "FP8 Formats for Deep Learning") as
+// fp8-mx does; Mishra et al. 2025 (arXiv 2506.08027) train MXFP8 with e4m3
+// everywhere and round-up scales: an override away (ops.linear.backward_compute, README).
+const BlockRecipe kMxfp8{Fp8Scaling::mx, "e4m3", "e5m2", 32};
+// Rouhani et al. 2023 ("Microscaling Data Formats for Deep Learning", arXiv
+// 2310.10537) train GPTs with MXFP6 E3M2 in the forward and backward passes:
+// E3M2's range suits gradients better than E2M3's precision.
+const BlockRecipe kMxfp6{Fp8Scaling::mx, "e3m2", "e3m2", 32};
+// MXFP4 (e2m1) everywhere, no other measure: the baseline NVIDIA's NVFP4
+// paper compares its recipe against.
+const BlockRecipe kMxfp4{Fp8Scaling::mx, "e2m1", "e2m1", 32};
+// NVIDIA, "Pretraining Large Language Models with NVFP4" (arXiv 2509.25149,
+// 2025): e2m1 in 1x16 blocks with E4M3 scales under a per-tensor FP32 scale
+// (activations, gradients), 16x16 2D blocks for weights, a 16x16 random
+// Hadamard transform on the weight-gradient GEMM's inputs, stochastic
+// rounding of gradients, and a few last layers in BF16 (the paper: about 16%
+// of the linear layers; here the last one, 1 of the demo GPT's 8).
+const BlockRecipe kNvfp4{Fp8Scaling::nvfp4, "e2m1", "e2m1", 16, true, 16, true, 1};
+
 }  // namespace
 
 namespace {
@@ -171,6 +223,22 @@ const std::vector<PolicyInfo>& table() {
        [](const std::string& n) { return fp8_policy(n, Fp8Scaling::current); }},
       {"fp8-mx", "FP8 matmul inputs in MX blocks of 32 with E8M0 scales (OCP MX v1.0)",
        [](const std::string& n) { return fp8_policy(n, Fp8Scaling::mx); }},
+      // The block-scaled GEMMs accumulate as the fp8 rows do (binary32, K in
+      // order). Blackwell's block-scaled tcgen05.mma (kind::mxf8f6f4,
+      // mxf4nvf4) cannot be named in ops.*.accumulation for them yet: a tc:
+      // model rounds its operands to its input format, and these operands
+      // are elements times their block scales; it needs the scales per block
+      // (the block-scaled GEMM of rpsim.gemm's SFA/SFB).
+      {"mxfp8", "as fp8-mx: OCP MXFP8, e4m3 forward, e5m2 backward, blocks of 32, E8M0 scales",
+       [](const std::string& n) { return block_policy(n, kMxfp8); }},
+      {"mxfp6", "OCP MXFP6: e3m2 forward and backward, blocks of 32, E8M0 scales (Rouhani et al. 2023)",
+       [](const std::string& n) { return block_policy(n, kMxfp6); }},
+      {"mxfp4", "OCP MXFP4: e2m1 forward and backward, blocks of 32, E8M0 scales",
+       [](const std::string& n) { return block_policy(n, kMxfp4); }},
+      {"nvfp4",
+       "NVIDIA's NVFP4 recipe (arXiv 2509.25149): e2m1, 1x16 blocks with E4M3 scales under an FP32 tensor "
+       "scale, 16x16 weight blocks, 16x16 RHT on wgrad inputs, SR gradients, last linear in bf16",
+       [](const std::string& n) { return block_policy(n, kNvfp4); }},
   };
   return rows;
 }

@@ -154,15 +154,20 @@ void read_ops(const json& ops, const std::string& path, PolicyRead& r) {
 const std::pair<Fp8Scaling, const char*> kFp8Scalings[] = {{Fp8Scaling::none, "none"},
                                                            {Fp8Scaling::delayed, "delayed"},
                                                            {Fp8Scaling::current, "current"},
-                                                           {Fp8Scaling::mx, "mx"}};
+                                                           {Fp8Scaling::mx, "mx"},
+                                                           {Fp8Scaling::nvfp4, "nvfp4"}};
 
 const Row<Fp8Recipe> kFp8[] = {
     {"scaling",
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        const std::string s = string(v, p);
-       for (const auto& [scaling, name] : kFp8Scalings)
-         if (s == name && scaling != Fp8Scaling::none) return void(f.scaling = scaling);
-       fail(p, "expected delayed, current or mx, got \"" + s + "\"");
+       std::string known;
+       for (const auto& [scaling, name] : kFp8Scalings) {
+         if (scaling == Fp8Scaling::none) continue;
+         if (s == name) return void(f.scaling = scaling);
+         known += (known.empty() ? "" : ", ") + std::string(name);
+       }
+       fail(p, "expected one of " + known + ", got \"" + s + "\"");
      }},
     {"amax_history_len",
      [](const json& v, const std::string& p, Fp8Recipe& f) {
@@ -180,6 +185,19 @@ const Row<Fp8Recipe> kFp8[] = {
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.block_size = int(integer(v, p));
        if (f.block_size < 1) fail(p, "must be positive");
+     }},
+    {"weight_2d", [](const json& v, const std::string& p, Fp8Recipe& f) { f.weight_2d = boolean(v, p); }},
+    {"hadamard",
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       f.hadamard = int(integer(v, p));
+       if (f.hadamard < 0 || (f.hadamard & (f.hadamard - 1)) != 0)
+         fail(p, "must be 0 (off) or a power of two");
+     }},
+    {"gradient_sr", [](const json& v, const std::string& p, Fp8Recipe& f) { f.gradient_sr = boolean(v, p); }},
+    {"high_precision_last",
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       f.high_precision_last = int(integer(v, p));
+       if (f.high_precision_last < 0) fail(p, "must be at least 0");
      }},
 };
 
@@ -279,6 +297,13 @@ nlohmann::json PrecisionPolicy::to_json() const {
                 {"amax_compute_algo", sim::amax_compute_algo_name(fp8.amax_compute_algo)},
                 {"margin", fp8.margin},
                 {"block_size", fp8.block_size}};
+    if (block_scaled(fp8.scaling) && fp8.scaling != Fp8Scaling::mx) {
+      // (fp8-mx's meta.json kept as it was: the extras are its defaults.)
+      j["fp8"]["weight_2d"] = fp8.weight_2d;
+      j["fp8"]["hadamard"] = fp8.hadamard;
+      j["fp8"]["gradient_sr"] = fp8.gradient_sr;
+      j["fp8"]["high_precision_last"] = fp8.high_precision_last;
+    }
   }
   return j;
 }

@@ -73,9 +73,10 @@ void layer_histograms(std::string& csv, std::int64_t step, const std::string& na
   histogram_rows(csv, step, name, "weight_grad", arithmetic, w);
 }
 
-// MX has one scale per block: its range stands where the per-tensor scale does.
+// MX and NVFP4 have one scale per block: its range stands where the
+// per-tensor scale does.
 bool block_scaled(const PrecisionPolicy& p) {
-  return p.fp8.scaling == Fp8Scaling::mx;
+  return block_scaled(p.fp8.scaling);
 }
 
 // The FP8 columns of one layer, tensor by tensor in the layer's order.

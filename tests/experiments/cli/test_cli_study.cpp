@@ -217,16 +217,16 @@ TEST_CASE("the notebooks execute on quick results", "[study][cli][notebooks][pip
   fs::remove_all(quick_results() /
                  "figures");  // the folder is shared: no figure from an earlier render counts
   const std::string cmd = (rpsim::test::source_dir() / "notebooks/render.sh").string() + " " +
-                          quick_results().string() + " 01 02 03 04 05 07 08 2>&1";
+                          quick_results().string() + " 01 02 03 04 05 07 08 10 2>&1";
   const int status = std::system(cmd.c_str());
   CHECK(status == 0);
   for (const char* png :
        {"01-summation.png", "02-tensor-cores.png", "03-underflow.png", "04-loss-scale.png", "05-accuracy.png",
-        "05-accuracy-fp8.png", "07-transformer.png", "08-fixed-point.png"})
+        "05-accuracy-fp8.png", "07-transformer.png", "08-fixed-point.png", "10-block-scaled.png"})
     CHECK(fs::exists(quick_results() / "figures" / png));
   // The executed notebooks are kept, with their "measured next to published" tables.
   for (const char* nb : {"01-summation", "02-tensor-cores", "03-underflow", "04-loss-scale", "05-accuracy",
-                         "07-transformer", "08-fixed-point"}) {
+                         "07-transformer", "08-fixed-point", "10-block-scaled"}) {
     const fs::path html = quick_results() / "figures" / (std::string(nb) + ".html");
     INFO(html);
     REQUIRE(fs::exists(html));

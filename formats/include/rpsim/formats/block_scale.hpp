@@ -10,8 +10,19 @@
 #include <vector>
 
 #include "rpsim/formats/format.hpp"
+#include "rpsim/formats/rounding.hpp"
 
 namespace rpsim {
+
+// How the elements are rounded: nearest even (the specs' rule), or
+// stochastically, as NVIDIA's NVFP4 recipe rounds gradients (arXiv
+// 2509.25149, stochastic rounding: unbiased estimates of the gradient). The draw for
+// element i is counter_random(seed, stream, i): the same key gives the same
+// bits on every machine and thread count. The scales stay RNE in both modes.
+struct ElementRounding {
+  RoundingMode mode = RoundingMode::nearest_even;  // nearest_even or stochastic
+  std::uint64_t seed = 0, stream = 0;
+};
 
 struct BlockQuantized {
   std::vector<double> elements;           // values of the element format, one per input
@@ -30,7 +41,8 @@ struct BlockQuantized {
 // infinity gets the NaN scale (E8M0 0xFF) and decodes to NaN. Throws
 // std::invalid_argument unless `element` is e4m3, e5m2, e3m2, e2m3 or e2m1
 // and block >= 1.
-BlockQuantized mx_quantize(const Format& element, std::span<const double> values, std::size_t block = 32);
+BlockQuantized mx_quantize(const Format& element, std::span<const double> values, std::size_t block = 32,
+                           const ElementRounding& rounding = {});
 
 // NVFP4 (NVIDIA, "Pretraining Large Language Models with NVFP4", 2025,
 // Sec. 2 and App. B; Transformer Engine's nvfp4 recipe): e2m1 elements in
@@ -43,8 +55,8 @@ BlockQuantized mx_quantize(const Format& element, std::span<const double> values
 // A block whose scale code is 0 has all elements 0. tensor_amax: the amax the
 // tensor scale comes from (rows of one tensor quantised one at a time); < 0:
 // the amax of `values`.
-BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block = 16,
-                              double tensor_amax = -1);
+BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block = 16, double tensor_amax = -1,
+                              const ElementRounding& rounding = {});
 
 // element * scale of its block * tensor_scale for every value.
 std::vector<double> dequantize(const BlockQuantized& q);

@@ -28,7 +28,7 @@ inline bool per_tensor_fp8(const OpRule& r, const PrecisionPolicy& p) {
   return r.scaled_inputs && (p.fp8.scaling == Fp8Scaling::delayed || p.fp8.scaling == Fp8Scaling::current);
 }
 inline bool block_fp8(const OpRule& r, const PrecisionPolicy& p) {
-  return r.scaled_inputs && p.fp8.scaling == Fp8Scaling::mx;
+  return r.scaled_inputs && block_scaled(p.fp8.scaling);
 }
 
 // The stochastic-rounding key of one matmul of one layer at one step

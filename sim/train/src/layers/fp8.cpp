@@ -1,6 +1,12 @@
-// FP8 per-tensor (Transformer Engine) and MX block (OCP MX v1.0) quantisation.
+// FP8 per-tensor (Transformer Engine) and block-scaled (OCP MX v1.0, NVFP4)
+// quantisation of GEMM inputs, and the random Hadamard transform.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <stdexcept>
+
+#include "rpsim/formats/block_scale.hpp"
+#include "rpsim/formats/random.hpp"
 
 #include "common.hpp"
 
@@ -65,35 +71,88 @@ void widen(Fp8Stats& s, double m) {
 
 }  // namespace
 
-Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Stats* stats) {
+namespace {
+
+// The values of `x` one group at a time: a line (axis 1: a row, 0: a
+// column) or, with tiles, a block x block tile read row by row.
+struct Groups {
+  const Matrix& x;
+  int axis, block;
+  bool tiles;
+  Eigen::Index rows() const { return tiles ? (x.rows() + block - 1) / block : axis == 1 ? x.rows() : 1; }
+  Eigen::Index cols() const { return tiles ? (x.cols() + block - 1) / block : axis == 1 ? 1 : x.cols(); }
+  // Visits the entries of group (gi, gj) in order: f(row, col).
+  template <class F>
+  void each(Eigen::Index gi, Eigen::Index gj, F f) const {
+    const Eigen::Index r0 = tiles ? gi * block : axis == 1 ? gi : 0;
+    const Eigen::Index c0 = tiles ? gj * block : axis == 1 ? 0 : gj;
+    const Eigen::Index r1 = tiles       ? std::min<Eigen::Index>(x.rows(), r0 + block)
+                            : axis == 1 ? r0 + 1
+                                        : x.rows();
+    const Eigen::Index c1 = tiles       ? std::min<Eigen::Index>(x.cols(), c0 + block)
+                            : axis == 1 ? x.cols()
+                                        : c0 + 1;
+    for (Eigen::Index r = r0; r < r1; ++r)
+      for (Eigen::Index c = c0; c < c1; ++c) f(r, c);
+  }
+};
+
+const Format& e2m1() {
+  static const Format& f = rpsim::format("e2m1");
+  return f;
+}
+
+}  // namespace
+
+Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
+                      Fp8Stats* stats, double* tensor_scale) {
+  const bool nv = recipe.scaling == Fp8Scaling::nvfp4;
+  if (nv && f != e2m1())
+    throw std::invalid_argument("nvfp4 quantises to e2m1 elements, the op rule names " + f.name);
+  const auto block = static_cast<std::size_t>(recipe.block_size);
+  // NVFP4's per-tensor FP32 scale comes from the whole tensor's amax.
+  double tensor_amax = 0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) tensor_amax = std::fmax(tensor_amax, std::fabs(x.data()[i]));
+  const Groups groups{x, layout.axis, recipe.block_size, layout.tiles};
+  const double elem_max = nv ? 6.0 : f.max_finite();
   Matrix out(x.rows(), x.cols());
-  const Eigen::Index lines = axis == 1 ? x.rows() : x.cols();
-  const Eigen::Index length = axis == 1 ? x.cols() : x.rows();
-  auto at = [&](const Matrix& m, Eigen::Index line, Eigen::Index k) -> const double& {
-    return axis == 1 ? m(line, k) : m(k, line);
-  };
-  const double mx = f.max_finite();
-  const ValueRounding& rf = nearest_rounding(f);
   Fp8Stats s;
-  for (Eigen::Index line = 0; line < lines; ++line)
-    for (Eigen::Index k0 = 0; k0 < length; k0 += block) {
-      const Eigen::Index k1 = std::min<Eigen::Index>(length, k0 + block);
-      double amax = 0;
-      for (Eigen::Index k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(at(x, line, k)));
-      s.amax = std::max(s.amax, amax);
-      // OCP MX v1.0 section 6.3: X = 2^(floor(log2(amax)) - emax_elem).
-      const bool scaled = amax > 0 && std::isfinite(amax);
-      const int shared = scaled ? std::ilogb(amax) - f.emax : 0;
-      const double scale = std::ldexp(1.0, std::clamp(shared, -127, 127));
-      if (scaled) widen(s, 1.0 / scale);  // exact: a power of two
-      for (Eigen::Index k = k0; k < k1; ++k) {
-        double v = at(x, line, k) / scale;
-        s.saturated += std::isfinite(v) && std::fabs(v) > mx;
-        if (std::isfinite(v)) v = std::clamp(v, -mx, mx);
-        const double q = rf(v) * scale;
-        s.flushed += at(x, line, k) != 0 && q == 0;
-        const_cast<double&>(at(out, line, k)) = q;
+  s.amax = tensor_amax;
+  std::vector<double> v;
+  for (Eigen::Index gi = 0; gi < groups.rows(); ++gi)
+    for (Eigen::Index gj = 0; gj < groups.cols(); ++gj) {
+      v.clear();
+      groups.each(gi, gj, [&](Eigen::Index r, Eigen::Index c) { v.push_back(x(r, c)); });
+      // A tile shares one scale; a line has one per `block` entries.
+      const std::size_t b = layout.tiles ? v.size() : block;
+      ElementRounding er;
+      if (layout.sr) {
+        er.mode = RoundingMode::stochastic;
+        er.seed = layout.sr->seed;
+        er.stream = mix64(layout.sr->stream ^ mix64(std::uint64_t(gi * groups.cols() + gj)));
       }
+      const BlockQuantized q = nv ? nvfp4_quantize(v, b, tensor_amax, er) : mx_quantize(f, v, b, er);
+      // Element times its block's scale: what the block-scaled MMA
+      // multiplies (exact in binary32); the tensor scale is the epilogue's.
+      std::vector<double> d(v.size());
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = q.elements[i] * q.scales[i / b];
+      // x ~ d / s_enc: q.tensor_scale = 1 / s_enc with s_enc a float, which
+      // the double reciprocal gives back exactly once rounded to float.
+      if (tensor_scale) *tensor_scale = static_cast<float>(1.0 / q.tensor_scale);
+      std::vector<char> nonzero(q.scales.size(), 0);
+      std::size_t k = 0;
+      groups.each(gi, gj, [&](Eigen::Index r, Eigen::Index c) {
+        const double scale = q.scales[k / b] * q.tensor_scale;  // the block's decoding scale
+        s.saturated += std::isfinite(v[k]) && std::fabs(v[k]) > elem_max * scale;
+        s.flushed += v[k] != 0 && d[k] == 0;
+        nonzero[k / b] |= v[k] != 0;
+        out(r, c) = d[k++];
+      });
+      // The scale range over blocks with a nonzero amax (an all-zero block's
+      // scale, 2^-127 in MX, says nothing about the tensor).
+      for (std::size_t i = 0; i < q.scales.size(); ++i)
+        if (nonzero[i] && q.scales[i] > 0 && std::isfinite(q.scales[i]))
+          widen(s, 1.0 / (q.scales[i] * q.tensor_scale));
     }
   if (stats) {
     // Every use of the tensor in a step adds to the same record.
@@ -106,6 +165,36 @@ Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Sta
     stats->saturated += s.saturated;
     stats->flushed += s.flushed;
   }
+  return out;
+}
+
+Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Stats* stats) {
+  Fp8Recipe r;
+  r.scaling = Fp8Scaling::mx;
+  r.block_size = block;
+  return block_quantize(x, f, r, BlockLayout{axis}, stats);
+}
+
+Matrix hadamard_transform(int n, std::uint64_t seed) {
+  if (n < 1 || (n & (n - 1)) != 0)
+    throw std::invalid_argument("hadamard: size must be a power of two, got " + std::to_string(n));
+  // Sylvester's H_ij = (-1)^popcount(i & j), columns times random signs,
+  // over sqrt(n): orthogonal, so T^T T = I.
+  Matrix t(n, n);
+  const double norm = 1.0 / std::sqrt(double(n));
+  for (int j = 0; j < n; ++j) {
+    const double sign = (counter_random(seed, 0x5248545369676e73ull, std::uint64_t(j)) & 1) ? -1.0 : 1.0;
+    for (int i = 0; i < n; ++i) t(i, j) = (std::popcount(unsigned(i & j)) & 1 ? -norm : norm) * sign;
+  }
+  return t;
+}
+
+Matrix hadamard_rows(const Matrix& m, const Matrix& t) {
+  Matrix out = m;
+  const Eigen::Index n = t.rows();
+  for (Eigen::Index r0 = 0; r0 + n <= m.rows(); r0 += n) out.middleRows(r0, n) = t * m.middleRows(r0, n);
+  // The quantiser reads binary32, as TE's fused RHT-and-cast kernel does.
+  round_in_place(f32(), out, RoundingMode::nearest_even);
   return out;
 }
 

@@ -16,22 +16,27 @@ Linear::Linear(std::string name, Eigen::Index in, Eigen::Index out) : Layer(std:
 Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx) {
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
-  const Formats f = resolve(rule, x_format);
+  const Formats f = formats_of(rule, pol, x_format);
   const Format& accf = rule.accumulation.output_format();
+  const bool blocked = block_fp8(rule, pol) && !high_precision_;
   // The input itself only where backward quantises it again (FP8); the
   // other paths keep its cast (a copy of a tensor the size of a batch's
   // activations saved per step).
   x_size_ = x.size();
-  x_ = per_tensor_fp8(rule, pol) || block_fp8(rule, pol) ? x : Matrix();
+  x_ = per_tensor_fp8(rule, pol) || blocked ? x : Matrix();
   x_format_ = &x_format;
   saved_format_ = f.compute;
   const RandomStream forward_stream = matmul_stream(name(), ctx, 0);
   Matrix acc;
   x_stats_ = w_stats_ = Fp8Stats();
-  if (block_fp8(rule, pol)) {
-    acc = matmul(mx_quantize(x, *f.compute, pol.fp8.block_size, 1, &x_stats_),
-                 mx_quantize(weight.value, *f.compute, pol.fp8.block_size, 0, &w_stats_), rule.accumulation,
-                 forward_stream);
+  if (blocked) {
+    // Activations in 1D blocks along K; weights down K, or in 2D tiles.
+    // NVFP4's per-tensor scales leave the GEMM to its epilogue (MX: 1).
+    double sx = 1, sw = 1;
+    acc = matmul(block_quantize(x, *f.compute, pol.fp8, {1}, &x_stats_, &sx),
+                 block_quantize(weight.value, *f.compute, pol.fp8, {0, pol.fp8.weight_2d}, &w_stats_, &sw),
+                 rule.accumulation, forward_stream);
+    dequantize(acc, sx, sw, accf);
   } else if (per_tensor_fp8(rule, pol)) {
     x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_, &x_stats_);
     w_scale_ = fp8_scale(weight.value, *f.compute, pol.fp8, w_history_, &w_stats_);
@@ -45,37 +50,66 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
     acc = matmul(xc_, wc_, rule.accumulation, forward_stream);
   }
   // Bias added in the accumulation format, as a GEMM epilogue does.
-  const Eigen::RowVectorXd b =
-      rounded(per_tensor_fp8(rule, pol) || block_fp8(rule, pol) ? accf : *f.compute, bias.value);
+  const Eigen::RowVectorXd b = rounded(per_tensor_fp8(rule, pol) || blocked ? accf : *f.compute, bias.value);
   acc.rowwise() += b;
   round_in_place(accf, acc);
   round_in_place(*f.output, acc);
   return acc;
 }
 
+// The two backward GEMMs on block-scaled inputs (core_backward's blocked branch).
+void Linear::block_scaled_backward(const Matrix& dy, const StepContext& ctx, const Formats& f,
+                                   bool need_input_grad, Matrix& dw, Matrix& dx) {
+  const PrecisionPolicy& pol = *ctx.policy;
+  const OpRule& rule = pol.rule(op_name_);
+  const Format& accf = rule.accumulation.output_format();
+  const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
+  const Fp8Recipe& r = pol.fp8;
+  // Stochastic rounding of dy keyed by layer, step and GEMM.
+  const RandomStream sr_dw = matmul_stream(name(), ctx, 3), sr_dx = matmul_stream(name(), ctx, 4);
+  // The weight-gradient GEMM's inputs, rotated along K (tokens) by the
+  // random Hadamard transform where the recipe asks: T^T T = I, so
+  // (T x)^T (T dy) = x^T dy up to the quantisation.
+  const Matrix t = r.hadamard ? hadamard_transform(r.hadamard, ctx.seed) : Matrix();
+  const Matrix dy_w = r.hadamard ? hadamard_rows(dy, t) : dy;
+  const Matrix xt_w = r.hadamard ? Matrix(hadamard_rows(x_, t).transpose()) : Matrix(x_.transpose());
+  double sdy = 1, sx = 1, sw = 1;
+  const Matrix dy_cols =
+      block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
+  dw =
+      matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation, dw_stream);
+  dequantize(dw, sx, sdy, accf);
+  dy_cast_flushed_ = flushed_mask(dy_w, dy_cols);
+  if (!need_input_grad) return;
+  const Matrix dy_rows =
+      block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
+  dx = matmul(dy_rows,
+              block_quantize(weight.value.transpose(), *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
+              rule.accumulation, dx_stream);
+  dequantize(dx, sdy, sw, accf);
+  // Under the RHT the dw operand is rotated: only dx's cast is in dy's layout.
+  if (r.hadamard)
+    dy_cast_flushed_ = flushed_mask(dy, dy_rows);
+  else
+    dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
+}
+
 Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
                              Matrix* dx_before_rounding) {
   const PrecisionPolicy& pol = *ctx.policy;
   const OpRule& rule = pol.rule(op_name_);
-  const Formats f = resolve(rule, *x_format_);
+  const Formats f = formats_of(rule, pol, *x_format_);
   const Format& accf = rule.accumulation.output_format();
+  const bool blocked = block_fp8(rule, pol) && !high_precision_;
   const RandomStream dw_stream = matmul_stream(name(), ctx, 1), dx_stream = matmul_stream(name(), ctx, 2);
   // dw_raw, dx_raw: the matmul results before any rounding (underflow telemetry).
   Matrix dw, dx, dy_used, dw_raw, dx_raw;
-  const bool fp8 = block_fp8(rule, pol) || per_tensor_fp8(rule, pol);
+  const bool fp8 = per_tensor_fp8(rule, pol);
   const Matrix xt = fp8 ? Matrix(x_.transpose()) : Matrix();
   const Matrix wt = fp8 ? Matrix(weight.value.transpose()) : Matrix();
   dy_stats_ = Fp8Stats();
-  if (block_fp8(rule, pol)) {
-    const int bs = pol.fp8.block_size;
-    const Matrix dy_cols = mx_quantize(dy, *f.backward, bs, 0, &dy_stats_);
-    dw = matmul(mx_quantize(xt, *f.compute, bs, 1, &x_stats_), dy_cols, rule.accumulation, dw_stream);
-    dy_cast_flushed_ = flushed_mask(dy, dy_cols);
-    if (need_input_grad) {
-      const Matrix dy_rows = mx_quantize(dy, *f.backward, bs, 1, &dy_stats_);
-      dx = matmul(dy_rows, mx_quantize(wt, *f.compute, bs, 0, &w_stats_), rule.accumulation, dx_stream);
-      dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
-    }
+  if (blocked) {
+    block_scaled_backward(dy, ctx, f, need_input_grad, dw, dx);
     dy_used = dy;
   } else if (per_tensor_fp8(rule, pol)) {
     const double dy_scale = fp8_scale(dy, *f.backward, pol.fp8, dy_history_, &dy_stats_);
@@ -122,6 +156,14 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
   return dx;
 }
 
+Formats Linear::formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const {
+  Formats f = resolve(rule, input);
+  // A layer the recipe keeps in high precision casts its GEMM inputs to
+  // bfloat16 (2509.25149 keeps them in BF16), outputs as the rule says.
+  if (high_precision_ && block_fp8(rule, pol)) f.compute = f.backward = &formats::bfloat16();
+  return f;
+}
+
 Tensor Linear::forward(const Tensor& x, const StepContext& ctx) {
   const Formats f = resolve(ctx.policy->rule("linear"), *x.format);
   return Tensor{core_forward(x.values, *x.format, ctx), f.output};
@@ -138,7 +180,7 @@ Tensor Linear::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
 
 std::vector<std::pair<std::string, const Fp8Stats*>> Linear::fp8_stats(const PrecisionPolicy& p) const {
   const OpRule& rule = p.rule(op_name_);
-  if (!per_tensor_fp8(rule, p) && !block_fp8(rule, p)) return {};
+  if (!per_tensor_fp8(rule, p) && !(block_fp8(rule, p) && !high_precision_)) return {};
   return {{"x", &x_stats_}, {"w", &w_stats_}, {"dy", &dy_stats_}};
 }
 

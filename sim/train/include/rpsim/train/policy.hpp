@@ -22,15 +22,36 @@
 namespace rpsim::sim::train {
 
 // FP8 tensor scaling (Micikevicius et al. 2022; NVIDIA Transformer Engine's
-// DelayedScaling recipe; OCP MX v1.0 for block scaling).
-enum class Fp8Scaling { none, delayed, current, mx };
+// DelayedScaling recipe) and block scaling of the matmul inputs: OCP MX v1.0
+// (E8M0 scale per block) and NVFP4 (E4M3 scale per block under a per-tensor
+// FP32 scale; NVIDIA, arXiv 2509.25149). The element formats are the op
+// rule's compute (forward) and backward_compute (gradient) formats.
+enum class Fp8Scaling { none, delayed, current, mx, nvfp4 };
 struct Fp8Recipe {
   Fp8Scaling scaling = Fp8Scaling::none;
   int amax_history_len = 16;
   sim::AmaxComputeAlgo amax_compute_algo = sim::AmaxComputeAlgo::max;
   int margin = 0;       // scale = fp8_max / amax / 2^margin
-  int block_size = 32;  // MX block, E8M0 shared scale
+  int block_size = 32;  // elements sharing one block scale (mx, nvfp4)
+  // The rest apply to the block-scaled recipes only.
+  // Weights in block_size x block_size tiles, so W and W^T quantise to the
+  // same values in forward and in the input-gradient GEMM (2509.25149, "2D scaling").
+  bool weight_2d = false;
+  // Random Hadamard transform of this size on the weight-gradient GEMM's two
+  // inputs along K (tokens), 0 = off (2509.25149,
+  // "Random Hadamard transforms": 16x16, a random sign vector).
+  int hadamard = 0;
+  // Output gradients (dy) quantised with stochastic rounding (2509.25149:
+  // unbiased gradients).
+  bool gradient_sr = false;
+  // The last N block-scaled linear layers of the model run in bfloat16
+  // instead (2509.25149: selective high-precision
+  // layers, the last blocks kept in BF16).
+  int high_precision_last = 0;
 };
+inline bool block_scaled(Fp8Scaling s) {
+  return s == Fp8Scaling::mx || s == Fp8Scaling::nvfp4;
+}
 
 struct OpRule {
   bool follow_inputs = false;  // compute and output in the input's format
@@ -73,7 +94,8 @@ struct PrecisionPolicy {
 };
 
 // The named policies, one row each (policy.cpp): fp32 fp64 fp16-amp bf16-amp
-// fp16-pure bf16-pure bf16-kahan fp8 fp8-delayed fp8-current fp8-mx.
+// fp16-pure bf16-pure bf16-kahan fp8 fp8-delayed fp8-current fp8-mx mxfp8
+// mxfp6 mxfp4 nvfp4.
 struct PolicyInfo {
   std::string name;
   std::string description;
@@ -88,7 +110,8 @@ const std::vector<std::string>& policy_names();
 // weights, master_weights, gradients, optimizer_state, optimizer_compute,
 // rounding, update_rounding, kahan, autocast {format, allow, deny}, accumulation,
 // ops {op: {compute, output, backward_compute, accumulation} | "follow"},
-// fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size}.
+// fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size,
+// weight_2d, hadamard, gradient_sr, high_precision_last}.
 // An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
 // "sequential:bf16:sr") or a JSON object (sim::AccumulationModel::from_json).
 // The named policies accumulate in sequential:binary32:rne, except fp64 (the

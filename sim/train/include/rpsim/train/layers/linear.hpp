@@ -7,6 +7,10 @@
 
 namespace rpsim::sim::train {
 
+namespace detail {
+struct Formats;
+}
+
 // y = x W + b with W stored (in, out). PyTorch's default init:
 // U(-1/sqrt(in), 1/sqrt(in)) for W and b.
 class Linear : public Layer {
@@ -30,6 +34,10 @@ class Linear : public Layer {
   // rounding in *dx_before_rounding when given.
   Matrix core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
                        Matrix* dx_before_rounding = nullptr);
+  // Under a block-scaled recipe, run this layer's GEMMs in bfloat16 instead
+  // (Fp8Recipe::high_precision_last; set when the model is built).
+  void set_high_precision(bool on) { high_precision_ = on; }
+  bool high_precision() const { return high_precision_; }
 
  private:
   std::string op_name_ = "linear";
@@ -42,6 +50,11 @@ class Linear : public Layer {
   Fp8ScaleState x_history_, w_history_, dy_history_;
   Fp8Stats x_stats_, w_stats_, dy_stats_;  // the last step's, for steps.csv
   Mask dy_cast_flushed_;
+  bool high_precision_ = false;
+  // The rule's formats, bfloat16 GEMM inputs where high_precision_.
+  detail::Formats formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const;
+  void block_scaled_backward(const Matrix& dy, const StepContext& ctx, const detail::Formats& f,
+                             bool need_input_grad, Matrix& dw, Matrix& dx);
 
  protected:
   void set_op_name(std::string n) { op_name_ = std::move(n); }
