@@ -78,6 +78,9 @@ CASES = {
     # MX blocks of 32 with E8M0 scales (the trainer's own mx_quantize through the block-scale path).
     "mlp-fp8-mx": {"base": "mlp-fp8", "policy": "fp8-mx"},
     "cnn-fp8-mx": {"base": "cnn-fp16-amp", "policy": "fp8-mx", "loss_scaler": {"policy": "none"}},
+    # The other MX rows go through the same block-scale path (e3m2 and e2m1 elements).
+    "mlp-mxfp6": {"base": "mlp-fp8", "policy": "mxfp6"},
+    "mlp-mxfp4": {"base": "mlp-fp8", "policy": "mxfp4"},
     # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
     # gradients and Linear/ReLU arithmetic, rounded to nearest. (Its "rounding": "sr" rows run under
     # rpsim.torch too, but not byte-identically: the CLI keys each tensor rounding of a stochastic
@@ -112,3 +115,10 @@ def test_kahan_needs_an_optimizer_that_carries_the_compensation():
     emu = rt.emulate(model, "bf16-kahan")
     with pytest.raises(ValueError, match="Kahan.*rpsim.torch.SGD.*not SGD"):
         emu.optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_nvfp4_is_refused_by_name():
+    # NVFP4's recipe (2D weight blocks, Hadamard transforms, stochastic gradients) has no torch path yet.
+    model, _, _ = rt.from_config(load("mlp-fp8"), 1)
+    with pytest.raises(ValueError, match="nvfp4"):
+        rt.emulate(model, "nvfp4")
