@@ -8,12 +8,14 @@
 #include <map>
 #include <sstream>
 
+#include "csv_column.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/config_loader.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim::sim::train;
 using nlohmann::json;
+using rpsim::sim::train::testing::column;
 
 namespace {
 
@@ -47,26 +49,6 @@ double bf16_round(double x) {
   int e = 0;
   const double m = std::frexp(x, &e);  // |m| in [0.5, 1)
   return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
-}
-
-std::vector<std::string> column(const std::string& csv, const std::string& name) {
-  std::istringstream in(csv);
-  std::string line, cell;
-  std::getline(in, line);
-  std::istringstream header(line);
-  int index = -1, k = 0;
-  while (std::getline(header, cell, ',')) {
-    if (cell == name) index = k;
-    ++k;
-  }
-  REQUIRE(index >= 0);
-  std::vector<std::string> out;
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    for (int c = 0; c <= index; ++c) std::getline(row, cell, ',');
-    out.push_back(cell);
-  }
-  return out;
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <sstream>
 
+#include "csv_column.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
 using namespace rpsim::sim::train;
+using rpsim::sim::train::testing::column;
 
 namespace {
 
@@ -30,27 +32,6 @@ RunResult run_json(const nlohmann::json& j, int threads = 0) {
   RunOptions o;
   o.threads = threads;
   return run(parse_config(j), o);
-}
-
-// Column `name` of every row of a steps.csv.
-std::vector<std::string> column(const std::string& csv, const std::string& name) {
-  std::istringstream in(csv);
-  std::string line, cell;
-  std::getline(in, line);
-  std::istringstream header(line);
-  int index = -1, k = 0;
-  while (std::getline(header, cell, ',')) {
-    if (cell == name) index = k;
-    ++k;
-  }
-  REQUIRE(index >= 0);
-  std::vector<std::string> out;
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    for (int c = 0; c <= index; ++c) std::getline(row, cell, ',');
-    out.push_back(cell);
-  }
-  return out;
 }
 
 double column_sum(const std::string& csv, const std::string& name) {
