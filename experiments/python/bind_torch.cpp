@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bind_config.hpp"
 #include "bindings.hpp"
 #include "rpsim/scaling/loss_scaler.hpp"
 #include "rpsim/train/ops.hpp"
@@ -131,8 +132,7 @@ py::list policies_py() {
 // (ConfigError, an invalid_argument, names the key) and written back as
 // meta.json's "policy".
 py::object policy_py(const py::object& spec) {
-  const std::string text = py::module_::import("json").attr("dumps")(spec).cast<std::string>();
-  const train::PrecisionPolicy p = train::policy_from_json(nlohmann::json::parse(text), "policy");
+  const train::PrecisionPolicy p = policy_arg(spec);
   nlohmann::json j = p.to_json();
   j["default_loss_scaler"] = p.default_loss_scaler;
   return json_to_python(j);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bind_config.hpp"
 #include "bindings.hpp"
 #include "rpsim/train/config_loader.hpp"
 #include "rpsim/train/layers/fp8.hpp"
@@ -27,19 +28,11 @@ py::array numpy_of(const train::Matrix& m) {
   return out;
 }
 
-train::Config parse(const py::object& config, const std::vector<std::string>& overrides) {
-  if (py::isinstance<py::dict>(config)) {
-    const std::string text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
-    return train::read_config_json(nlohmann::json::parse(text), "config dict", overrides).parse();
-  }
-  return train::read_config_file(py::str(config).cast<std::string>(), overrides).parse();
-}
-
 // The run's initial parameters ({name: array}, a Linear's weight as rpsim
 // stores it: in x out) and the (inputs, labels) of its first `steps` steps,
 // drawn as Training::train draws them.
 py::dict setup_py(const py::object& config, const std::vector<std::string>& overrides, std::int64_t steps) {
-  const train::Config c = parse(config, overrides);
+  const train::Config c = config_arg(config, overrides).parse();
   const train::DataSplit data = train::load_data(c.data);
   train::Model model = train::build_model(c, data.train);
   py::dict params;
@@ -87,8 +80,7 @@ class TorchLoss {
       throw py::value_error(
           fmt::format("loss '{}' is not a loss of the op table ({})", op,
                       train::op_list([](const train::OpInfo& o) { return o.loss != nullptr; })));
-    const std::string text = py::module_::import("json").attr("dumps")(policy).cast<std::string>();
-    policy_ = train::policy_from_json(nlohmann::json::parse(text), "policy");
+    policy_ = policy_arg(policy);
     loss_ = info->loss();
   }
   double forward(py::handle logits, const std::string& format, const std::vector<int>& labels) {
@@ -127,8 +119,7 @@ class TorchLayer {
       throw py::value_error(
           fmt::format("op '{}' is not a layer of the op table ({})", op,
                       train::op_list([](const train::OpInfo& o) { return o.layer != nullptr; })));
-    const std::string text = py::module_::import("json").attr("dumps")(policy).cast<std::string>();
-    policy_ = train::policy_from_json(nlohmann::json::parse(text), "policy");
+    policy_ = policy_arg(policy);
     train::LayerShape shape{features};
     layer_ = info->layer(op, nlohmann::json{{"op", op}}, "layer", shape);
   }
@@ -195,7 +186,7 @@ py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int
 // (OptimizerConfig::lr_at: warmup and cosine decay, or DeepSpeed's scheduler
 // on the count of applied steps), a callable (step, applied) -> lr.
 py::cpp_function lr_schedule_py(const py::object& config, const std::vector<std::string>& overrides) {
-  const train::OptimizerConfig o = parse(config, overrides).optimizer;
+  const train::OptimizerConfig o = config_arg(config, overrides).parse().optimizer;
   return py::cpp_function([o](std::int64_t step, std::int64_t applied) { return o.lr_at(step, applied); },
                           py::arg("step"), py::arg("applied"));
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bind_config.hpp"
 #include "bindings.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
@@ -28,17 +29,6 @@ namespace train = sim::train;
 // holds only what json.loads reads back exactly.
 py::object to_python(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
-}
-
-train::LoadedConfig load(const py::object& config, const std::vector<std::string>& overrides) {
-  if (py::isinstance<py::dict>(config)) {
-    const std::string text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
-    return train::read_config_json(nlohmann::json::parse(text), "config dict", overrides);
-  }
-  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__"))
-    return train::read_config_file(py::str(config).cast<std::string>(), overrides);
-  throw py::type_error(fmt::format("config: {} is neither a dict nor a path",
-                                   py::str(py::type::handle_of(config)).cast<std::string>()));
 }
 
 // train::run on a worker thread while this one, holding the GIL only while
@@ -74,7 +64,7 @@ train::RunResult run_interruptibly(const train::Config& config, const train::Run
 
 py::dict train_py(const py::object& config, const std::vector<std::string>& overrides, const py::object& out,
                   int threads, bool progress) {
-  const train::LoadedConfig loaded = load(config, overrides);
+  const train::LoadedConfig loaded = config_arg(config, overrides);
   const train::Config parsed = loaded.parse();    // ConfigError (invalid_argument) -> ValueError
   io::check_threads(threads, "threads =", true);  // std::invalid_argument -> ValueError
   // The CLI's checks before any work (a batch larger than the data, a run
@@ -118,6 +108,23 @@ void bind_train(py::module_& m) {
         "One `rpsim train` run: the config (a dict or a file in any vocabulary the CLI reads) with "
         "overrides as --set takes them ('optimizer.lr=0.1'); steps.csv and histograms.csv as text, meta "
         "as a dict. out: also write the CLI's three files there. rpsim.train wraps it.");
+}
+
+nlohmann::json json_arg(const py::object& value) {
+  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(value).cast<std::string>());
+}
+
+sim::train::LoadedConfig config_arg(const py::object& config, const std::vector<std::string>& overrides) {
+  if (py::isinstance<py::dict>(config))
+    return sim::train::read_config_json(json_arg(config), "config dict", overrides);
+  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__"))
+    return sim::train::read_config_file(py::str(config).cast<std::string>(), overrides);
+  throw py::type_error(fmt::format("config: {} is neither a dict nor a path",
+                                   py::str(py::type::handle_of(config)).cast<std::string>()));
+}
+
+sim::train::PrecisionPolicy policy_arg(const py::object& spec) {
+  return sim::train::policy_from_json(json_arg(spec), "policy");
 }
 
 }  // namespace rpsim::python
