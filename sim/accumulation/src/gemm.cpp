@@ -4,6 +4,7 @@
 // one step chain (tensor_core_chain.hpp) chunk by chunk, and the chunk
 // results are folded as the schedule says (kernel_fold.hpp).
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/gemm_kernel.hpp"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "gemm_tile.hpp"
 #include "kernel_fold.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
@@ -57,36 +59,166 @@ tc_detail::Decoded decode_columns(const tc_detail::Finisher& fin, const tc_detai
   return d;
 }
 
-constexpr int kLanes = 4;
+// Every column of B decoded in plan order, eight columns interleaved
+// (gemm_tile.hpp); columns past N are zeros.
+tc_detail::TiledB decode_tiles(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
+                               const Matrix& b) {
+  using tc_detail::kTile;
+  const std::size_t p = plan.order.size();
+  tc_detail::TiledB t;
+  t.tiles = static_cast<int>((b.cols() + kTile - 1) / kTile);
+  t.value.assign(p * kTile * static_cast<std::size_t>(t.tiles), 0.0);
+  t.exponent.assign(t.value.size(), fin.zero_exponent);
+  std::vector<double> v(p);
+  std::vector<int> e(p);
+  for (Eigen::Index j = 0; j < b.cols(); ++j) {
+    tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, v.data(), e.data(), true);
+    const std::size_t at = std::size_t(j / kTile) * p * kTile + std::size_t(j % kTile);
+    for (std::size_t q = 0; q < p; ++q) {
+      t.value[at + q * kTile] = v[q];
+      t.exponent[at + q * kTile] = e[q];
+    }
+  }
+  return t;
+}
 
-// One row of D, kLanes elements at a time: each element a serial chain of
+constexpr int kLanes = 4;
+constexpr int kMaxLanes = tc_detail::kTile;
+
+// What every output element's chains share.
+struct Chains {
+  const tc_detail::Finisher& fin;
+  const tc_detail::ChainPlan& plan;
+  const std::vector<KernelFold>& folds;
+  const Matrix& c;
+};
+
+// Up to kMaxLanes elements (i, j0 + l) of D: chain(q, acc) runs chunk q's
+// steps on acc[0..kMaxLanes), each chunk's chains run once and their results
+// are folded under every fold of the group into d[f].
+template <class Chain>
+void fold_elements(const Chains& x, Eigen::Index i, Eigen::Index j0, int lanes, double* chunk_acc,
+                   double* partials, std::vector<Matrix>& d, Chain&& chain) {
+  const int chunks = x.plan.chunks();
+  const bool c_first = x.folds.front().c_starts_chain();
+  for (int q = 0; q < chunks; ++q) {
+    double* acc = chunk_acc + q * kMaxLanes;
+    for (int l = 0; l < kMaxLanes; ++l) acc[l] = q == 0 && c_first && l < lanes ? x.c(i, j0 + l) : 0.0;
+    chain(q, acc);
+  }
+  for (std::size_t f = 0; f < x.folds.size(); ++f)
+    for (int l = 0; l < lanes; ++l) {
+      if (x.folds[f].plain()) {  // one chunk, nothing to fold
+        d[f](i, j0 + l) = chunk_acc[l];
+        continue;
+      }
+      for (int q = 0; q < chunks; ++q)
+        x.folds[f].add_chunk(x.plan, q, chunk_acc[q * kMaxLanes + l], partials);
+      d[f](i, j0 + l) = x.folds[f].result(partials, x.c(i, j0 + l));
+    }
+}
+
+// Row i of D, kLanes elements at a time: each element a serial chain of
 // steps, so interleaving independent chains hides their latency.
 template <bool Checked>
-void gemm_row(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan, const KernelFold& fold,
-              const double* av, const int* ae, const tc_detail::Decoded& bd, const Matrix& c, Eigen::Index i,
-              Matrix& d, std::vector<double>& partials) {
-  const std::size_t p = plan.order.size();
-  const Eigen::Index n = d.cols();
-  const int chunks = plan.chunks();
+void portable_row(const Chains& x, const double* av, const int* ae, const tc_detail::Decoded& bd,
+                  Eigen::Index i, double* chunk_acc, double* partials, std::vector<Matrix>& d) {
+  const std::size_t p = x.plan.order.size();
+  const Eigen::Index n = x.c.cols();
   for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
     const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
     const double* bv[kLanes];
     const int* be[kLanes];
-    double acc[kLanes];
     for (int l = 0; l < lanes; ++l) {
       bv[l] = bd.value.data() + static_cast<std::size_t>(j0 + l) * p;
       be[l] = bd.exponent.data() + static_cast<std::size_t>(j0 + l) * p;
     }
-    for (int q = 0; q < chunks; ++q) {
-      for (int l = 0; l < lanes; ++l) acc[l] = q == 0 && fold.c_starts_chain() ? c(i, j0 + l) : 0.0;
-      tc_detail::run_chain<kLanes, Checked>(fin, plan, plan.chunk_step[std::size_t(q)],
-                                            plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc, lanes);
-      if (fold.plain()) break;  // one chunk, nothing to fold
-      for (int l = 0; l < lanes; ++l) fold.add_chunk(plan, q, acc[l], partials.data() + l * fold.slices());
-    }
-    for (int l = 0; l < lanes; ++l)
-      d(i, j0 + l) = fold.plain() ? acc[l] : fold.result(partials.data() + l * fold.slices(), c(i, j0 + l));
+    fold_elements(x, i, j0, lanes, chunk_acc, partials, d, [&](int q, double* acc) {
+      tc_detail::run_chain<kLanes, Checked>(x.fin, x.plan, x.plan.chunk_step[std::size_t(q)],
+                                            x.plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc,
+                                            lanes);
+    });
   }
+}
+
+constexpr Eigen::Index kRowBlock = 16;
+
+// The tile kernel over blocks of rows: a block's rows of A are decoded once,
+// then taken tile by tile (a tile of B, eight columns, stays in cache for
+// the block's rows).
+void run_tiles(const Chains& x, const Matrix& a, const tc_detail::TiledB& bt, int threads,
+               std::vector<Matrix>& d) {
+  using tc_detail::kTile;
+  const std::size_t p = x.plan.order.size();
+  const Eigen::Index m = a.rows(), n = x.c.cols();
+  const Eigen::Index blocks = (m + kRowBlock - 1) / kRowBlock;
+  const auto& cs = x.plan.chunk_step;
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<double> av(p * kRowBlock), chunk_acc(static_cast<std::size_t>(kMaxLanes * x.plan.chunks()));
+    std::vector<double> partials(static_cast<std::size_t>(x.folds.front().slices()));
+    std::vector<int> ae(p * kRowBlock);
+#pragma omp for schedule(dynamic, 1)
+    for (Eigen::Index blk = 0; blk < blocks; ++blk) {
+      const Eigen::Index i0 = blk * kRowBlock, rows = std::min(kRowBlock, m - i0);
+      for (Eigen::Index r = 0; r < rows; ++r)
+        tc_detail::decode_in_plan_order(x.fin, x.plan, a.data() + i0 + r, a.rows(), av.data() + r * p,
+                                        ae.data() + r * p, false);
+      for (int t = 0; t < bt.tiles; ++t) {
+        const double* bv = bt.value.data() + std::size_t(t) * p * kTile;
+        const int* be = bt.exponent.data() + std::size_t(t) * p * kTile;
+        const int lanes = static_cast<int>(std::min<Eigen::Index>(kTile, n - Eigen::Index(t) * kTile));
+        for (Eigen::Index r = 0; r < rows; ++r) {
+          const double* ar = av.data() + r * p;
+          const int* er = ae.data() + r * p;
+          fold_elements(x, i0 + r, Eigen::Index(t) * kTile, lanes, chunk_acc.data(), partials.data(), d,
+                        [&](int q, double* acc) {
+                          tc_detail::run_chain_tile(x.fin, x.plan, cs[std::size_t(q)], cs[std::size_t(q) + 1],
+                                                    ar, er, bv, be, acc);
+                        });
+        }
+      }
+    }
+  }
+}
+
+// D under every schedule of a fold group (one chain per element, folded
+// under each) for the block-FMA datapath, on A and B in the input format.
+// The tile kernel takes finite operands on a CPU that runs it; every other
+// case goes row by row through run_chain.
+std::vector<Matrix> gemm_chains(const std::vector<KernelSchedule>& group, const Matrix& a, const Matrix& b,
+                                const Matrix& c, const GemmOptions& options) {
+  const KernelSchedule& s = group.front();
+  const auto chunks = s.chunks(static_cast<int>(a.cols()));
+  const tc_detail::Finisher fin(s.instruction);
+  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
+  std::vector<KernelFold> folds;
+  for (const auto& g : group) folds.emplace_back(g, chunks);
+  const Chains x{fin, plan, folds, c};
+  const std::size_t p = plan.order.size();
+  const bool finite = a.allFinite() && b.allFinite();
+  const int threads = options.threads > 0 ? options.threads : 1;
+  const auto scratch = static_cast<std::size_t>(kMaxLanes * plan.chunks());
+  std::vector<Matrix> d(group.size(), Matrix(a.rows(), b.cols()));
+  if (finite && tc_detail::tile_kernel_usable(fin)) {
+    run_tiles(x, a, decode_tiles(fin, plan, b), threads, d);
+    return d;
+  }
+  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<double> av(p), chunk_acc(scratch), partials(static_cast<std::size_t>(folds.front().slices()));
+    std::vector<int> ae(p);
+#pragma omp for schedule(dynamic, 4)
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
+      if (finite)
+        portable_row<false>(x, av.data(), ae.data(), bd, i, chunk_acc.data(), partials.data(), d);
+      else
+        portable_row<true>(x, av.data(), ae.data(), bd, i, chunk_acc.data(), partials.data(), d);
+    }
+  }
+  return d;
 }
 
 // Datapaths other than NVIDIA's block FMA (AMD mfma, FP64 FMA chains) and
@@ -120,68 +252,7 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
     return gemm_elementwise(s, a_in, b_in, c);
   const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
   const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
-  const Eigen::Index m = a.rows(), n = b.cols();
-  const int k = static_cast<int>(a.cols());
-  const tc_detail::Finisher fin(s.instruction);
-  const auto chunks = s.chunks(k);
-  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
-  const KernelFold fold(s, chunks);
-  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
-  const bool finite = a.allFinite() && b.allFinite();
-  const std::size_t p = plan.order.size();
-  Matrix d(m, n);
-#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
-  {
-    std::vector<double> av(p), partials(static_cast<std::size_t>(kLanes * fold.slices()));
-    std::vector<int> ae(p);
-#pragma omp for schedule(dynamic, 4)
-    for (Eigen::Index i = 0; i < m; ++i) {
-      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
-      if (finite)
-        gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
-      else
-        gemm_row<true>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
-    }
-  }
-  return d;
-}
-
-// gemm_row for a fold group: each element's chunk chains run once, their
-// results folded under every schedule (the same add_chunk and result calls).
-template <bool Checked>
-void gemm_row_folds(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
-                    const std::vector<KernelFold>& folds, const double* av, const int* ae,
-                    const tc_detail::Decoded& bd, const Matrix& c, Eigen::Index i, std::vector<Matrix>& d,
-                    std::vector<double>& chunk_acc, std::vector<double>& partials) {
-  const std::size_t p = plan.order.size();
-  const Eigen::Index n = c.cols();
-  const int chunks = plan.chunks();
-  for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
-    const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
-    const double* bv[kLanes];
-    const int* be[kLanes];
-    double acc[kLanes];
-    for (int l = 0; l < lanes; ++l) {
-      bv[l] = bd.value.data() + static_cast<std::size_t>(j0 + l) * p;
-      be[l] = bd.exponent.data() + static_cast<std::size_t>(j0 + l) * p;
-    }
-    for (int q = 0; q < chunks; ++q) {
-      for (int l = 0; l < lanes; ++l) acc[l] = q == 0 && folds[0].c_starts_chain() ? c(i, j0 + l) : 0.0;
-      tc_detail::run_chain<kLanes, Checked>(fin, plan, plan.chunk_step[std::size_t(q)],
-                                            plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc, lanes);
-      for (int l = 0; l < lanes; ++l) chunk_acc[std::size_t(q * kLanes + l)] = acc[l];
-    }
-    for (std::size_t f = 0; f < folds.size(); ++f)
-      for (int l = 0; l < lanes; ++l) {
-        if (folds[f].plain()) {
-          d[f](i, j0 + l) = chunk_acc[std::size_t(l)];
-          continue;
-        }
-        for (int q = 0; q < chunks; ++q)
-          folds[f].add_chunk(plan, q, chunk_acc[std::size_t(q * kLanes + l)], partials.data());
-        d[f](i, j0 + l) = folds[f].result(partials.data(), c(i, j0 + l));
-      }
-  }
+  return std::move(gemm_chains({s}, a, b, c, options).front());
 }
 
 // Eigen's binary64 GEMM on fixed blocks of 64 rows: every block is one
@@ -271,29 +342,7 @@ std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, co
   }
   const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
   const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
-  const tc_detail::Finisher fin(s.instruction);
-  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
-  std::vector<KernelFold> folds;
-  for (const auto& g : group) folds.emplace_back(g, chunks);
-  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
-  const std::size_t p = plan.order.size();
-  const bool finite = a.allFinite() && b.allFinite();
-  d.assign(group.size(), Matrix(a.rows(), b.cols()));
-#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
-  {
-    std::vector<double> av(p), chunk_acc(static_cast<std::size_t>(kLanes * plan.chunks()));
-    std::vector<double> partials(static_cast<std::size_t>(folds.front().slices()));
-    std::vector<int> ae(p);
-#pragma omp for schedule(dynamic, 4)
-    for (Eigen::Index i = 0; i < a.rows(); ++i) {
-      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
-      if (finite)
-        gemm_row_folds<false>(fin, plan, folds, av.data(), ae.data(), bd, c, i, d, chunk_acc, partials);
-      else
-        gemm_row_folds<true>(fin, plan, folds, av.data(), ae.data(), bd, c, i, d, chunk_acc, partials);
-    }
-  }
-  return d;
+  return gemm_chains(group, a, b, c, options);
 }
 
 Matrix round_to_format(const Matrix& m, const Format& fmt, RoundingMode mode, std::uint64_t seed) {
