@@ -83,7 +83,7 @@ tc_detail::TiledB decode_tiles(const tc_detail::Finisher& fin, const tc_detail::
 }
 
 constexpr int kLanes = 4;
-constexpr int kMaxLanes = tc_detail::kTile;
+constexpr int kMaxLanes = 2 * tc_detail::kTile;  // two tiles interleaved
 
 // What every output element's chains share.
 struct Chains {
@@ -164,17 +164,19 @@ void run_tiles(const Chains& x, const Matrix& a, const tc_detail::TiledB& bt, in
       for (Eigen::Index r = 0; r < rows; ++r)
         tc_detail::decode_in_plan_order(x.fin, x.plan, a.data() + i0 + r, a.rows(), av.data() + r * p,
                                         ae.data() + r * p, false);
-      for (int t = 0; t < bt.tiles; ++t) {
+      for (int t = 0; t < bt.tiles; t += 2) {
+        const int tiles = std::min(2, bt.tiles - t);
         const double* bv = bt.value.data() + std::size_t(t) * p * kTile;
         const int* be = bt.exponent.data() + std::size_t(t) * p * kTile;
-        const int lanes = static_cast<int>(std::min<Eigen::Index>(kTile, n - Eigen::Index(t) * kTile));
+        const int lanes = static_cast<int>(std::min<Eigen::Index>(kMaxLanes, n - Eigen::Index(t) * kTile));
         for (Eigen::Index r = 0; r < rows; ++r) {
           const double* ar = av.data() + r * p;
           const int* er = ae.data() + r * p;
           fold_elements(x, i0 + r, Eigen::Index(t) * kTile, lanes, chunk_acc.data(), partials.data(), d,
                         [&](int q, double* acc) {
-                          tc_detail::run_chain_tile(x.fin, x.plan, cs[std::size_t(q)], cs[std::size_t(q) + 1],
-                                                    ar, er, bv, be, acc);
+                          tc_detail::run_chain_tiles(x.fin, x.plan, cs[std::size_t(q)],
+                                                     cs[std::size_t(q) + 1], ar, er, bv, be, p * kTile, tiles,
+                                                     acc);
                         });
         }
       }

@@ -27,11 +27,14 @@ struct TiledB {
 // passes finite operands only.
 bool tile_kernel_usable(const Finisher& fin);
 
-// Steps [s0, s1) of `plan` for the eight columns of one tile: av/ae A's row
-// in plan order, bv/be the tile's start in TiledB, acc[8] the accumulators
-// (in and out). [s0, s1) starts at an instruction's first step. Operands are
-// finite; an accumulator may become non-finite (overflow) on the way.
-void run_chain_tile(const Finisher& fin, const ChainPlan& plan, int s0, int s1, const double* av,
-                    const int* ae, const double* bv, const int* be, double* acc);
+// Steps [s0, s1) of `plan` for the columns of `tiles` (1 or 2) consecutive
+// tiles, their chains interleaved: av/ae A's row in plan order, bv/be the
+// first tile's start in TiledB (the next one `stride` = P*8 further),
+// acc[8*tiles] the accumulators (in and out). [s0, s1) starts at an
+// instruction's first step. Operands are finite; an accumulator may become
+// non-finite (overflow) on the way.
+void run_chain_tiles(const Finisher& fin, const ChainPlan& plan, int s0, int s1, const double* av,
+                     const int* ae, const double* bv, const int* be, std::size_t stride, int tiles,
+                     double* acc);
 
 }  // namespace rpsim::sim::tc_detail

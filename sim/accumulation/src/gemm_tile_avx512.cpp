@@ -95,34 +95,49 @@ RPSIM_TILE_TARGET inline __m512d finish8(const Finisher& fin, __m512d sum, __m25
   return r;
 }
 
-// run_step<false> on eight lanes whose accumulators are finite.
-RPSIM_TILE_TARGET inline __m512d step8(const Finisher& fin, int n, const double* av, const int* ae,
-                                       const double* bv, const int* be, __m512d c) {
-  __m256i m = c_exponents(c, fin.out_emin);
-  for (int t = 0; t < n; ++t)
-    m = _mm256_max_epi32(
-        m, _mm256_add_epi32(_mm256_set1_epi32(ae[t]),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(be + t * kTile))));
-  const __mmask8 all_zero = _mm256_cmplt_epi32_mask(m, _mm256_set1_epi32(kAllZeroThreshold));
-  m = _mm256_max_epi32(m, _mm256_set1_epi32(fin.align_floor));
-  // All-zero lanes: every term is a zero, the sum +0 whatever the scale.
-  const __m512d scale = _mm512_mask_mov_pd(pow2s(_mm256_sub_epi32(_mm256_set1_epi32(fin.align_bits), m)),
-                                           all_zero, _mm512_set1_pd(1));
+// One aligned, truncated product term on eight lanes: trunc(a*b*scale),
+// exact (a*b has at most 22 bits, the scaling is by a power of two).
+RPSIM_TILE_TARGET inline __m512d term(double a, const double* b, __m512d scale) {
+  const __m512d p = _mm512_mul_pd(_mm512_set1_pd(a), _mm512_loadu_pd(b));
+  return _mm512_roundscale_pd(_mm512_mul_pd(p, scale), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+}
+
+// run_step<false> on T tiles of eight lanes whose accumulators are finite:
+// tile u's operands at bv + u*stride, be + u*stride. The tiles' chains are
+// independent, and each tile sums its terms in two halves, so the additions'
+// latency overlaps.
+template <int T>
+RPSIM_TILE_TARGET inline void steps8(const Finisher& fin, int n, const double* av, const int* ae,
+                                     const double* bv, const int* be, std::size_t stride, __m512d* c) {
+  __m256i m[T];
+  for (int u = 0; u < T; ++u) m[u] = c_exponents(c[u], fin.out_emin);
+  for (int t = 0; t < n; ++t) {
+    const __m256i x = _mm256_set1_epi32(ae[t]);
+    for (int u = 0; u < T; ++u)
+      m[u] = _mm256_max_epi32(m[u], _mm256_add_epi32(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                            be + u * stride + std::size_t(t) * kTile))));
+  }
+  __m512d scale[T], s0[T], s1[T];
   constexpr int kTrunc = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-  __m512d s0 = _mm512_roundscale_pd(_mm512_mul_pd(c, scale), kTrunc);
-  __m512d s1 = _mm512_setzero_pd();
+  for (int u = 0; u < T; ++u) {
+    const __mmask8 all_zero = _mm256_cmplt_epi32_mask(m[u], _mm256_set1_epi32(kAllZeroThreshold));
+    m[u] = _mm256_max_epi32(m[u], _mm256_set1_epi32(fin.align_floor));
+    // All-zero lanes: every term is a zero, the sum +0 whatever the scale.
+    scale[u] = _mm512_mask_mov_pd(pow2s(_mm256_sub_epi32(_mm256_set1_epi32(fin.align_bits), m[u])), all_zero,
+                                  _mm512_set1_pd(1));
+    s0[u] = _mm512_roundscale_pd(_mm512_mul_pd(c[u], scale[u]), kTrunc);
+    s1[u] = _mm512_setzero_pd();
+  }
   int t = 0;
-  for (; t + 1 < n; t += 2) {
-    const __m512d p0 = _mm512_mul_pd(_mm512_set1_pd(av[t]), _mm512_loadu_pd(bv + t * kTile));
-    const __m512d p1 = _mm512_mul_pd(_mm512_set1_pd(av[t + 1]), _mm512_loadu_pd(bv + (t + 1) * kTile));
-    s0 = _mm512_add_pd(s0, _mm512_roundscale_pd(_mm512_mul_pd(p0, scale), kTrunc));
-    s1 = _mm512_add_pd(s1, _mm512_roundscale_pd(_mm512_mul_pd(p1, scale), kTrunc));
-  }
-  if (t < n) {
-    const __m512d p0 = _mm512_mul_pd(_mm512_set1_pd(av[t]), _mm512_loadu_pd(bv + t * kTile));
-    s0 = _mm512_add_pd(s0, _mm512_roundscale_pd(_mm512_mul_pd(p0, scale), kTrunc));
-  }
-  return finish8(fin, _mm512_add_pd(s0, s1), m);
+  for (; t + 1 < n; t += 2)
+    for (int u = 0; u < T; ++u) {
+      s0[u] = _mm512_add_pd(s0[u], term(av[t], bv + u * stride + std::size_t(t) * kTile, scale[u]));
+      s1[u] = _mm512_add_pd(s1[u], term(av[t + 1], bv + u * stride + std::size_t(t + 1) * kTile, scale[u]));
+    }
+  if (t < n)
+    for (int u = 0; u < T; ++u)
+      s0[u] = _mm512_add_pd(s0[u], term(av[t], bv + u * stride + std::size_t(t) * kTile, scale[u]));
+  for (int u = 0; u < T; ++u) c[u] = finish8(fin, _mm512_add_pd(s0[u], s1[u]), m[u]);
 }
 
 // A step for lanes whose accumulator is not finite (after an overflow): the
@@ -131,7 +146,9 @@ RPSIM_TILE_TARGET __m512d step_special(const Finisher& fin, int n, const double*
                                        const double* bv, const int* be, __m512d c, __mmask8 special) {
   alignas(64) double cs[kTile], rs[kTile];
   _mm512_store_pd(cs, c);
-  _mm512_store_pd(rs, step8(fin, n, av, ae, bv, be, _mm512_mask_mov_pd(c, special, _mm512_setzero_pd())));
+  __m512d finite = _mm512_mask_mov_pd(c, special, _mm512_setzero_pd());
+  steps8<1>(fin, n, av, ae, bv, be, 0, &finite);
+  _mm512_store_pd(rs, finite);
   double lv[1024];
   int le[1024];
   for (int l = 0; l < kTile; ++l) {
@@ -145,35 +162,50 @@ RPSIM_TILE_TARGET __m512d step_special(const Finisher& fin, int n, const double*
   return _mm512_load_pd(rs);
 }
 
+// The chains of T tiles (tile u's operands at bv + u*stride, be + u*stride,
+// its accumulators at acc + 8u).
+template <int T>
 RPSIM_TILE_TARGET void chain_avx512(const Finisher& fin, const ChainPlan& plan, int s0, int s1,
                                     const double* av, const int* ae, const double* bv, const int* be,
-                                    double* acc) {
+                                    std::size_t stride, double* acc) {
   constexpr int kNotFinite = 0x01 | 0x08 | 0x10 | 0x80;  // QNaN, +inf, -inf, SNaN
   const bool after = fin.c_after;
-  __m512d c = _mm512_loadu_pd(acc);
-  __m512d held = _mm512_setzero_pd();
+  __m512d c[T], held[T];
+  for (int u = 0; u < T; ++u) {
+    c[u] = _mm512_loadu_pd(acc + u * kTile);
+    held[u] = _mm512_setzero_pd();
+  }
   for (int s = s0; s < s1; ++s) {
     const auto su = static_cast<std::size_t>(s);
     const int base = plan.begin[su];
     const int cnt = plan.begin[su + 1] - base;
-    if (after && plan.first[su]) {
-      held = c;
-      c = _mm512_set1_pd(-0.0);  // run_chain: the instruction starts from -0
-    }
-    const __mmask8 special = _mm512_fpclass_pd_mask(c, kNotFinite);
+    if (after && plan.first[su])
+      for (int u = 0; u < T; ++u) {
+        held[u] = c[u];
+        c[u] = _mm512_set1_pd(-0.0);  // run_chain: the instruction starts from -0
+      }
     const double* bt = bv + std::size_t(base) * kTile;
     const int* et = be + std::size_t(base) * kTile;
-    c = special ? step_special(fin, cnt, av + base, ae + base, bt, et, c, special)
-                : step8(fin, cnt, av + base, ae + base, bt, et, c);
-    if (after && plan.last[su]) {
-      alignas(64) double x[kTile], h[kTile];
-      _mm512_store_pd(x, c);
-      _mm512_store_pd(h, held);
-      for (int l = 0; l < kTile; ++l) x[l] = fin.add_after(x[l], h[l]);
-      c = _mm512_load_pd(x);
+    __mmask8 special[T];
+    bool any = false;
+    for (int u = 0; u < T; ++u) any |= (special[u] = _mm512_fpclass_pd_mask(c[u], kNotFinite)) != 0;
+    if (!any) {
+      steps8<T>(fin, cnt, av + base, ae + base, bt, et, stride, c);
+    } else {
+      for (int u = 0; u < T; ++u)
+        c[u] =
+            step_special(fin, cnt, av + base, ae + base, bt + u * stride, et + u * stride, c[u], special[u]);
     }
+    if (after && plan.last[su])
+      for (int u = 0; u < T; ++u) {
+        alignas(64) double x[kTile], h[kTile];
+        _mm512_store_pd(x, c[u]);
+        _mm512_store_pd(h, held[u]);
+        for (int l = 0; l < kTile; ++l) x[l] = fin.add_after(x[l], h[l]);
+        c[u] = _mm512_load_pd(x);
+      }
   }
-  _mm512_storeu_pd(acc, c);
+  for (int u = 0; u < T; ++u) _mm512_storeu_pd(acc + u * kTile, c[u]);
 }
 
 #endif
@@ -199,12 +231,17 @@ bool tile_kernel_usable(const Finisher& fin) {
          fin.frac_bits <= 51;
 }
 
-void run_chain_tile(const Finisher& fin, const ChainPlan& plan, int s0, int s1, const double* av,
-                    const int* ae, const double* bv, const int* be, double* acc) {
+void run_chain_tiles(const Finisher& fin, const ChainPlan& plan, int s0, int s1, const double* av,
+                     const int* ae, const double* bv, const int* be, std::size_t stride, int tiles,
+                     double* acc) {
 #if RPSIM_TILE_X86
-  chain_avx512(fin, plan, s0, s1, av, ae, bv, be, acc);
+  if (tiles == 2)
+    chain_avx512<2>(fin, plan, s0, s1, av, ae, bv, be, stride, acc);
+  else
+    chain_avx512<1>(fin, plan, s0, s1, av, ae, bv, be, stride, acc);
 #else
-  (void)fin, (void)plan, (void)s0, (void)s1, (void)av, (void)ae, (void)bv, (void)be, (void)acc;
+  (void)fin, (void)plan, (void)s0, (void)s1, (void)av, (void)ae, (void)bv, (void)be, (void)stride,
+      (void)tiles, (void)acc;
   std::abort();  // tile_kernel_usable() is false: never called
 #endif
 }
