@@ -126,19 +126,37 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const P
                         bool exact_pass, PlainPass& pass, InferResult& r) {
   const std::vector<Plain> plain = plain_models(stored, output, dump.a.cols());
   if (exact_pass) {
-    std::vector<InferredSchedule> screened(plain.size());
+    // Only the sample-perfect models matter while something may reproduce
+    // the dump, and they rank by their index (every perfect score ties): a
+    // model missing the sample's first element is left unscored until the
+    // second pass needs the whole ranking (issue #30: most plain models miss
+    // a Tensor Core dump's first element, and the screen was half of --infer).
+    pass.screened.assign(plain.size(), InferredSchedule{});
+    pass.scored.assign(plain.size(), false);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : 1)
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      const auto first = score(plain[i], sample.a.topRows(1), sample.b.leftCols(1),
+                               sample.c.topLeftCorner(1, 1), sample.d.topLeftCorner(1, 1), output, 1);
+      if (first.passed != first.total) continue;
+      pass.screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
+      pass.scored[i] = true;
+    }
+    r.candidates += plain.size();
+    pass.order.clear();
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      if (pass.scored[i] && pass.screened[i].passed == pass.screened[i].total) pass.order.push_back(i);
+    pass.perfect = pass.order.size();
+  } else {
+    // The whole screen ranking: the models the first pass left unscored too.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : 1)
     for (std::size_t i = 0; i < plain.size(); ++i)
-      screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
-    r.candidates += plain.size();
+      if (!pass.scored[i])
+        pass.screened[i] = score(plain[i], sample.a, sample.b, sample.c, sample.d, output, 1);
+    const auto& screened = pass.screened;
     pass.order.resize(plain.size());
     for (std::size_t i = 0; i < plain.size(); ++i) pass.order[i] = i;
     std::stable_sort(pass.order.begin(), pass.order.end(),
                      [&](std::size_t x, std::size_t y) { return ranks_before(screened[x], screened[y]); });
-    pass.perfect = 0;
-    while (pass.perfect < plain.size() &&
-           screened[pass.order[pass.perfect]].passed == screened[pass.order[pass.perfect]].total)
-      ++pass.perfect;
   }
   const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
   auto whole = [&](std::size_t n) {

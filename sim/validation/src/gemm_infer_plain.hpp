@@ -13,11 +13,16 @@ struct PlainSample {
   Matrix a, b, c, d;  // a sub-GEMM of the dump: rows of A, columns of B, C and D there
 };
 
-// What the first pass leaves for the second: the plain models in their
-// ranking on the screen sample and how many lead it perfect there.
+// What the first pass leaves for the second: the sample-perfect plain
+// models (in index order, as the ranking puts them) and how many; the
+// second pass ranks them all.
 struct PlainPass {
   std::vector<std::size_t> order;
   std::size_t perfect = 0;
+  // Screen scores: the first pass scores only the models that give the
+  // sample's first element (scored[i]); the second completes them.
+  std::vector<InferredSchedule> screened;
+  std::vector<bool> scored;
 };
 
 // exact_pass: screens every plain model on `sample`, checks those it cannot
