@@ -14,11 +14,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gemm_tile.hpp"
+#include "gemm_chains.hpp"
 #include "kernel_fold.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
-#include "tensor_core_chain.hpp"
 
 namespace rpsim::sim {
 
@@ -44,183 +43,6 @@ Matrix converted(const Matrix& m, const KernelSchedule& s) {
   round_values(s.instruction.input, std::span<const double>(m.data(), static_cast<std::size_t>(m.size())),
                std::span<double>(r.data(), static_cast<std::size_t>(r.size())), o);
   return r;
-}
-
-// Every column of B decoded in plan order, column j at [j*P, (j+1)*P).
-tc_detail::Decoded decode_columns(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
-                                  const Matrix& b) {
-  const std::size_t p = plan.order.size();
-  tc_detail::Decoded d;
-  d.value.resize(p * static_cast<std::size_t>(b.cols()));
-  d.exponent.resize(d.value.size());
-  for (Eigen::Index j = 0; j < b.cols(); ++j)
-    tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, d.value.data() + std::size_t(j) * p,
-                                    d.exponent.data() + std::size_t(j) * p, true);
-  return d;
-}
-
-// Every column of B decoded in plan order, eight columns interleaved
-// (gemm_tile.hpp); columns past N are zeros.
-tc_detail::TiledB decode_tiles(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan,
-                               const Matrix& b) {
-  using tc_detail::kTile;
-  const std::size_t p = plan.order.size();
-  tc_detail::TiledB t;
-  t.tiles = static_cast<int>((b.cols() + kTile - 1) / kTile);
-  t.value.assign(p * kTile * static_cast<std::size_t>(t.tiles), 0.0);
-  t.exponent.assign(t.value.size(), fin.zero_exponent);
-  std::vector<double> v(p);
-  std::vector<int> e(p);
-  for (Eigen::Index j = 0; j < b.cols(); ++j) {
-    tc_detail::decode_in_plan_order(fin, plan, b.col(j).data(), 1, v.data(), e.data(), true);
-    const std::size_t at = std::size_t(j / kTile) * p * kTile + std::size_t(j % kTile);
-    for (std::size_t q = 0; q < p; ++q) {
-      t.value[at + q * kTile] = v[q];
-      t.exponent[at + q * kTile] = e[q];
-    }
-  }
-  return t;
-}
-
-constexpr int kLanes = 4;
-constexpr int kMaxLanes = 2 * tc_detail::kTile;  // two tiles interleaved
-
-// What every output element's chains share.
-struct Chains {
-  const tc_detail::Finisher& fin;
-  const tc_detail::ChainPlan& plan;
-  const std::vector<KernelFold>& folds;
-  const Matrix& c;
-};
-
-// Up to kMaxLanes elements (i, j0 + l) of D: chain(q, acc) runs chunk q's
-// steps on acc[0..kMaxLanes), each chunk's chains run once and their results
-// are folded under every fold of the group into d[f].
-template <class Chain>
-void fold_elements(const Chains& x, Eigen::Index i, Eigen::Index j0, int lanes, double* chunk_acc,
-                   double* partials, std::vector<Matrix>& d, Chain&& chain) {
-  const int chunks = x.plan.chunks();
-  const bool c_first = x.folds.front().c_starts_chain();
-  for (int q = 0; q < chunks; ++q) {
-    double* acc = chunk_acc + q * kMaxLanes;
-    for (int l = 0; l < kMaxLanes; ++l) acc[l] = q == 0 && c_first && l < lanes ? x.c(i, j0 + l) : 0.0;
-    chain(q, acc);
-  }
-  for (std::size_t f = 0; f < x.folds.size(); ++f)
-    for (int l = 0; l < lanes; ++l) {
-      if (x.folds[f].plain()) {  // one chunk, nothing to fold
-        d[f](i, j0 + l) = chunk_acc[l];
-        continue;
-      }
-      for (int q = 0; q < chunks; ++q)
-        x.folds[f].add_chunk(x.plan, q, chunk_acc[q * kMaxLanes + l], partials);
-      d[f](i, j0 + l) = x.folds[f].result(partials, x.c(i, j0 + l));
-    }
-}
-
-// Row i of D, kLanes elements at a time: each element a serial chain of
-// steps, so interleaving independent chains hides their latency.
-template <bool Checked>
-void portable_row(const Chains& x, const double* av, const int* ae, const tc_detail::Decoded& bd,
-                  Eigen::Index i, double* chunk_acc, double* partials, std::vector<Matrix>& d) {
-  const std::size_t p = x.plan.order.size();
-  const Eigen::Index n = x.c.cols();
-  for (Eigen::Index j0 = 0; j0 < n; j0 += kLanes) {
-    const int lanes = static_cast<int>(std::min<Eigen::Index>(kLanes, n - j0));
-    const double* bv[kLanes];
-    const int* be[kLanes];
-    for (int l = 0; l < lanes; ++l) {
-      bv[l] = bd.value.data() + static_cast<std::size_t>(j0 + l) * p;
-      be[l] = bd.exponent.data() + static_cast<std::size_t>(j0 + l) * p;
-    }
-    fold_elements(x, i, j0, lanes, chunk_acc, partials, d, [&](int q, double* acc) {
-      tc_detail::run_chain<kLanes, Checked>(x.fin, x.plan, x.plan.chunk_step[std::size_t(q)],
-                                            x.plan.chunk_step[std::size_t(q) + 1], av, ae, bv, be, acc,
-                                            lanes);
-    });
-  }
-}
-
-constexpr Eigen::Index kRowBlock = 16;
-
-// The tile kernel over blocks of rows: a block's rows of A are decoded once,
-// then taken tile by tile (a tile of B, eight columns, stays in cache for
-// the block's rows).
-void run_tiles(const Chains& x, const Matrix& a, const tc_detail::TiledB& bt, int threads,
-               std::vector<Matrix>& d) {
-  using tc_detail::kTile;
-  const std::size_t p = x.plan.order.size();
-  const Eigen::Index m = a.rows(), n = x.c.cols();
-  const Eigen::Index blocks = (m + kRowBlock - 1) / kRowBlock;
-  const auto& cs = x.plan.chunk_step;
-#pragma omp parallel num_threads(threads)
-  {
-    std::vector<double> av(p * kRowBlock), chunk_acc(static_cast<std::size_t>(kMaxLanes * x.plan.chunks()));
-    std::vector<double> partials(static_cast<std::size_t>(x.folds.front().slices()));
-    std::vector<int> ae(p * kRowBlock);
-#pragma omp for schedule(dynamic, 1)
-    for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-      const Eigen::Index i0 = blk * kRowBlock, rows = std::min(kRowBlock, m - i0);
-      for (Eigen::Index r = 0; r < rows; ++r)
-        tc_detail::decode_in_plan_order(x.fin, x.plan, a.data() + i0 + r, a.rows(), av.data() + r * p,
-                                        ae.data() + r * p, false);
-      for (int t = 0; t < bt.tiles; t += 2) {
-        const int tiles = std::min(2, bt.tiles - t);
-        const double* bv = bt.value.data() + std::size_t(t) * p * kTile;
-        const int* be = bt.exponent.data() + std::size_t(t) * p * kTile;
-        const int lanes = static_cast<int>(std::min<Eigen::Index>(kMaxLanes, n - Eigen::Index(t) * kTile));
-        for (Eigen::Index r = 0; r < rows; ++r) {
-          const double* ar = av.data() + r * p;
-          const int* er = ae.data() + r * p;
-          fold_elements(x, i0 + r, Eigen::Index(t) * kTile, lanes, chunk_acc.data(), partials.data(), d,
-                        [&](int q, double* acc) {
-                          tc_detail::run_chain_tiles(x.fin, x.plan, cs[std::size_t(q)],
-                                                     cs[std::size_t(q) + 1], ar, er, bv, be, p * kTile, tiles,
-                                                     acc);
-                        });
-        }
-      }
-    }
-  }
-}
-
-// D under every schedule of a fold group (one chain per element, folded
-// under each) for the block-FMA datapath, on A and B in the input format.
-// The tile kernel takes finite operands on a CPU that runs it; every other
-// case goes row by row through run_chain.
-std::vector<Matrix> gemm_chains(const std::vector<KernelSchedule>& group, const Matrix& a, const Matrix& b,
-                                const Matrix& c, const GemmOptions& options) {
-  const KernelSchedule& s = group.front();
-  const auto chunks = s.chunks(static_cast<int>(a.cols()));
-  const tc_detail::Finisher fin(s.instruction);
-  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
-  std::vector<KernelFold> folds;
-  for (const auto& g : group) folds.emplace_back(g, chunks);
-  const Chains x{fin, plan, folds, c};
-  const std::size_t p = plan.order.size();
-  const bool finite = a.allFinite() && b.allFinite();
-  const int threads = options.threads > 0 ? options.threads : 1;
-  const auto scratch = static_cast<std::size_t>(kMaxLanes * plan.chunks());
-  std::vector<Matrix> d(group.size(), Matrix(a.rows(), b.cols()));
-  if (finite && tc_detail::tile_kernel_usable(fin)) {
-    run_tiles(x, a, decode_tiles(fin, plan, b), threads, d);
-    return d;
-  }
-  const tc_detail::Decoded bd = decode_columns(fin, plan, b);
-#pragma omp parallel num_threads(threads)
-  {
-    std::vector<double> av(p), chunk_acc(scratch), partials(static_cast<std::size_t>(folds.front().slices()));
-    std::vector<int> ae(p);
-#pragma omp for schedule(dynamic, 4)
-    for (Eigen::Index i = 0; i < a.rows(); ++i) {
-      tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
-      if (finite)
-        portable_row<false>(x, av.data(), ae.data(), bd, i, chunk_acc.data(), partials.data(), d);
-      else
-        portable_row<true>(x, av.data(), ae.data(), bd, i, chunk_acc.data(), partials.data(), d);
-    }
-  }
-  return d;
 }
 
 // Datapaths other than NVIDIA's block FMA (AMD mfma, FP64 FMA chains) and
@@ -321,13 +143,12 @@ std::string fold_group_key(KernelSchedule s) {
   return AccumulationModel(s).spec();
 }
 
-std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, const Matrix& a_in,
-                                    const Matrix& b_in, const Matrix& c, const GemmOptions& options) {
-  check_shapes(a_in, b_in, c);
-  std::vector<Matrix> d;
-  if (group.empty()) return d;
+namespace {
+
+// gemm_fold_group's and gemm_fold_group_blocks': the group under one
+// schedule's chains, else an exception naming the one that differs.
+void check_group(const std::vector<KernelSchedule>& group, int k) {
   const KernelSchedule& s = group.front();
-  const int k = static_cast<int>(a_in.cols());
   const auto chunks = s.chunks(k);
   auto same_chunks = [&](const std::vector<KChunk>& x) {
     return std::equal(x.begin(), x.end(), chunks.begin(), chunks.end(), [](const KChunk& u, const KChunk& v) {
@@ -338,13 +159,53 @@ std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, co
     if (fold_group_key(g) != fold_group_key(s) || !same_chunks(g.chunks(k)))
       throw std::invalid_argument("gemm_fold_group: '" + AccumulationModel(g).spec() +
                                   "' runs other chains than '" + AccumulationModel(s).spec() + "'");
-  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0) {
+}
+
+bool block_fma(const KernelSchedule& s) {
+  return s.instruction.datapath == Datapath::block_fma && s.instruction.scale_block == 0;
+}
+
+}  // namespace
+
+std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, const Matrix& a_in,
+                                    const Matrix& b_in, const Matrix& c, const GemmOptions& options) {
+  check_shapes(a_in, b_in, c);
+  std::vector<Matrix> d;
+  if (group.empty()) return d;
+  check_group(group, static_cast<int>(a_in.cols()));
+  const KernelSchedule& s = group.front();
+  if (!block_fma(s)) {
     for (const auto& g : group) d.push_back(gemm_schedule(g, a_in, b_in, c, options));
     return d;
   }
   const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
   const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
   return gemm_chains(group, a, b, c, options);
+}
+
+std::vector<Matrix> gemm_fold_group_blocks(const std::vector<KernelSchedule>& group, const Matrix& a_in,
+                                           const Matrix& b_in, const Matrix& c, const GemmOptions& options,
+                                           const RowBlockDone& done) {
+  check_shapes(a_in, b_in, c);
+  if (group.empty()) return {};
+  check_group(group, static_cast<int>(a_in.cols()));
+  const KernelSchedule& s = group.front();
+  if (block_fma(s)) {
+    const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
+    const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+    return gemm_chains(group, a, b, c, options, &done);
+  }
+  // Other datapaths, element by element: each block on its own.
+  std::vector<Matrix> d(group.size(), Matrix(a_in.rows(), b_in.cols()));
+  Eigen::Index block = kFirstRowBlock;
+  for (Eigen::Index r0 = 0; r0 < a_in.rows(); r0 += block, block = std::min(2 * block, kLastRowBlock)) {
+    const Eigen::Index len = std::min(block, a_in.rows() - r0);
+    for (std::size_t g = 0; g < group.size(); ++g)
+      d[g].middleRows(r0, len) =
+          gemm_schedule(group[g], a_in.middleRows(r0, len), b_in, c.middleRows(r0, len), options);
+    if (!done(r0, len, d)) break;
+  }
+  return d;
 }
 
 Matrix round_to_format(const Matrix& m, const Format& fmt, RoundingMode mode, std::uint64_t seed) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/gemm_kernel.hpp"
 
 namespace rpsim::sim {
 
@@ -53,17 +54,7 @@ void value_formats(const GemmDump& dump, InferResult& r, std::vector<RoundingMod
 
 bool reproduces(const KernelSchedule& s, const Matrix& a, const Matrix& b, const Matrix* c, const Matrix& d,
                 int threads) {
-  const AccumulationModel model(s);
-  Eigen::Index block = 4;
-  for (Eigen::Index r0 = 0; r0 < d.rows(); r0 += block, block = std::min<Eigen::Index>(2 * block, 32)) {
-    const Eigen::Index len = std::min(block, d.rows() - r0);
-    const Matrix cb = c ? Matrix(c->middleRows(r0, len)) : Matrix::Zero(len, d.cols());
-    const Matrix got = gemm(model, a.middleRows(r0, len), b, cb, GemmOptions{threads});
-    for (Eigen::Index j = 0; j < got.cols(); ++j)
-      for (Eigen::Index i = 0; i < len; ++i)
-        if (!same_encoding(d(r0 + i, j), got(i, j), s.output)) return false;
-  }
-  return true;
+  return reproduce_all({s}, a, b, c, d, threads).front();
 }
 
 std::vector<bool> reproduce_all(const std::vector<KernelSchedule>& s, const Matrix& a, const Matrix& b,
@@ -71,28 +62,29 @@ std::vector<bool> reproduce_all(const std::vector<KernelSchedule>& s, const Matr
   std::vector<bool> ok(s.size(), true);
   std::map<std::string, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < s.size(); ++i) groups[fold_group_key(s[i])].push_back(i);
-  for (auto& [key, alive] : groups) {
-    Eigen::Index block = 4;
-    for (Eigen::Index r0 = 0; r0 < d.rows() && !alive.empty();
-         r0 += block, block = std::min<Eigen::Index>(2 * block, 32)) {
-      const Eigen::Index len = std::min(block, d.rows() - r0);
-      const Matrix cb = c ? Matrix(c->middleRows(r0, len)) : Matrix::Zero(len, d.cols());
-      std::vector<KernelSchedule> group;
-      for (std::size_t m : alive) group.push_back(s[m]);
-      const auto got = gemm_fold_group(group, a.middleRows(r0, len), b, cb, GemmOptions{threads});
-      std::vector<std::size_t> next;
-      for (std::size_t g = 0; g < group.size(); ++g) {
-        bool same = true;
-        for (Eigen::Index j = 0; j < d.cols() && same; ++j)
-          for (Eigen::Index i = 0; i < len && same; ++i)
-            same = same_encoding(d(r0 + i, j), got[g](i, j), group[g].output);
-        if (same)
-          next.push_back(alive[g]);
-        else
-          ok[alive[g]] = false;
-      }
-      alive = std::move(next);
-    }
+  const Matrix zero = c ? Matrix() : Matrix::Zero(d.rows(), d.cols());
+  for (auto& [key, members] : groups) {
+    std::vector<KernelSchedule> group;
+    for (std::size_t m : members) group.push_back(s[m]);
+    // Blocks of rows (gemm_kernel.hpp), A and B decoded once: the group
+    // stops at the block where its last member misses.
+    std::vector<bool> alive(group.size(), true);
+    std::size_t left = group.size();
+    gemm_fold_group_blocks(group, a, b, c ? *c : zero, GemmOptions{threads},
+                           [&](Eigen::Index r0, Eigen::Index len, const std::vector<Matrix>& got) {
+                             for (std::size_t g = 0; g < group.size(); ++g) {
+                               bool same = alive[g];
+                               for (Eigen::Index j = 0; j < d.cols() && same; ++j)
+                                 for (Eigen::Index i = r0; i < r0 + len && same; ++i)
+                                   same = same_encoding(d(i, j), got[g](i, j), group[g].output);
+                               if (alive[g] && !same) {
+                                 alive[g] = false;
+                                 ok[members[g]] = false;
+                                 --left;
+                               }
+                             }
+                             return left > 0;
+                           });
   }
   return ok;
 }

@@ -5,6 +5,10 @@
 // for tests and benchmarks that compare the two.
 #pragma once
 
+#include <functional>
+#include <vector>
+
+#include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/formats/array.hpp"
 
 namespace rpsim::sim {
@@ -14,5 +18,19 @@ namespace rpsim::sim {
 void set_gemm_isa(ArrayIsa isa);
 // The kernel gemm() runs now for a model it can vectorise: "avx512" or "portable".
 const char* gemm_kernel_isa();
+
+// Rows of D in blocks of 4, then doubling up to 32: after each block
+// [r0, r0 + len), done(r0, len, d) sees the results (rows before r0 + len
+// filled) and says whether to go on.
+constexpr Eigen::Index kFirstRowBlock = 4, kLastRowBlock = 32;
+using RowBlockDone = std::function<bool(Eigen::Index r0, Eigen::Index len, const std::vector<Matrix>& d)>;
+
+// gemm_fold_group block by block, stopping when `done` says so (rows after
+// that are left unset): operands converted and decoded once for all blocks
+// (gemm-check --infer's whole-dump checks, which stop at a block with a
+// miss). The same bits as gemm_fold_group on every row computed.
+std::vector<Matrix> gemm_fold_group_blocks(const std::vector<KernelSchedule>& group, const Matrix& a,
+                                           const Matrix& b, const Matrix& c, const GemmOptions& options,
+                                           const RowBlockDone& done);
 
 }  // namespace rpsim::sim
