@@ -4,6 +4,7 @@
 // them. Internal to sim/accumulation.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -127,8 +128,17 @@ inline void decode_in_plan_order(const Finisher& fin, const ChainPlan& plan, con
   const int emin = b_side ? fin.in_emin_b : fin.in_emin;
   const double min_normal = b_side ? fin.in_min_normal_b : fin.in_min_normal;
   for (std::size_t t = 0; t < plan.order.size(); ++t) {
-    const Operand o = decode_operand(x[static_cast<std::ptrdiff_t>(plan.order[t]) * stride], emin, min_normal,
-                                     fin.model->subnormal_inputs, fin.zero_exponent);
+    const double v = x[static_cast<std::ptrdiff_t>(plan.order[t]) * stride];
+    // The common case first: a normal value of the input format (binary64
+    // exponent field neither 0 nor all ones, exponent >= emin) is its own
+    // value with its exponent field less the bias (decode_operand's answer).
+    const int e = static_cast<int>((std::bit_cast<std::uint64_t>(v) >> 52) & 0x7ff) - 1023;
+    if (e >= emin && e < 1024) {
+      value[t] = v;
+      exponent[t] = e;
+      continue;
+    }
+    const Operand o = decode_operand(v, emin, min_normal, fin.model->subnormal_inputs, fin.zero_exponent);
     value[t] = o.value;
     exponent[t] = o.exponent;
   }

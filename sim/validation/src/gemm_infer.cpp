@@ -136,6 +136,36 @@ void score_all(std::vector<Candidate>& cands, const Sample& smp, int threads, st
   for (std::size_t i = 0; i < cands.size(); ++i) cands[i].*into = score(cands[i].schedule, smp);
 }
 
+// Stage 1's screen. Only the sample-perfect candidates survive it when there
+// are at least `keep` of them, and they rank by their index (every perfect
+// count ties): a candidate missing the sample's first element is then never
+// counted (issue #30: the screen was most of --infer). With fewer perfect
+// ones every candidate is counted, as the ranking below them needs.
+void screen_all(std::vector<Candidate>& cands, const Sample& smp, int threads, std::size_t keep) {
+  Sample first;
+  first.a = smp.a.topRows(1);
+  first.b = smp.b.leftCols(1);
+  first.c = smp.c.topLeftCorner(1, 1);
+  first.d = smp.d.topLeftCorner(1, 1);
+  std::vector<char> hit(cands.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads > 0 ? threads : 1)
+  for (std::size_t i = 0; i < cands.size(); ++i) hit[i] = score(cands[i].schedule, first) == 1;
+  std::vector<Candidate> hits;
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    if (hit[i]) hits.push_back(cands[i]);
+  score_all(hits, smp, threads, &Candidate::sample_pass);
+  const auto total = std::size_t(smp.d.size());
+  const auto perfect =
+      std::count_if(hits.begin(), hits.end(), [&](const Candidate& c) { return c.sample_pass == total; });
+  const bool rank_all = std::size_t(perfect) < keep;
+  std::vector<Candidate> rest;
+  for (std::size_t i = 0; i < cands.size() && rank_all; ++i)
+    if (!hit[i]) rest.push_back(cands[i]);
+  score_all(rest, smp, threads, &Candidate::sample_pass);
+  for (std::size_t i = 0, h = 0, r = 0; i < cands.size(); ++i)
+    cands[i].sample_pass = hit[i] ? hits[h++].sample_pass : rank_all ? rest[r++].sample_pass : 0;
+}
+
 auto by(std::size_t Candidate::*field) {
   return [field](const Candidate& x, const Candidate& y) { return x.*field > y.*field; };
 }
@@ -340,12 +370,13 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
   const PlainSample plain_confirm{confirm.a, confirm.b, confirm.c, confirm.d};
   PlainPass plain_pass;
   infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, true, plain_pass, r);
-  score_all(cands, screen, options.threads, &Candidate::sample_pass);
+  constexpr std::size_t kKept = 16;
+  screen_all(cands, screen, options.threads, kKept);
   std::stable_sort(cands.begin(), cands.end(), by(&Candidate::sample_pass));
   // Stage 2: the perfect ones (or the best 16) on a larger sample; then the
   // variations (order, reductions, roundings) of the best four there.
   std::size_t keep = 0;
-  while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < 16))
+  while (keep < cands.size() && (cands[keep].sample_pass == std::size_t(screen.d.size()) || keep < kKept))
     ++keep;
   cands.resize(keep);
   if (!options.exact_first || !exact_first(dump, cands, classes, confirm, k, options, r)) {
