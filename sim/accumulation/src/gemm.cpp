@@ -45,6 +45,15 @@ Matrix converted(const Matrix& m, const KernelSchedule& s) {
   return r;
 }
 
+// The operands in the instruction's input format: the stored ones
+// themselves, without a copy, when they already are (holder keeps a
+// conversion alive).
+const Matrix& in_input_format(const Matrix& m, const KernelSchedule& s, Matrix& holder) {
+  if (s.stored == s.instruction.input) return m;
+  holder = converted(m, s);
+  return holder;
+}
+
 // Datapaths other than NVIDIA's block FMA (AMD mfma, FP64 FMA chains) and
 // block-scaled models: one element at a time through tensor_core_dot, for a
 // plain chain over k only (no kernel schedule models them yet).
@@ -74,8 +83,9 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
                      const GemmOptions& options) {
   if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0)
     return gemm_elementwise(s, a_in, b_in, c);
-  const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
-  const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+  Matrix ah, bh;
+  const Matrix& a = in_input_format(a_in, s, ah);
+  const Matrix& b = in_input_format(b_in, s, bh);
   return std::move(gemm_chains({s}, a, b, c, options).front());
 }
 
@@ -178,8 +188,9 @@ std::vector<Matrix> gemm_fold_group(const std::vector<KernelSchedule>& group, co
     for (const auto& g : group) d.push_back(gemm_schedule(g, a_in, b_in, c, options));
     return d;
   }
-  const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
-  const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+  Matrix ah, bh;
+  const Matrix& a = in_input_format(a_in, s, ah);
+  const Matrix& b = in_input_format(b_in, s, bh);
   return gemm_chains(group, a, b, c, options);
 }
 
@@ -191,8 +202,9 @@ std::vector<Matrix> gemm_fold_group_blocks(const std::vector<KernelSchedule>& gr
   check_group(group, static_cast<int>(a_in.cols()));
   const KernelSchedule& s = group.front();
   if (block_fma(s)) {
-    const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
-    const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
+    Matrix ah, bh;
+    const Matrix& a = in_input_format(a_in, s, ah);
+    const Matrix& b = in_input_format(b_in, s, bh);
     return gemm_chains(group, a, b, c, options, &done);
   }
   // Other datapaths, element by element: each block on its own.
