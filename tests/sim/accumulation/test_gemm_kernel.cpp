@@ -97,7 +97,8 @@ Trial trial_of(const TensorCoreModel& m, int t, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("gemm kernel: every element is tensor_core_dot under every block-FMA preset", "[gemm][tensor_core]") {
+TEST_CASE("gemm kernel: every element is tensor_core_dot under every block-FMA preset",
+          "[gemm][tensor_core]") {
   std::mt19937_64 rng(3030);
   const auto models = block_fma_presets();
   REQUIRE(models.size() >= 20);
@@ -117,8 +118,8 @@ TEST_CASE("gemm kernel: every element is tensor_core_dot under every block-FMA p
             ++elements;
             if (!same_bits(d(i, j), want)) {
               ++bad;
-              UNSCOPED_INFO(m.name << " (" << isa << ") trial " << t << " element " << i << "," << j << ": gemm "
-                                   << d(i, j) << ", tensor_core_dot " << want);
+              UNSCOPED_INFO(m.name << " (" << isa << ") trial " << t << " element " << i << "," << j
+                                   << ": gemm " << d(i, j) << ", tensor_core_dot " << want);
             }
           }
         }
@@ -151,7 +152,8 @@ TEST_CASE("gemm kernel: the AVX-512 tile kernel gives the portable bits under ke
       tr.a = random_matrix(tr.a.rows(), 64 * (1 + t % 5) + t, s.stored, t % 2 ? 3 : 60, rng);
       tr.b = random_matrix(tr.a.cols(), tr.c.cols(), s.stored, t % 2 ? 3 : 60, rng);
       rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::avx512);
-      const Matrix fast = rpsim::sim::gemm(AccumulationModel(s), tr.a, tr.b, tr.c, rpsim::sim::GemmOptions{2});
+      const Matrix fast =
+          rpsim::sim::gemm(AccumulationModel(s), tr.a, tr.b, tr.c, rpsim::sim::GemmOptions{2});
       KernelSchedule other = s;
       other.output_rounding = rpsim::RoundingMode::toward_zero;
       const auto group = rpsim::sim::gemm_fold_group({s, other}, tr.a, tr.b, tr.c);
