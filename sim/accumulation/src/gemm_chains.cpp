@@ -51,7 +51,8 @@ tc_detail::TiledB decode_tiles(const tc_detail::Finisher& fin, const tc_detail::
 }
 
 constexpr int kLanes = 4;
-constexpr int kMaxLanes = 2 * tc_detail::kTile;  // two tiles interleaved
+constexpr int kTilesAtOnce = 4;  // tiles whose chains run interleaved
+constexpr int kMaxLanes = kTilesAtOnce * tc_detail::kTile;
 
 // What every output element's chains share.
 struct Chains {
@@ -132,8 +133,8 @@ void run_tiles(const Chains& x, const Matrix& a, const tc_detail::TiledB& bt, in
       for (Eigen::Index r = 0; r < rows; ++r)
         tc_detail::decode_in_plan_order(x.fin, x.plan, a.data() + i0 + r, a.rows(), av.data() + r * p,
                                         ae.data() + r * p, false);
-      for (int t = 0; t < bt.tiles; t += 2) {
-        const int tiles = std::min(2, bt.tiles - t);
+      for (int t = 0; t < bt.tiles; t += kTilesAtOnce) {
+        const int tiles = std::min(kTilesAtOnce, bt.tiles - t);
         const double* bv = bt.value.data() + std::size_t(t) * p * kTile;
         const int* be = bt.exponent.data() + std::size_t(t) * p * kTile;
         const int lanes = static_cast<int>(std::min<Eigen::Index>(kMaxLanes, n - Eigen::Index(t) * kTile));

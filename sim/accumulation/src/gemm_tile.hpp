@@ -27,7 +27,7 @@ struct TiledB {
 // passes finite operands only.
 bool tile_kernel_usable(const Finisher& fin);
 
-// Steps [s0, s1) of `plan` for the columns of `tiles` (1 or 2) consecutive
+// Steps [s0, s1) of `plan` for the columns of `tiles` (1 to 4) consecutive
 // tiles, their chains interleaved: av/ae A's row in plan order, bv/be the
 // first tile's start in TiledB (the next one `stride` = P*8 further),
 // acc[8*tiles] the accumulators (in and out). [s0, s1) starts at an

@@ -235,10 +235,12 @@ void run_chain_tiles(const Finisher& fin, const ChainPlan& plan, int s0, int s1,
                      const int* ae, const double* bv, const int* be, std::size_t stride, int tiles,
                      double* acc) {
 #if RPSIM_TILE_X86
-  if (tiles == 2)
-    chain_avx512<2>(fin, plan, s0, s1, av, ae, bv, be, stride, acc);
-  else
-    chain_avx512<1>(fin, plan, s0, s1, av, ae, bv, be, stride, acc);
+  switch (tiles) {
+    case 4: chain_avx512<4>(fin, plan, s0, s1, av, ae, bv, be, stride, acc); break;
+    case 3: chain_avx512<3>(fin, plan, s0, s1, av, ae, bv, be, stride, acc); break;
+    case 2: chain_avx512<2>(fin, plan, s0, s1, av, ae, bv, be, stride, acc); break;
+    default: chain_avx512<1>(fin, plan, s0, s1, av, ae, bv, be, stride, acc);
+  }
 #else
   (void)fin, (void)plan, (void)s0, (void)s1, (void)av, (void)ae, (void)bv, (void)be, (void)stride,
       (void)tiles, (void)acc;
