@@ -1,8 +1,7 @@
 // GEMM under an accumulation model. Tensor Core models and kernel schedules
-// share one executor: A's rows and B's columns are decoded once, in the order
-// the plan's steps take the products, then every output element runs the
-// one step chain (tensor_core_chain.hpp) chunk by chunk, and the chunk
-// results are folded as the schedule says (kernel_fold.hpp).
+// on the block-FMA datapath share one executor (gemm_chains.hpp: operands
+// decoded once, one step chain per element, chunk results folded as the
+// schedule says); this file converts the operands and dispatches.
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/gemm_kernel.hpp"
 
