@@ -142,6 +142,8 @@ class Emulation(TorchFunctionMode):
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
         self.flush_log = collections.defaultdict(dict)
+        # F.linear on an embedding's table is the op table's lm_head row (its own rule), not linear.
+        self.embedding_tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
         self.telemetry = False
         # The mode is active inside the model's forward only, and left even when forward raises.
@@ -224,9 +226,11 @@ class Emulation(TorchFunctionMode):
             op = KERNELS[name]
             inputs = list(_tensors(args))
             fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
-            self.counts["rpsim kernel"][name] += 1
-            cfg = self.gemm_config(op, fmt)
             weight = args[1] if len(args) > 1 else kwargs.get("weight")
+            if name == "linear" and id(weight) in self.embedding_tables:
+                op = "lm_head"  # an output projection tied to an embedding table (GPT's lm_head)
+            self.counts["rpsim kernel"][name if op != "lm_head" else "linear (lm_head)"] += 1
+            cfg = self.gemm_config(op, fmt)
             if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
                 cfg = self._layer_config(cfg, op, name, self.param_layer[id(weight)], args)
             out = self._kernel(name, cfg, args, kwargs)

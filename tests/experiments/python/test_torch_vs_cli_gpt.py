@@ -1,0 +1,104 @@
+"""The shipped gpt-* configs through rpsim.torch byte-identical to `rpsim train` (issue #27): the GPT
+written as a plain torch module (rpsim.torch._gpt.GPT, built by from_config with the CLI's initial
+weights and batches) under rpsim.torch.Trainer gives the CLI's steps.csv, histograms.csv and
+evaluations.csv bytes: embeddings, pre-LN blocks, causal attention (the CLI's softmax kernel, its
+scaling as an elementwise mul), the tied lm_head (its own rule; the two gradients of the shared table
+summed by autograd in binary32, as the CLI adds them in the gradients' format), AdamW with nanoGPT's
+decay groups, warmup and cosine decay, clipping and the fp16 loss scaler. Shrunk (a few steps, a small
+test set) to stay quick."""
+import json
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[3] / "experiments" / "configs"
+STEPS = 4
+
+
+def load(name, **changes):
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    cfg.update(changes)
+    cfg["steps"] = STEPS
+    cfg["evaluate"] = True  # once, after the last step
+    cfg.pop("eval_every", None)
+    # Warmup and decay inside the few steps, so the schedule's both phases are compared.
+    cfg["optimizer"] = {**cfg["optimizer"], "warmup_steps": 2, "decay_steps": 3}
+    cfg["data"] = {**cfg.get("data", {}), "test_limit": 16}
+    cfg["telemetry"] = {"histogram_steps": [0, STEPS - 1]}
+    return cfg
+
+
+def decay_groups(params):
+    """nanoGPT's configure_optimizers: weight decay on the matrices (dim >= 2) only."""
+    params = list(params)
+    return [{"params": [p for p in params if p.dim() >= 2]},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def through_torch(cfg):
+    model, batches, test, _ = rt.from_config(cfg, STEPS, with_test=True)
+    opt = cfg["optimizer"]
+    scaler = dict(cfg.get("loss_scaler", {}))
+    policy = scaler.pop("policy", None)
+    t = rt.Trainer(model, cfg["policy"],
+                   lambda p: rt.AdamW(decay_groups(p), lr=opt["lr"], betas=opt["betas"], eps=opt["eps"],
+                                      weight_decay=opt["weight_decay"]),
+                   rt.RpsimLoss("cross_entropy", cfg["policy"]),
+                   scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
+                   histogram_steps=cfg["telemetry"]["histogram_steps"],
+                   max_grad_norm=cfg.get("max_grad_norm", 0.0), lr_schedule=rt.lr_schedule(cfg))
+    t.run(batches)
+    t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
+    return t
+
+
+CASES = ["gpt-fp32", "gpt-bf16-amp", "gpt-fp16-amp", "gpt-fp16-amp-noscale"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gpt_steps_histograms_and_evaluations_byte_identical(name, tmp_path):
+    if not (CONFIGS / f"{name}.json").exists():
+        pytest.skip(f"{name}.json is not shipped")
+    cfg = load(name)
+    t = through_torch(cfg)
+    ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
+    # The CLI's layer columns: wte, h<i>_attn, h<i>_mlp, ln_f (lm_head holds no parameter of its own).
+    header = t.steps_csv.splitlines()[0]
+    assert header == ref["steps_csv"].splitlines()[0]
+    assert "h1_attn_weight_grad_underflow_fraction" in header and "ln_f_weight_update_stalled_fraction" in header
+    assert t.steps_csv == ref["steps_csv"]
+    assert t.histograms_csv == ref["histograms_csv"]
+    assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
+
+
+def test_the_tied_head_takes_the_lm_head_rule_and_softmax_the_cli_kernel():
+    model, batches, _ = rt.from_config(load("gpt-fp16-amp"), 1)
+    emu = rt.emulate(model, "fp16-amp")
+    model(batches[0][0])
+    summary = emu.summary()
+    assert "linear (lm_head) x1" in summary
+    assert "softmax x2" in summary and "matmul x4" in summary
+    assert "layer_norm x5" in summary
+
+
+def test_softmax_kernel_masks_minus_infinity_as_the_causal_mask():
+    # Row i keeps its first i + 1 entries: the same bits as the attention's causal softmax, the
+    # masked entries exactly 0 in the output and in the gradient.
+    s = torch.randn(6, 6, dtype=torch.float64)
+    keep = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+    masked = s.masked_fill(~keep, float("-inf"))
+    p = torch.from_numpy(rpsim._core._torch_softmax(masked.numpy(), "binary32"))
+    assert torch.equal(p[~keep], torch.zeros(int((~keep).sum()), dtype=torch.float64))
+    ref = torch.softmax(masked.float(), dim=-1).double()
+    assert torch.allclose(p, ref, rtol=1e-6, atol=0)
+    dp = torch.randn(6, 6, dtype=torch.float64)
+    ds = torch.from_numpy(rpsim._core._torch_softmax_backward(p.numpy(), dp.numpy(), masked.numpy(), "binary32"))
+    assert torch.equal(ds[~keep], torch.zeros(int((~keep).sum()), dtype=torch.float64))
+    expect = p * (dp - (dp * p).sum(-1, keepdim=True))
+    assert torch.allclose(ds, expect, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="softmax backward"):
+        rpsim._core._torch_softmax_backward(p.numpy(), dp[:3].numpy(), masked.numpy(), "binary32")
