@@ -56,7 +56,7 @@ def through_torch(cfg):
     return t
 
 
-CASES = ["gpt-fp32", "gpt-bf16-amp", "gpt-fp16-amp", "gpt-fp16-amp-noscale"]
+CASES = ["gpt-fp32", "gpt-bf16-amp", "gpt-fp16-amp", "gpt-fp16-amp-noscale", "gpt-fp8"]
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -17,7 +17,6 @@ import copy
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
-import torch.nn.functional as F
 
 from .. import _core
 from . import _layers, _ops
@@ -242,6 +241,9 @@ class Emulation(TorchFunctionMode):
             out = _layers.run(self, name, args, kwargs, _format_of(args[0], self.base))
             if out is not None:
                 self.counts["rpsim kernel"][name] += 1
+                weight = _layers._arg(args, kwargs, 2, "weight") if name == "layer_norm" else None
+                if self.telemetry and id(weight) in self.param_layer:  # a GEMM's input-gradient flushes count here
+                    out._rpsim_layer = self.param_layer[id(weight)]
                 return _mark(out, self.op_format(name, [args[0]]))
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]
