@@ -102,3 +102,16 @@ def test_softmax_kernel_masks_minus_infinity_as_the_causal_mask():
     assert torch.allclose(ds, expect, rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError, match="softmax backward"):
         rpsim._core._torch_softmax_backward(p.numpy(), dp[:3].numpy(), masked.numpy(), "binary32")
+
+
+def test_rpsim_layers_groups_parameters_and_names_a_missing_module():
+    model, batches, _ = rt.from_config(load("gpt-fp32"), 1)
+    t = rt.Trainer(model, "fp32", lambda p: rt.AdamW(p, lr=1e-3), rt.RpsimLoss("cross_entropy", "fp32"),
+                   scaler="none", shadow=False)
+    # One layer per name, each holding every parameter inside it (h0_attn: ln_1, c_attn, c_proj).
+    assert [name for name, _ in t.layers] == model.rpsim_layers
+    assert sum(p.numel() for p in dict(t.layers)["h0_attn"].parameters()) == \
+        sum(p.numel() for n, p in model.named_parameters() if n.startswith("h0_attn."))
+    model.rpsim_layers = ["wte", "h9_attn"]
+    with pytest.raises(ValueError, match="h9_attn"):
+        rt.Trainer(model, "fp32", lambda p: rt.AdamW(p, lr=1e-3), scaler="none", shadow=False)
