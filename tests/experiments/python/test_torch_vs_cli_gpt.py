@@ -115,3 +115,23 @@ def test_rpsim_layers_groups_parameters_and_names_a_missing_module():
     model.rpsim_layers = ["wte", "h9_attn"]
     with pytest.raises(ValueError, match="h9_attn"):
         rt.Trainer(model, "fp32", lambda p: rt.AdamW(p, lr=1e-3), scaler="none", shadow=False)
+
+
+def test_telemetry_of_a_real_run_names_the_gpt_layers_as_the_cli(tmp_path):
+    # rpsim.torch.Telemetry on the plain torch GPT (no emulation): its layer columns are rpsim train's.
+    cfg = load("gpt-fp32")
+    model, batches, _ = rt.from_config(cfg, 1)
+    tel = rt.Telemetry(model, formats=("binary16",), sample=None)
+    x, y = batches[0]
+    loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y)
+    loss.backward()
+    tel.step(loss)
+    tel.close()
+    cli = rpsim._core._train({**cfg, "steps": 1, "evaluate": False}, [], str(tmp_path), 0, False)
+    columns = cli["steps_csv"].splitlines()[0].split(",")
+    assert tel.columns[:len(columns)] == columns
+    # The weight columns see every parameter of a block, the norm each parameter once.
+    i = columns.index("h0_attn_weight_grad_nonfinite_fraction")
+    assert tel.rows[0][i] == 0.0
+    norm = sum(float(p.grad.double().pow(2).sum()) for p in model.parameters()) ** 0.5
+    assert tel.rows[0][columns.index("grad_norm")] == pytest.approx(norm, rel=1e-12)
