@@ -3,8 +3,9 @@ written as a plain torch module (rpsim.torch._gpt.GPT, built by from_config with
 weights and batches) under rpsim.torch.Trainer gives the CLI's steps.csv, histograms.csv and
 evaluations.csv bytes: embeddings, pre-LN blocks, causal attention (the CLI's softmax kernel, its
 scaling as an elementwise mul), the tied lm_head (its own rule; the two gradients of the shared table
-summed by autograd in binary32, as the CLI adds them in the gradients' format), AdamW with nanoGPT's
-decay groups, warmup and cosine decay, clipping and the fp16 loss scaler. Shrunk (a few steps, a small
+summed by autograd in binary32 and rounded to the gradients' format, as the CLI adds them), AdamW with
+nanoGPT's decay groups, warmup and cosine decay, clipping and the fp16 loss scaler; every shipped gpt
+config and the pure policies (fp16-pure, bf16-pure with stochastic updates). Shrunk (a few steps, a small
 test set) to stay quick."""
 import json
 import pathlib
@@ -56,14 +57,21 @@ def through_torch(cfg):
     return t
 
 
-CASES = ["gpt-fp32", "gpt-bf16-amp", "gpt-fp16-amp", "gpt-fp16-amp-noscale", "gpt-fp8"]
+CASES = {"gpt-fp32": {}, "gpt-bf16-amp": {}, "gpt-fp16-amp": {}, "gpt-fp16-amp-noscale": {}, "gpt-fp8": {},
+         # Pure policies: the tied table's two gradients each in bfloat16 / binary16 before their sum (the
+         # embedding's rounded by its rule's output format), the residual's gradients summed in x's format;
+         # with stochastic updates, each table's draws in the CLI's (column-major) element order.
+         "gpt-fp16-pure": {"base": "gpt-fp32", "policy": "fp16-pure"},
+         "gpt-bf16-pure-sr": {"base": "gpt-fp32", "policy": {"name": "bf16-pure", "update_rounding": "sr"}}}
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_gpt_steps_histograms_and_evaluations_byte_identical(name, tmp_path):
-    if not (CONFIGS / f"{name}.json").exists():
-        pytest.skip(f"{name}.json is not shipped")
-    cfg = load(name)
+    changes = dict(CASES[name])
+    base = changes.pop("base", name)
+    if not (CONFIGS / f"{base}.json").exists():
+        pytest.skip(f"{base}.json is not shipped")
+    cfg = load(base, **changes)
     t = through_torch(cfg)
     ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
     # The CLI's layer columns: wte, h<i>_attn, h<i>_mlp, ln_f (lm_head holds no parameter of its own).

@@ -2,6 +2,8 @@
 `rpsim train`'s telemetry groups them, and the gradient arriving at each one's output."""
 import torch
 
+from ._quantize import round_tensor
+
 
 def layers(model):
     """(name, module) of every module that owns parameters itself: the CLI's layers with parameters.
@@ -43,5 +45,15 @@ class Grabber:
     def _hook(self, name):
         def fwd(module, args, out):
             if isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(lambda g: self.grads.__setitem__(name, g.detach()))
+                fmt = getattr(out, "_rpsim_format", None) if getattr(module, "_rpsim_group", False) else None
+                out.register_hook(lambda g: self.grads.__setitem__(name, _as_arriving(fmt, g)))
         return fwd
+
+
+def _as_arriving(fmt, g):
+    """The gradient a layer of rpsim_layers receives (fmt: its output's format): its output's
+    rounding (the emulation's last op in it, e.g. a residual add) rounds it to that format in
+    backward after this hook sees it."""
+    if fmt not in (None, "binary32", "binary64"):
+        return round_tensor(g.detach(), fmt)
+    return g.detach()

@@ -7,7 +7,7 @@ parameters, GELU's tanh approximation) returns None: it takes the binary32 path.
 import torch
 
 from .. import _core
-from ._quantize import round_tensor
+from ._quantize import quantize, round_tensor
 
 # torch function name -> op-table row
 LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax"}
@@ -83,3 +83,15 @@ def run(emulation, name, args, kwargs, fmt):
     log = emulation.flush_log[emulation.param_layer[id(params[0])]] \
         if params and emulation.telemetry and id(params[0]) in emulation.param_layer else None
     return _Layer.apply(x, fmt, kernel, log, *params)
+
+
+def embedding_args(emulation, args):
+    """F.embedding's args with its weight passed through a rounding whose backward rounds this use's
+    weight gradient to the embedding rule's output format (the CLI's Embedding rounds its table's
+    gradient so before the tied lm_head's gradient is added; the forward rounding is exact: the
+    table is stored in that format or a narrower one)."""
+    r = emulation.rule("embedding")
+    fmt = emulation._storage() if r is None else r["output"]
+    if len(args) < 2 or fmt in ("binary32", "binary64"):
+        return args
+    return (args[0], quantize(args[1], fmt, "rne", backward_format=fmt), *args[2:])
