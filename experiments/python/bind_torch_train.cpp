@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "bind_config.hpp"
 #include "bindings.hpp"
 #include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/layers/attention.hpp"
 #include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/model.hpp"
 #include "rpsim/train/trainer.hpp"
@@ -67,6 +70,13 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   d["batches"] = batches;
   d["policy"] = c.policy.name;
   d["channels"] = data.train.channels;
+  // The gpt row's sizes (the parameters do not say the heads).
+  py::dict gpt;
+  gpt["n_layer"] = c.model.n_layer;
+  gpt["n_embd"] = c.model.n_embd;
+  gpt["n_head"] = c.model.n_head;
+  gpt["block_size"] = c.model.block_size;
+  d["gpt"] = gpt;
   return d;
 }
 
@@ -182,6 +192,26 @@ py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int
   return py::make_tuple(numpy_of(q), d);
 }
 
+// The attention's softmax kernels (layers/attention.cpp) over the rows of a
+// 2-D array, in compute format `format`: entries -inf (masked_fill's mask)
+// take no part and come out 0, so a causal mask gives the CLI's bits.
+train::Mask kept(const train::Matrix& scores) {
+  return scores.array() != -std::numeric_limits<double>::infinity();
+}
+
+py::array softmax_py(py::handle scores, const std::string& format) {
+  const train::Matrix s = matrix_arg(scores, "scores");
+  return numpy_of(train::softmax_rows(s, format_arg(format), kept(s)));
+}
+
+py::array softmax_backward_py(py::handle p, py::handle dp, py::handle scores, const std::string& format) {
+  const train::Matrix pm = matrix_arg(p, "p"), dpm = matrix_arg(dp, "dp"), s = matrix_arg(scores, "scores");
+  if (pm.rows() != dpm.rows() || pm.cols() != dpm.cols() || s.rows() != pm.rows() || s.cols() != pm.cols())
+    throw py::value_error(fmt::format("softmax backward: p is {}x{}, dp {}x{}, scores {}x{}", pm.rows(),
+                                      pm.cols(), dpm.rows(), dpm.cols(), s.rows(), s.cols()));
+  return numpy_of(train::softmax_rows_backward(pm, dpm, format_arg(format), kept(s)));
+}
+
 // The config's learning-rate schedule as the trainer reads it
 // (OptimizerConfig::lr_at: warmup and cosine decay, or DeepSpeed's scheduler
 // on the count of applied steps), a callable (step, applied) -> lr.
@@ -203,6 +233,10 @@ void bind_torch_train(py::module_& m) {
         "A config's learning rate per step, as `rpsim train` sets it: a callable (step, applied) -> lr.");
   m.def("_torch_mx_quantize", &mx_quantize_py, arg("x"), arg("format"), arg("block"), arg("axis"),
         "rpsim train's MX block quantisation of a 2-D array (blocks along axis): (values, stats).");
+  m.def("_torch_softmax", &softmax_py, arg("scores"), arg("format"),
+        "rpsim train's attention softmax over each row of a 2-D array (-inf entries masked), in `format`.");
+  m.def("_torch_softmax_backward", &softmax_backward_py, arg("p"), arg("dp"), arg("scores"), arg("format"),
+        "Its backward: ds = p (dp - sum(dp p)) per row over the entries the forward's scores kept.");
   py::class_<TorchLayer>(m, "_TorchLayer")
       .def(py::init<const std::string&, const py::object&, std::int64_t>(), arg("op"), arg("policy"),
            arg("features"))

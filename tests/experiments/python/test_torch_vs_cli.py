@@ -3,8 +3,7 @@ plain torch modules with the CLI's initial weights and batches (rpsim.torch.from
 byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
 (issue #27), for every named policy of the policy table, study-fixed-point.json's q16.14 policy object
 (round to nearest), an MLP with LayerNorm and GELU, and the gpt configs' optimizer (AdamW, warmup and
-cosine decay, clipping). The gpt configs themselves are not reproduced here yet (embedding, attention's
-softmax and the tied head do not run on the CLI's kernels under rpsim.torch)."""
+cosine decay, clipping). The gpt configs: test_torch_vs_cli_gpt.py."""
 import json
 import pathlib
 

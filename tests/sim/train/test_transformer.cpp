@@ -62,6 +62,26 @@ TEST_CASE("train: attention is causal", "[train][transformer]") {
   CHECK(y1.row(3) != y0.row(3));
 }
 
+TEST_CASE("train: the softmax kernel leaves masked entries out of each row, not in as zeros",
+          "[train][transformer]") {
+  // rpsim.torch's F.softmax runs these kernels on masked_fill's -inf: row i of the causal softmax must be
+  // the softmax of the row's first i + 1 scores alone, in value and gradient, bit for bit.
+  const Matrix s = random_matrix(5, 5, 6, 2.0), dp = random_matrix(5, 5, 7);
+  const Mask causal = causal_mask(5);
+  const Matrix p = softmax_rows(s, formats::binary32(), causal);
+  const Matrix ds = softmax_rows_backward(p, dp, formats::binary32(), causal);
+  for (Eigen::Index i = 0; i < 5; ++i) {
+    const Mask all = Mask::Constant(1, i + 1, true);
+    const Matrix pi = softmax_rows(Matrix(s.row(i).head(i + 1)), formats::binary32(), all);
+    CHECK(p.row(i).head(i + 1) == pi);
+    CHECK(p.row(i).tail(4 - i).isZero(0.0));
+    CHECK(ds.row(i).head(i + 1) ==
+          softmax_rows_backward(pi, Matrix(dp.row(i).head(i + 1)), formats::binary32(), all));
+    CHECK(ds.row(i).tail(4 - i).isZero(0.0));
+    CHECK(std::abs(pi.sum() - 1.0) < 1e-6);
+  }
+}
+
 TEST_CASE("train: a residual block's gradients match finite differences", "[train][transformer]") {
   std::vector<std::unique_ptr<Layer>> body;
   body.push_back(std::make_unique<LayerNorm>("ln", 4));

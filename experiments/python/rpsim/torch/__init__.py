@@ -9,8 +9,8 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
   emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
   Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files
-  from_config, RpsimLoss, SGD, AdamW,     a config's run in PyTorch, byte-identical to rpsim train
-  lr_schedule
+  from_config, RpsimLoss, SGD, AdamW,     a config's run in PyTorch (mlp, cnn, and gpt as a plain torch
+  lr_schedule                             GPT), byte-identical to rpsim train
 
     trainer = rpsim.torch.Trainer(model, "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.05),
                                   scaler=rpsim.torch.GradScaler("deepspeed"), out="runs/mine")

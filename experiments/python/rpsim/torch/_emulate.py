@@ -17,7 +17,6 @@ import copy
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
-import torch.nn.functional as F
 
 from .. import _core
 from . import _layers, _ops
@@ -107,8 +106,7 @@ def _map_tensors(fn, obj):
 
 
 def _name(func):
-    name = getattr(func, "__name__", None) or str(func)
-    return name
+    return getattr(func, "__name__", None) or str(func)
 
 
 class Emulation(TorchFunctionMode):
@@ -142,6 +140,7 @@ class Emulation(TorchFunctionMode):
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
         self.flush_log = collections.defaultdict(dict)
+        self.embedding_tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
         self.telemetry = False
         # The mode is active inside the model's forward only, and left even when forward raises.
@@ -224,9 +223,11 @@ class Emulation(TorchFunctionMode):
             op = KERNELS[name]
             inputs = list(_tensors(args))
             fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
-            self.counts["rpsim kernel"][name] += 1
-            cfg = self.gemm_config(op, fmt)
             weight = args[1] if len(args) > 1 else kwargs.get("weight")
+            if name == "linear" and id(weight) in self.embedding_tables:
+                op = "lm_head"  # an output projection tied to an embedding table (GPT's lm_head)
+            self.counts["rpsim kernel"][name if op != "lm_head" else "linear (lm_head)"] += 1
+            cfg = self.gemm_config(op, fmt)
             if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
                 cfg = self._layer_config(cfg, op, name, self.param_layer[id(weight)], args)
             out = self._kernel(name, cfg, args, kwargs)
@@ -238,7 +239,12 @@ class Emulation(TorchFunctionMode):
             out = _layers.run(self, name, args, kwargs, _format_of(args[0], self.base))
             if out is not None:
                 self.counts["rpsim kernel"][name] += 1
+                weight = _layers._arg(args, kwargs, 2, "weight") if name == "layer_norm" else None
+                if self.telemetry and id(weight) in self.param_layer:  # a GEMM's input-gradient flushes count here
+                    out._rpsim_layer = self.param_layer[id(weight)]
                 return _mark(out, self.op_format(name, [args[0]]))
+        if name == "embedding":  # its weight gradient in the rule's output format before a tied sum
+            args = _layers.embedding_args(self, args)
         out = func(*args, **kwargs)
         floats = [t for t in _tensors(out) if t.is_floating_point()]
         if not floats:
@@ -306,14 +312,9 @@ class Emulation(TorchFunctionMode):
         return count
 
     def _kernel(self, name, cfg, args, kwargs):
-        a = list(args)
-        if name == "linear":
-            return _ops.linear(*a, **kwargs, config=cfg)
-        if name in ("conv2d", "conv1d"):
-            return getattr(_ops, name)(*a, **kwargs, config=cfg)
         if name == "__matmul__":
-            return _ops.matmul(*a, config=cfg)
-        return getattr(_ops, name)(*a, **kwargs, config=cfg)
+            return _ops.matmul(*args, config=cfg)
+        return getattr(_ops, name)(*args, **kwargs, config=cfg)  # linear, conv1d/2d, mm, bmm, ...
 
     # -- parameters ------------------------------------------------------------------------------
     def _storage(self):
@@ -324,8 +325,11 @@ class Emulation(TorchFunctionMode):
         with torch.no_grad():
             for i, p in enumerate(self.model.parameters()):
                 if fmt not in _WIDE:
-                    # The key of rpsim's optimizer: (seed, (step << 16) ^ parameter index).
-                    p.copy_(round_tensor(p, fmt, rounding, seed=self.seed, stream=(self.step << 16) ^ i))
+                    # The key of rpsim's optimizer: (seed, (step << 16) ^ parameter index), the draws in
+                    # the CLI's element order (an embedding table's column by column, as Eigen holds it).
+                    t = p.t() if id(p) in self.embedding_tables else p
+                    r = round_tensor(t, fmt, rounding, seed=self.seed, stream=(self.step << 16) ^ i)
+                    p.copy_(r if t is p else r.t())
                 _mark(p, fmt)
 
     def _gradient_hook(self, p):

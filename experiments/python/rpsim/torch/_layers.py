@@ -7,9 +7,10 @@ parameters, GELU's tanh approximation) returns None: it takes the binary32 path.
 import torch
 
 from .. import _core
+from ._quantize import quantize, round_tensor
 
 # torch function name -> op-table row
-LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu"}
+LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax"}
 
 
 class _Layer(torch.autograd.Function):
@@ -31,6 +32,34 @@ class _Layer(torch.autograd.Function):
         return (torch.from_numpy(dx).reshape(ctx.shape).to(ctx.dtype), None, None, None, *out)
 
 
+class _Softmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, in_fmt, compute, out_fmt):
+        ctx.shape, ctx.dtype, ctx.formats = x.shape, x.dtype, (in_fmt, compute, out_fmt)
+        s = x.detach().reshape(-1, x.shape[-1]).double().numpy()
+        p = round_tensor(torch.from_numpy(_core._torch_softmax(s, compute)), out_fmt)
+        ctx.saved = (p.numpy(), s)
+        return p.reshape(x.shape).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        in_fmt, compute, out_fmt = ctx.formats
+        p, s = ctx.saved
+        dp = round_tensor(grad.detach().reshape(-1, ctx.shape[-1]).double(), out_fmt)  # to p's format
+        ds = torch.from_numpy(_core._torch_softmax_backward(p, dp.numpy(), s, compute))
+        ds = round_tensor(round_tensor(ds, out_fmt), in_fmt)
+        return ds.reshape(ctx.shape).to(ctx.dtype), None, None, None
+
+
+def _softmax(emulation, args, kwargs, fmt):
+    x, dim = args[0], _arg(args, kwargs, 1, "dim")
+    if dim is None or dim not in (-1, x.dim() - 1) or _arg(args, kwargs, 3, "dtype") is not None:
+        return None
+    r = emulation.rule("softmax")
+    compute, out = (fmt, fmt) if r is None else (r["compute"], r["output"])
+    return _Softmax.apply(x, fmt, compute, out)
+
+
 def _arg(args, kwargs, i, key, default=None):
     return args[i] if len(args) > i else kwargs.get(key, default)
 
@@ -38,6 +67,8 @@ def _arg(args, kwargs, i, key, default=None):
 def run(emulation, name, args, kwargs, fmt):
     """The op on rpsim's kernel (input format fmt), or None where the layer cannot express it."""
     x = args[0]
+    if name == "softmax":
+        return _softmax(emulation, args, kwargs, fmt)
     if name == "gelu":
         if _arg(args, kwargs, 1, "approximate", "none") != "none":
             return None
@@ -52,3 +83,15 @@ def run(emulation, name, args, kwargs, fmt):
     log = emulation.flush_log[emulation.param_layer[id(params[0])]] \
         if params and emulation.telemetry and id(params[0]) in emulation.param_layer else None
     return _Layer.apply(x, fmt, kernel, log, *params)
+
+
+def embedding_args(emulation, args):
+    """F.embedding's args with its weight passed through a rounding whose backward rounds this use's
+    weight gradient to the embedding rule's output format (the CLI's Embedding rounds its table's
+    gradient so before the tied lm_head's gradient is added; the forward rounding is exact: the
+    table is stored in that format or a narrower one)."""
+    r = emulation.rule("embedding")
+    fmt = emulation._storage() if r is None else r["output"]
+    if len(args) < 2 or fmt in ("binary32", "binary64"):
+        return args
+    return (args[0], quantize(args[1], fmt, "rne", backward_format=fmt), *args[2:])

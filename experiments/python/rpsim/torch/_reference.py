@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .. import _core
+from . import _gpt
 from ._quantize import round_tensor
 
 
@@ -156,8 +157,9 @@ def lr_schedule(config, overrides=()):
 
 def from_config(config, steps, overrides=(), *, with_test=False):
     """(model, batches, config dict) of a `rpsim train` config (a path or dict) whose model is an
-    mlp or cnn: nn.Linear / nn.Conv2d layers holding the CLI's initial weights, its activations
-    and pooling between, and its first `steps` batches as (float64 inputs, int64 labels): the
+    mlp or cnn (nn.Linear / nn.Conv2d layers holding the CLI's initial weights, its activations
+    and pooling between) or a gpt (rpsim.torch._gpt.GPT, plain torch; batches of token ids and
+    one target per token), and its first `steps` batches as (float64 inputs, int64 labels): the
     binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
     model, as the CLI rounds them to the policy's data format). with_test: (model, batches, test
     batches, config), the test set in the CLI's evaluation batches (eval_batch_size)."""
@@ -167,8 +169,13 @@ def from_config(config, steps, overrides=(), *, with_test=False):
         with open(os.fspath(config)) as f:
             cfg = json.load(f)
     model_cfg = cfg.get("model", {})
+    if model_cfg.get("type", "mlp") == "gpt":  # token ids in, one target per token
+        model = _gpt.build(raw)
+        batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
+        test = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["test_batches"]]
+        return (model, batches, test, cfg) if with_test else (model, batches, cfg)
     if model_cfg.get("type", "mlp") not in ("mlp", "cnn"):
-        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp and cnn models only")
+        raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp, cnn and gpt models only")
     params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
     for name, op in raw["layers"]:
         layers[name] = _layer(op, name, params, channels)

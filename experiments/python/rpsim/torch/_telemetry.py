@@ -82,14 +82,17 @@ class Telemetry:
                              else "argument loss_scale" if loss_scale is not None else "none (scale 1)")
         self.out, self.dump_steps = out, set(dump_steps)
         named = dict(model.named_modules())
+        # A model naming its layers (rpsim_layers: rpsim train's gpt) is hooked by them, each with every
+        # parameter inside it, so its layer columns are the CLI's.
+        groups = set(getattr(model, "rpsim_layers", ())) if modules is None else set()
         if modules is None:
-            modules = [n for n, m in named.items()
-                       if n and (not list(m.children()) or list(m.parameters(recurse=False)))]
+            modules = list(model.rpsim_layers) if groups else \
+                [n for n, m in named.items() if n and (not list(m.children()) or list(m.parameters(recurse=False)))]
         unknown = [n for n in modules if n not in named]
         if unknown:
             raise ValueError(f"Telemetry: no module named {unknown[0]!r} in the model")
         self.module_names = list(modules)
-        self.params = {n: [(f"{n}.{pn}" if n else pn, p) for pn, p in named[n].named_parameters(recurse=False)]
+        self.params = {n: [(f"{n}.{pn}" if n else pn, p) for pn, p in named[n].named_parameters(recurse=n in groups)]
                        for n in named}
         self._gen = torch.Generator().manual_seed(seed)
         self.rows, self.histogram_rows, self.columns = [], [], None
@@ -143,13 +146,15 @@ class Telemetry:
             self._step += 1
             return
         self._in_grad, _ = self._scales()
-        params, norm2, tracked = {}, 0.0, set(self.module_names)
+        params, norm2, tracked, seen = {}, 0.0, set(self.module_names), set()
         for mod, plist in self.params.items():
             for pname, p in plist:
                 if p.grad is not None:
                     if mod in tracked:
                         self._count(params, pname, p.grad)
-                    norm2 += float(p.grad.detach().double().pow(2).sum()) / self._in_grad ** 2
+                    if id(p) not in seen:  # (a group's parameters also sit under their own modules)
+                        seen.add(id(p))
+                        norm2 += float(p.grad.detach().double().pow(2).sum()) / self._in_grad ** 2
         if not params and not self._act:
             raise TelemetryError(
                 f"Telemetry.step() at step {self._step}: the model has no gradients yet (no parameter has a "

@@ -13,6 +13,7 @@ from torch import nn
 
 from .. import _core
 from ._emulate import emulate
+from ._layer_groups import Grabber as _Grabber, layers as _layers, logged as _logged, params as _params
 from ._quantize import round_tensor
 from ._reference import RpsimLoss
 from ._scaler import GradScaler
@@ -34,12 +35,6 @@ def _write_atomic(path, text):
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
-
-
-def _layers(model):
-    """(name, module) of every module that owns parameters itself: the CLI's layers with parameters."""
-    return [(name or type(m).__name__, m) for name, m in model.named_modules()
-            if any(True for _ in m.parameters(recurse=False))]
 
 
 def _flat(tensors):
@@ -70,20 +65,6 @@ def _histogram(rows, prefix, t, unscale):
         _, e = torch.frexp(nz)  # ilogb(v) = frexp's exponent - 1
         bins, counts = torch.unique(e - 1, return_counts=True)
         rows.extend(f"{prefix}{int(b)},{int(c)}" for b, c in zip(bins, counts))
-
-
-class _Grabber:
-    """The gradient arriving at each tracked layer's output (its activation gradient)."""
-
-    def __init__(self, layers):
-        self.grads = {}
-        self.hooks = [m.register_forward_hook(self._hook(name)) for name, m in layers]
-
-    def _hook(self, name):
-        def fwd(module, args, out):
-            if isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(lambda g: self.grads.__setitem__(name, g.detach()))
-        return fwd
 
 
 class Trainer:
@@ -125,6 +106,9 @@ class Trainer:
         if shadow:
             self.shadow_emulation = emulate(self.shadow_model, "fp64", seed=seed)
             self.shadow_optimizer = make_opt(self.shadow_model.parameters())
+        self._column_major = set(self.emulation.embedding_tables)
+        if shadow:
+            self._column_major |= self.shadow_emulation.embedding_tables
         self.layers = _layers(model)
         self.shadow_layers = _layers(self.shadow_model) if shadow else []
         self._grab = _Grabber(self.layers)
@@ -180,7 +164,7 @@ class Trainer:
         if not found:
             grad_norm = self._grad_norm(params)
             self._clip(params, grad_norm, self._norm_format(), self.policy["gradients"], self.scaler.flushed)
-        before = [p.detach().clone() for _, m in self.layers for p in m.parameters(recurse=False)]
+        before = [p.detach().clone() for _, m in self.layers for p in _params(m)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
             self._shadow_grab.grads.clear()
@@ -242,6 +226,13 @@ class Trainer:
             if flushed is not None:
                 flushed[id(p)] = flushed.get(id(p), 0) + int(((before != 0) & (p.grad == 0)).sum())
 
+    def _cli_order(self, p, t):
+        """t (p or its gradient) with its entries in the order the CLI holds p's: an embedding
+        table (vocabulary x width) column by column (Eigen's order), so that sums over it (the
+        norm's, the distance's) add in the CLI's order; nn.Linear's (out, in) rows already are
+        the columns of the CLI's in x out weight."""
+        return t.t() if id(p) in self._column_major else t
+
     def _grad_norm(self, params, c=None):
         """The gradients' L2 norm as rpsim's clip_grad_norm computes it: in the optimizer's
         arithmetic (at least binary32), each tensor's squares summed in order, the tensors' sums
@@ -249,7 +240,7 @@ class Trainer:
         c = c or self._norm_format()
         total = 0.0
         for p in params:
-            sq = round_tensor(p.grad.detach().double().reshape(1, -1) ** 2, c)
+            sq = round_tensor(self._cli_order(p, p.grad).detach().double().reshape(1, -1) ** 2, c)
             s = float(_core._torch_gemm(sq.numpy().reshape(1, 1, -1), torch.ones(1, sq.numel(), 1,
                       dtype=torch.float64).numpy(), None, f"sequential:{c}:rne")[0, 0, 0])
             total = float(round_tensor(torch.tensor([total + s], dtype=torch.float64), c)[0])
@@ -259,22 +250,22 @@ class Trainer:
         cells = []
         shadow = dict(self.shadow_layers)
         for ln, m in self.layers:
-            ps = list(m.parameters(recurse=False))
+            ps = _params(m)
             grads = _flat([p.grad for p in ps])
             n = grads.numel()
-            under = self.emulation.flush_log.get(ln, {}).get("weight", 0)
+            under = _logged(self.emulation.flush_log, ln, "weight")
             under += sum(self.scaler.flushed.get(id(p), 0) for p in ps)
             sm = shadow.get(ln)
             # Per tensor, weighted by its size, then over the layer's entries: telemetry.cpp's sums.
             zero_vs = None
             if sm:
                 z = sum(_zero_vs(_flat([p.grad]), _flat([q.grad])) * p.numel()
-                        for p, q in zip(ps, sm.parameters(recurse=False)))
+                        for p, q in zip(ps, _params(sm)))
                 zero_vs = z / n if n else 0.0
             nonfinite = sum(_nonfinite(_flat([p.grad])) * p.numel() for p in ps)
             nonfinite = nonfinite / n if n else 0.0
             dy = self._grab.grads.get(ln)
-            a_under = self.emulation.flush_log.get(ln, {}).get("activation", 0)
+            a_under = _logged(self.emulation.flush_log, ln, "activation")
             a_n = dy.numel() if dy is not None else 0
             sdy = self._shadow_grab.grads.get(ln) if self._shadow_grab else None
             a_zero = _zero_vs(dy.reshape(-1) / self.scaler.get_scale(), sdy.reshape(-1)) \
@@ -287,11 +278,11 @@ class Trainer:
         out, k = [], 0
         shadow = dict(self.shadow_layers)
         for (ln, m), c in zip(self.layers, measured):
-            ps = list(m.parameters(recurse=False))
-            we = _flat(ps)
+            ps = _params(m)
+            we = _flat([self._cli_order(p, p) for p in ps])
             dist = ""
             if ln in shadow:
-                ws = _flat(shadow[ln].parameters(recurse=False))
+                ws = _flat([self._cli_order(p, p) for p in _params(shadow[ln])])
                 dist = num(_core._torch_rel_distance(we.numpy(), ws.numpy()))
             stalled = 0
             for p in ps:
@@ -314,7 +305,7 @@ class Trainer:
                 dy = grads.get(ln)
                 if dy is not None:
                     _histogram(self.histogram_rows, f"{step},{ln},activation_grad,{arith},", dy, unscale)
-                g = _flat([p.grad for p in mod.parameters(recurse=False)])
+                g = _flat([p.grad for p in _params(mod)])
                 _histogram(self.histogram_rows, f"{step},{ln},weight_grad,{arith},", g, 1.0)
 
     # -- evaluation and files --------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // Causal self-attention: scores, softmax, weighted values, and their
 // derivatives, each op in the formats of its rule.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -39,6 +40,59 @@ RandomStream head_stream(const std::string& name, const StepContext& ctx, Eigen:
 
 }  // namespace
 
+Mask causal_mask(Eigen::Index t) {
+  Mask keep(t, t);
+  for (Eigen::Index i = 0; i < t; ++i)
+    for (Eigen::Index j = 0; j < t; ++j) keep(i, j) = j <= i;
+  return keep;
+}
+
+// One rounding to c per operation, each row's kept entries in index order
+// (the sum sequential, as a row of a CUDA softmax kernel adds in our
+// model of it); masked entries take no part and stay 0.
+Matrix softmax_rows(const Matrix& scores, const Format& c, const Mask& keep) {
+  const ValueRounding& rc = nearest_rounding(c);
+  const Matrix att = rounded(c, scores);
+  Matrix p = Matrix::Zero(att.rows(), att.cols());
+  std::vector<double> e(static_cast<std::size_t>(att.cols()));
+  std::vector<Eigen::Index> kept(e.size());
+  for (Eigen::Index i = 0; i < att.rows(); ++i) {
+    std::size_t n = 0;
+    double m = -std::numeric_limits<double>::infinity();
+    for (Eigen::Index j = 0; j < att.cols(); ++j)
+      if (keep(i, j)) {
+        kept[n++] = j;
+        m = std::max(m, att(i, j));
+      }
+    if (n == 0) continue;
+    for (std::size_t k = 0; k < n; ++k) e[k] = rc(std::exp(rc(att(i, kept[k]) - m)));
+    const double sum = sequential_sum(c, e.data(), Eigen::Index(n));
+    for (std::size_t k = 0; k < n; ++k) p(i, kept[k]) = rc(e[k] / sum);
+  }
+  return p;
+}
+
+Matrix softmax_rows_backward(const Matrix& p, const Matrix& dp_in, const Format& c, const Mask& keep) {
+  const ValueRounding& rc = nearest_rounding(c);
+  const Matrix dp = rounded(c, dp_in);
+  Matrix ds = Matrix::Zero(p.rows(), p.cols());
+  std::vector<double> prod(static_cast<std::size_t>(p.cols()));
+  std::vector<Eigen::Index> kept(prod.size());
+  for (Eigen::Index i = 0; i < p.rows(); ++i) {
+    std::size_t n = 0;
+    for (Eigen::Index j = 0; j < p.cols(); ++j)
+      if (keep(i, j)) kept[n++] = j;
+    if (n == 0) continue;
+    for (std::size_t k = 0; k < n; ++k) prod[k] = rc(dp(i, kept[k]) * p(i, kept[k]));
+    const double sum = sequential_sum(c, prod.data(), Eigen::Index(n));
+    for (std::size_t k = 0; k < n; ++k) {
+      const Eigen::Index j = kept[k];
+      ds(i, j) = rc(p(i, j) * rc(dp(i, j) - sum));
+    }
+  }
+  return ds;
+}
+
 CausalSelfAttention::CausalSelfAttention(std::string name, int context, int heads)
     : Layer(std::move(name)), context_(context), heads_(heads) {
   if (context < 1 || heads < 1)
@@ -59,17 +113,7 @@ void CausalSelfAttention::forward_head(const Matrix& x, Eigen::Index r, int h, c
   scale_in_place(att, 1.0 / std::sqrt(double(d)), *fs.output);
   // Softmax over each row, the future masked to -inf, its max subtracted.
   const Formats fp = resolve(pol.rule("softmax"), *fs.output);
-  const Format& c = *fp.compute;
-  const ValueRounding& rc = nearest_rounding(c);
-  round_in_place(c, att);
-  s.p = Matrix::Zero(t_, t_);
-  std::vector<double> e(static_cast<std::size_t>(t_));
-  for (Eigen::Index i = 0; i < t_; ++i) {
-    const double m = att.row(i).head(i + 1).maxCoeff();
-    for (Eigen::Index j = 0; j <= i; ++j) e[std::size_t(j)] = rc(std::exp(rc(att(i, j) - m)));
-    const double sum = sequential_sum(c, e.data(), i + 1);
-    for (Eigen::Index j = 0; j <= i; ++j) s.p(i, j) = rc(e[std::size_t(j)] / sum);
-  }
+  s.p = softmax_rows(att, *fp.compute, causal_mask(t_));
   round_in_place(*fp.output, s.p);
   const Formats fv = resolve(mm, promote(*fp.output, *x_format_));
   s.pc = rounded(*fv.compute, s.p);
@@ -114,16 +158,7 @@ void CausalSelfAttention::backward_head(const Matrix& dy, Eigen::Index r, int h,
   round_in_place(*probs_format_, dp);
   // Softmax backward in its compute format: ds = p * (dp - sum(dp * p)).
   const Formats fp = resolve(pol.rule("softmax"), *scores_format_);
-  const Format& c = *fp.compute;
-  const ValueRounding& rc = nearest_rounding(c);
-  round_in_place(c, dp);
-  Matrix ds = Matrix::Zero(t_, t_);
-  std::vector<double> prod(static_cast<std::size_t>(t_));
-  for (Eigen::Index i = 0; i < t_; ++i) {
-    for (Eigen::Index j = 0; j <= i; ++j) prod[std::size_t(j)] = rc(dp(i, j) * s.p(i, j));
-    const double sum = sequential_sum(c, prod.data(), i + 1);
-    for (Eigen::Index j = 0; j <= i; ++j) ds(i, j) = rc(s.p(i, j) * rc(dp(i, j) - sum));
-  }
+  Matrix ds = softmax_rows_backward(s.p, dp, *fp.compute, causal_mask(t_));
   round_in_place(*fp.output, ds);
   round_in_place(*scores_format_, ds);
   scale_in_place(ds, 1.0 / std::sqrt(double(d)), *scores_format_);

@@ -12,6 +12,16 @@
 
 namespace rpsim::sim::train {
 
+// The attention's softmax as kernels of their own (rpsim.torch's F.softmax
+// runs them too): each row over the entries `keep` marks (the causal mask
+// keeps j <= i), the scores rounded to c (the "softmax" rule's compute
+// format) first, then max, exp, sum and divide one rounding to c per
+// operation; entries not kept are 0. The backward, ds = p * (dp - sum(dp *
+// p)), rounds dp to c first, one rounding per operation as well.
+Mask causal_mask(Eigen::Index t);
+Matrix softmax_rows(const Matrix& scores, const Format& c, const Mask& keep);
+Matrix softmax_rows_backward(const Matrix& p, const Matrix& dp, const Format& c, const Mask& keep);
+
 // Input rows r * T + t (T = context: whole windows only) hold [q | k | v] of token t of window r (3 * width
 // columns), output rows the heads' results side by side (width columns).
 // Both products follow the "matmul" rule (autocast: the low format), the
