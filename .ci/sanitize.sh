@@ -6,7 +6,11 @@
 # Budget: ~12 minutes on 2 cores: builds only rpsim and the test programs (no
 # benchmarks, no CUDA kernels: the `gpu` label is not run here), at -O1 with
 # line tables (-g1): half the compile time of -O2 -g, and reports still name
-# file and line.
+# file and line. The test programs' shared headers are precompiled (no
+# compiler launcher here: RPSIM_TEST_PCH defaults on). The quick study the CLI
+# cases share trains the fixed-point study on 200 images here (every policy's
+# path instrumented, 1/10 of its steps); its Gupta et al. facts are checked by
+# the release run (tests/experiments/cli/test_cli_study.cpp).
 #
 #   .ci/sanitize.sh [BUILD_DIR]      (default: build-asan)
 set -euo pipefail
