@@ -61,10 +61,18 @@ constexpr int kLanes = 4;
 
 // One row of D, kLanes elements at a time: each element a serial chain of
 // steps, so interleaving independent chains hides their latency.
+// The _scaled_mm scales of a GEMM (either may be null: 1).
+struct TensorScales {
+  const Matrix *a = nullptr, *b = nullptr;
+  double at(const Matrix* s, Eigen::Index x) const {
+    return !s ? 1.0 : s->size() == 1 ? s->data()[0] : s->data()[x];
+  }
+};
+
 template <bool Checked>
 void gemm_row(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan, const KernelFold& fold,
               const double* av, const int* ae, const tc_detail::Decoded& bd, const Matrix& c, Eigen::Index i,
-              Matrix& d, std::vector<double>& partials) {
+              Matrix& d, std::vector<double>& partials, const TensorScales& ts) {
   const std::size_t p = plan.order.size();
   const Eigen::Index n = d.cols();
   const int chunks = plan.chunks();
@@ -85,7 +93,9 @@ void gemm_row(const tc_detail::Finisher& fin, const tc_detail::ChainPlan& plan, 
       for (int l = 0; l < lanes; ++l) fold.add_chunk(plan, q, acc[l], partials.data() + l * fold.slices());
     }
     for (int l = 0; l < lanes; ++l)
-      d(i, j0 + l) = fold.plain() ? acc[l] : fold.result(partials.data() + l * fold.slices(), c(i, j0 + l));
+      d(i, j0 + l) = fold.plain() ? acc[l]
+                                  : fold.result(partials.data() + l * fold.slices(), c(i, j0 + l),
+                                                ts.at(ts.a, i), ts.at(ts.b, j0 + l));
   }
 }
 
@@ -115,9 +125,14 @@ Matrix gemm_elementwise(const KernelSchedule& s, const Matrix& a_in, const Matri
 }
 
 Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c,
-                     const GemmOptions& options) {
-  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0)
+                     const GemmOptions& options, const TensorScales& ts = {}) {
+  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0) {
+    if (ts.a || ts.b)
+      throw std::invalid_argument(
+          fmt::format("gemm: scale_a/scale_b under a kernel schedule need a block-FMA instruction, not '{}'",
+                      s.instruction.name));
     return gemm_elementwise(s, a_in, b_in, c);
+  }
   const Matrix a = s.stored == s.instruction.input ? a_in : converted(a_in, s);
   const Matrix b = s.stored == s.instruction.input ? b_in : converted(b_in, s);
   const Eigen::Index m = a.rows(), n = b.cols();
@@ -125,7 +140,7 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
   const tc_detail::Finisher fin(s.instruction);
   const auto chunks = s.chunks(k);
   const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
-  const KernelFold fold(s, chunks);
+  const KernelFold fold(s, chunks, ts.a || ts.b);
   const tc_detail::Decoded bd = decode_columns(fin, plan, b);
   const bool finite = a.allFinite() && b.allFinite();
   const std::size_t p = plan.order.size();
@@ -138,9 +153,9 @@ Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& 
     for (Eigen::Index i = 0; i < m; ++i) {
       tc_detail::decode_in_plan_order(fin, plan, a.data() + i, a.rows(), av.data(), ae.data(), false);
       if (finite)
-        gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
+        gemm_row<false>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials, ts);
       else
-        gemm_row<true>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials);
+        gemm_row<true>(fin, plan, fold, av.data(), ae.data(), bd, c, i, d, partials, ts);
     }
   }
   return d;
@@ -230,6 +245,15 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
           static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(j));
   }
   return d;
+}
+
+Matrix gemm_schedule_scaled(const KernelSchedule& s, const Matrix& a, const Matrix& b, const Matrix& c,
+                            const Matrix* scale_a, const Matrix* scale_b, int threads) {
+  check_shapes(a, b, c);
+  if ((scale_a || scale_b) && s.c_placement != CPlacement::epilogue)
+    throw std::invalid_argument(
+        "gemm: scale_a/scale_b need c_placement=epilogue (_scaled_mm scales A*B, never C)");
+  return gemm_schedule(s, a, b, c, GemmOptions{threads}, TensorScales{scale_a, scale_b});
 }
 
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const GemmOptions& options) {
