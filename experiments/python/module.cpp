@@ -20,6 +20,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_blockscale(m);
   python::bind_torch(m);
   python::bind_torch_train(m);
+  python::bind_torch_block(m);
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -79,13 +79,18 @@ Matrix gemm_elementwise(const KernelSchedule& s, const Matrix& a_in, const Matri
 }
 
 Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c,
-                     const GemmOptions& options) {
-  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0)
+                     const GemmOptions& options, const TensorScales& ts = {}) {
+  if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0) {
+    if (ts.a || ts.b)
+      throw std::invalid_argument(
+          fmt::format("gemm: scale_a/scale_b under a kernel schedule need a block-FMA instruction, not '{}'",
+                      s.instruction.name));
     return gemm_elementwise(s, a_in, b_in, c);
+  }
   Matrix ah, bh;
   const Matrix& a = in_input_format(a_in, s, ah);
   const Matrix& b = in_input_format(b_in, s, bh);
-  return std::move(gemm_chains({s}, a, b, c, options).front());
+  return std::move(gemm_chains({s}, a, b, c, options, nullptr, ts).front());
 }
 
 // Eigen's binary64 GEMM on fixed blocks of 64 rows: every block is one
@@ -134,6 +139,15 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
           static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(j));
   }
   return d;
+}
+
+Matrix gemm_schedule_scaled(const KernelSchedule& s, const Matrix& a, const Matrix& b, const Matrix& c,
+                            const Matrix* scale_a, const Matrix* scale_b, int threads) {
+  check_shapes(a, b, c);
+  if ((scale_a || scale_b) && s.c_placement != CPlacement::epilogue)
+    throw std::invalid_argument(
+        "gemm: scale_a/scale_b need c_placement=epilogue (_scaled_mm scales A*B, never C)");
+  return gemm_schedule(s, a, b, c, GemmOptions{threads}, TensorScales{scale_a, scale_b});
 }
 
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const GemmOptions& options) {

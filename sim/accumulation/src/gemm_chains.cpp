@@ -60,6 +60,7 @@ struct Chains {
   const tc_detail::ChainPlan& plan;
   const std::vector<KernelFold>& folds;
   const Matrix& c;
+  const TensorScales& scales;
 };
 
 // Up to kMaxLanes elements (i, j0 + l) of D: chain(q, acc) runs chunk q's
@@ -83,7 +84,8 @@ void fold_elements(const Chains& x, Eigen::Index i, Eigen::Index j0, int lanes, 
       }
       for (int q = 0; q < chunks; ++q)
         x.folds[f].add_chunk(x.plan, q, chunk_acc[q * kMaxLanes + l], partials);
-      d[f](i, j0 + l) = x.folds[f].result(partials, x.c(i, j0 + l));
+      d[f](i, j0 + l) = x.folds[f].result(partials, x.c(i, j0 + l), x.scales.at(x.scales.a, i),
+                                          x.scales.at(x.scales.b, j0 + l));
     }
 }
 
@@ -176,14 +178,15 @@ void run_rows(const Chains& x, const Matrix& a, const tc_detail::Decoded& bd, bo
 }  // namespace
 
 std::vector<Matrix> gemm_chains(const std::vector<KernelSchedule>& group, const Matrix& a, const Matrix& b,
-                                const Matrix& c, const GemmOptions& options, const RowBlockDone* done) {
+                                const Matrix& c, const GemmOptions& options, const RowBlockDone* done,
+                                const TensorScales& scales) {
   const KernelSchedule& s = group.front();
   const auto chunks = s.chunks(static_cast<int>(a.cols()));
   const tc_detail::Finisher fin(s.instruction);
   const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
   std::vector<KernelFold> folds;
-  for (const auto& g : group) folds.emplace_back(g, chunks);
-  const Chains x{fin, plan, folds, c};
+  for (const auto& g : group) folds.emplace_back(g, chunks, scales.any());
+  const Chains x{fin, plan, folds, c, scales};
   const bool finite = a.allFinite() && b.allFinite();
   const int threads = options.threads > 0 ? options.threads : 1;
   const bool tiles = finite && tc_detail::tile_kernel_usable(fin);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernel_fold.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/formats/rounding.hpp"
@@ -115,6 +116,17 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
   if (s.empty() && !tc) return gemm(model, a, b, c, options);
   check_gemm_scales(model, a.rows(), a.cols(), b.cols(), s);
   const bool epilogue = s.scale_a || s.scale_b;
+  // A kernel schedule applies the scales itself, before its output rounding
+  // (kernel_schedule.hpp, scale_epilogue).
+  const auto& v = model.variant();
+  if (epilogue && !tc &&
+      (std::holds_alternative<KernelSchedule>(v) || std::holds_alternative<KernelPreset>(v))) {
+    const KernelSchedule ks = std::holds_alternative<KernelSchedule>(v)
+                                  ? std::get<KernelSchedule>(v)
+                                  : std::get<KernelPreset>(v).for_shape(a.rows(), b.cols(), a.cols());
+    return gemm_schedule_scaled(ks, a, b, c, s.scale_a ? &*s.scale_a : nullptr,
+                                s.scale_b ? &*s.scale_b : nullptr, options.threads);
+  }
   const Matrix zero = Matrix::Zero(c.rows(), c.cols());
   const Matrix& c0 = epilogue ? zero : c;
   Matrix d = tc ? block_scaled_gemm(*tc, a, b, c0, *s.sfa, *s.sfb, options) : gemm(model, a, b, c0, options);

@@ -25,9 +25,9 @@ double to_format(const Format& f, RoundingMode mode, double x) {
 
 }  // namespace
 
-KernelFold::KernelFold(const KernelSchedule& s, std::span<const KChunk> chunks)
+KernelFold::KernelFold(const KernelSchedule& s, std::span<const KChunk> chunks, bool scaled)
     : s_(&s),
-      plain_(s.is_plain_chain() && chunks.size() == 1),
+      plain_(!scaled && s.is_plain_chain() && chunks.size() == 1),
       slices_(chunks.empty() ? 1 : chunks.back().slice + 1) {}
 
 double KernelFold::add(const Format& f, RoundingMode mode, double a, double b) {
@@ -40,7 +40,7 @@ double KernelFold::add(const Format& f, RoundingMode mode, double a, double b) {
   return to_double(f, rpsim::add(f, round_double(f, a), round_double(f, b), r, flags));
 }
 
-double KernelFold::result(double* p, double c) const {
+double KernelFold::result(double* p, double c, double sa, double sb) const {
   const KernelSchedule& s = *s_;
   const Format& f = s.reduction_format;
   const RoundingMode mode = s.reduction_rounding;
@@ -73,9 +73,27 @@ double KernelFold::result(double* p, double c) const {
   }
   // cuBLAS's epilogue alpha*acc + beta*C with alpha = 1: a C of +0 stands for
   // beta = 0 (no C), which leaves a -0 result alone.
-  if (s.c_placement == CPlacement::epilogue && !(c == 0 && !std::signbit(c)))
-    acc = add(f, mode, acc, to_format(f, RoundingMode::nearest_even, c));
+  const bool has_c = s.c_placement == CPlacement::epilogue && !(c == 0 && !std::signbit(c));
+  if (sa != 1 || sb != 1)
+    return to_format(s.output, s.output_rounding, scale_epilogue(acc, c, has_c, sa, sb));
+  if (has_c) acc = add(f, mode, acc, to_format(f, RoundingMode::nearest_even, c));
   return to_format(s.output, s.output_rounding, acc);
+}
+
+// The _scaled_mm epilogue in binary32 (kernel_schedule.hpp, scale_epilogue):
+// every step a float operation to nearest even, as CUDA's epilogue functors
+// compute (fmaf for `fused`).
+double KernelFold::scale_epilogue(double acc, double c, bool has_c, double sa, double sb) const {
+  const auto fa = static_cast<float>(sa), fb = static_cast<float>(sb);
+  const auto x = static_cast<float>(acc), fc = has_c ? static_cast<float>(c) : 0.0f;
+  float t = 0;
+  switch (s_->scale_epilogue) {
+    case ScaleEpilogue::product: t = (fa * fb) * x; break;
+    case ScaleEpilogue::a_then_b: t = fb * (fa * x); break;
+    case ScaleEpilogue::fused:
+      return has_c ? static_cast<double>(std::fma(fa * fb, x, fc)) : double((fa * fb) * x);
+  }
+  return has_c ? static_cast<double>(t + fc) : static_cast<double>(t);
 }
 
 double kernel_schedule_dot(const KernelSchedule& s, const double* a, std::ptrdiff_t a_stride, const double* b,

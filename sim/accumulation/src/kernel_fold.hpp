@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
 #include "tensor_core_chain.hpp"
 
@@ -13,7 +14,9 @@ namespace rpsim::sim {
 
 class KernelFold {
  public:
-  KernelFold(const KernelSchedule& s, std::span<const KChunk> chunks);
+  // `scaled`: the GEMM has _scaled_mm scales, which the epilogue applies
+  // (result's sa, sb), so even one chunk is folded.
+  KernelFold(const KernelSchedule& s, std::span<const KChunk> chunks, bool scaled = false);
 
   // One chunk and nothing to fold: the chunk's chain is the result.
   bool plain() const { return plain_; }
@@ -28,18 +31,27 @@ class KernelFold {
     const bool first = q == 0 || plan.chunk_slice[static_cast<std::size_t>(q) - 1] != slice;
     partials[slice] = first ? x : add(formats::binary32(), s_->promotion_rounding, partials[slice], x);
   }
-  // The slices' partials reduced, C added in the epilogue, the result in the
-  // output format. Overwrites partials.
-  double result(double* partials, double c) const;
+  // The slices' partials reduced, scaled by the _scaled_mm scales sa, sb
+  // (scale_epilogue; 1 and 1 leave them alone), C added in the epilogue, the
+  // result in the output format. Overwrites partials.
+  double result(double* partials, double c, double sa = 1, double sb = 1) const;
 
   // a + b, both values of f, rounded to f: an IEEE addition.
   static double add(const Format& f, RoundingMode mode, double a, double b);
 
  private:
+  double scale_epilogue(double acc, double c, bool has_c, double sa, double sb) const;
+
   const KernelSchedule* s_;
   bool plain_;
   int slices_;
 };
+
+// D = A*B + C under a schedule with _scaled_mm scales (gemm.hpp
+// GemmScales: scale_a 1x1 or Mx1, scale_b 1x1 or 1xN, either may be null),
+// applied by the schedule's scale_epilogue (gemm.cpp).
+Matrix gemm_schedule_scaled(const KernelSchedule& s, const Matrix& a, const Matrix& b, const Matrix& c,
+                            const Matrix* scale_a, const Matrix* scale_b, int threads);
 
 // sum_i a_i*b_i + c under a schedule: a 1 x K by K x 1 GEMM.
 double kernel_schedule_dot(const KernelSchedule& s, const double* a, std::ptrdiff_t a_stride, const double* b,

@@ -110,6 +110,14 @@ int h100_split(Kind kind, long m, long n, long k) {
 //
 // rpr: the red0 and red1 files hold identical D at every shape, fp16 and
 // bf16, so rpr=1 is the same schedule.
+//
+// torch._scaled_mm's scales (scale_epilogue): product, fl32(fl32(sa*sb) *
+// acc) + C in binary32 and one rounding to the output. cuBLASLt documents
+// D = alpha * (scale_a * scale_b) * (A B) + beta * C with the scales as
+// binary32 device scalars (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER); the
+// rounding order is an assumption: the measured _scaled_mm files all have
+// scales 1, which every scale_epilogue leaves exact, and so do power-of-two
+// scales (tests/sim/validation/test_gemm_manifest.cpp checks them).
 KernelSchedule cublas_h100(const Format& in, const Format& out, int rpr, long m, long n, long k) {
   (void)rpr;
   const Kind kind = kind_of(in);
@@ -124,6 +132,7 @@ KernelSchedule cublas_h100(const Format& in, const Format& out, int rpr, long m,
   s.split_k = h100_split(kind, m, n, k);
   s.split_tile = kind == Kind::tf32 ? 32 : 64;
   s.promotion = kind == Kind::fp8 ? 4 : 0;
+  s.scale_epilogue = ScaleEpilogue::product;
   s.output = out;
   s.output_rounding = RoundingMode::nearest_even;
   s.validate();

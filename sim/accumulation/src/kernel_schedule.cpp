@@ -47,6 +47,7 @@ E enum_field(const char* name, const std::string& v, const char* const (&names)[
 constexpr const char* kOrders[] = {"increasing", "decreasing"};
 constexpr const char* kReductions[] = {"sequential", "reverse", "pairwise", "exact"};
 constexpr const char* kPlacements[] = {"epilogue", "accumulator"};
+constexpr const char* kScaleEpilogues[] = {"product", "a_then_b", "fused"};
 
 #define RPSIM_INT_FIELD(f, help)                                                                      \
   ScheduleField {                                                                                     \
@@ -91,6 +92,8 @@ const std::vector<ScheduleField>& schedule_fields() {
       RPSIM_FORMAT_FIELD(reduction_format, "format of the partials and their sum"),
       RPSIM_ROUNDING_FIELD(reduction_rounding, "rounding of the reduction's adds"),
       RPSIM_ENUM_FIELD(c_placement, CPlacement, kPlacements, "C added in the epilogue or as the start"),
+      RPSIM_ENUM_FIELD(scale_epilogue, ScaleEpilogue, kScaleEpilogues,
+                       "_scaled_mm scales in binary32: fl(fl(sa*sb)*acc), fl(sb*fl(sa*acc)) or fma with C"),
       RPSIM_ROUNDING_FIELD(output_rounding, "rounding of the result to the output format"),
   };
   return fields;

@@ -9,6 +9,7 @@
 #include "policy_ops.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/config_keys.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/policy.hpp"
 
 namespace rpsim::sim::train {
@@ -260,6 +261,7 @@ PrecisionPolicy policy_from_json(const json& j, const std::string& path) {
     fill_ops(r.p, *r.p.data, r.acc);
   }
   read_rows<PolicyRead>(j, kOpTable, path, r);
+  check_block_instructions(r.p, path);
   return r.p;
 }
 

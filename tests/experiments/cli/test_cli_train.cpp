@@ -54,6 +54,12 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
        "small.json: policy.accumulation: accumulation model 'tc:h999:fp16'"},
       {"--set 'policy={\"name\":\"fp32\",\"ops\":{\"linear\":{\"accumulation\":\"blocked:0\"}}}'",
        "small.json: policy.ops.linear.accumulation: accumulation model 'blocked:0'"},
+      // A block-scaled instruction whose block is not the recipe's (NVFP4: 16).
+      {"--set 'policy={\"name\":\"nvfp4\",\"ops\":{\"linear\":{\"accumulation\":"
+       "\"tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3:scale_block=32\"}}}'",
+       "small.json: policy.ops.linear.accumulation: "
+       "'tc:b200:e2m1:binary32:tcgen05.mma:scale=ue4m3:scale_block=32' "
+       "takes blocks of 32 (scale_block), the recipe makes blocks of 16 (fp8.block_size)"},
   };
   for (const auto& c : cases) {
     const auto r = run_cli("train " + cfg.string() + " --quiet --out " + out.string() + " " + c.args);

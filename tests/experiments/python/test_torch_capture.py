@@ -244,8 +244,17 @@ def test_scaled_mm_calls_are_recorded_with_their_scales(tmp_path):
     g = cap.manifest["gemms"][0]
     assert g["op"] == "_scaled_mm" and g["scales"] == {"scale_a": [2.0], "scale_b": [1.0]}
     assert g["use_fast_accum"] is True and g["transposed"]["b"] and (g["m"], g["n"], g["k"]) == (4, 6, 32)
+    # Checked through the schedule's scale_epilogue (rounding order assumed, said in the note): D as
+    # the model's A B times scale_a = 2 (exact in any order) passes, the unscaled D does not.
     res = rpsim.gemm_check(directory, model=MODEL)
-    assert res.rows == [] and res.skipped == 1 and "scales other than 1" in res.skip_reasons[0]
+    assert res.skipped == 0 and len(res.rows) == 1 and "unmeasured" in res.rows[0]["note"]
+    assert not res.ok
+    path = os.path.join(directory, g["file"])
+    arrays = dict(np.load(path))
+    arrays["D"] = (2 * rpsim.gemm(arrays["A"], arrays["B"], None, MODEL, round_inputs=False)).astype(arrays["D"].dtype)
+    np.savez(path, **arrays)
+    res = rpsim.gemm_check(directory, model=MODEL)
+    assert res.ok and res.rows[0]["passed"] == res.rows[0]["total"]
 
 
 def test_infer_searches_each_call(captured, run_cli):

@@ -80,6 +80,9 @@ CASES = {
     # The other MX rows go through the same block-scale path (e3m2 and e2m1 elements).
     "mlp-mxfp6": {"base": "mlp-fp8", "policy": "mxfp6"},
     "mlp-mxfp4": {"base": "mlp-fp8", "policy": "mxfp4"},
+    # NVFP4's recipe: 16-element blocks under a per-tensor scale, 16x16 weight tiles, the Hadamard
+    # transform on the weight-gradient GEMM's inputs, stochastic gradients, the last linear in bf16.
+    "mlp-nvfp4": {"base": "mlp-fp8", "policy": "nvfp4"},
     # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
     # gradients and Linear/ReLU arithmetic, rounded to nearest. (Its "rounding": "sr" rows run under
     # rpsim.torch too, but not byte-identically: the CLI keys each tensor rounding of a stochastic
@@ -116,8 +119,7 @@ def test_kahan_needs_an_optimizer_that_carries_the_compensation():
         emu.optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
 
 
-def test_nvfp4_is_refused_by_name():
-    # NVFP4's recipe (2D weight blocks, Hadamard transforms, stochastic gradients) has no torch path yet.
+def test_an_unemulated_scaling_is_refused_by_name():
     model, _, _ = rt.from_config(load("mlp-fp8"), 1)
-    with pytest.raises(ValueError, match="nvfp4"):
-        rt.emulate(model, "nvfp4")
+    with pytest.raises(ValueError, match="nvfp8"):
+        rt.emulate(model, {"name": "fp8", "fp8": {"scaling": "nvfp8"}})

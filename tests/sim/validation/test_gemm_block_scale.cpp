@@ -227,7 +227,7 @@ TEST_CASE("gemm block scale: gemm-check on a manifest with SFA/SFB passes, a per
   fs::remove_all(dir);
 }
 
-TEST_CASE("gemm block scale: _scaled_mm scales in a manifest are said not checked, in a dump the epilogue",
+TEST_CASE("gemm block scale: _scaled_mm scales in a manifest and in a dump are checked under the epilogue",
           "[gemm][manifest]") {
   const std::string spec = "tc:h100:e4m3:fp32:wgmma";
   const AccumulationModel model = AccumulationModel::parse(spec);
@@ -262,8 +262,11 @@ TEST_CASE("gemm block scale: _scaled_mm scales in a manifest are said not checke
   CHECK(manifest.gemms.at(0).scale_a == std::vector<double>{3.0});
   const ManifestReport r = check_gemm_manifest(manifest, {});
   INFO(r.table());
-  CHECK(r.rows.empty());
-  CHECK(r.skipped == 1);
+  // Checked, the assumed rounding order said beside the count (kernel_schedule.hpp scale_epilogue).
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0].passed == 4);
+  CHECK(r.rows[0].note.find("unmeasured") != std::string::npos);
+  CHECK(r.skipped == 0);
   // The same GEMM as a dump carrying scale_a and scale_b: checked under the epilogue.
   const GemmDump dump = load_gemm_dump({dir / "dump.npz"}, DumpFormat::numpy);
   REQUIRE(dump.scales.scale_a.has_value());

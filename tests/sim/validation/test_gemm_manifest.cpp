@@ -186,3 +186,43 @@ TEST_CASE("gemm-manifest: missing files, no model for the CPU, an unfitted GPU")
   CHECK_THROWS_WITH(rpsim::sim::load_gemm_manifest(dir), Catch::Contains("gemms[0]: no field \"op\""));
   fs::remove_all(dir);
 }
+
+TEST_CASE("gemm-manifest: the H100 _scaled_mm GEMMs with power-of-two scales pass through scale_epilogue") {
+  const fs::path shared = rpsim::test::shared_dir() / "cublas-h100";
+  if (!fs::is_directory(shared)) {
+    RPSIM_SKIP("skipped: " << shared << " is absent");
+  }
+  // The measured D (scales 1) times scale_a * scale_b_j: exact in binary32
+  // and bf16 whatever order the epilogue rounds in, so the measured bits
+  // stand for a run with these scales. Per tensor scale_a, per column
+  // scale_b.
+  const fs::path dir = fresh_dir("scaled");
+  json gemms = json::array();
+  std::size_t call = 0;
+  for (const char* shape : {"64x64x256", "256x128x1024", "128x128x4096"})
+    for (const char* out : {"float32", "bfloat16"}) {
+      const std::string file = std::string("s1_") + shape + "_e4m3_" + out + ".npz";
+      auto dump = rpsim::sim::load_gemm_dump({shared / file}, rpsim::sim::DumpFormat::numpy);
+      json sb = json::array();
+      for (Eigen::Index j = 0; j < dump.d.cols(); ++j) {
+        const double s = std::ldexp(1.0, int(j % 5) - 2);
+        sb.push_back(s);
+        dump.d.col(j) *= 2.0 * s;
+      }
+      rpsim::io::write_atomic(
+          dir / file, rpsim::io::npz_image({array("A", dump.a, "float32"), array("B", dump.b, "float32"),
+                                            array("D", dump.d, "float32")}));
+      json e = entry(file, call++, dump.a, dump.b, "NVIDIA H100 80GB HBM3", "float8_e4m3fn", out);
+      e["scales"] = {{"scale_a", 2.0}, {"scale_b", sb}};
+      gemms.push_back(e);
+    }
+  rpsim::io::write_atomic(dir / "manifest.json", json{{"gemms", gemms}}.dump(1));
+  const auto r = rpsim::sim::check_gemm_manifest(rpsim::sim::load_gemm_manifest(dir), {});
+  INFO(r.table());
+  CHECK(r.passed == 6);
+  CHECK(r.failed == 0);
+  CHECK(r.skipped == 0);
+  CHECK(r.rows.at(1).model == "cublas:h100:e4m3:bf16");
+  CHECK(r.rows.at(1).note == "scales != 1 by scale_epilogue=product: unmeasured");
+  fs::remove_all(dir);
+}

@@ -19,7 +19,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from .. import _core
-from . import _layers, _ops
+from . import _blockscale, _layers, _ops
 from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
 
@@ -119,9 +119,10 @@ class Emulation(TorchFunctionMode):
         self.model, self.seed = model, seed
         self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
         scaling = self.policy.get("fp8", {}).get("scaling")
-        if scaling not in (None, "none", "delayed", "current", "mx"):
+        if scaling not in (None, "none", "delayed", "current") + _blockscale.SCALINGS:
             raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
-                             f"rpsim.torch (delayed, current and mx are; run it with `rpsim train`)")
+                             f"rpsim.torch (delayed, current, mx and nvfp4 are; run it with `rpsim train`)")
+        self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
         self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
         self.autocast = self.policy["autocast"]["format"]
@@ -272,8 +273,12 @@ class Emulation(TorchFunctionMode):
         cfg = copy.copy(cfg)
         if name != "linear":  # conv: col2im rounds the input gradient to the input's format
             cfg.x_format = _format_of(args[0], self.base)
-        if fp8:
+        if fp8 and layer in self.high_precision_layers:  # bf16 inputs, no block scales (linear.cpp)
+            cfg.compute = cfg.backward = "bfloat16"
+        elif fp8:
             cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
+            # rpsim train's keys of the block-scaled recipes' Hadamard signs and gradient rounding.
+            cfg.fp8.layer, cfg.fp8.seed, cfg.fp8.step_of = layer, self.seed, lambda: self.step
         if self.telemetry:
             cfg.log = self.flush_log[layer]
             count = self._upstream_flush(args[0])

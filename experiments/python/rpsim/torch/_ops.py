@@ -81,7 +81,7 @@ class _Gemm(torch.autograd.Function):
             # accumulation under a fixed-point output).
             dtype = torch.float64
         if cfg.fp8 is not None:
-            block = cfg.fp8.recipe["scaling"] == "mx"
+            block = cfg.fp8.recipe["scaling"] in _blockscale.SCALINGS
             return (_blockscale.forward if block else _fp8_forward)(ctx, a, b, cfg, dtype)
         ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
         ctx.save_for_backward(ac, bc)
@@ -91,7 +91,7 @@ class _Gemm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         cfg = ctx.cfg
-        if cfg.fp8 is not None and cfg.fp8.recipe["scaling"] == "mx":
+        if cfg.fp8 is not None and cfg.fp8.recipe["scaling"] in _blockscale.SCALINGS:
             return _blockscale.backward(ctx, grad)
         ac, bc = ctx.saved_tensors
         if cfg.fp8 is not None:

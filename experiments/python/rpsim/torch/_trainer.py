@@ -122,9 +122,11 @@ class Trainer:
                      f"{ln}_activation_grad_zero_vs_fp64_fraction", f"{ln}_weight_update_stalled_fraction"]
         # FP8 columns after every per-layer column (telemetry.cpp's fp8_columns), per tensor of
         # each layer whose GEMM the policy runs in FP8 with per-tensor scaling.
-        self.fp8_layers = [ln for ln, m in self.layers if self._fp8_layer(m)]
-        # MX: one scale per block, their range where the per-tensor scale stands (block_scaled).
-        self.block_scaled = self.policy.get("fp8", {}).get("scaling") == "mx"
+        # (a layer the recipe keeps in bf16 has no FP8 columns, as in rpsim train)
+        self.fp8_layers = [ln for ln, m in self.layers
+                           if self._fp8_layer(m) and ln not in self.emulation.high_precision_layers]
+        # MX, NVFP4: one scale per block, their range where the per-tensor scale stands (block_scaled).
+        self.block_scaled = self.policy.get("fp8", {}).get("scaling") in ("mx", "nvfp4")
         scales = ["scale_min", "scale_max"] if self.block_scaled else ["scale"]
         for ln in self.fp8_layers:
             for tensor in ("x", "w", "dy"):

@@ -105,7 +105,7 @@ const Format& e2m1() {
 }  // namespace
 
 Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                      Fp8Stats* stats, double* tensor_scale) {
+                      Fp8Stats* stats, double* tensor_scale, Matrix* scales) {
   const bool nv = recipe.scaling == Fp8Scaling::nvfp4;
   if (nv && f != e2m1())
     throw std::invalid_argument("nvfp4 quantises to e2m1 elements, the op rule names " + f.name);
@@ -116,6 +116,7 @@ Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
   const Groups groups{x, layout.axis, recipe.block_size, layout.tiles};
   const double elem_max = nv ? 6.0 : f.max_finite();
   Matrix out(x.rows(), x.cols());
+  if (scales) scales->resize(x.rows(), x.cols());
   Fp8Stats s;
   s.amax = tensor_amax;
   std::vector<double> v;
@@ -146,6 +147,7 @@ Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
         s.saturated += std::isfinite(v[k]) && std::fabs(v[k]) > elem_max * scale;
         s.flushed += v[k] != 0 && d[k] == 0;
         nonzero[k / b] |= v[k] != 0;
+        if (scales) (*scales)(r, c) = q.scales[k / b];
         out(r, c) = d[k++];
       });
       // The scale range over blocks with a nonzero amax (an all-zero block's

@@ -2,6 +2,7 @@
 #include <utility>
 
 #include "common.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 
 namespace rpsim::sim::train {
 using namespace detail;
@@ -33,9 +34,10 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
     // Activations in 1D blocks along K; weights down K, or in 2D tiles.
     // NVFP4's per-tensor scales leave the GEMM to its epilogue (MX: 1).
     double sx = 1, sw = 1;
-    acc = matmul(block_quantize(x, *f.compute, pol.fp8, {1}, &x_stats_, &sx),
-                 block_quantize(weight.value, *f.compute, pol.fp8, {0, pol.fp8.weight_2d}, &w_stats_, &sw),
-                 rule.accumulation, forward_stream);
+    acc =
+        block_matmul(block_operand(x, *f.compute, pol.fp8, {1}, &x_stats_, &sx),
+                     block_operand(weight.value, *f.compute, pol.fp8, {0, pol.fp8.weight_2d}, &w_stats_, &sw),
+                     rule.accumulation, forward_stream);
     dequantize(acc, sx, sw, accf);
   } else if (per_tensor_fp8(rule, pol)) {
     x_scale_ = fp8_scale(x, *f.compute, pol.fp8, x_history_, &x_stats_);
@@ -47,7 +49,7 @@ Matrix Linear::core_forward(const Matrix& x, const Format& x_format, const StepC
   } else {
     xc_ = rounded(*f.compute, x);
     wc_ = rounded(*f.compute, weight.value);
-    acc = matmul(xc_, wc_, rule.accumulation, forward_stream);
+    acc = matmul(xc_, wc_, unscaled_model(rule, *f.compute), forward_stream);
   }
   // Bias added in the accumulation format, as a GEMM epilogue does.
   const Eigen::RowVectorXd b = rounded(per_tensor_fp8(rule, pol) || blocked ? accf : *f.compute, bias.value);
@@ -74,24 +76,24 @@ void Linear::block_scaled_backward(const Matrix& dy, const StepContext& ctx, con
   const Matrix dy_w = r.hadamard ? hadamard_rows(dy, t) : dy;
   const Matrix xt_w = r.hadamard ? Matrix(hadamard_rows(x_, t).transpose()) : Matrix(x_.transpose());
   double sdy = 1, sx = 1, sw = 1;
-  const Matrix dy_cols =
-      block_quantize(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
-  dw =
-      matmul(block_quantize(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation, dw_stream);
+  const BlockOperand dy_cols =
+      block_operand(dy_w, *f.backward, r, {0, false, r.gradient_sr ? &sr_dw : nullptr}, &dy_stats_, &sdy);
+  dw = block_matmul(block_operand(xt_w, *f.compute, r, {1}, &x_stats_, &sx), dy_cols, rule.accumulation,
+                    dw_stream);
   dequantize(dw, sx, sdy, accf);
-  dy_cast_flushed_ = flushed_mask(dy_w, dy_cols);
+  dy_cast_flushed_ = flushed_mask(dy_w, dy_cols.values);
   if (!need_input_grad) return;
-  const Matrix dy_rows =
-      block_quantize(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
-  dx = matmul(dy_rows,
-              block_quantize(weight.value.transpose(), *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
-              rule.accumulation, dx_stream);
+  const BlockOperand dy_rows =
+      block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_dx : nullptr}, &dy_stats_, &sdy);
+  dx = block_matmul(dy_rows,
+                    block_operand(weight.value.transpose(), *f.compute, r, {0, r.weight_2d}, &w_stats_, &sw),
+                    rule.accumulation, dx_stream);
   dequantize(dx, sdy, sw, accf);
   // Under the RHT the dw operand is rotated: only dx's cast is in dy's layout.
   if (r.hadamard)
-    dy_cast_flushed_ = flushed_mask(dy, dy_rows);
+    dy_cast_flushed_ = flushed_mask(dy, dy_rows.values);
   else
-    dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows);
+    dy_cast_flushed_ = dy_cast_flushed_ || flushed_mask(dy, dy_rows.values);
 }
 
 Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need_input_grad,
@@ -128,8 +130,9 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
     dy_used = rounded(*f.backward, dy);
     dy_cast_flushed_ = flushed_mask(dy, dy_used);
     // The casts saved by forward (autocast saves the low-precision copies).
-    dw = matmul(xc_.transpose(), dy_used, rule.accumulation, dw_stream);
-    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), rule.accumulation, dx_stream);
+    const sim::AccumulationModel model = unscaled_model(rule, *f.compute);
+    dw = matmul(xc_.transpose(), dy_used, model, dw_stream);
+    if (need_input_grad) dx = matmul(dy_used, wc_.transpose(), model, dx_stream);
   }
   if (!per_tensor_fp8(rule, pol)) {
     dw_raw = dw;
@@ -154,6 +157,12 @@ Matrix Linear::core_backward(const Matrix& dy, const StepContext& ctx, bool need
     if (dx_before_rounding) *dx_before_rounding = std::move(dx_raw);
   }
   return dx;
+}
+
+// A layer kept in high precision under a policy whose GEMMs run on a
+// block-scaled instruction runs the same GPU's unscaled one (bf16 inputs).
+sim::AccumulationModel Linear::unscaled_model(const OpRule& rule, const Format& compute) const {
+  return high_precision_ ? high_precision_model(rule.accumulation, compute) : rule.accumulation;
 }
 
 Formats Linear::formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const {

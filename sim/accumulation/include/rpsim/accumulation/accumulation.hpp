@@ -31,7 +31,8 @@
 //                            (stored input_rounding split_k split_tile
 //                            promotion promotion_rounding k_order reduction
 //                            reduction_format reduction_rounding c_placement
-//                            output_rounding) or a Tensor Core field
+//                            scale_epilogue output_rounding) or a Tensor Core
+//                            field
 //   cublas:h100:IN:OUT[:rpr=0|1]  a named kernel preset (kernel_presets()):
 //                            the schedule cuBLAS picks for the GEMM's shape
 //   eigen[:binary64[:rne]]   not a summation model: Eigen's own binary64

@@ -24,6 +24,15 @@
 //      result in the reduction format (a C of +0 is no C: beta = 0); with
 //      accumulator, the starting value of the first chunk of slice 0;
 //   6. the result is rounded to `output` with `output_rounding`.
+// torch._scaled_mm's scale_a / scale_b (one per tensor, or per row of A /
+// column of B; gemm.hpp GemmScales) act between steps 4 and 5, in binary32,
+// as `scale_epilogue` says: `product` fl32(fl32(sa*sb) * acc) (cuBLASLt's
+// D = alpha*(scale_a*scale_b)*AB + beta*C with the two scales folded into
+// one alpha), `a_then_b` fl32(sb * fl32(sa * acc)) (a CUTLASS epilogue
+// visitor tree applying one scale after the other, PyTorch's rowwise FP8
+// kernel), `fused` fl32(fma(fl32(sa*sb), acc, C)) (CUTLASS's
+// LinearCombination multiply_add: one rounding for the scale and C). C then
+// joins in binary32 and step 6 rounds once to the output.
 // A split-K slice with promotion and a promotion chunk are the same
 // arithmetic under a sequential binary32 reduction: only the chunk
 // boundaries matter (REPORT.md, sec. 1).
@@ -46,6 +55,7 @@ namespace rpsim::sim {
 enum class KOrder : std::uint8_t { increasing, decreasing };
 enum class Reduction : std::uint8_t { sequential, reverse, pairwise, exact };
 enum class CPlacement : std::uint8_t { epilogue, accumulator };
+enum class ScaleEpilogue : std::uint8_t { product, a_then_b, fused };
 
 // A consecutive range of K accumulated as one chain from zero; `slice` is its
 // split-K slice.
@@ -71,6 +81,7 @@ struct KernelSchedule {
   Format reduction_format = formats::binary32();
   RoundingMode reduction_rounding = RoundingMode::nearest_even;
   CPlacement c_placement = CPlacement::epilogue;
+  ScaleEpilogue scale_epilogue = ScaleEpilogue::product;  // how _scaled_mm's scales are applied
   Format output = formats::binary32();
   RoundingMode output_rounding = RoundingMode::nearest_even;
 

@@ -36,8 +36,9 @@ struct ManifestGemm {
   // _scaled_mm's scale_a / scale_b ("scales" in the entry): one value (per
   // tensor) or one per row of A / column of B.
   std::vector<double> scale_a, scale_b;
-  // A scale other than 1: cuBLAS's scaled epilogue is unmeasured, so such a
-  // GEMM is said, not checked.
+  // A scale other than 1: checked through the schedule's scale_epilogue
+  // (kernel_schedule.hpp), whose rounding order is unmeasured: the row's
+  // note says so.
   bool scaled() const;
 };
 

@@ -33,13 +33,15 @@ Matrix fp8_quantize(const Matrix& x, const Format& f, double scale, Fp8Stats* st
 // by it, as for per-tensor FP8 (detail::dequantize). `stats`, when given, takes the amax, the range
 // of the block scales (1 / decode scale, as a per-tensor scale multiplies)
 // over blocks with a nonzero finite scale, and the counts, added to what it holds.
+// `scales`, when given, gets each entry's block scale (the result divided by
+// it is the element: block_gemm.hpp).
 struct BlockLayout {
   int axis = 1;
   bool tiles = false;
   const RandomStream* sr = nullptr;
 };
 Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                      Fp8Stats* stats = nullptr, double* tensor_scale = nullptr);
+                      Fp8Stats* stats = nullptr, double* tensor_scale = nullptr, Matrix* scales = nullptr);
 // block_quantize under OCP MX with E8M0 scales in 1D blocks of `block`.
 Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Stats* stats = nullptr);
 

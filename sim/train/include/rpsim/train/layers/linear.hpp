@@ -53,6 +53,9 @@ class Linear : public Layer {
   bool high_precision_ = false;
   // The rule's formats, bfloat16 GEMM inputs where high_precision_.
   detail::Formats formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const;
+  // The rule's accumulation, or for a layer kept in high precision the
+  // unscaled instruction of a block-scaled one (block_gemm.hpp).
+  sim::AccumulationModel unscaled_model(const OpRule& rule, const Format& compute) const;
   void block_scaled_backward(const Matrix& dy, const StepContext& ctx, const detail::Formats& f,
                              bool need_input_grad, Matrix& dw, Matrix& dx);
 

@@ -1,0 +1,61 @@
+// Block-scaled GEMMs in training on a block-scaled Tensor Core instruction
+// (tcgen05.mma.block_scale kind::mxf8f6f4 / mxf4nvf4 on B200,
+// mma.block_scale on sm_120): when a block-scaled policy's op rule names
+// such an instruction as its accumulation, the quantised operands' block
+// scales go into the GEMM as SFA / SFB (gemm.hpp GemmScales), as the
+// hardware takes them, instead of the elements being multiplied by their
+// scales before a GEMM that knows nothing of them.
+#pragma once
+
+#include <string>
+
+#include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/train/layers/fp8.hpp"
+#include "rpsim/train/policy.hpp"
+
+namespace rpsim::sim::train {
+
+// A block-quantised GEMM operand: block_quantize's values (each element
+// times its block's decoding scale), each entry's block scale, and the
+// element format.
+struct BlockOperand {
+  Matrix values, scales;
+  const Format* format = nullptr;
+};
+BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
+                           const BlockLayout& layout, Fp8Stats* stats = nullptr,
+                           double* tensor_scale = nullptr);
+
+// The block-scaled Tensor Core instruction `model` is, or null.
+const TensorCoreModel* block_instruction(const AccumulationModel& model);
+
+// The instruction of `m`'s preset (GPU, instruction, output, scale format
+// and block) for A in `a` and B in `b`: `m` itself when those are its
+// operands (its field overrides kept), else the preset's row for the pair
+// (a backward GEMM's e5m2 x e4m3). `scaled` false: that GPU's unscaled
+// instruction for the pair (NVFP4's layers kept in bf16). Throws
+// std::invalid_argument when the GPU has no such instruction.
+TensorCoreModel instruction_for(const TensorCoreModel& m, const Format& a, const Format& b,
+                                bool scaled = true);
+
+// A x B of two block-quantised operands, blocks along K. Under a
+// block-scaled instruction the elements go in with their scales as SFA
+// (M x K/block) and SFB (K/block x N); a K that is not a multiple of the
+// block is padded with zero elements (a tile load's zero fill). Under any
+// other model the values are multiplied as they are (tensor.hpp matmul).
+Matrix block_matmul(const BlockOperand& a, const BlockOperand& b, const AccumulationModel& model,
+                    RandomStream random);
+
+// The model a linear layer kept in high precision (bf16 inputs) runs: the
+// unscaled instruction of the same GPU for a block-scaled `model`, else
+// `model`.
+AccumulationModel high_precision_model(const AccumulationModel& model, const Format& input);
+
+// Throws ConfigError naming `path`.ops.OP.accumulation when a block-scaled
+// policy's op names a block-scaled instruction that disagrees with its
+// recipe: scale format (mx: ue8m0, nvfp4: ue4m3), block (fp8.block_size
+// against the instruction's scale_block), or an operand pair of the three
+// GEMMs (forward, weight and input gradient) the GPU has no instruction for.
+void check_block_instructions(const PrecisionPolicy& p, const std::string& path);
+
+}  // namespace rpsim::sim::train

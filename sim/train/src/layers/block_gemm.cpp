@@ -1,0 +1,129 @@
+// Block-scaled GEMMs on a block-scaled Tensor Core instruction
+// (block_gemm.hpp).
+#include "rpsim/train/layers/block_gemm.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/tensor_core_presets.hpp"
+#include "rpsim/train/config_error.hpp"
+
+namespace rpsim::sim::train {
+
+BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
+                           const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale) {
+  BlockOperand o;
+  o.values = block_quantize(x, f, recipe, layout, stats, tensor_scale, &o.scales);
+  o.format = &f;
+  return o;
+}
+
+const TensorCoreModel* block_instruction(const AccumulationModel& model) {
+  const auto* tc = std::get_if<TensorCoreModel>(&model.variant());
+  return tc && tc->scale_block > 0 ? tc : nullptr;
+}
+
+TensorCoreModel instruction_for(const TensorCoreModel& m, const Format& a, const Format& b, bool scaled) {
+  if (scaled && a == m.input && b == m.b_input()) return m;
+  if (m.preset.empty())
+    throw std::invalid_argument(
+        fmt::format("'{}' is not a preset: it has no instruction for {} x {}", m.name, a.name, b.name));
+  return tensor_core_preset(m.preset, a, m.output, m.instruction, b, scaled ? &*m.scale : nullptr,
+                            scaled ? m.scale_block : 0);
+}
+
+namespace {
+
+// The block-scale format's PTX name (E8M0 powers of two, or E4M3 read
+// without its sign).
+const char* scale_name(const Format& f) {
+  return f.exp_bits == 8 && f.man_bits == 0 ? "ue8m0" : "ue4m3";
+}
+
+// The elements of `o` (values over their block scales; a zero scale, an
+// all-zero NVFP4 block, holds zeros) with K padded to `k`: along columns
+// for A (`k_cols`), along rows for B.
+Matrix elements(const BlockOperand& o, Eigen::Index k, bool k_cols) {
+  Matrix e = k_cols ? Matrix::Zero(o.values.rows(), k) : Matrix::Zero(k, o.values.cols());
+  for (Eigen::Index i = 0; i < o.values.rows(); ++i)
+    for (Eigen::Index j = 0; j < o.values.cols(); ++j) {
+      const double s = o.scales(i, j);
+      e(i, j) = s == 0 ? 0.0 : o.values(i, j) / s;  // exact: values are element * scale
+    }
+  return e;
+}
+
+// One scale per block along K: the block's first entry's (every entry of a
+// 1D block, or of a 2D tile's column, shares it).
+Matrix block_scales(const BlockOperand& o, int block, Eigen::Index blocks, bool k_cols) {
+  Matrix s = k_cols ? Matrix(o.scales.rows(), blocks) : Matrix(blocks, o.scales.cols());
+  for (Eigen::Index i = 0; i < s.rows(); ++i)
+    for (Eigen::Index j = 0; j < s.cols(); ++j)
+      s(i, j) = k_cols ? o.scales(i, j * block) : o.scales(i * block, j);
+  return s;
+}
+
+}  // namespace
+
+Matrix block_matmul(const BlockOperand& a, const BlockOperand& b, const AccumulationModel& model,
+                    RandomStream random) {
+  const TensorCoreModel* tc = block_instruction(model);
+  if (!tc) return matmul(a.values, b.values, model, random);
+  if (a.values.cols() != b.values.rows())
+    throw std::invalid_argument(
+        fmt::format("matmul: inner dimensions differ ({} vs {})", a.values.cols(), b.values.rows()));
+  const TensorCoreModel m = instruction_for(*tc, *a.format, *b.format);
+  const int block = m.scale_block;
+  const Eigen::Index k = a.values.cols(), blocks = (k + block - 1) / block;
+  GemmScales s;
+  s.sfa = block_scales(a, block, blocks, true);
+  s.sfb = block_scales(b, block, blocks, false);
+  const Matrix zero = Matrix::Zero(a.values.rows(), b.values.cols());
+  return gemm(AccumulationModel(m), elements(a, blocks * block, true), elements(b, blocks * block, false),
+              zero, s, GemmOptions{omp_get_max_threads()});
+}
+
+AccumulationModel high_precision_model(const AccumulationModel& model, const Format& input) {
+  const TensorCoreModel* tc = block_instruction(model);
+  return tc ? AccumulationModel(instruction_for(*tc, input, input, false)) : model;
+}
+
+void check_block_instructions(const PrecisionPolicy& p, const std::string& path) {
+  for (const auto& [op, rule] : p.ops) {
+    const TensorCoreModel* tc = rule.follow_inputs ? nullptr : block_instruction(rule.accumulation);
+    if (!tc) continue;
+    const std::string where = fmt::format("{}.ops.{}.accumulation", path, op);
+    if (!block_scaled(p.fp8.scaling) || !rule.scaled_inputs)
+      throw ConfigError(
+          fmt::format("{}: '{}' multiplies block-scaled operands, but the policy does not "
+                      "block-scale this op's inputs (a block-scaled policy: mxfp8 mxfp6 "
+                      "mxfp4 nvfp4)",
+                      where, rule.accumulation.spec()));
+    const bool nv = p.fp8.scaling == Fp8Scaling::nvfp4;
+    const char* want = nv ? "ue4m3" : "ue8m0";
+    if (std::string(scale_name(*tc->scale)) != want)
+      throw ConfigError(fmt::format("{}: '{}' takes {} scales, the {} recipe makes {} scales", where,
+                                    rule.accumulation.spec(), scale_name(*tc->scale), nv ? "nvfp4" : "mx",
+                                    want));
+    if (tc->scale_block != p.fp8.block_size)
+      throw ConfigError(
+          fmt::format("{}: '{}' takes blocks of {} (scale_block), the recipe makes blocks of "
+                      "{} (fp8.block_size)",
+                      where, rule.accumulation.spec(), tc->scale_block, p.fp8.block_size));
+    const Format &fwd = *rule.compute, &bwd = rule.backward_compute ? *rule.backward_compute : fwd;
+    for (const auto& [x, y] : {std::pair{&fwd, &fwd}, {&fwd, &bwd}, {&bwd, &fwd}}) {
+      try {
+        (void)instruction_for(*tc, *x, *y);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(fmt::format("{}: no {} x {} GEMM on '{}': {}", where, x->name, y->name,
+                                      rule.accumulation.spec(), e.what()));
+      }
+    }
+  }
+}
+
+}  // namespace rpsim::sim::train
