@@ -1,5 +1,6 @@
 // The training loop: emulated network and FP64 shadow in lockstep, one step
 // at a time, evaluation, and the result files.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/run_info.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/run_plan.hpp"
+#include "rpsim/train/run_config.hpp"
 #include "rpsim/train/trainer.hpp"
 #include "telemetry.hpp"
 
@@ -376,6 +377,11 @@ RunResult run(const Config& config, const RunOptions& options) {
   training.train();
   training.finish(wall_start);
   return result;
+}
+
+std::string Evaluation::label() const {
+  if (std::fabs(epochs - std::round(epochs)) < 1e-9 && epochs >= 1) return fmt::format("epoch {}", epoch);
+  return fmt::format("{:.2g} of epoch {}", epochs - std::floor(epochs), int(std::floor(epochs)) + 1);
 }
 
 }  // namespace rpsim::sim::train

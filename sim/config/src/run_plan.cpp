@@ -1,10 +1,8 @@
 // The plan of a training run and its time estimate, from the config alone.
-#include "rpsim/train/run_plan.hpp"
+#include "rpsim/config/run_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +13,9 @@
 #include "rpsim/train/data.hpp"
 #include "rpsim/train/model.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 // Seconds per unit of work, measured as user CPU time with --threads 1 on
@@ -158,35 +158,6 @@ std::string scaler_text(const ScalerConfig& s) {
 
 }  // namespace
 
-// Every tensor is a binary64 Eigen matrix whatever format its values are
-// rounded to (tensor.hpp): 8 bytes per element. Per parameter: the value,
-// its gradient, a master copy and up to two optimizer buffers; per sample of
-// the larger of the training and evaluation batches, the activations saved
-// for backward. The FP64 shadow holds as much again.
-double memory_need_bytes(const Config& config, const Dataset& shape) {
-  // From the model table's size column: nothing is built, so a model too
-  // large for the machine is refused before any allocation.
-  const ModelInfo* info = find_model_type(config.model.type);
-  const ModelSize size = info ? info->size(config.model, shape) : ModelSize{};
-  // Backward holds one micro-batch's activations at a time.
-  const std::size_t micro = config.batch_size / std::size_t(config.gradient_accumulation_steps);
-  const double batch = double(std::max(micro, config.eval_batch_size));
-  const double elements = 5 * size.parameters + batch * size.activations_per_sample;
-  return 8 * elements * (config.shadow ? 2 : 1);
-}
-
-void check_run_fits(const Config& config, std::size_t train_samples, double memory_bytes) {
-  if (train_samples > 0 && config.batch_size > train_samples)
-    throw ConfigError(fmt::format("batch_size: {} is larger than the training set's {} samples",
-                                  config.batch_size, train_samples));
-  const double machine = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (memory_bytes > machine)
-    throw ConfigError(fmt::format(
-        "model ({}) with batch_size {}: the run needs about {:.3g} GB{}, more than this machine's {:.3g} GB",
-        config.model.type, config.batch_size, memory_bytes / 1e9,
-        config.shadow ? " (half for the FP64 shadow)" : "", machine / 1e9));
-}
-
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
@@ -278,9 +249,4 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   return s;
 }
 
-std::string Evaluation::label() const {
-  if (std::fabs(epochs - std::round(epochs)) < 1e-9 && epochs >= 1) return fmt::format("epoch {}", epoch);
-  return fmt::format("{:.2g} of epoch {}", epochs - std::floor(epochs), int(std::floor(epochs)) + 1);
-}
-
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

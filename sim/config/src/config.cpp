@@ -6,11 +6,14 @@
 #include <cmath>
 #include <span>
 
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/trainer.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -372,4 +375,4 @@ Config parse_config(const json& j) {
   return c;
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config
