@@ -57,7 +57,7 @@ void print_plan(const sim::sweep::Sweep& s, const std::vector<const sim::sweep::
     if (sim::sweep::run_complete(s, *r))
       ++complete;
     else
-      seconds += sim::config::plan_run(sim::config::parse_config(r->config)).estimate_s;
+      seconds += sim::config::plan_run(r->parsed).estimate_s;
   std::string grid;
   for (const auto& axis : s.axes)
     grid += fmt::format("{}{} ({} values)", grid.empty() ? "" : " x ", axis.key, axis.values.size());

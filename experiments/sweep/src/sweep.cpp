@@ -15,6 +15,7 @@
 #include "rpsim/config/config_loader.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace rpsim::sim::sweep {
 namespace {
@@ -151,7 +152,7 @@ Run grid_run(const Sweep& s, std::size_t i, std::size_t total, const std::string
   try {
     config::LoadedConfig loaded = config::read_config_json(s.base, base_where, settings);
     loaded.config["name"] = r.id;
-    (void)loaded.parse();
+    r.parsed = loaded.parse();
     r.config = std::move(loaded.config);
   } catch (const std::exception& e) {
     throw std::invalid_argument(fmt::format("{}: run {} ({}): {}", s.source.string(), r.id, label, e.what()));
@@ -232,12 +233,11 @@ std::size_t execute(const Sweep& s, const std::vector<const Run*>& runs, int par
       if (io::interrupted().load() || failure) return;
       const Run& r = *todo[i];
       try {
-        const train::Config cfg = config::parse_config(r.config);
         train::RunOptions opt;
         opt.out_dir = s.out_dir / r.id;
         opt.threads = 1;
         const auto t0 = std::chrono::steady_clock::now();
-        const train::RunResult res = train::run(cfg, opt);
+        const train::RunResult res = train::run(r.parsed, opt);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (res.interrupted) return;
         const double acc = res.evaluations.empty() ? -1 : res.evaluations.back().test_accuracy_percent;
