@@ -17,6 +17,7 @@
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace rpsim::cli {
 
@@ -76,6 +77,7 @@ int train(const TrainArgs& a) {
   std::fflush(stdout);
   if (a.plan) return 0;
   options.threads = a.threads;
+  options.data = plan.data;  // a text set read once, by the plan
   options.progress = a.quiet ? nullptr : stderr;
   options.progress_is_terminal = isatty(fileno(stderr));
   auto line = std::make_shared<io::ProgressLine>(options.progress, options.progress_is_terminal,

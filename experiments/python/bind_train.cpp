@@ -82,6 +82,7 @@ py::dict train_py(const py::object& config, const std::vector<std::string>& over
                  1);
   train::RunOptions options;
   options.threads = threads;
+  options.data = plan.data;  // a text set read once, by the plan (as `rpsim train`)
   options.progress = progress ? stderr : nullptr;
   if (!out.is_none()) {
     options.out_dir = py::str(out).cast<std::string>();

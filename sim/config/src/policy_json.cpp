@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "policy_read.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/policy_json.hpp"
 #include "rpsim/train/config_error.hpp"
@@ -241,6 +242,12 @@ PrecisionPolicy policy_from_json(const json& j, const std::string& path) {
   KeyReport report;
   check_policy_keys(j, path, report);
   report.throw_if_any();
+  return read_checked_policy(j, path);
+}
+
+PrecisionPolicy read_checked_policy(const json& j, const std::string& path) {
+  if (j.is_string()) return policy_from_json(j, path);
+  expect_object(j, path);
   if (!j.contains("name")) fail(join(path, "name"), "missing (a named policy to start from)");
   PolicyRead r;
   try {

@@ -45,14 +45,23 @@ double extra_per_multiply_add(const sim::AccumulationModel& m) {
   return 250e-9;
 }
 
-// Images: Fashion-MNIST's and the synthetic set's shape (1x28x28, 10
-// classes), no need to read them. Text: the vocabulary is the data's, so
-// the text is read (a few MB).
-Dataset data_shape(const Config& config) {
-  const ModelInfo* info = find_model_type(config.model.type);
-  Dataset shape;
-  if (info && info->text) shape = load_data(config.data).train;
-  return shape;
+// The measured base rate is fp32's: every format of the policy binary32
+// (weights, data, gradients, optimizer, each op's inputs and outputs), so
+// nothing is rounded below what the native kernels compute.
+bool all_binary32(const PrecisionPolicy& p) {
+  const auto b32 = [](const Format* f) { return !f || *f == formats::binary32(); };
+  if (!b32(p.data) || !b32(p.weights) || !b32(p.master_weights) || !b32(p.gradients) ||
+      !b32(p.optimizer_state) || !b32(p.optimizer_compute) || !b32(p.autocast_format))
+    return false;
+  for (const auto& [op, r] : p.ops)
+    if (!r.follow_inputs && (!b32(r.compute) || !b32(r.output) || !b32(r.backward_compute))) return false;
+  return true;
+}
+
+// The data's shape for the model and memory: a text set's as read (its
+// vocabulary), an image set's the default Dataset's (1x28x28, 10 classes).
+Dataset data_shape(const RunPlan& plan) {
+  return plan.data ? plan.data->train : Dataset{};
 }
 
 void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
@@ -66,37 +75,21 @@ void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
       plan.forward_multiply_adds += double(linear->weight.value.size());
 }
 
+// From the data-set table's row: sizes and source without reading images;
+// a text set is read here, once, and handed to the run (RunPlan::data).
 void count_data(const Config& config, RunPlan& plan) {
-  const DataConfig& d = config.data;
-  if (d.name != "fashion-mnist" && d.name != "synthetic") {
-    // Text (fortunes, synthetic-text): read it, as the run will.
-    const DataSplit data = load_data(d);
-    plan.synthetic_data = data.synthetic;
-    plan.train_samples = data.train.size();
-    plan.test_samples = data.test.size();
-    plan.data_source = data.description;
-    return;
-  }
-  auto limited = [](std::size_t n, std::size_t limit) { return limit && limit < n ? limit : n; };
-  // No data.path: the data-set table's folder, as load_data reads it.
-  std::string path = d.path;
-  for (const auto& row : data_sets())
-    if (path.empty() && row.name == d.name) path = row.default_path;
-  const bool files = d.name == "fashion-mnist" && missing_fashion_mnist_files(path).empty();
-  plan.synthetic_data = !files;
-  plan.train_samples = limited(files ? 60000 : d.synthetic_train_size, d.train_limit);
-  plan.test_samples = limited(files ? 10000 : d.synthetic_test_size, d.test_limit);
-  plan.data_source = files ? "Fashion-MNIST IDX files in " + path
-                     : d.name == "synthetic"
-                         ? std::string("SYNTHETIC (asked for): 10 classes of blobs plus noise, 28x28")
-                         : "SYNTHETIC stand-in: no Fashion-MNIST files in " + path +
-                               " (install Debian's dataset-fashion-mnist)";
+  DataFacts facts = data_facts(config.data);
+  plan.synthetic_data = facts.synthetic;
+  plan.train_samples = facts.train_samples;
+  plan.test_samples = facts.test_samples;
+  plan.data_source = std::move(facts.source);
+  plan.data = std::move(facts.loaded);
 }
 
 double estimate(const Config& config, const RunPlan& plan) {
   const double step_macs = 3.0 * double(config.batch_size) * plan.forward_multiply_adds;
   const double factor = config.policy.fp8.scaling != Fp8Scaling::none ? kFp8Factor
-                        : config.policy.name.rfind("fp32", 0) == 0    ? 1.0
+                        : all_binary32(config.policy)                 ? 1.0
                                                                       : kPolicyFactor;
   const double shadow = config.shadow ? 1.0 : kNoShadowFactor;
   const double extra = extra_per_multiply_add(config.policy.rule("linear").accumulation);
@@ -117,7 +110,7 @@ std::string layers_text(const nlohmann::json& layers) {
     for (const auto& [key, value] : entry.items())
       if (key != "op") args.push_back(key + "=" + value.dump());
     items.push_back(entry["op"].get<std::string>() +
-                    (args.empty() ? "" : "(" + fmt::format("{}", fmt::join(args, ", ")) + ")"));
+                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
   }
   return fmt::format("{}", fmt::join(items, ", "));
 }
@@ -161,7 +154,7 @@ std::string scaler_text(const ScalerConfig& s) {
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
-  const Dataset shape = data_shape(config);
+  const Dataset shape = data_shape(plan);
   plan.memory_bytes = memory_need_bytes(config, shape);
   check_run_fits(config, plan.train_samples, plan.memory_bytes);  // before the model is built
   count_model(config, shape, plan);
@@ -180,11 +173,10 @@ std::string given(const LoadedConfig& l, const char* key) {
 }
 
 std::string policy_text(const PrecisionPolicy& p) {
-  const std::string base = p.name.substr(0, p.name.find('+'));
   for (const auto& row : policies())
-    if (row.name == base)
+    if (row.name == p.base)
       return fmt::format("{}: {}{}", p.name, row.description,
-                         p.name != base ? " (with the config's overrides, see meta.json)" : "");
+                         p.name != p.base ? " (with the config's overrides, see meta.json)" : "");
   return p.name;
 }
 

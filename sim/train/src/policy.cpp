@@ -258,8 +258,12 @@ const std::vector<std::string>& policy_names() {
 }
 
 PrecisionPolicy named_policy(const std::string& name) {
-  for (const auto& p : table())
-    if (name == p.name) return p.make(name);
+  for (const auto& row : table())
+    if (name == row.name) {
+      PrecisionPolicy p = row.make(name);
+      p.base = row.name;
+      return p;
+    }
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown policy \"" + name + "\"" + did_you_mean(name, policy_names()) +

@@ -364,7 +364,8 @@ RunResult run(const Config& config, const RunOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const auto wall_start = Clock::now();
   RunResult result;
-  const DataSplit data = load_data(config.data);
+  const DataSplit read = options.data ? DataSplit{} : load_data(config.data);
+  const DataSplit& data = options.data ? *options.data : read;
   if (data.train.size() == 0) throw ConfigError("data: the training set is empty");
   // Before anything is allocated or created (a run that cannot fit leaves no folder behind).
   check_run_fits(config, data.train.size(), memory_need_bytes(config, data.train));

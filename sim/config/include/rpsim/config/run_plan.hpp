@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rpsim/config/config.hpp"
@@ -23,6 +24,9 @@ struct RunPlan {
   double forward_multiply_adds = 0;  // per sample, the matmuls (linear, conv) only
   double estimate_s = 0;             // wall time on one core of this project's machine (see run_plan.cpp)
   double memory_bytes = 0;           // what the run holds at its peak (memory_need_bytes)
+  // A text set as read for the plan (its vocabulary is the model's
+  // shape): RunOptions::data, so the run reads it no second time.
+  std::shared_ptr<const train::DataSplit> data;
 };
 
 // memory_need_bytes and check_run_fits: rpsim/train/run_config.hpp (the

@@ -68,7 +68,8 @@ struct OpRule {
 };
 
 struct PrecisionPolicy {
-  std::string name;
+  std::string name;  // as meta.json shows it: the row's, "+custom" after a config's overrides
+  std::string base;  // the policy-table row it starts from
   std::map<std::string, OpRule> ops;
   std::vector<std::string> autocast_allow, autocast_deny;  // as configured (for meta.json)
   const Format* autocast_format = nullptr;                 // null: autocast off

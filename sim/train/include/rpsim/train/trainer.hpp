@@ -49,6 +49,9 @@ struct RunOptions {
   // accumulation; read only.
   std::function<void(std::int64_t step, int micro, const std::vector<Parameter*>& params)> on_gradients;
   int threads = 0;  // OpenMP threads, 0: default
+  // The data as the run's plan read it (a text set: config layer's
+  // plan_run); null: run reads config.data itself.
+  std::shared_ptr<const DataSplit> data;
 };
 
 struct Evaluation {
