@@ -3,7 +3,7 @@
 # (include/ and src/ mirror each other). The target is rpsim_<NAME>, used as
 # rpsim::<NAME> inside this build and by find_package(rpsim) outside it.
 # A library links only the libraries below it (formats <- accumulation <-
-# validation, scaling <- train <- studies, sweep <- the CLI).
+# validation, scaling <- train <- config <- studies, sweep <- the CLI).
 set(RPSIM_EXPORTED_TARGETS "" CACHE INTERNAL "")
 
 function(rpsim_library name folder)

@@ -34,7 +34,7 @@ rpsim::sim::train::Config emulated_config(const nlohmann::json& policy, bool sha
   j["shadow"] = shadow;
   j["steps"] = steps;
   j["data"]["synthetic_train_size"] = kBatch * 2 * kSteps;  // the same data for N and 2N
-  return rpsim::sim::train::parse_config(j);
+  return rpsim::sim::config::parse_config(j);
 }
 
 void ratio_benchmark(benchmark::State& state, const std::string& label, const nlohmann::json& policy,

@@ -17,6 +17,7 @@
 
 #include "native/native_steps.h"
 #include "native_timing.hpp"
+#include "rpsim/config/config.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/train/trainer.hpp"
 

@@ -59,14 +59,14 @@ rpsim::sim::train::Config emulated_config(const Shape& s, const std::string& pol
   j["policy"] = policy;
   j["shadow"] = shadow;
   j["steps"] = steps;
-  return rpsim::sim::train::parse_config(j);
+  return rpsim::sim::config::parse_config(j);
 }
 
 // The shape with synthetic-text's vocabulary, so both sides' embedding and
 // head have the same size.
 Shape shape(int width, int context, int batch) {
   Shape s{2, width, 4, context, batch, 0};
-  const auto c = rpsim::sim::train::parse_config(gpt_json(s));
+  const auto c = rpsim::sim::config::parse_config(gpt_json(s));
   s.vocabulary = int(rpsim::sim::train::load_data(c.data).vocabulary.size());
   return s;
 }

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "rpsim/config/run_plan.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/sweep/sweep.hpp"
-#include "rpsim/train/run_plan.hpp"
 #ifdef RPSIM_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -57,7 +57,7 @@ void print_plan(const sim::sweep::Sweep& s, const std::vector<const sim::sweep::
     if (sim::sweep::run_complete(s, *r))
       ++complete;
     else
-      seconds += sim::train::plan_run(sim::train::parse_config(r->config)).estimate_s;
+      seconds += sim::config::plan_run(r->parsed).estimate_s;
   std::string grid;
   for (const auto& axis : s.axes)
     grid += fmt::format("{}{} ({} values)", grid.empty() ? "" : " x ", axis.key, axis.values.size());

@@ -11,12 +11,13 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/run_plan.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_loader.hpp"
-#include "rpsim/train/run_plan.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace rpsim::cli {
 
@@ -50,10 +51,10 @@ void print_results(const sim::train::Config& config, const sim::train::RunResult
 }
 
 int train(const TrainArgs& a) {
-  sim::train::LoadedConfig loaded;
+  sim::config::LoadedConfig loaded;
   sim::train::Config config;
   try {
-    loaded = sim::train::read_config_file(a.file, a.sets);
+    loaded = sim::config::read_config_file(a.file, a.sets);
     config = loaded.parse();
   } catch (const sim::train::ConfigError& e) {
     throw UsageError(e.what());
@@ -65,17 +66,18 @@ int train(const TrainArgs& a) {
   options.partial_out_dir = options.out_dir.string() + "-partial";
   // The plan checks the batch against the data and the memory against the
   // machine's (ConfigError: exit 2) before any folder is created.
-  const sim::train::RunPlan plan = sim::train::plan_run(config);
+  const sim::config::RunPlan plan = sim::config::plan_run(config);
   try {
     if (!a.plan) io::ensure_writable_dir(options.out_dir);  // --plan creates nothing
   } catch (const io::IoError& e) {
     throw UsageError(e.what());
   }
   fmt::print("rpsim train {}: what will run\n{}", config.name,
-             sim::train::describe_run(loaded, config, plan, options.out_dir.string()));
+             sim::config::describe_run(loaded, config, plan, options.out_dir.string()));
   std::fflush(stdout);
   if (a.plan) return 0;
   options.threads = a.threads;
+  options.data = plan.data;  // a text set read once, by the plan
   options.progress = a.quiet ? nullptr : stderr;
   options.progress_is_terminal = isatty(fileno(stderr));
   auto line = std::make_shared<io::ProgressLine>(options.progress, options.progress_is_terminal,

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rpsim/train/config_loader.hpp"
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/train/policy.hpp"
 
 namespace rpsim::python {
@@ -22,7 +22,7 @@ nlohmann::json json_arg(const py::object& value);
 
 // A config dict or a path to a config file (any vocabulary the loader reads),
 // with --set-style overrides. A TypeError for anything else.
-sim::train::LoadedConfig config_arg(const py::object& config, const std::vector<std::string>& overrides);
+sim::config::LoadedConfig config_arg(const py::object& config, const std::vector<std::string>& overrides);
 
 // A policy name or a config's policy object, through the config parser
 // (ConfigError names the key).

@@ -12,7 +12,7 @@
 
 #include "bind_config.hpp"
 #include "bindings.hpp"
-#include "rpsim/train/config_loader.hpp"
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/train/layers/attention.hpp"
 #include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/model.hpp"

@@ -12,11 +12,12 @@
 
 #include "bind_config.hpp"
 #include "bindings.hpp"
+#include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/policy_json.hpp"
+#include "rpsim/config/run_plan.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
-#include "rpsim/train/config_loader.hpp"
-#include "rpsim/train/run_plan.hpp"
 #include "rpsim/train/trainer.hpp"
 
 namespace rpsim::python {
@@ -64,13 +65,13 @@ train::RunResult run_interruptibly(const train::Config& config, const train::Run
 
 py::dict train_py(const py::object& config, const std::vector<std::string>& overrides, const py::object& out,
                   int threads, bool progress) {
-  const train::LoadedConfig loaded = config_arg(config, overrides);
+  const sim::config::LoadedConfig loaded = config_arg(config, overrides);
   const train::Config parsed = loaded.parse();    // ConfigError (invalid_argument) -> ValueError
   io::check_threads(threads, "threads =", true);  // std::invalid_argument -> ValueError
   // The CLI's checks before any work (a batch larger than the data, a run
   // larger than the machine's memory: ValueError), and what it announces
   // first: a config without "steps" trains whole epochs, said as a warning.
-  const train::RunPlan plan = train::plan_run(parsed);
+  const sim::config::RunPlan plan = sim::config::plan_run(parsed);
   if (parsed.steps == 0)
     PyErr_WarnEx(PyExc_UserWarning,
                  fmt::format("rpsim.train: the config has no \"steps\" limit: {} steps = {} epoch{} of {} "
@@ -81,6 +82,7 @@ py::dict train_py(const py::object& config, const std::vector<std::string>& over
                  1);
   train::RunOptions options;
   options.threads = threads;
+  options.data = plan.data;  // a text set read once, by the plan (as `rpsim train`)
   options.progress = progress ? stderr : nullptr;
   if (!out.is_none()) {
     options.out_dir = py::str(out).cast<std::string>();
@@ -114,17 +116,17 @@ nlohmann::json json_arg(const py::object& value) {
   return nlohmann::json::parse(py::module_::import("json").attr("dumps")(value).cast<std::string>());
 }
 
-sim::train::LoadedConfig config_arg(const py::object& config, const std::vector<std::string>& overrides) {
+sim::config::LoadedConfig config_arg(const py::object& config, const std::vector<std::string>& overrides) {
   if (py::isinstance<py::dict>(config))
-    return sim::train::read_config_json(json_arg(config), "config dict", overrides);
+    return sim::config::read_config_json(json_arg(config), "config dict", overrides);
   if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__"))
-    return sim::train::read_config_file(py::str(config).cast<std::string>(), overrides);
+    return sim::config::read_config_file(py::str(config).cast<std::string>(), overrides);
   throw py::type_error(fmt::format("config: {} is neither a dict nor a path",
                                    py::str(py::type::handle_of(config)).cast<std::string>()));
 }
 
 sim::train::PrecisionPolicy policy_arg(const py::object& spec) {
-  return sim::train::policy_from_json(json_arg(spec), "policy");
+  return sim::config::policy_from_json(json_arg(spec), "policy");
 }
 
 }  // namespace rpsim::python

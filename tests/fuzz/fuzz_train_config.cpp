@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "rpsim/config/config.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -24,8 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return 0;  // not JSON: `rpsim train` reports the parse error itself
   try {
-    if (!override_text.empty()) rpsim::sim::train::apply_override(j, override_text);
-    (void)rpsim::sim::train::parse_config(j);
+    if (!override_text.empty()) rpsim::sim::config::apply_override(j, override_text);
+    (void)rpsim::sim::config::parse_config(j);
   } catch (const rpsim::sim::train::ConfigError&) {
   }
   return 0;

@@ -7,11 +7,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/study/training_runs.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_loader.hpp"
 
 namespace rpsim::sim::study {
 
@@ -58,19 +58,19 @@ nlohmann::json training_config(const StudyConfig& cfg, const nlohmann::json& pat
       !(cfg.values().at("train_set").is_array() && cfg.values().at("train_set").empty()))
     sets = cfg.strings("train_set");
   // Read as `rpsim train` reads a config, train_set as its --set.
-  train::LoadedConfig loaded;
+  config::LoadedConfig loaded;
   try {
     loaded = train.is_string()
-                 ? train::read_config_file(
+                 ? config::read_config_file(
                        std::filesystem::path(cfg.path()).parent_path() / train.get<std::string>(), sets)
-                 : train::read_config_json(train, "train", sets);
+                 : config::read_config_json(train, "train", sets);
   } catch (const train::ConfigError& e) {
     throw std::invalid_argument(fmt::format("config '{}': {}", cfg.path(), e.what()));
   }
   // The study's own settings, in rpsim's vocabulary, replace what they name.
   for (const auto& [key, value] : patch.items()) {
     try {
-      train::set_config_path(loaded.config, key, value);
+      config::set_config_path(loaded.config, key, value);
     } catch (const train::ConfigError& e) {
       throw std::invalid_argument(fmt::format("config '{}': {}", cfg.path(), e.what()));
     }
@@ -81,7 +81,7 @@ nlohmann::json training_config(const StudyConfig& cfg, const nlohmann::json& pat
 TrainingRun run_training(const nlohmann::json& config, const std::string& where) {
   train::Config parsed;
   try {
-    parsed = train::parse_config(config);
+    parsed = config::parse_config(config);
   } catch (const std::exception& e) {
     throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
   }

@@ -11,10 +11,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/config_loader.hpp"
+#include "rpsim/train/trainer.hpp"
 
 namespace rpsim::sim::sweep {
 namespace {
@@ -149,9 +150,9 @@ Run grid_run(const Sweep& s, std::size_t i, std::size_t total, const std::string
   }
   r.id = safe(fmt::format("r{:0{}}-{}", i, int(std::to_string(total - 1).size()), label));
   try {
-    train::LoadedConfig loaded = train::read_config_json(s.base, base_where, settings);
+    config::LoadedConfig loaded = config::read_config_json(s.base, base_where, settings);
     loaded.config["name"] = r.id;
-    (void)loaded.parse();
+    r.parsed = loaded.parse();
     r.config = std::move(loaded.config);
   } catch (const std::exception& e) {
     throw std::invalid_argument(fmt::format("{}: run {} ({}): {}", s.source.string(), r.id, label, e.what()));
@@ -165,8 +166,8 @@ Sweep load(const std::filesystem::path& file) {
   const nlohmann::ordered_json j = read_json(file, "sweep");
   std::string where = file.string();
   if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
-  train::KeyReport report;
-  train::check_object_keys(nlohmann::json::parse(j.dump()), {"name", "base", "grid", "out"}, "", report);
+  config::KeyReport report;
+  config::check_object_keys(nlohmann::json::parse(j.dump()), {"name", "base", "grid", "out"}, "", report);
   try {
     report.throw_if_any();
   } catch (const train::ConfigError& e) {
@@ -232,12 +233,11 @@ std::size_t execute(const Sweep& s, const std::vector<const Run*>& runs, int par
       if (io::interrupted().load() || failure) return;
       const Run& r = *todo[i];
       try {
-        const train::Config cfg = train::parse_config(r.config);
         train::RunOptions opt;
         opt.out_dir = s.out_dir / r.id;
         opt.threads = 1;
         const auto t0 = std::chrono::steady_clock::now();
-        const train::RunResult res = train::run(cfg, opt);
+        const train::RunResult res = train::run(r.parsed, opt);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (res.interrupted) return;
         const double acc = res.evaluations.empty() ? -1 : res.evaluations.back().test_accuracy_percent;

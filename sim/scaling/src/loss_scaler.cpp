@@ -86,7 +86,7 @@ const std::vector<LossScalerInfo>& table() {
        ScalerConfig{}, detail::make_static_scaler},
       // torch/amp/grad_scaler.py GradScaler.__init__.
       {"pytorch", "torch/amp/grad_scaler.py, torch._amp_update_scale_", kPyTorch,
-       defaults(65536.0, 2.0, 0.5, 2000, none, none, none), detail::make_pytorch_scaler},
+       defaults(65536.0, 2.0, 0.5, 2000, none, none, none), detail::make_pytorch_scaler, "dynamic"},
       // deepspeed/runtime/constants.py FP16_INITIAL_SCALE_POWER_DEFAULT = 16,
       // FP16_LOSS_SCALE_WINDOW_DEFAULT = 1000, FP16_HYSTERESIS_DEFAULT = 2,
       // FP16_MIN_LOSS_SCALE_DEFAULT = 1 (the "fp16" config section).
@@ -122,8 +122,7 @@ const std::vector<LossScalerInfo>& table() {
 }
 
 const LossScalerInfo& lookup(const std::string& policy) {
-  for (const auto& p : table())
-    if (policy == p.name) return p;
+  if (const LossScalerInfo* p = find_loss_scaler(policy)) return *p;
   throw std::invalid_argument(fmt::format("unknown loss scaler policy '{}' (known: {})", policy,
                                           fmt::join(loss_scaler_policies(), ", ")));
 }
@@ -233,6 +232,12 @@ std::vector<std::string> scaler_field_names() {
   std::vector<std::string> names;
   for (const auto& f : kFields) names.emplace_back(f.name);
   return names;
+}
+
+const LossScalerInfo* find_loss_scaler(std::string_view name) {
+  for (const auto& p : table())
+    if (name == p.name || (!p.alias.empty() && name == p.alias)) return &p;
+  return nullptr;
 }
 
 std::vector<std::string> loss_scaler_policies() {

@@ -176,10 +176,35 @@ DataSplit synthetic_images(const DataConfig& config, const std::string&) {
   return synthetic_images(config);
 }
 
+std::size_t limited(std::size_t n, std::size_t limit) {
+  return limit && limit < n ? limit : n;
+}
+
+DataFacts synthetic_images_facts(const DataConfig& config, const std::string&) {
+  return {limited(config.synthetic_train_size, config.train_limit),
+          limited(config.synthetic_test_size, config.test_limit), true,
+          "SYNTHETIC (asked for): 10 classes of blobs plus noise, 28x28", nullptr};
+}
+
+// The IDX files' sample counts (Fashion-MNIST: 60000 training, 10000 test
+// images), or the synthetic stand-in's when the folder lacks them.
+DataFacts fashion_mnist_facts(const DataConfig& config, const std::string& path) {
+  if (!missing_fashion_mnist_files(path).empty())
+    return {
+        limited(config.synthetic_train_size, config.train_limit),
+        limited(config.synthetic_test_size, config.test_limit), true,
+        "SYNTHETIC stand-in: no Fashion-MNIST files in " + path + " (install Debian's dataset-fashion-mnist)",
+        nullptr};
+  return {limited(60000, config.train_limit), limited(10000, config.test_limit), false,
+          "Fashion-MNIST IDX files in " + path, nullptr};
+}
+
 const DataSetInfo kDataSets[] = {
     {"fashion-mnist", kDebianFashionMnist,
-     "Fashion-MNIST, 28x28 grey images, 10 classes (Debian's dataset-fashion-mnist)", fashion_mnist},
-    {"synthetic", "", "10 classes of blob prototypes plus noise, 28x28 (no files)", synthetic_images},
+     "Fashion-MNIST, 28x28 grey images, 10 classes (Debian's dataset-fashion-mnist)", fashion_mnist,
+     fashion_mnist_facts, missing_fashion_mnist_files},
+    {"synthetic", "", "10 classes of blob prototypes plus noise, 28x28 (no files)", synthetic_images,
+     synthetic_images_facts},
     {"fortunes", "/usr/share/games/fortunes",
      "English text for a character-level language model: Debian's fortunes (fortune cookies)", load_fortunes},
     {"synthetic-text", "",
@@ -205,9 +230,22 @@ std::string data_set_names() {
   return s;
 }
 
-DataSplit load_data(const DataConfig& config) {
+const DataSetInfo* find_data_set(const std::string& name) {
   for (const auto& d : kDataSets)
-    if (config.name == d.name) return d.load(config, config.path.empty() ? d.default_path : config.path);
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+DataFacts data_facts(const DataConfig& config) {
+  const DataSetInfo* d = find_data_set(config.name);
+  if (d && d->facts) return d->facts(config, config.path.empty() ? d->default_path : config.path);
+  auto data = std::make_shared<const DataSplit>(load_data(config));
+  return {data->train.size(), data->test.size(), data->synthetic, data->description, data};
+}
+
+DataSplit load_data(const DataConfig& config) {
+  if (const DataSetInfo* d = find_data_set(config.name))
+    return d->load(config, config.path.empty() ? d->default_path : config.path);
   throw std::invalid_argument("data.name: unknown data set \"" + config.name + "\" (" + data_set_names() +
                               ")");
 }

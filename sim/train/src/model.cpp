@@ -6,7 +6,7 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/train/run_config.hpp"
 
 namespace rpsim::sim::train {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "rpsim/train/data.hpp"
 #include "rpsim/train/optimizer.hpp"
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/train/run_config.hpp"
 
 namespace rpsim::sim::train {
 

@@ -1,5 +1,6 @@
 // The training loop: emulated network and FP64 shadow in lockstep, one step
 // at a time, evaluation, and the result files.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/run_info.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/run_plan.hpp"
+#include "rpsim/train/run_config.hpp"
 #include "rpsim/train/trainer.hpp"
 #include "telemetry.hpp"
 
@@ -363,7 +364,8 @@ RunResult run(const Config& config, const RunOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const auto wall_start = Clock::now();
   RunResult result;
-  const DataSplit data = load_data(config.data);
+  const DataSplit read = options.data ? DataSplit{} : load_data(config.data);
+  const DataSplit& data = options.data ? *options.data : read;
   if (data.train.size() == 0) throw ConfigError("data: the training set is empty");
   // Before anything is allocated or created (a run that cannot fit leaves no folder behind).
   check_run_fits(config, data.train.size(), memory_need_bytes(config, data.train));
@@ -376,6 +378,11 @@ RunResult run(const Config& config, const RunOptions& options) {
   training.train();
   training.finish(wall_start);
   return result;
+}
+
+std::string Evaluation::label() const {
+  if (std::fabs(epochs - std::round(epochs)) < 1e-9 && epochs >= 1) return fmt::format("epoch {}", epoch);
+  return fmt::format("{:.2g} of epoch {}", epochs - std::floor(epochs), int(std::floor(epochs)) + 1);
 }
 
 }  // namespace rpsim::sim::train

@@ -6,8 +6,10 @@
 #include <map>
 #include <sstream>
 
+#include "rpsim/config/config.hpp"
 #include "rpsim/train/trainer.hpp"
 
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 
 namespace {

@@ -7,6 +7,8 @@
 #include <span>
 
 #include "finite_differences.hpp"
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/formats/block_scale.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/layers.hpp"
@@ -14,6 +16,7 @@
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using namespace rpsim::sim::train::testing;
 

@@ -7,11 +7,13 @@
 #include <map>
 #include <sstream>
 
+#include "rpsim/config/config.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/train/layers.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 
 namespace {

@@ -9,10 +9,11 @@
 #include <sstream>
 
 #include "csv_column.hpp"
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_loader.hpp"
 #include "rpsim/train/trainer.hpp"
 
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using nlohmann::json;
 using rpsim::sim::train::testing::column;

@@ -10,10 +10,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_loader.hpp"
 #include "rpsim/train/lr_schedule.hpp"
 
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using nlohmann::json;
 

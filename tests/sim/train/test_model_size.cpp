@@ -3,11 +3,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/run_plan.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_loader.hpp"
-#include "rpsim/train/run_plan.hpp"
 #include "rpsim/train/trainer.hpp"
 
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using nlohmann::json;
 namespace fs = std::filesystem;

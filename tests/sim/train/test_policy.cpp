@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/policy.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 
 namespace {

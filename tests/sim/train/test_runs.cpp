@@ -7,10 +7,12 @@
 #include <sstream>
 
 #include "csv_column.hpp"
+#include "rpsim/config/config.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using rpsim::sim::train::testing::column;
 

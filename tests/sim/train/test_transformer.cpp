@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "finite_differences.hpp"
+#include "rpsim/config/config.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/text.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using namespace rpsim::sim::train::testing;
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "rpsim/train/run_config.hpp"
+
 namespace rpsim::sim::sweep {
 
 struct Axis {
@@ -22,6 +24,9 @@ struct Run {
   std::string id;                      // "r003-policy=fp16-amp,seed=1" made filesystem-safe
   std::vector<nlohmann::json> values;  // one per axis
   nlohmann::json config;               // the base with the values applied, in rpsim's vocabulary
+  // `config` as parsed once, when the sweep was read: what the run, its
+  // plan and its estimate use (no run parses its config again).
+  train::Config parsed;
 };
 
 struct Sweep {
@@ -35,7 +40,7 @@ struct Sweep {
 
 // Reads SWEEP.json: {"name": ..., "base": {config} | "path/to/config.json",
 // "grid": {"key": [v1, v2], ...}, "out": "dir"?}. The base is read as
-// `rpsim train` reads a config (train/config_loader.hpp: rpsim's vocabulary
+// `rpsim train` reads a config (config/config_loader.hpp: rpsim's vocabulary
 // or DeepSpeed's, Keras names, grad_scaler, fp8_recipe), the grid's keys in
 // the base's vocabulary. Every run's config is parsed before any work;
 // errors name the file, the grid key and the run. Throws std::invalid_argument.

@@ -109,8 +109,11 @@ struct LossScalerInfo {
   unsigned fields;            // ScalerField bits: what the policy reads
   ScalerConfig defaults;      // upstream defaults of those fields (cited at the row)
   std::unique_ptr<LossScaler> (*make)(const ScalerConfig& resolved);
+  std::string_view alias = {};  // another name configs give it (PyTorch's scaler: "dynamic")
 };
 std::span<const LossScalerInfo> loss_scalers();
+// The row named `name`, or whose alias it is; nullptr for neither.
+const LossScalerInfo* find_loss_scaler(std::string_view name);
 
 // ScalerConfig's fields, one row each: the name configs use, its bit, its
 // kind (a flag is set by a nonzero value), whether a config sets it, the

@@ -1,12 +1,17 @@
 // Errors in a training configuration. The message starts with the key path
 // ("optimizer.lr: expected a number, got \"x\""); the loader prefixes the
-// file. Unknown keys are checked apart (config_keys.hpp), all at once.
+// file. Unknown keys are checked apart (the config layer, sim/config), all at
+// once. Here, not in the config layer, because the simulator's own tables
+// (ops, models, policies, DeepSpeed schedules) check their arguments with it.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace rpsim::sim::train {
 
@@ -14,6 +19,15 @@ class ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+// The names of `known` a plausible typo away from `name` (edit distance with
+// transpositions, case ignored, or one containing the other), nearest first,
+// at most `count`.
+std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
+                                       std::size_t count = 3);
+
+// " (did you mean a or b?)", or "" when nothing is near.
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& known);
 
 namespace config_json {
 

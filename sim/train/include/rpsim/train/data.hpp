@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,17 +62,36 @@ struct DataSplit {
   std::string vocabulary;   // text: the byte of each token id
 };
 
+// What a run of a data set will find, known before it starts: sizes and
+// where the samples come from. A set whose shape is the data's own (text:
+// the vocabulary) is read to know it, and `loaded` holds what was read, so
+// the run reads it no second time.
+struct DataFacts {
+  std::size_t train_samples = 0, test_samples = 0;
+  bool synthetic = false;
+  std::string source;  // "Fashion-MNIST IDX files in DIR", or why synthetic
+  std::shared_ptr<const DataSplit> loaded;
+};
+
 // The data-set table: one row per name a config can give.
 struct DataSetInfo {
   const char* name;
   const char* default_path;  // "" when it reads no files
   const char* help;
   DataSplit (*load)(const DataConfig& config, const std::string& path);
+  // The facts without reading the samples; null: read them (load) to know.
+  DataFacts (*facts)(const DataConfig& config, const std::string& path) = nullptr;
+  // The files a folder given as data.path must hold: those it lacks (all of
+  // them: the folder is wrong). Null: nothing checked before the run.
+  std::vector<std::string> (*missing_files)(const std::string& dir) = nullptr;
 };
 std::span<const DataSetInfo> data_sets();
 std::string data_set_names();  // comma-separated, for error messages
 
 DataSplit load_data(const DataConfig& config);
+// The row's facts for `config` (its folder: data.path or the row's default).
+DataFacts data_facts(const DataConfig& config);
+const DataSetInfo* find_data_set(const std::string& name);
 
 // The Fashion-MNIST IDX files (each plain or .gz) that folder `dir` lacks:
 // empty when it holds all four.

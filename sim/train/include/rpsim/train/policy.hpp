@@ -68,7 +68,8 @@ struct OpRule {
 };
 
 struct PrecisionPolicy {
-  std::string name;
+  std::string name;  // as meta.json shows it: the row's, "+custom" after a config's overrides
+  std::string base;  // the policy-table row it starts from
   std::map<std::string, OpRule> ops;
   std::vector<std::string> autocast_allow, autocast_deny;  // as configured (for meta.json)
   const Format* autocast_format = nullptr;                 // null: autocast off
@@ -106,20 +107,12 @@ std::span<const PolicyInfo> policies();
 PrecisionPolicy named_policy(const std::string& name);
 const std::vector<std::string>& policy_names();
 
-// A policy from config: a name, or an object {"name": ..., overrides}. Keys:
-// weights, master_weights, gradients, optimizer_state, optimizer_compute,
-// rounding, update_rounding, kahan, autocast {format, allow, deny}, accumulation,
-// ops {op: {compute, output, backward_compute, accumulation} | "follow"},
-// fp8 {scaling, amax_history_len, amax_compute_algo, margin, block_size,
-// weight_2d, hadamard, gradient_sr, high_precision_last}.
-// An accumulation is a sim spec string ("tc:h100:fp16:fp32", "blocked:32:fp16",
-// "sequential:bf16:sr") or a JSON object (sim::AccumulationModel::from_json).
-// The named policies accumulate in sequential:binary32:rne, except fp64 (the
-// FP64 shadow) in sequential:binary64:rne.
-// Errors name `path` and the key.
-PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
-// Every unknown key of policy object `j` (at `path`), at any depth, into `report`.
-class KeyReport;
-void check_policy_keys(const nlohmann::json& j, const std::string& path, KeyReport& report);
+// The names of the FP8 scalings in configs and meta.json, one row each.
+struct Fp8ScalingName {
+  Fp8Scaling scaling;
+  const char* name;
+};
+std::span<const Fp8ScalingName> fp8_scaling_names();
+// A policy read from a config: policy_from_json in the config layer (sim/config).
 
 }  // namespace rpsim::sim::train

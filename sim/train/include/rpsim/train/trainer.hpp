@@ -2,7 +2,7 @@
 // an FP64 shadow (same initial weights, same batches, every op in binary64)
 // stepped in lockstep, per-step telemetry and memory accounting.
 //
-//   auto config = train::parse_config(json);      // throws ConfigError naming the key
+//   auto config = config::parse_config(json);     // the config layer (sim/config)
 //   auto result = train::run(config, options);    // writes steps.csv, histograms.csv, meta.json
 #pragma once
 
@@ -23,57 +23,9 @@
 #include "rpsim/train/model.hpp"
 #include "rpsim/train/optimizer.hpp"
 #include "rpsim/train/policy.hpp"
+#include "rpsim/train/run_config.hpp"
 
 namespace rpsim::sim::train {
-
-struct Config {
-  std::string name = "run";
-  std::uint64_t seed = 0;
-  PrecisionPolicy policy;
-  ModelConfig model;
-  DataConfig data;
-  OptimizerConfig optimizer;
-  std::string loss = "cross_entropy";  // or mse_loss
-  std::size_t batch_size = 128;        // samples per optimizer step (DeepSpeed's train_batch_size)
-  // Micro-batches per optimizer step (DeepSpeed's gradient_accumulation_steps):
-  // the step's batch_size samples go through forward and backward in this
-  // many micro-batches of batch_size / k, whose gradients are summed into an
-  // accumulator before the optimizer step (trainer.cpp).
-  int gradient_accumulation_steps = 1;
-  // The format of that accumulator, each add rounded to it (nearest even);
-  // null: policy.gradients, where PyTorch's `.grad +=` accumulates.
-  const Format* grad_accum_format = nullptr;
-  int epochs = 1;
-  std::int64_t steps = 0;    // > 0: stop after this many steps (epochs ignored)
-  double max_grad_norm = 0;  // 0: no clipping
-  ScalerConfig loss_scaler;
-  bool shadow = true;
-  std::vector<std::int64_t> histogram_steps{0};
-  // An inf placed in the first gradient at these steps (of the first micro-batch).
-  std::vector<std::int64_t> inject_overflow_steps;
-  std::size_t eval_batch_size = 1000;
-  bool evaluate = true;
-  // > 0: also evaluate before the first step and after every eval_every
-  // steps (validation loss curves); 0: after each epoch (or the last step).
-  std::int64_t eval_every = 0;
-  nlohmann::json source;  // the configuration as read (after --set)
-};
-
-// Every key checked (unknown key, wrong type, unknown policy/format, lr < 0,
-// batch_size 0, ...) before any work; ConfigError names the key path, and
-// lists every unknown key at once with the nearest known names. `j` is in
-// rpsim's own vocabulary: config_loader.hpp reads files in any vocabulary.
-Config parse_config(const nlohmann::json& j);
-// The top-level keys of rpsim's vocabulary, in reading order.
-std::vector<std::string> config_keys();
-// Every unknown key of `j`, at any depth, into `report`; `also_known` adds
-// names that count as known at the top (suggestions only).
-class KeyReport;
-void check_config_keys(const nlohmann::json& j, KeyReport& report,
-                       const std::vector<std::string>& also_known = {});
-// `--set a.b=value` (config_loader.cpp): value parsed as JSON when it is
-// JSON, else taken as a string; set through set_config_path.
-void apply_override(nlohmann::json& j, const std::string& assignment);
 
 // After each step (progress lines, a study's or sweep's own accounting).
 struct StepReport {
@@ -97,6 +49,9 @@ struct RunOptions {
   // accumulation; read only.
   std::function<void(std::int64_t step, int micro, const std::vector<Parameter*>& params)> on_gradients;
   int threads = 0;  // OpenMP threads, 0: default
+  // The data as the run's plan read it (a text set: config layer's
+  // plan_run); null: run reads config.data itself.
+  std::shared_ptr<const DataSplit> data;
 };
 
 struct Evaluation {

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 
+#include "rpsim/config/config_keys.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -120,4 +122,4 @@ void translate_batch(DeepSpeedBatch& d, const json& ds, Translation& t) {
   set_grad_accum(ds, d, t);
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

@@ -1,16 +1,18 @@
 // Reading a training config in any vocabulary, with overrides, into rpsim's.
-#include "rpsim/train/config_loader.hpp"
+#include "rpsim/config/config_loader.hpp"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/framework_config.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using nlohmann::json;
@@ -148,4 +150,4 @@ LoadedConfig read_config_file(const std::filesystem::path& file, const std::vect
   return l;
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

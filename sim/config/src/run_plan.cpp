@@ -1,10 +1,8 @@
 // The plan of a training run and its time estimate, from the config alone.
-#include "rpsim/train/run_plan.hpp"
+#include "rpsim/config/run_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +13,9 @@
 #include "rpsim/train/data.hpp"
 #include "rpsim/train/model.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 // Seconds per unit of work, measured as user CPU time with --threads 1 on
@@ -45,14 +45,23 @@ double extra_per_multiply_add(const sim::AccumulationModel& m) {
   return 250e-9;
 }
 
-// Images: Fashion-MNIST's and the synthetic set's shape (1x28x28, 10
-// classes), no need to read them. Text: the vocabulary is the data's, so
-// the text is read (a few MB).
-Dataset data_shape(const Config& config) {
-  const ModelInfo* info = find_model_type(config.model.type);
-  Dataset shape;
-  if (info && info->text) shape = load_data(config.data).train;
-  return shape;
+// The measured base rate is fp32's: every format of the policy binary32
+// (weights, data, gradients, optimizer, each op's inputs and outputs), so
+// nothing is rounded below what the native kernels compute.
+bool all_binary32(const PrecisionPolicy& p) {
+  const auto b32 = [](const Format* f) { return !f || *f == formats::binary32(); };
+  if (!b32(p.data) || !b32(p.weights) || !b32(p.master_weights) || !b32(p.gradients) ||
+      !b32(p.optimizer_state) || !b32(p.optimizer_compute) || !b32(p.autocast_format))
+    return false;
+  for (const auto& [op, r] : p.ops)
+    if (!r.follow_inputs && (!b32(r.compute) || !b32(r.output) || !b32(r.backward_compute))) return false;
+  return true;
+}
+
+// The data's shape for the model and memory: a text set's as read (its
+// vocabulary), an image set's the default Dataset's (1x28x28, 10 classes).
+Dataset data_shape(const RunPlan& plan) {
+  return plan.data ? plan.data->train : Dataset{};
 }
 
 void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
@@ -66,37 +75,21 @@ void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
       plan.forward_multiply_adds += double(linear->weight.value.size());
 }
 
+// From the data-set table's row: sizes and source without reading images;
+// a text set is read here, once, and handed to the run (RunPlan::data).
 void count_data(const Config& config, RunPlan& plan) {
-  const DataConfig& d = config.data;
-  if (d.name != "fashion-mnist" && d.name != "synthetic") {
-    // Text (fortunes, synthetic-text): read it, as the run will.
-    const DataSplit data = load_data(d);
-    plan.synthetic_data = data.synthetic;
-    plan.train_samples = data.train.size();
-    plan.test_samples = data.test.size();
-    plan.data_source = data.description;
-    return;
-  }
-  auto limited = [](std::size_t n, std::size_t limit) { return limit && limit < n ? limit : n; };
-  // No data.path: the data-set table's folder, as load_data reads it.
-  std::string path = d.path;
-  for (const auto& row : data_sets())
-    if (path.empty() && row.name == d.name) path = row.default_path;
-  const bool files = d.name == "fashion-mnist" && missing_fashion_mnist_files(path).empty();
-  plan.synthetic_data = !files;
-  plan.train_samples = limited(files ? 60000 : d.synthetic_train_size, d.train_limit);
-  plan.test_samples = limited(files ? 10000 : d.synthetic_test_size, d.test_limit);
-  plan.data_source = files ? "Fashion-MNIST IDX files in " + path
-                     : d.name == "synthetic"
-                         ? std::string("SYNTHETIC (asked for): 10 classes of blobs plus noise, 28x28")
-                         : "SYNTHETIC stand-in: no Fashion-MNIST files in " + path +
-                               " (install Debian's dataset-fashion-mnist)";
+  DataFacts facts = data_facts(config.data);
+  plan.synthetic_data = facts.synthetic;
+  plan.train_samples = facts.train_samples;
+  plan.test_samples = facts.test_samples;
+  plan.data_source = std::move(facts.source);
+  plan.data = std::move(facts.loaded);
 }
 
 double estimate(const Config& config, const RunPlan& plan) {
   const double step_macs = 3.0 * double(config.batch_size) * plan.forward_multiply_adds;
   const double factor = config.policy.fp8.scaling != Fp8Scaling::none ? kFp8Factor
-                        : config.policy.name.rfind("fp32", 0) == 0    ? 1.0
+                        : all_binary32(config.policy)                 ? 1.0
                                                                       : kPolicyFactor;
   const double shadow = config.shadow ? 1.0 : kNoShadowFactor;
   const double extra = extra_per_multiply_add(config.policy.rule("linear").accumulation);
@@ -117,7 +110,7 @@ std::string layers_text(const nlohmann::json& layers) {
     for (const auto& [key, value] : entry.items())
       if (key != "op") args.push_back(key + "=" + value.dump());
     items.push_back(entry["op"].get<std::string>() +
-                    (args.empty() ? "" : "(" + fmt::format("{}", fmt::join(args, ", ")) + ")"));
+                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
   }
   return fmt::format("{}", fmt::join(items, ", "));
 }
@@ -158,39 +151,10 @@ std::string scaler_text(const ScalerConfig& s) {
 
 }  // namespace
 
-// Every tensor is a binary64 Eigen matrix whatever format its values are
-// rounded to (tensor.hpp): 8 bytes per element. Per parameter: the value,
-// its gradient, a master copy and up to two optimizer buffers; per sample of
-// the larger of the training and evaluation batches, the activations saved
-// for backward. The FP64 shadow holds as much again.
-double memory_need_bytes(const Config& config, const Dataset& shape) {
-  // From the model table's size column: nothing is built, so a model too
-  // large for the machine is refused before any allocation.
-  const ModelInfo* info = find_model_type(config.model.type);
-  const ModelSize size = info ? info->size(config.model, shape) : ModelSize{};
-  // Backward holds one micro-batch's activations at a time.
-  const std::size_t micro = config.batch_size / std::size_t(config.gradient_accumulation_steps);
-  const double batch = double(std::max(micro, config.eval_batch_size));
-  const double elements = 5 * size.parameters + batch * size.activations_per_sample;
-  return 8 * elements * (config.shadow ? 2 : 1);
-}
-
-void check_run_fits(const Config& config, std::size_t train_samples, double memory_bytes) {
-  if (train_samples > 0 && config.batch_size > train_samples)
-    throw ConfigError(fmt::format("batch_size: {} is larger than the training set's {} samples",
-                                  config.batch_size, train_samples));
-  const double machine = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (memory_bytes > machine)
-    throw ConfigError(fmt::format(
-        "model ({}) with batch_size {}: the run needs about {:.3g} GB{}, more than this machine's {:.3g} GB",
-        config.model.type, config.batch_size, memory_bytes / 1e9,
-        config.shadow ? " (half for the FP64 shadow)" : "", machine / 1e9));
-}
-
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
-  const Dataset shape = data_shape(config);
+  const Dataset shape = data_shape(plan);
   plan.memory_bytes = memory_need_bytes(config, shape);
   check_run_fits(config, plan.train_samples, plan.memory_bytes);  // before the model is built
   count_model(config, shape, plan);
@@ -209,11 +173,10 @@ std::string given(const LoadedConfig& l, const char* key) {
 }
 
 std::string policy_text(const PrecisionPolicy& p) {
-  const std::string base = p.name.substr(0, p.name.find('+'));
   for (const auto& row : policies())
-    if (row.name == base)
+    if (row.name == p.base)
       return fmt::format("{}: {}{}", p.name, row.description,
-                         p.name != base ? " (with the config's overrides, see meta.json)" : "");
+                         p.name != p.base ? " (with the config's overrides, see meta.json)" : "");
   return p.name;
 }
 
@@ -278,9 +241,4 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   return s;
 }
 
-std::string Evaluation::label() const {
-  if (std::fabs(epochs - std::round(epochs)) < 1e-9 && epochs >= 1) return fmt::format("epoch {}", epoch);
-  return fmt::format("{:.2g} of epoch {}", epochs - std::floor(epochs), int(std::floor(epochs)) + 1);
-}
-
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

@@ -10,16 +10,15 @@
 #include <string_view>
 #include <vector>
 
-namespace rpsim::sim::train {
+#include "rpsim/train/config_error.hpp"
 
-// The names of `known` a plausible typo away from `name` (edit distance with
-// transpositions, case ignored, or one containing the other), nearest first,
-// at most `count`.
-std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
-                                       std::size_t count = 3);
+namespace rpsim::sim::config {
 
-// " (did you mean a or b?)", or "" when nothing is near.
-std::string did_you_mean(std::string_view name, const std::vector<std::string>& known);
+// The error and the name suggestions are the simulator's (its tables' own
+// errors use them too): one type whichever layer throws.
+using train::ConfigError;
+using train::did_you_mean;
+using train::nearest_names;
 
 // The problems found in one configuration. ConfigError lists them all.
 class KeyReport {
@@ -47,4 +46,4 @@ class KeyReport {
 bool check_object_keys(const nlohmann::json& j, const std::vector<std::string>& known,
                        const std::string& path, KeyReport& report);
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

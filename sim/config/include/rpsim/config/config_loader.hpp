@@ -6,7 +6,7 @@
 // written in, then the translation into rpsim's vocabulary and the check of
 // every key: all unknown keys are reported at once, with the nearest names.
 //
-//   auto loaded = train::read_config_file("deepspeed-fp16.json", {"fp16.initial_scale_power=10"});
+//   auto loaded = config::read_config_file("deepspeed-fp16.json", {"fp16.initial_scale_power=10"});
 //   train::Config config = loaded.parse();   // ConfigError "deepspeed-fp16.json: key: why"
 #pragma once
 
@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/config/config.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
 
 struct LoadedConfig {
   std::string where;                 // the file, or what the JSON is ("sweep base")
@@ -53,4 +53,4 @@ void set_config_path(nlohmann::json& j, const std::string& key, const nlohmann::
 // ConfigError for text that is not UTF-8 or has no key.
 std::pair<std::string, nlohmann::json> parse_assignment(const std::string& assignment);
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

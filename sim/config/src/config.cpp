@@ -6,11 +6,15 @@
 #include <cmath>
 #include <span>
 
+#include "policy_read.hpp"
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/trainer.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -181,8 +185,15 @@ const Key kTelemetry[] = {
      [](const json& v, const std::string& p, Config& c) { c.histogram_steps = step_list(v, p); }},
 };
 
-// Loss scaler: "policy" (a row of the loss-scaler table, "dynamic" meaning
-// PyTorch's) and the fields of ScalerConfig, from the scaling library's table.
+// A loss scaler's row name: an alias ("dynamic") becomes its row's name
+// ("pytorch"); an unknown name stays, for resolve_scaler_config's error.
+std::string scaler_row_name(const std::string& name) {
+  const LossScalerInfo* row = find_loss_scaler(name);
+  return row ? std::string(row->name) : name;
+}
+
+// Loss scaler: "policy" (a row of the loss-scaler table, or a row's alias) and the fields of ScalerConfig,
+// from the scaling library's table.
 std::vector<std::string> loss_scaler_keys() {
   std::vector<std::string> keys{"policy"};
   for (const auto& f : scaler_fields()) keys.emplace_back(f.name);
@@ -194,8 +205,7 @@ void read_loss_scaler(const json& s, const std::string& path, Config& c) {
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string p = join(path, it.key());
     if (it.key() == "policy") {
-      c.loss_scaler.policy = string(*it, p);
-      if (c.loss_scaler.policy == "dynamic") c.loss_scaler.policy = "pytorch";
+      c.loss_scaler.policy = scaler_row_name(string(*it, p));
       continue;
     }
     for (const auto& f : scaler_fields())
@@ -207,10 +217,10 @@ void read_loss_scaler(const json& s, const std::string& path, Config& c) {
 }
 
 void read_policy(const json& v, const std::string& p, Config& c) {
-  c.policy = policy_from_json(v, p);
+  c.policy = read_checked_policy(v, p);  // its keys checked with the config's
   // The policy's default scaler, unless loss_scaler (read after it) says otherwise.
   c.loss_scaler = ScalerConfig{};
-  c.loss_scaler.policy = c.policy.default_loss_scaler == "dynamic" ? "pytorch" : "none";
+  c.loss_scaler.policy = scaler_row_name(c.policy.default_loss_scaler);
 }
 
 // In reading order: the policy before the loss scaler its default depends on.
@@ -330,11 +340,11 @@ void check_combinations(const json& j, Config& c) {
   // Debian's folder may lack the files (a synthetic set stands in, loudly);
   // a folder the config names must hold them.
   const bool path_given = j.contains("data") && j["data"].contains("path");
-  if (c.data.name == "fashion-mnist" && path_given && c.data.path != kDebianFashionMnist) {
-    const auto missing = missing_fashion_mnist_files(c.data.path);
-    if (missing.size() == 4)
-      fail("data.path",
-           fmt::format("no Fashion-MNIST IDX files in '{}' (is the folder right?)", c.data.path));
+  const DataSetInfo* row = find_data_set(c.data.name);
+  if (row && row->missing_files && path_given && c.data.path != row->default_path) {
+    const auto missing = row->missing_files(c.data.path);
+    if (missing.size() == row->missing_files("").size())
+      fail("data.path", fmt::format("no {} files in '{}' (is the folder right?)", row->name, c.data.path));
     if (!missing.empty())
       fail("data.path", fmt::format("'{}' lacks {} (or .gz)", c.data.path, fmt::join(missing, ", ")));
   }
@@ -372,4 +382,4 @@ Config parse_config(const json& j) {
   return c;
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

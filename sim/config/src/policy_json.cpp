@@ -1,18 +1,22 @@
-// A precision policy from JSON (a name, or a named policy plus overrides) and
-// back. Each object's keys are a table: names, the unknown-key check and the
-// reading come from it.
+// A precision policy from JSON (a name, or a named policy plus overrides);
+// back to JSON: PrecisionPolicy::to_json (sim/train policy.cpp). Each object's keys are a table: names, the
+// unknown-key check and the reading come from it.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <span>
 
-#include "policy_ops.hpp"
+#include "policy_read.hpp"
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/policy.hpp"
+#include "rpsim/train/policy_ops.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -152,18 +156,12 @@ void read_ops(const json& ops, const std::string& path, PolicyRead& r) {
   }
 }
 
-const std::pair<Fp8Scaling, const char*> kFp8Scalings[] = {{Fp8Scaling::none, "none"},
-                                                           {Fp8Scaling::delayed, "delayed"},
-                                                           {Fp8Scaling::current, "current"},
-                                                           {Fp8Scaling::mx, "mx"},
-                                                           {Fp8Scaling::nvfp4, "nvfp4"}};
-
 const Row<Fp8Recipe> kFp8[] = {
     {"scaling",
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        const std::string s = string(v, p);
        std::string known;
-       for (const auto& [scaling, name] : kFp8Scalings) {
+       for (const auto& [scaling, name] : fp8_scaling_names()) {
          if (scaling == Fp8Scaling::none) continue;
          if (s == name) return void(f.scaling = scaling);
          known += (known.empty() ? "" : ", ") + std::string(name);
@@ -245,6 +243,12 @@ PrecisionPolicy policy_from_json(const json& j, const std::string& path) {
   KeyReport report;
   check_policy_keys(j, path, report);
   report.throw_if_any();
+  return read_checked_policy(j, path);
+}
+
+PrecisionPolicy read_checked_policy(const json& j, const std::string& path) {
+  if (j.is_string()) return policy_from_json(j, path);
+  expect_object(j, path);
   if (!j.contains("name")) fail(join(path, "name"), "missing (a named policy to start from)");
   PolicyRead r;
   try {
@@ -265,49 +269,4 @@ PrecisionPolicy policy_from_json(const json& j, const std::string& path) {
   return r.p;
 }
 
-nlohmann::json PrecisionPolicy::to_json() const {
-  auto fname = [](const Format* f) -> json { return f ? json(f->name) : json(); };
-  json j;
-  j["name"] = name;
-  j["data"] = fname(data);
-  j["weights"] = fname(weights);
-  j["master_weights"] = fname(master_weights);
-  j["gradients"] = fname(gradients);
-  j["optimizer_state"] = fname(optimizer_state);
-  j["optimizer_compute"] = fname(optimizer_compute);
-  j["rounding"] = std::string(rounding_name(rounding));
-  j["update_rounding"] = std::string(rounding_name(update_rounding));
-  j["kahan"] = kahan;
-  j["autocast"] = {{"format", fname(autocast_format)}, {"allow", autocast_allow}, {"deny", autocast_deny}};
-  for (const auto& [op, r] : ops) {
-    if (r.follow_inputs) {
-      j["ops"][op] = "follow";
-      continue;
-    }
-    j["ops"][op] = {{"compute", fname(r.compute)},
-                    {"output", fname(r.output)},
-                    {"backward_compute", fname(r.backward_compute)},
-                    {"accumulation", r.accumulation.spec()},
-                    {"scaled_inputs", r.scaled_inputs}};
-  }
-  if (fp8.scaling != Fp8Scaling::none) {
-    const char* scaling = "none";
-    for (const auto& [s, n] : kFp8Scalings)
-      if (s == fp8.scaling) scaling = n;
-    j["fp8"] = {{"scaling", scaling},
-                {"amax_history_len", fp8.amax_history_len},
-                {"amax_compute_algo", sim::amax_compute_algo_name(fp8.amax_compute_algo)},
-                {"margin", fp8.margin},
-                {"block_size", fp8.block_size}};
-    if (block_scaled(fp8.scaling) && fp8.scaling != Fp8Scaling::mx) {
-      // (fp8-mx's meta.json kept as it was: the extras are its defaults.)
-      j["fp8"]["weight_2d"] = fp8.weight_2d;
-      j["fp8"]["hadamard"] = fp8.hadamard;
-      j["fp8"]["gradient_sr"] = fp8.gradient_sr;
-      j["fp8"]["high_precision_last"] = fp8.high_precision_last;
-    }
-  }
-  return j;
-}
-
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

@@ -3,12 +3,13 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/config_loader.hpp"
-#include "rpsim/train/framework_config.hpp"
 #include "shared_data.hpp"
 
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using nlohmann::json;
 

@@ -6,12 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "rpsim/train/config_loader.hpp"
-#include "rpsim/train/trainer.hpp"
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/config_loader.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
 
 struct RunPlan {
   std::size_t train_samples = 0, test_samples = 0;
@@ -23,21 +24,19 @@ struct RunPlan {
   double forward_multiply_adds = 0;  // per sample, the matmuls (linear, conv) only
   double estimate_s = 0;             // wall time on one core of this project's machine (see run_plan.cpp)
   double memory_bytes = 0;           // what the run holds at its peak (memory_need_bytes)
+  // A text set as read for the plan (its vocabulary is the model's
+  // shape): RunOptions::data, so the run reads it no second time.
+  std::shared_ptr<const train::DataSplit> data;
 };
 
-// The bytes a run of `config` holds at its peak, from the config and the
-// data's shape (`shape`: a set of the data's kind; its samples are not read).
-double memory_need_bytes(const Config& config, const Dataset& shape);
+// memory_need_bytes and check_run_fits: rpsim/train/run_config.hpp (the
+// trainer checks them too).
 
-// Throws ConfigError when the run cannot start: a batch larger than the
-// training set (`train_samples`) or a need above this machine's memory.
-void check_run_fits(const Config& config, std::size_t train_samples, double memory_bytes);
-
-RunPlan plan_run(const Config& config);
+RunPlan plan_run(const train::Config& config);
 
 // The block, one item per line, each line starting with two spaces.
 // `out_dir` is where results go.
-std::string describe_run(const LoadedConfig& loaded, const Config& config, const RunPlan& plan,
+std::string describe_run(const LoadedConfig& loaded, const train::Config& config, const RunPlan& plan,
                          const std::string& out_dir);
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

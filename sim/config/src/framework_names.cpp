@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/scaling/loss_scaler.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/framework_config.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -145,4 +147,4 @@ void translate_framework_names(Translation& t, KeyReport& report) {
   if (t.config.contains("fp8_recipe")) translate_recipe(t, report);
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

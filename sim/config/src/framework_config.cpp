@@ -7,13 +7,15 @@
 #include <cmath>
 
 #include "deepspeed_batch.hpp"
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/config_keys.hpp"
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/train/config_error.hpp"
-#include "rpsim/train/config_keys.hpp"
-#include "rpsim/train/framework_config.hpp"
 #include "rpsim/train/lr_schedule.hpp"
-#include "rpsim/train/trainer.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
+
+using namespace train;  // the typed values this layer fills in
 namespace {
 
 using namespace config_json;
@@ -380,4 +382,4 @@ std::string vocabulary_hint(const std::string& path, const std::string& vocabula
                    : "that is DeepSpeed's name; this config is in rpsim's vocabulary, where it is " + name;
 }
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "rpsim/train/framework_config.hpp"
+#include "rpsim/config/framework_config.hpp"
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
 
 class KeyReport;
 
@@ -27,4 +27,4 @@ void read_data_types(const nlohmann::json& v, const std::string& path, KeyReport
 // zero_optimization decides the default accumulation type).
 void translate_batch(DeepSpeedBatch& d, const nlohmann::json& ds, Translation& t);
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

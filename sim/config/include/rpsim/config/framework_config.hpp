@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace rpsim::sim::train {
+namespace rpsim::sim::config {
 
 class KeyReport;
 
@@ -49,4 +49,4 @@ const std::vector<std::string>& framework_extension_keys();
 // "...; this config (DeepSpeed) calls it train_batch_size". Empty otherwise.
 std::string vocabulary_hint(const std::string& path, const std::string& vocabulary);
 
-}  // namespace rpsim::sim::train
+}  // namespace rpsim::sim::config

@@ -1,14 +1,9 @@
-// Unknown keys with the nearest known names, reported together.
-#include "rpsim/train/config_keys.hpp"
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+// The nearest known names to a misspelt one, for every error that lists
+// names (unknown keys, policies, ops).
+#include "rpsim/train/config_error.hpp"
 
 #include <algorithm>
 #include <cctype>
-
-#include "rpsim/train/config_error.hpp"
-#include "rpsim/train/framework_config.hpp"
 
 namespace rpsim::sim::train {
 namespace {
@@ -69,38 +64,6 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   for (std::size_t i = 0; i < near.size(); ++i)
     list += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + near[i];
   return " (did you mean " + list + "?)";
-}
-
-void KeyReport::unknown(const std::string& path, const std::vector<std::string>& known) {
-  const auto dot = path.rfind('.');
-  const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
-  std::string message = path + ": unknown key" + did_you_mean(key, known);
-  const std::string hint = vocabulary_hint(path, vocabulary_);
-  if (!hint.empty()) message += "; " + hint;
-  // A short list helps; DeepSpeed's sixty names would bury the message.
-  if (known.size() <= 20) message += fmt::format(" [known here: {}]", fmt::join(known, ", "));
-  problems_.push_back(message);
-}
-
-void KeyReport::throw_if_any() const {
-  if (problems_.empty()) return;
-  if (problems_.size() == 1) throw ConfigError(problems_.front());
-  std::string text = fmt::format("{} problems:", problems_.size());
-  for (const auto& p : problems_) text += "\n  " + p;
-  throw ConfigError(text);
-}
-
-bool check_object_keys(const nlohmann::json& j, const std::vector<std::string>& known,
-                       const std::string& path, KeyReport& report) {
-  if (!j.is_object()) {
-    report.problem((path.empty() ? "config" : path) + ": expected an object, got " +
-                   config_json::describe(j));
-    return false;
-  }
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find(known.begin(), known.end(), it.key()) == known.end())
-      report.unknown(config_json::join(path, it.key()), known);
-  return true;
 }
 
 }  // namespace rpsim::sim::train
