@@ -122,7 +122,7 @@ py::object scaled_spec(const py::object& model, const py::object& block, const p
 }
 
 const Format& b_format(const sim::AccumulationModel& model) {
-  const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
+  const auto* tc = model.bare_instruction();
   return tc ? tc->b_input() : model.input_format();
 }
 
