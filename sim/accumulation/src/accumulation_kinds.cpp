@@ -118,6 +118,7 @@ const T* as(const AccumulationModel& m) {
 Parts gpu_json_parts(const nlohmann::json& j) {
   nlohmann::json k = j;
   if (k["kind"] == "tc") {
+    if (k.contains("preset") && !k["preset"].is_string()) bad(j.dump(), "field 'preset' must be a string");
     k["gpu"] = k.contains("preset") ? k["preset"] : nlohmann::json("");
     if (!k.contains("input")) k["input"] = "fp16";
     if (!k.contains("output")) k["output"] = "fp32";

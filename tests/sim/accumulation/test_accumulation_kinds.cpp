@@ -158,6 +158,8 @@ TEST_CASE("accumulation errors are typed and wrapped once", "[accumulation][kind
   CHECK_THROWS_WITH(AccumulationModel::from_json(nlohmann::json::parse(
                         R"({"kind":"kernel","gpu":"h100","input":"fp16","output":"fp32","split_k":"x"})")),
                     Catch::Contains("split_k"));
+  CHECK_THROWS_WITH(AccumulationModel::from_json(nlohmann::json::parse(R"({"kind":"tc","preset":3})")),
+                    Catch::Contains("field 'preset' must be a string"));
   CHECK_THROWS_AS(AccumulationModel::from_json(nlohmann::json(3)), AccumulationSpecError);
 }
 
