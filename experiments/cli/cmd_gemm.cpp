@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/accumulation/accumulation_kinds.hpp"
 #include "rpsim/accumulation/error_analysis.hpp"
 #include "rpsim/accumulation/exact_accumulator.hpp"
 #include "rpsim/accumulation/gemm.hpp"
@@ -60,17 +61,23 @@ struct Opts {
 };
 
 sim::AccumulationModel model_of(const Opts& o) {
-  // A bare preset name means the tensor-core model for --input/--output.
-  std::string spec = o.model;
-  if (spec.find(':') == std::string::npos) {
-    const auto& names = sim::tensor_core_preset_names();
-    if (std::find(names.begin(), names.end(), spec) != names.end())
-      spec = fmt::format("tc:{}:{}:{}", spec, o.input, o.output.empty() ? "fp32" : o.output);
-  } else if (!o.output.empty()) {
-    throw UsageError("--output applies to a bare preset name only; put the format in the model spec");
+  // A bare preset name means the tensor-core model for --input/--output,
+  // built directly (the tc: kind's instruction).
+  const auto& names = sim::tensor_core_preset_names();
+  if (std::find(names.begin(), names.end(), o.model) != names.end()) {
+    const std::string out = o.output.empty() ? "fp32" : o.output;
+    try {
+      return sim::AccumulationModel(
+          sim::tensor_core_preset(o.model, parse_format(o.input), parse_format(out)));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(
+          fmt::format("--model {} (--input {}, --output {}): {}", o.model, o.input, out, e.what()));
+    }
   }
+  if (o.model.find(':') != std::string::npos && !o.output.empty())
+    throw UsageError("--output applies to a bare preset name only; put the format in the model spec");
   try {
-    return sim::AccumulationModel::parse(spec);
+    return sim::AccumulationModel::parse(o.model);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--model: {}", e.what()));
   }
@@ -210,7 +217,7 @@ int run_gemm(const Opts& o) {
   sim::Matrix b = o.b_file.empty() ? random_matrix(a.cols(), o.n, o.dist, rng) : read_matrix(o.b_file);
   if (a.cols() != b.rows())
     throw UsageError(fmt::format("A is {}x{} but B is {}x{}", a.rows(), a.cols(), b.rows(), b.cols()));
-  const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
+  const auto* tc = model.bare_instruction();
   if (tc && tc->scale_block > 0) {
     // Block-scaled: the model's operand formats, the scales from quantising.
     sim::GemmScales scales;
@@ -240,11 +247,12 @@ void add_gemm(CLI::App& app, Action& action) {
   cmd->add_option("--input", o->input, "format A and B are rounded to (RNE)")->capture_default_str();
   cmd->add_option("--output", o->output, "tensor-core output format fp32|fp16 (default fp32)");
   cmd->add_option("--model", o->model,
-                  "tensor-core preset (v100 ... b200) or an accumulation model spec "
-                  "(sequential:fp32:rne, fma, pairwise, blocked:32, kahan, exact, tc:h100:bf16, "
-                  "kernel:h100:fp16:fp32:split_k=3, cublas:h100:bf16:bf16; block-scaled: "
-                  "tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0 quantises A and B in MX blocks, "
-                  "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3 in NVFP4 blocks)")
+                  "tensor-core preset (v100 ... b200) or an accumulation model spec: " +
+                      sim::accumulation_kind_names() +
+                      " (sequential:fp32:rne, blocked:32, tc:h100:bf16, "
+                      "kernel:h100:fp16:fp32:split_k=3, cublas:h100:bf16:bf16; block-scaled: "
+                      "tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0 quantises A and B in MX blocks, "
+                      "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3 in NVFP4 blocks)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->check(non_negative())->capture_default_str();
   cmd->add_option("--dist", o->dist, "uniform | normal | wide")->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/accumulation/accumulation_kinds.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/io/process.hpp"
 
@@ -122,7 +123,7 @@ py::object scaled_spec(const py::object& model, const py::object& block, const p
 }
 
 const Format& b_format(const sim::AccumulationModel& model) {
-  const auto* tc = std::get_if<sim::TensorCoreModel>(&model.variant());
+  const auto* tc = model.bare_instruction();
   return tc ? tc->b_input() : model.input_format();
 }
 
@@ -154,10 +155,37 @@ py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::obj
   return to_numpy(d);
 }
 
+// The accumulation-kind table (accumulation_kinds.hpp), one dict per row.
+py::list accumulation_kinds_py() {
+  py::list kinds;
+  for (const sim::AccumulationKind& k : sim::accumulation_kinds()) {
+    py::dict d;
+    d["name"] = k.name;
+    py::list aliases;
+    for (std::string_view rest = k.aliases; !rest.empty();) {
+      const auto space = rest.find(' ');
+      aliases.append(std::string(rest.substr(0, space)));
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    }
+    d["aliases"] = aliases;
+    d["usage"] = k.usage;
+    d["help"] = k.help;
+    kinds.append(d);
+  }
+  return kinds;
+}
+
 }  // namespace
 
 void bind_accumulation(py::module_& m) {
   using py::arg;
+  m.def("accumulation_kinds", &accumulation_kinds_py,
+        "The accumulation kinds (sim/accumulation accumulation_kinds.cpp), one dict per row: name, aliases, "
+        "usage, help.");
+  m.def(
+      "accumulation_spec", [](const py::object& model) { return model_arg(model).spec(); }, arg("model"),
+      "The canonical spec string of an accumulation model given as a spec string or a dict (what results "
+      "record; parsing it gives the same model). ValueError names the bad token, TypeError a wrong type.");
   m.def("gemm", &gemm_py, arg("A"), arg("B"), arg("C") = py::none(), arg("model") = "tc:h100:fp16:fp32",
         py::kw_only(), arg("threads") = 0, arg("round_inputs") = true, arg("sfa") = py::none(),
         arg("sfb") = py::none(), arg("block") = py::none(), arg("scale_format") = py::none(),

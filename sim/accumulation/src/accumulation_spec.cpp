@@ -22,7 +22,7 @@ std::vector<std::string> split_colon(std::string_view s) {
 }
 
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {
-  throw std::invalid_argument(fmt::format("accumulation model '{}': {}", spec, why));
+  throw AccumulationSpecError(fmt::format("accumulation model '{}': {}", spec, why));
 }
 
 Format parse_fmt(std::string_view spec, const std::string& token) {
@@ -227,8 +227,9 @@ TensorCoreModel parse_tc(std::string_view spec, const std::vector<std::string>& 
     }
     m.validate();
     return m;
+  } catch (const AccumulationSpecError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
-    if (std::string_view(e.what()).starts_with("accumulation model '")) throw;
     bad(spec, e.what());
   }
 }

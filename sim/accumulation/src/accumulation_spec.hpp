@@ -18,7 +18,7 @@
 namespace rpsim::sim::spec_detail {
 
 std::vector<std::string> split_colon(std::string_view s);
-// Throws std::invalid_argument "accumulation model 'SPEC': WHY".
+// Throws AccumulationSpecError "accumulation model 'SPEC': WHY".
 [[noreturn]] void bad(std::string_view spec, const std::string& why);
 Format parse_fmt(std::string_view spec, const std::string& token);
 RoundingMode parse_rnd(std::string_view spec, const std::string& token);
@@ -57,11 +57,14 @@ std::string tc_spec(const TensorCoreModel& m);
 // kernel:GPU:IN:OUT[:INSTR][:FIELD=VALUE...] (kernel_schedule.hpp).
 KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string>& parts);
 std::string kernel_spec(const KernelSchedule& s);
-// LIB:GPU:IN:OUT[:rpr=R], a row of kernel_presets(); false when parts[0]:parts[1]
-// names no row.
-bool parse_kernel_preset(std::string_view spec, const std::vector<std::string>& parts, KernelPreset& out);
+// LIB:GPU:IN:OUT[:rpr=R], a row of kernel_presets().
+KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::string>& parts);
 std::string kernel_preset_spec(const KernelPreset& p);
-// The spec string of a JSON object of kind "kernel" or "cublas".
-std::string kernel_json_spec(const nlohmann::json& j);
+// True when `lib` is the library of a kernel_presets() row ("cublas").
+bool is_kernel_preset_library(std::string_view lib);
+// A JSON object of kind "kernel", "cublas" or "tc" (with "gpu") as the parts
+// its spec would split into: kind, gpu, input, output[, instruction], then
+// key=value for every other field. No spec string is built.
+std::vector<std::string> kernel_json_parts(const nlohmann::json& j);
 
 }  // namespace rpsim::sim::spec_detail

@@ -120,8 +120,6 @@ Matrix gemm_eigen(const Matrix& a, const Matrix& b, const Matrix& c, const GemmO
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
             const GemmOptions& options) {
   check_shapes(a, b, c);
-  if (const auto* tc = std::get_if<TensorCoreModel>(&model.variant()))
-    return gemm_schedule(KernelSchedule::of_instruction(*tc), a, b, c, options);
   if (const auto* ks = std::get_if<KernelSchedule>(&model.variant()))
     return gemm_schedule(*ks, a, b, c, options);
   if (const auto* kp = std::get_if<KernelPreset>(&model.variant()))

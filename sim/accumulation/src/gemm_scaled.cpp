@@ -18,7 +18,7 @@ namespace rpsim::sim {
 namespace {
 
 const TensorCoreModel* block_scaled_model(const AccumulationModel& model) {
-  const auto* tc = std::get_if<TensorCoreModel>(&model.variant());
+  const auto* tc = model.bare_instruction();
   return tc && tc->scale_block > 0 ? tc : nullptr;
 }
 

@@ -59,8 +59,9 @@ KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string
     }
     s.validate();
     return s;
+  } catch (const AccumulationSpecError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
-    if (std::string_view(e.what()).starts_with("accumulation model '")) throw;
     bad(spec, e.what());
   }
 }
@@ -78,17 +79,17 @@ std::string kernel_spec(const KernelSchedule& s) {
   return out;
 }
 
-bool parse_kernel_preset(std::string_view spec, const std::vector<std::string>& parts, KernelPreset& out) {
-  if (parts.size() < 2) return false;
-  const std::string name = parts[0] + ":" + parts[1];
+bool is_kernel_preset_library(std::string_view lib) {
+  for (const auto& r : kernel_presets())
+    if (std::string_view(r.name).starts_with(lib) && r.name[lib.size()] == ':') return true;
+  return false;
+}
+
+KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::string>& parts) {
+  const std::string name = parts[0] + ":" + (parts.size() > 1 ? parts[1] : "");
   bool known = false;
   for (const auto& r : kernel_presets()) known = known || name == r.name;
-  if (!known) {
-    for (const auto& r : kernel_presets())
-      if (std::string_view(r.name).starts_with(parts[0] + ":"))
-        bad(spec, fmt::format("unknown kernel preset '{}' (known: {})", name, kernel_preset_names()));
-    return false;
-  }
+  if (!known) bad(spec, fmt::format("unknown kernel preset '{}' (known: {})", name, kernel_preset_names()));
   try {
     const std::size_t positional = positional_parts(parts);
     if (positional != 4) bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1], e.g. {}:fp16:fp32", name, name));
@@ -100,10 +101,10 @@ bool parse_kernel_preset(std::string_view spec, const std::vector<std::string>& 
       }
       bad(spec, fmt::format("'{}' is not rpr=0 or rpr=1", parts[i]));
     }
-    out = kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr);
-    return true;
+    return kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr);
+  } catch (const AccumulationSpecError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
-    if (std::string_view(e.what()).starts_with("accumulation model '")) throw;
     bad(spec, e.what());
   }
 }
@@ -112,22 +113,22 @@ std::string kernel_preset_spec(const KernelPreset& p) {
   return fmt::format("{}:{}:{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "");
 }
 
-std::string kernel_json_spec(const nlohmann::json& j) {
+std::vector<std::string> kernel_json_parts(const nlohmann::json& j) {
   auto str = [&](const char* key) {
     if (!j.contains(key) || !j[key].is_string())
-      throw std::invalid_argument(fmt::format("accumulation model field '{}' must be a string", key));
+      bad(j.dump(), fmt::format("field '{}' must be a string", key));
     return j[key].get<std::string>();
   };
-  std::string spec = fmt::format("{}:{}:{}:{}", str("kind"), str("gpu"), str("input"), str("output"));
-  if (j.contains("instruction")) spec += fmt::format(":{}", str("instruction"));
+  std::vector<std::string> parts{str("kind"), str("gpu"), str("input"), str("output")};
+  if (j.contains("instruction")) parts.push_back(str("instruction"));
   for (const auto& [key, value] : j.items()) {
     if (key == "kind" || key == "gpu" || key == "input" || key == "output" || key == "instruction") continue;
     if (!(value.is_number_integer() || value.is_boolean() || value.is_string()))
-      throw std::invalid_argument(
-          fmt::format("accumulation model field '{}' must be an integer, a boolean or a string", key));
-    spec += fmt::format(":{}={}", key, value.is_string() ? value.get<std::string>() : value.dump());
+      bad(j.dump(), fmt::format("field '{}' must be an integer, a boolean or a string", key));
+    // The field tables read values as their spec text (ScheduleField, TcField).
+    parts.push_back(fmt::format("{}={}", key, value.is_string() ? value.get<std::string>() : value.dump()));
   }
-  return spec;
+  return parts;
 }
 
 }  // namespace rpsim::sim::spec_detail

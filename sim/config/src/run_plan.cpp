@@ -35,14 +35,7 @@ constexpr double kPolicyFactor = 1.45, kFp8Factor = 1.55, kNoShadowFactor = 0.62
 constexpr double kLoadFashionMnist = 1.0;  // gunzip and read the IDX files
 
 double extra_per_multiply_add(const sim::AccumulationModel& m) {
-  const auto& v = m.variant();
-  if (std::holds_alternative<sim::EigenGemm>(v)) return 0;
-  if (std::holds_alternative<sim::TensorCoreModel>(v)) return 2.6e-9;
-  if (std::holds_alternative<sim::Sequential>(v) && m.rounding() == RoundingMode::nearest_even)
-    return m.output_format() == formats::binary32() || m.output_format() == formats::binary64()
-               ? 0  // the native kernel (tensor.cpp)
-               : 23e-9;
-  return 250e-9;
+  return m.plan_seconds_per_multiply_add();  // the kind's row (accumulation_kinds.cpp)
 }
 
 // The measured base rate is fp32's: every format of the policy binary32

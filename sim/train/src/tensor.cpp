@@ -216,8 +216,7 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
   // for tf32, which it converts itself): the operands are cast to it, as a
   // framework casts before calling the kernel.
   const auto& v = model.variant();
-  if (std::holds_alternative<sim::TensorCoreModel>(v) || std::holds_alternative<sim::KernelSchedule>(v) ||
-      std::holds_alternative<sim::KernelPreset>(v))
+  if (std::holds_alternative<sim::KernelSchedule>(v) || std::holds_alternative<sim::KernelPreset>(v))
     // The cast in front of the instruction rounds to nearest, whatever the
     // policy's tensor rounding (the hardware's conversion).
     return sim::gemm(model, rounded(model.input_format(), a, RoundingMode::nearest_even),

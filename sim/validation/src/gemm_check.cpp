@@ -168,7 +168,7 @@ GemmDump load_gemm_dump(const std::vector<std::filesystem::path>& files, DumpFor
 
 void check_dump_formats(const GemmDump& dump, const AccumulationModel& model) {
   check_values(dump, dump.a, 'A', model.input_format(), true, "input");
-  const auto* tc = std::get_if<TensorCoreModel>(&model.variant());
+  const auto* tc = model.bare_instruction();
   check_values(dump, dump.b, 'B', tc ? tc->b_input() : model.input_format(), true, "input");
   try {
     check_gemm_scales(model, dump.a.rows(), dump.a.cols(), dump.b.cols(), dump.scales);

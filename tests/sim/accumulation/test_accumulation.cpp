@@ -247,7 +247,7 @@ TEST_CASE("model specs: parse, JSON, canonical spec, errors naming the token", "
             .spec() == "sequential:bfloat16:sr:seed=7");
   const auto tc = AccumulationModel::from_json(nlohmann::json::parse(
       R"({"kind":"tc","preset":"a100","input":"fp16","output":"fp32","terms_per_step":4})"));
-  CHECK(std::get<TensorCoreModel>(tc.variant()).terms_per_step == 4);
+  CHECK(tc.bare_instruction()->terms_per_step == 4);
   CHECK(AccumulationModel::from_json(nlohmann::json("kahan")).spec() == "kahan:binary32:rne");
   CHECK_THROWS_WITH(AccumulationModel::parse("blocked"), Catch::Contains("block size"));
   CHECK_THROWS_WITH(AccumulationModel::parse("blocked:x"), Catch::Contains("'x'"));
@@ -320,7 +320,7 @@ TEST_CASE("eigen:binary64 is Eigen's product, named as such, independent of the 
 
 TEST_CASE("tensor core overrides: spec string and JSON alike, written back by spec()", "[accumulation][tc]") {
   const auto m = AccumulationModel::parse("tc:h100:fp16:fp32:terms_per_step=8:final_rounding=rne");
-  const auto& tc = std::get<TensorCoreModel>(m.variant());
+  const auto& tc = *m.bare_instruction();
   CHECK(tc.terms_per_step == 8);
   CHECK(tc.final_rounding == RoundingMode::nearest_even);
   CHECK(tc.fraction_bits == 25);  // the rest is the preset's
@@ -333,7 +333,7 @@ TEST_CASE("tensor core overrides: spec string and JSON alike, written back by sp
   const auto j = AccumulationModel::from_json(nlohmann::json::parse(
       R"({"kind":"tc","preset":"ada","input":"e4m3","output":"fp16","c_join":"after_products",
           "terms_per_instruction":32,"step_interleave":2,"subnormal_outputs":false})"));
-  const auto& jt = std::get<TensorCoreModel>(j.variant());
+  const auto& jt = *j.bare_instruction();
   CHECK(jt.c_join == CJoin::after_products);
   CHECK(jt.terms_per_instruction == 32);
   CHECK(jt.step_interleave == 2);
@@ -348,8 +348,7 @@ TEST_CASE("tensor core overrides: spec string and JSON alike, written back by sp
                     Catch::Contains("fraction_bits='x'"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:fraction_bits=99"), Catch::Contains("99"));
   CHECK(AccumulationModel::parse("tc:b200:e4m3:fp32").spec() == "tc:b200:e4m3:binary32");
-  CHECK(std::get<TensorCoreModel>(AccumulationModel::parse("tc:b200:e4m3:fp32").variant()).c_join ==
-        CJoin::after_products);
+  CHECK(AccumulationModel::parse("tc:b200:e4m3:fp32").bare_instruction()->c_join == CJoin::after_products);
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:c_join=late"),
                     Catch::Contains("c_join='late'"));
   CHECK_THROWS_WITH(AccumulationModel::parse("tc:h100:fp16:fp32:subnormal_inputs=maybe"),

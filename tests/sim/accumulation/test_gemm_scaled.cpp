@@ -24,7 +24,7 @@ using namespace rpsim;
 using namespace rpsim::sim;
 
 const TensorCoreModel& tc_of(const AccumulationModel& m) {
-  return std::get<TensorCoreModel>(m.variant());
+  return *m.bare_instruction();
 }
 
 // A random matrix of values of `f` (normal, spread over 2^-4 .. 2^4).

@@ -224,7 +224,7 @@ TEST_CASE("tensor core GEMM kernel equals the per-element model", "[tc][gemm]") 
                            "tc:h100:tf32:fp32", "tc:b200:fp16:fp16", "tc:h100:e4m3:fp16", "tc:h100:e5m2:fp32",
                            "tc:h100:e4m3:fp32:wgmma", "tc:b200:e4m3:fp32", "tc:b200:e5m2:fp16"}) {
     const auto model = AccumulationModel::parse(spec);
-    const auto& tc = std::get<TensorCoreModel>(model.variant());
+    const auto& tc = *model.bare_instruction();
     Matrix a(7, 37), b(37, 5), c(7, 5);
     for (Eigen::Index i = 0; i < a.size(); ++i)
       a.data()[i] = std::ldexp(nd(rng), static_cast<int>(rng() % 9) - 4);

@@ -135,7 +135,7 @@ TEST_CASE("tensor core presets: a CUDA device name or compute capability picks t
 TEST_CASE("tensor core presets: spec() reads the preset and instruction fields, never the display name",
           "[tc][preset]") {
   auto model = AccumulationModel::parse("tc:h200:e5m2:fp32:wgmma:terms_per_step=16");
-  auto tc = std::get<TensorCoreModel>(model.variant());
+  auto tc = *model.bare_instruction();
   CHECK(tc.preset == "h200");
   CHECK(tc.instruction == "wgmma");
   tc.name = "renamed for display";

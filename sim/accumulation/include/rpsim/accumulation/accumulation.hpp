@@ -14,6 +14,9 @@
 //                            (default binary64); the ground truth
 //   tc:PRESET[:IN[:OUT[:INSTR]]][:FIELD=VALUE...]  Tensor Core block-FMA model
 //                            (tensor_core.hpp), defaults IN=fp16, OUT=fp32;
+//                            held as the one-chain KernelSchedule
+//                            (KernelSchedule::of_instruction), which is what a
+//                            GEMM over the bare instruction computes;
 //                            INSTR mma.sync|wgmma|tcgen05.mma|mfma|mfma.1k;
 //                            input_b=FMT (B's format: e4m3 x e5m2),
 //                            scale=ue8m0|ue4m3 and scale_block=16|32 (default
@@ -52,11 +55,13 @@
 // {"kind":"kernel","gpu":"h100","input":"tf32","output":"fp32","split_k":8} or
 // {"kind":"cublas","gpu":"h100","input":"fp16","output":"fp16","rpr":1}. spec() writes
 // the fields that differ from the preset, so parse(spec()) is the same model.
+// The kinds are the rows of accumulation_kinds() (accumulation_kinds.hpp).
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -67,6 +72,15 @@
 #include "rpsim/formats/rounding.hpp"
 
 namespace rpsim::sim {
+
+// A spec string or JSON that names no valid model; the message starts
+// "accumulation model 'SPEC': " and names the offending token. A type of its
+// own so that a parser that wraps a nested error can tell one already
+// wrapped.
+class AccumulationSpecError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 // Format + rounding of every addition (and of products unless fused).
 struct AccumulatorSpec {
@@ -98,17 +112,27 @@ struct EigenGemm {};
 
 class AccumulationModel {
  public:
-  using Variant = std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, TensorCoreModel, KernelSchedule,
-                               KernelPreset, EigenGemm>;
+  // A bare Tensor Core instruction is a KernelSchedule (of_instruction): GEMM,
+  // dot and every visitor handle it as the schedule it is.
+  using Variant =
+      std::variant<Sequential, Pairwise, Blocked, Kahan, Exact, KernelSchedule, KernelPreset, EigenGemm>;
 
   AccumulationModel() : model_(Sequential{}) {}
   AccumulationModel(Variant model) : model_(std::move(model)) {}  // NOLINT: implicit on purpose
+  // The bare instruction: its one-chain schedule.
+  AccumulationModel(const TensorCoreModel& m);  // NOLINT: implicit on purpose
 
-  // Throws std::invalid_argument naming the offending token.
+  // Throw AccumulationSpecError (a std::invalid_argument) naming the
+  // offending token.
   static AccumulationModel parse(std::string_view spec);
   static AccumulationModel from_json(const nlohmann::json& j);
 
   const Variant& variant() const { return model_; }
+  // The Tensor Core instruction when the model is a bare one (tc:...), else
+  // nullptr.
+  const TensorCoreModel* bare_instruction() const;
+  // The run plan's extra seconds per emulated multiply-add (the kind's row).
+  double plan_seconds_per_multiply_add() const;
   // The canonical spec string (parse(spec()) gives the same model).
   std::string spec() const;
   // The format results are in (accumulator, exact output, TC output, or

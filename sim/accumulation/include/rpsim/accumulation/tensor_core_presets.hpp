@@ -63,7 +63,11 @@ inline constexpr int kNoAlignmentFloor = -100000;
 
 // One datapath: the TensorCoreModel fields a preset sets.
 struct TensorCorePresetRow {
-  std::string_view gpus;          // presets sharing the row, space separated: "h100 h200"
+  // The preset and instruction of a lookup row (tensor_core_preset_rows():
+  // one GPU, one instruction bit); a datapath constant
+  // (tensor_core_datapaths.hpp) leaves them empty and the GPU rows of
+  // tensor_core_preset_table.cpp fill them in.
+  std::string_view gpus = {};
   std::uint8_t instructions = 0;  // TensorCoreInstruction bits
   std::uint8_t inputs = 0;        // TensorCoreInput bits (tc_fp8: e4m3 and e5m2)
   std::uint8_t outputs = 0;       // TensorCoreOutput bits
@@ -96,6 +100,8 @@ struct TensorCorePresetRow {
   // instruction takes.
   std::uint8_t scale_blocks = 0;
 };
+// The lookup rows: one per GPU, instruction and datapath, in lookup order
+// (tensor_core_preset_table.cpp).
 std::span<const TensorCorePresetRow> tensor_core_preset_rows();
 
 // Preset names, lower case, in table order: v100 t4 a100 a2 a30 ada l40s h100 h200 b200.
