@@ -148,6 +148,9 @@ class Scaler {
   bool skips(bool found) const { return scaler_->clone()->update(found); }
   std::string state() const { return scaler_->state(); }
   std::string policy() const { return resolved_.policy; }
+  // Whether the row scales layer by layer during backward (adaptive), which
+  // a torch.cuda.amp.GradScaler loop cannot: it scales only the loss.
+  bool per_layer() const { return scaler_->per_layer() != nullptr; }
   py::dict config() const {
     py::dict d;
     for (const auto& f : sim::scaler_fields())
@@ -204,6 +207,7 @@ void bind_torch(py::module_& m) {
       .def("skips", &Scaler::skips, arg("found_nonfinite"))
       .def("state", &Scaler::state)
       .def_property_readonly("policy", &Scaler::policy)
+      .def_property_readonly("per_layer", &Scaler::per_layer)
       .def("config", &Scaler::config);
 }
 

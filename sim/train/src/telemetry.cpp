@@ -119,8 +119,10 @@ std::string num(double v) {
 }
 
 Telemetry::Telemetry(const Model& model, const PrecisionPolicy& policy,
-                     const std::vector<std::int64_t>& histogram_steps)
-    : policy_(policy), histogram_steps_(histogram_steps.begin(), histogram_steps.end()) {
+                     const std::vector<std::int64_t>& histogram_steps, bool per_layer_scales)
+    : policy_(policy),
+      per_layer_scales_(per_layer_scales),
+      histogram_steps_(histogram_steps.begin(), histogram_steps.end()) {
   for (std::size_t i = 0; i < model.layers.size(); ++i)
     if (!model.layers[i]->parameters().empty()) tracked_.push_back(i);
   steps_csv = "step,epoch,loss_emulated_nats,loss_fp64_nats,loss_scale,skipped,overflow_found,grad_norm";
@@ -134,6 +136,10 @@ Telemetry::Telemetry(const Model& model, const PrecisionPolicy& policy,
   // After every per-layer column, so that a run without FP8 keeps its columns
   // exactly and an FP8 run's first columns match them.
   for (std::size_t i : tracked_) steps_csv += fp8_columns(*model.layers[i], policy);
+  // Last of all, so that every other column keeps its place under adaptive
+  // loss scaling (Zhao et al. 2019), the only scaler with per-layer scales.
+  if (per_layer_scales_)
+    for (std::size_t i : tracked_) steps_csv += "," + model.layers[i]->name() + "_loss_scale";
   steps_csv += "\n";
 }
 
@@ -209,6 +215,8 @@ void Telemetry::add_row(const std::string& head, const Network& emu, const Netwo
     row += ',' + num(entries ? stalled / entries : 0);
   }
   for (std::size_t i : tracked_) row += fp8_cells(*emu.model.layers[i], policy_);
+  if (per_layer_scales_)
+    for (std::size_t i : tracked_) row += ',' + num(emu.grad_scales[i]);
   steps_csv += row + "\n";
 }
 

@@ -72,7 +72,7 @@ class Training {
         emu_{build_model(config, data.train), &config.policy, nullptr, {}, 0, {}},
         shadow_{emu_.model.clone(), &fp64_policy(), nullptr, {}, 0, {}},
         scaler_(make_loss_scaler(config.loss_scaler)),
-        telemetry_(emu_.model, config.policy, config.histogram_steps),
+        telemetry_(emu_.model, config.policy, config.histogram_steps, scaler_->per_layer() != nullptr),
         inject_(config.inject_overflow_steps.begin(), config.inject_overflow_steps.end()) {
     emu_.optimizer = std::make_unique<Optimizer>(config.optimizer, config.policy, config.seed);
     shadow_.optimizer = std::make_unique<Optimizer>(config.optimizer, fp64_policy(), config.seed);

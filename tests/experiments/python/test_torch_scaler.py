@@ -74,3 +74,15 @@ def test_bad_input_names_it():
         rt.GradScaler("deepspeed", growth_intervall=3)
     with pytest.raises(ValueError, match="events"):
         rt.GradScaler().load_state_dict({"policy": "deepspeed", "params": {}})
+
+
+def test_trainer_refuses_the_per_layer_adaptive_scaler():
+    # rpsim train multiplies each layer's incoming gradient inside backward (its steps.csv has
+    # <layer>_loss_scale); a GradScaler only scales the loss, so a Trainer would silently run a static scaler.
+    assert rt.GradScaler("adaptive")._scaler.per_layer
+    assert not rt.GradScaler("pytorch")._scaler.per_layer
+    for scaler in ("adaptive", rt.GradScaler("adaptive", init_scale=2.0 ** 10)):
+        with pytest.raises(ValueError, match="'adaptive'.*rpsim train"):
+            rt.Trainer(torch.nn.Linear(4, 2), "fp16-amp", lambda p: rt.SGD(p, lr=0.1), scaler=scaler,
+                       shadow=False)
+    rt.Trainer(torch.nn.Linear(4, 2), "fp16-amp", lambda p: rt.SGD(p, lr=0.1), scaler="pytorch", shadow=False)

@@ -101,6 +101,12 @@ class Trainer:
             scaler = self.policy["default_loss_scaler"]
             scaler = {"dynamic": "pytorch"}.get(scaler, scaler)
         self.scaler = scaler if isinstance(scaler, GradScaler) else GradScaler(scaler)
+        if self.scaler._scaler.per_layer:
+            # Zhao et al.'s factors multiply each layer's incoming gradient inside backward; a GradScaler
+            # only scales the loss, so the run would be a static scaler's, not the one asked for.
+            raise ValueError(f"rpsim.torch.Trainer: loss scaler {self.scaler.policy!r} scales layer by layer "
+                             "during backward, which rpsim.torch does not simulate; use `rpsim train` "
+                             "(its steps.csv has the <layer>_loss_scale columns)")
         self.emulation.telemetry = self.scaler.count_flushed = True
         self.optimizer = self.emulation.optimizer(make_opt(model.parameters()))
         if shadow:

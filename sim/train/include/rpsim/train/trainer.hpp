@@ -143,6 +143,14 @@ struct RunResult {
 // its one backward quantisation (dy); MX quantises a tensor once per
 // blocking (x and w again, transposed, in backward; dy along rows and
 // columns), and its fractions are over all of that step's quantisations.
+// Last, only under the adaptive loss scaler (Zhao et al. 2019), for each
+// layer with parameters in the order above:
+//   <layer>_loss_scale    the scale the gradient arriving at the layer, and
+//       so its parameter gradients, carried this step (a value, like
+//       loss_scale, not its log2): loss_scale times the per-layer factors
+//       (powers of two) chosen at this layer and every layer after it; a
+//       layer without a GEMM weight (ln) passes its successor's on. Its
+//       gradients were unscaled by 1/<layer>_loss_scale.
 // Evaluation forwards run after the row is written and do not show.
 RunResult run(const Config& config, const RunOptions& options);
 
