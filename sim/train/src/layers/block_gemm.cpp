@@ -23,7 +23,7 @@ BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& re
 }
 
 const TensorCoreModel* block_instruction(const AccumulationModel& model) {
-  const auto* tc = std::get_if<TensorCoreModel>(&model.variant());
+  const TensorCoreModel* tc = model.bare_instruction();
   return tc && tc->scale_block > 0 ? tc : nullptr;
 }
 
