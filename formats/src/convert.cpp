@@ -55,7 +55,9 @@ std::uint64_t overflow_fast(const Format& to, bool sign, const Rounding& r, Flag
   bool to_inf = r.mode == RoundingMode::nearest_even || r.mode == RoundingMode::nearest_away ||
                 (r.mode == RoundingMode::up && !sign) || (r.mode == RoundingMode::down && sign);
   if (r.overflow.value_or(to.overflow) == Overflow::saturate) to_inf = false;
-  return to_inf ? to.inf_bits(sign) : to.max_finite_bits(sign);
+  // IEEE-like: infinity is the all-ones exponent field, the largest finite one encoding below it.
+  const std::uint64_t inf = (sign ? to.sign_bit() : 0) | (to.exp_field_max() << to.man_bits);
+  return to_inf ? inf : inf - 1;
 }
 
 // A destination subnormal (or zero) from a normal input of significand sig
