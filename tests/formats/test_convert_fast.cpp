@@ -65,7 +65,7 @@ std::uint64_t sample(const Format& from, const Format& to, std::uint64_t i) {
 
 }  // namespace
 
-TEST_CASE("formats: convert's fast path gives the general path's bits and flags", "[convert]") {
+TEST_CASE("convert's fast path gives the general path's bits and flags", "[convert]") {
   constexpr std::uint64_t kPerCase = 3000;
   std::uint64_t checked = 0, fast_taken = 0, failed = 0;
   std::string first;
@@ -110,7 +110,7 @@ TEST_CASE("formats: convert's fast path gives the general path's bits and flags"
   CHECK(fast_taken > checked / 10);
 }
 
-TEST_CASE("formats: convert's fast path takes the IEEE-like narrowing cases only", "[convert]") {
+TEST_CASE("convert's fast path takes the IEEE-like narrowing cases only", "[convert]") {
   Rounding rne, sr, ftz;
   sr.mode = RoundingMode::stochastic;
   ftz.flush_subnormal_outputs = true;
