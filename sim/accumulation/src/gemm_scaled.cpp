@@ -117,9 +117,11 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
   check_gemm_scales(model, a.rows(), a.cols(), b.cols(), s);
   const bool epilogue = s.scale_a || s.scale_b;
   // A kernel schedule applies the scales itself, before its output rounding
-  // (kernel_schedule.hpp, scale_epilogue).
+  // (kernel_schedule.hpp, scale_epilogue). A bare instruction (a tc: spec,
+  // held as a one-chain schedule) has no epilogue of its own: its scales
+  // apply after it, below.
   const auto& v = model.variant();
-  if (epilogue && !tc &&
+  if (epilogue && !tc && !model.bare_instruction() &&
       (std::holds_alternative<KernelSchedule>(v) || std::holds_alternative<KernelPreset>(v))) {
     const KernelSchedule ks = std::holds_alternative<KernelSchedule>(v)
                                   ? std::get<KernelSchedule>(v)

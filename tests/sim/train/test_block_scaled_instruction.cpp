@@ -11,6 +11,8 @@
 
 #include "finite_differences.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/config/config.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/formats/block_scale.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
@@ -18,6 +20,7 @@
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
+using namespace rpsim::sim::config;
 using namespace rpsim::sim::train;
 using namespace rpsim::sim::train::testing;
 using rpsim::sim::AccumulationModel;
