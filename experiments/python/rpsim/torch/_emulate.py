@@ -22,6 +22,7 @@ from .. import _core
 from . import _blockscale, _layers, _ops
 from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
+from ._tables import ops, policies  # noqa: F401 (rpsim.torch.ops / policies)
 
 # PyTorch's CUDA autocast lists for ops outside rpsim's op table (torch/csrc/autograd/
 # autocast_mode.cpp, 1.13: "lower_precision_fp" and "fp32"); everything else follows its inputs.
@@ -38,11 +39,11 @@ TORCH_FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", 
               "cross_entropy"}
 # No arithmetic: the output holds values of the input's format.
 LAYOUT = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
-          "unsqueeze", "expand", "expand_as", "__getitem__", "narrow", "select", "chunk", "split", "unbind",
-          "clone", "detach", "view_as", "reshape_as", "repeat", "tile", "flip", "roll", "movedim", "cat",
-          "stack", "masked_fill", "masked_fill_", "where", "float", "to", "type_as", "pad", "max_pool2d",
-          "max_pool1d", "relu", "relu_", "dropout", "triu", "tril", "gather", "index_select", "embedding",
-          "__setitem__", "zero_", "fill_", "copy_", "maximum", "minimum", "max", "min", "abs", "neg", "__neg__"}
+          "unsqueeze", "expand", "expand_as", "__getitem__", "narrow", "select", "chunk", "split", "unbind", "clone",
+          "detach", "view_as", "reshape_as", "repeat", "tile", "flip", "roll", "movedim", "cat", "stack",
+          "masked_fill", "masked_fill_", "where", "float", "to", "type_as", "pad", "max_pool2d", "max_pool1d", "relu",
+          "relu_", "dropout", "triu", "tril", "gather", "index_select", "embedding", "__setitem__", "zero_", "fill_",
+          "copy_", "maximum", "minimum", "max", "min", "abs", "neg", "__neg__"}
 # The torch functions rpsim runs on its own GEMMs, and the op-table row whose rule they take.
 KERNELS = {"linear": "linear", "conv2d": "conv2d", "conv1d": "conv2d", "matmul": "matmul", "mm": "matmul",
            "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul", "__matmul__": "matmul"}
@@ -51,16 +52,6 @@ MODULE_OPS = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d", nn.
               nn.LayerNorm: "layer_norm", nn.MaxPool2d: "max_pool2d", nn.Embedding: "embedding",
               nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.Softmax: "softmax"}
 _WIDE = {"binary32", "binary64"}
-
-
-def ops():
-    """The op table as {name: row} (name, autocast class, fp8_gemm, help), read from the C++ table."""
-    return {row["name"]: row for row in _core._torch_ops()}
-
-
-def policies():
-    """The named policies as {name: description}, read from the C++ table."""
-    return {row["name"]: row["description"] for row in _core._torch_policies()}
 
 
 def _format_of(t, default):
@@ -380,8 +371,8 @@ class Emulation(TorchFunctionMode):
             p.__dict__.pop("_rpsim_grad_format", None)
 
     def summary(self):
-        lines = [f"rpsim.torch: policy {self.policy['name']}"
-                 + (f", accumulation {self.accumulation}" if self.accumulation else "")]
+        acc = f", accumulation {self.accumulation}" if self.accumulation else ""
+        lines = [f"rpsim.torch: policy {self.policy['name']}{acc}"]
         for path, counter in self.counts.items():
             names = ", ".join(f"{k} x{v}" for k, v in sorted(counter.items())) or "none"
             lines.append(f"  {path}: {names}")
@@ -391,10 +382,10 @@ class Emulation(TorchFunctionMode):
 
 
 def emulate(model, policy="fp16-amp", accumulation=None, *, seed=0):
-    """Put `model` under `policy` (a name of `rpsim train`'s policy table or a policy object as
-    configs write it, e.g. {"name": "bf16-pure", "update_rounding": "sr"}); accumulation: an
-    accumulation model for every GEMM in place of the policy's (e.g. "tc:h100:fp16:fp32").
-    Returns the Emulation (summary(), optimizer(opt), remove()). Unknown names raise ValueError."""
+    """Put `model` under `policy` (a name of `rpsim train`'s policy table or a policy object as configs write
+    it, e.g. {"name": "bf16-pure", "update_rounding": "sr"}); accumulation: a model for every GEMM in place of
+    the policy's (e.g. "tc:h100:fp16:fp32"). Returns the Emulation (summary(), optimizer(opt), remove()).
+    Unknown names raise ValueError."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
     if accumulation is not None:
