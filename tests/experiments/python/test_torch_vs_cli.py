@@ -74,10 +74,12 @@ CASES = {
     # The remaining rows of the policy table on the shipped MLP.
     "mlp-fp16-pure": {"base": "mlp-fp16-amp", "policy": "fp16-pure"},
     "mlp-fp8-current": {"base": "mlp-fp8", "policy": "fp8-current"},
+    "mlp-fp8-delayed": {"base": "mlp-fp8", "policy": "fp8-delayed"},
     # MX blocks of 32 with E8M0 scales (the trainer's own mx_quantize through the block-scale path).
     "mlp-fp8-mx": {"base": "mlp-fp8", "policy": "fp8-mx"},
     "cnn-fp8-mx": {"base": "cnn-fp16-amp", "policy": "fp8-mx", "loss_scaler": {"policy": "none"}},
     # The other MX rows go through the same block-scale path (e3m2 and e2m1 elements).
+    "mlp-mxfp8": {"base": "mlp-fp8", "policy": "mxfp8"},
     "mlp-mxfp6": {"base": "mlp-fp8", "policy": "mxfp6"},
     "mlp-mxfp4": {"base": "mlp-fp8", "policy": "mxfp4"},
     # NVFP4's recipe: 16-element blocks under a per-tensor scale, 16x16 weight tiles, the Hadamard
