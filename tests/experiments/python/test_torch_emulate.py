@@ -143,6 +143,13 @@ def test_bad_input():
         rt.emulate(mlp(), "fp16-amp", accumulation="tc:zz")
     with pytest.raises(TypeError, match="nn.Module"):
         rt.emulate(lambda x: x, "fp32")
+    # fp64 stores binary64 weights: a float32 model is refused by name, a float64 one runs in binary64.
+    with pytest.raises(ValueError, match=r"policy fp64 .*torch.float32.*model.double\(\)"):
+        rt.emulate(mlp(), "fp64")
+    m = mlp().double()
+    rt.emulate(m, "fp64")
+    x = torch.linspace(-1, 1, 36, dtype=torch.float64).reshape(3, 12)
+    assert m(x).dtype == torch.float64 and m(x).isfinite().all()
 
 
 def test_a_failing_forward_leaves_no_emulation_active():

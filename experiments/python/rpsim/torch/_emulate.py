@@ -113,6 +113,10 @@ class Emulation(TorchFunctionMode):
         if scaling not in (None, "none", "delayed", "current") + _blockscale.SCALINGS:
             raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
                              f"rpsim.torch (delayed, current, mx and nvfp4 are; run it with `rpsim train`)")
+        narrow = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float64})
+        if self.policy["weights"] == "binary64" and narrow:
+            raise ValueError(f"policy {self.policy['name']} stores binary64 weights, which a model of "
+                             f"{', '.join(narrow)} parameters cannot hold: call model.double() first")
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
         self.fp8_states = {}  # layer -> _fp8.Fp8State
         self.table = ops()
