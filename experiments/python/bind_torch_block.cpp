@@ -18,13 +18,6 @@ namespace rpsim::python {
 namespace {
 
 namespace train = sim::train;
-using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-py::array numpy_rows(const train::Matrix& m) {
-  py::array_t<double> out({m.rows(), m.cols()});
-  Eigen::Map<RowMajor>(out.mutable_data(), m.rows(), m.cols()) = m;
-  return out;
-}
 
 train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
   train::Fp8Recipe r;
@@ -60,12 +53,12 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   d["entries"] = s.entries;
   d["saturated"] = s.saturated;
   d["flushed"] = s.flushed;
-  return py::make_tuple(numpy_rows(q), d, tensor_scale);
+  return py::make_tuple(to_numpy(q), d, tensor_scale);
 }
 
 py::array hadamard_rows_py(py::handle x, int n, std::uint64_t seed) {
   try {
-    return numpy_rows(train::hadamard_rows(matrix_arg(x, "x"), train::hadamard_transform(n, seed)));
+    return to_numpy(train::hadamard_rows(matrix_arg(x, "x"), train::hadamard_transform(n, seed)));
   } catch (const std::invalid_argument& e) {
     throw py::value_error(e.what());
   }

@@ -23,13 +23,6 @@ namespace rpsim::python {
 namespace {
 
 namespace train = sim::train;
-using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-py::array numpy_of(const train::Matrix& m) {
-  py::array_t<double> out({m.rows(), m.cols()});
-  Eigen::Map<RowMajor>(out.mutable_data(), m.rows(), m.cols()) = m;
-  return out;
-}
 
 // The run's initial parameters ({name: array}, a Linear's weight as rpsim
 // stores it: in x out) and the (inputs, labels) of its first `steps` steps,
@@ -42,7 +35,7 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   py::list layers;
   for (const auto& layer : model.layers) {
     layers.append(py::make_tuple(layer->name(), layer->op()));
-    for (const train::Parameter* p : layer->parameters()) params[py::str(p->name)] = numpy_of(p->value);
+    for (const train::Parameter* p : layer->parameters()) params[py::str(p->name)] = to_numpy(p->value);
   }
   const std::size_t n = data.train.size(), batch = c.batch_size;
   const std::size_t per_epoch = (n + batch - 1) / batch;
@@ -52,7 +45,7 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
     for (std::size_t b = 0; b < per_epoch && step < steps; ++b, ++step) {
       const std::vector<std::size_t> idx(order.begin() + long(b * batch),
                                          order.begin() + long(std::min(n, (b + 1) * batch)));
-      batches.append(py::make_tuple(numpy_of(data.train.batch(idx)), py::cast(data.train.targets(idx))));
+      batches.append(py::make_tuple(to_numpy(data.train.batch(idx)), py::cast(data.train.targets(idx))));
     }
   }
   // The test set in the evaluation's batches (score() in network.cpp).
@@ -61,7 +54,7 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   for (std::size_t start = 0; start < tn; start += tb) {
     std::vector<std::size_t> idx;
     for (std::size_t i = start; i < std::min(tn, start + tb); ++i) idx.push_back(i);
-    test.append(py::make_tuple(numpy_of(data.test.batch(idx)), py::cast(data.test.targets(idx))));
+    test.append(py::make_tuple(to_numpy(data.test.batch(idx)), py::cast(data.test.targets(idx))));
   }
   py::dict d;
   d["test_batches"] = test;
@@ -108,7 +101,7 @@ class TorchLoss {
   py::tuple backward(double scale) {
     const train::StepContext ctx{&policy_, 0, 0};
     const train::Tensor g = loss_->backward(scale, ctx);
-    return py::make_tuple(numpy_of(g.values), g.underflow_count());
+    return py::make_tuple(to_numpy(g.values), g.underflow_count());
   }
 
  private:
@@ -140,17 +133,17 @@ class TorchLayer {
           fmt::format("{}: {} parameters given, the layer has {}", layer_->op(), params.size(), ps.size()));
     for (std::size_t i = 0; i < ps.size(); ++i) ps[i]->value = matrix_arg(params[i], "parameter");
     const train::Tensor y = layer_->forward(train::Tensor{matrix_arg(x, "x"), &format_arg(format)}, ctx());
-    return py::make_tuple(numpy_of(y.values), y.format->name);
+    return py::make_tuple(to_numpy(y.values), y.format->name);
   }
   py::tuple backward(py::handle dy, const std::string& format) {
     const train::Tensor g =
         layer_->backward(train::Tensor{matrix_arg(dy, "dy"), &format_arg(format)}, ctx(), true);
     py::list grads, flushed;
     for (const train::Parameter* p : layer_->parameters()) {
-      grads.append(numpy_of(p->grad));
+      grads.append(to_numpy(p->grad));
       flushed.append(p->grad_underflow);
     }
-    return py::make_tuple(numpy_of(g.values), g.underflow_count(), grads, flushed);
+    return py::make_tuple(to_numpy(g.values), g.underflow_count(), grads, flushed);
   }
 
  private:
@@ -189,7 +182,7 @@ py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int
   d["entries"] = s.entries;
   d["saturated"] = s.saturated;
   d["flushed"] = s.flushed;
-  return py::make_tuple(numpy_of(q), d);
+  return py::make_tuple(to_numpy(q), d);
 }
 
 // The attention's softmax kernels (layers/attention.cpp) over the rows of a
@@ -201,7 +194,7 @@ train::Mask kept(const train::Matrix& scores) {
 
 py::array softmax_py(py::handle scores, const std::string& format) {
   const train::Matrix s = matrix_arg(scores, "scores");
-  return numpy_of(train::softmax_rows(s, format_arg(format), kept(s)));
+  return to_numpy(train::softmax_rows(s, format_arg(format), kept(s)));
 }
 
 py::array softmax_backward_py(py::handle p, py::handle dp, py::handle scores, const std::string& format) {
@@ -209,7 +202,7 @@ py::array softmax_backward_py(py::handle p, py::handle dp, py::handle scores, co
   if (pm.rows() != dpm.rows() || pm.cols() != dpm.cols() || s.rows() != pm.rows() || s.cols() != pm.cols())
     throw py::value_error(fmt::format("softmax backward: p is {}x{}, dp {}x{}, scores {}x{}", pm.rows(),
                                       pm.cols(), dpm.rows(), dpm.cols(), s.rows(), s.cols()));
-  return numpy_of(train::softmax_rows_backward(pm, dpm, format_arg(format), kept(s)));
+  return to_numpy(train::softmax_rows_backward(pm, dpm, format_arg(format), kept(s)));
 }
 
 // The config's learning-rate schedule as the trainer reads it
