@@ -170,7 +170,9 @@ Scaler::Scaler(const std::string& policy, const py::kwargs& params) {
   const py::object probe = py::module_::import("rpsim._core").attr("scaler_trajectory");
   probe(py::list(), policy, **kw);
   sim::ScalerConfig config;
-  config.policy = policy;
+  // The row's own name for an alias ("dynamic" is PyTorch's), as meta.json names it.
+  const sim::LossScalerInfo* row = sim::find_loss_scaler(policy);
+  config.policy = row ? std::string(row->name) : policy;
   for (const auto& [key, value] : params)
     for (const auto& f : sim::scaler_fields())
       if (key.cast<std::string>() == f.name)

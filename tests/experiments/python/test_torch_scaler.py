@@ -76,6 +76,12 @@ def test_bad_input_names_it():
         rt.GradScaler().load_state_dict({"policy": "deepspeed", "params": {}})
 
 
+def test_an_alias_is_its_rows_scaler():
+    # "dynamic" (configs' and policy rows' name for PyTorch's) is an alias in the C++ scaler table.
+    d, p = rt.GradScaler("dynamic"), rt.GradScaler("pytorch")
+    assert d.policy == "pytorch" and d.get_scale() == p.get_scale()
+
+
 def test_trainer_refuses_the_per_layer_adaptive_scaler():
     # rpsim train multiplies each layer's incoming gradient inside backward (its steps.csv has
     # <layer>_loss_scale); a GradScaler only scales the loss, so a Trainer would silently run a static scaler.

@@ -98,8 +98,7 @@ class Trainer:
         self.emulation = emulate(model, policy, accumulation, seed=seed)
         self.policy = self.emulation.policy
         if scaler is None:
-            scaler = self.policy["default_loss_scaler"]
-            scaler = {"dynamic": "pytorch"}.get(scaler, scaler)
+            scaler = self.policy["default_loss_scaler"]  # an alias ("dynamic") is the scaler table's
         self.scaler = scaler if isinstance(scaler, GradScaler) else GradScaler(scaler)
         if self.scaler._scaler.per_layer:
             # Zhao et al.'s factors multiply each layer's incoming gradient inside backward; a GradScaler
