@@ -46,14 +46,7 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   double tensor_scale = 1;
   const train::Matrix q = train::block_quantize(
       m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr}, &s, &tensor_scale);
-  py::dict d;
-  d["amax"] = s.amax;
-  d["scale_min"] = s.scale_min;
-  d["scale_max"] = s.scale_max;
-  d["entries"] = s.entries;
-  d["saturated"] = s.saturated;
-  d["flushed"] = s.flushed;
-  return py::make_tuple(to_numpy(q), d, tensor_scale);
+  return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale);
 }
 
 py::array hadamard_rows_py(py::handle x, int n, std::uint64_t seed) {

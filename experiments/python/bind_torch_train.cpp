@@ -20,6 +20,17 @@
 
 namespace rpsim::python {
 
+py::dict fp8_stats_dict(const sim::train::Fp8Stats& s) {
+  py::dict d;
+  d["amax"] = s.amax;
+  d["scale_min"] = s.scale_min;
+  d["scale_max"] = s.scale_max;
+  d["entries"] = s.entries;
+  d["saturated"] = s.saturated;
+  d["flushed"] = s.flushed;
+  return d;
+}
+
 namespace {
 
 namespace train = sim::train;
@@ -175,14 +186,7 @@ py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int
   const train::Matrix m = matrix_arg(x, "x");
   train::Fp8Stats s;
   const train::Matrix q = train::mx_quantize(m, format_arg(format), block, axis, &s);
-  py::dict d;
-  d["amax"] = s.amax;
-  d["scale_min"] = s.scale_min;
-  d["scale_max"] = s.scale_max;
-  d["entries"] = s.entries;
-  d["saturated"] = s.saturated;
-  d["flushed"] = s.flushed;
-  return py::make_tuple(to_numpy(q), d);
+  return py::make_tuple(to_numpy(q), fp8_stats_dict(s));
 }
 
 // The attention's softmax kernels (layers/attention.cpp) over the rows of a

@@ -14,6 +14,10 @@
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
 
+namespace rpsim::sim::train {
+struct Fp8Stats;
+}
+
 namespace rpsim::python {
 
 namespace py = pybind11;
@@ -57,6 +61,9 @@ sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const p
                            const py::object& scale_b);
 // A matrix as a new C-contiguous float64 array.
 py::array to_numpy(const sim::Matrix& m);
+// A quantisation's statistics (amax, scale_min, scale_max, entries,
+// saturated, flushed) as a dict (bind_torch_train.cpp).
+py::dict fp8_stats_dict(const sim::train::Fp8Stats& s);
 
 // The unsigned NumPy dtype that holds one encoding of `fmt`.
 py::dtype bits_dtype(const Format& fmt);

@@ -37,3 +37,32 @@ def shared_dir(source_dir):
     if not path.is_dir():
         pytest.skip(f"shared oracle data not found at {path} (set RPSIM_SHARED_DIR)")
     return path
+
+
+class _CliPair:
+    """One config through rpsim.torch and through `rpsim train` (the byte-identity tests of issue #27):
+    run() takes the case's changes (a "base" config name, the keys to change), returns the torch
+    Trainer and the CLI's result; same_csvs() asserts steps.csv, histograms.csv and evaluations.csv
+    are the same bytes."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+
+    def run(self, configs, case, changes, load, through_torch):
+        import rpsim
+        changes = dict(changes)
+        base = changes.pop("base", case)
+        if not (configs / f"{base}.json").exists():
+            pytest.skip(f"{base}.json is not shipped")
+        cfg = load(base, **changes)
+        return through_torch(cfg), rpsim._core._train(cfg, [], str(self.tmp_path), 0, False)
+
+    def same_csvs(self, t, ref):
+        assert t.steps_csv == ref["steps_csv"]
+        assert t.histograms_csv == ref["histograms_csv"]
+        assert t.evaluations_csv() == (self.tmp_path / "evaluations.csv").read_text()
+
+
+@pytest.fixture
+def cli_pair(tmp_path):
+    return _CliPair(tmp_path)

@@ -101,17 +101,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_steps_histograms_and_evaluations_byte_identical(case, tmp_path):
-    changes = dict(CASES[case])
-    base = changes.pop("base", case)
-    if not (CONFIGS / f"{base}.json").exists():
-        pytest.skip(f"{base}.json is not shipped")
-    cfg = load(base, **changes)
-    t = through_torch(cfg)
-    ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
-    assert t.steps_csv == ref["steps_csv"]
-    assert t.histograms_csv == ref["histograms_csv"]
-    assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
+def test_steps_histograms_and_evaluations_byte_identical(case, cli_pair):
+    t, ref = cli_pair.run(CONFIGS, case, CASES[case], load, through_torch)
+    cli_pair.same_csvs(t, ref)
 
 
 def test_kahan_needs_an_optimizer_that_carries_the_compensation():

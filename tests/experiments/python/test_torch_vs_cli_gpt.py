@@ -66,21 +66,13 @@ CASES = {"gpt-fp32": {}, "gpt-bf16-amp": {}, "gpt-fp16-amp": {}, "gpt-fp16-amp-n
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_gpt_steps_histograms_and_evaluations_byte_identical(name, tmp_path):
-    changes = dict(CASES[name])
-    base = changes.pop("base", name)
-    if not (CONFIGS / f"{base}.json").exists():
-        pytest.skip(f"{base}.json is not shipped")
-    cfg = load(base, **changes)
-    t = through_torch(cfg)
-    ref = rpsim._core._train(cfg, [], str(tmp_path), 0, False)
+def test_gpt_steps_histograms_and_evaluations_byte_identical(name, cli_pair):
+    t, ref = cli_pair.run(CONFIGS, name, CASES[name], load, through_torch)
     # The CLI's layer columns: wte, h<i>_attn, h<i>_mlp, ln_f (lm_head holds no parameter of its own).
     header = t.steps_csv.splitlines()[0]
     assert header == ref["steps_csv"].splitlines()[0]
     assert "h1_attn_weight_grad_underflow_fraction" in header and "ln_f_weight_update_stalled_fraction" in header
-    assert t.steps_csv == ref["steps_csv"]
-    assert t.histograms_csv == ref["histograms_csv"]
-    assert t.evaluations_csv() == (tmp_path / "evaluations.csv").read_text()
+    cli_pair.same_csvs(t, ref)
 
 
 def test_the_tied_head_takes_the_lm_head_rule_and_softmax_the_cli_kernel():
