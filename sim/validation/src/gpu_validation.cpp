@@ -99,6 +99,21 @@ void add_patterns(GoldenSet& set) {
     for (std::size_t j = 0; j < k; ++j) b[j] = tiny;
     add_case(set, a, b, 0.0);
   }
+  // Signed zeros: an exact-zero sum with c = -0 or +0, from +0 products,
+  // -0 products and two products that cancel. MMA-Sim gives +0 for every
+  // exact-zero sum; no real-GPU data in shared/ settled c = -0 (issue #29).
+  for (double c : {-0.0, 0.0}) {
+    auto a = zeros, b = zeros;
+    add_case(set, a, b, c);
+    for (std::size_t j = 0; j < k; ++j) a[j] = -0.0;
+    add_case(set, a, b, c);
+    a = zeros;
+    a[0] = 1.0;
+    b[0] = 1.0;
+    a[k - 1] = -1.0;
+    b[k - 1] = 1.0;
+    add_case(set, a, b, c);
+  }
   // Accumulator width (FP8: 13 fraction bits on Ada/H100): c = 1 and a
   // product 2^-s for s around 13..25 in the first position.
   for (int s = 10; s <= 26; ++s) {
