@@ -65,9 +65,11 @@ inline bool non_finite_result(const double* a, const double* b, int n, double c,
 // -0 (IEEE 754 clause 6.3 would give -0 then). The aligned sum is a
 // fixed-point number with no signed zero: MMA-Sim (Xie et al. 2025,
 // arithmetic.py fused_sum) returns +0 for C = -0 with zero products on every
-// NVIDIA path, on 12 of its files (Volta to Blackwell); tc-golden and
-// tc-stress hold no case whose terms are all zero, so no real-GPU data
-// settle it and MMA-Sim's hardware-validated model is followed. The one
+// NVIDIA path, on 12 of its files (Volta to Blackwell). tc-golden and
+// tc-stress hold no case whose terms are all zero; an H200 does the same
+// (2026-11-26, gpu-validate's signed-zero patterns: C = -0 or +0 with +0,
+// -0 or exactly cancelling products give +0 on mma.sync and wgmma, fp16,
+// bf16, tf32, E4M3, E5M2, fp32 and fp16 out; tests/data/tc-h200). The one
 // place this rule lives.
 inline double zero_sum_result() {
   return 0.0;

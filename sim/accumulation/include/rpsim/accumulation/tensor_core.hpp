@@ -17,8 +17,10 @@
 //      is a tiny negative number, C a subnormal binary32 value in 26 of them,
 //      all come back +0; IEEE's -0 there, the old model, matched fp16->fp16
 //      4994, bf16 4990, tf32 4960 of 5000). An exact zero is +0 too, even when
-//      every term is -0 (MMA-Sim; no measured case has only zero terms, so
-//      no real-GPU data settle it: tensor_core_chain.hpp, zero_sum_result).
+//      every term is -0 and C is -0 (MMA-Sim's rule, then measured on an
+//      H200: gpu-validate's signed-zero patterns, C = +-0 with +0, -0 or
+//      cancelling products, all +0 on mma.sync and wgmma in every format,
+//      tests/data/tc-h200; tensor_core_chain.hpp, zero_sum_result).
 // Longer K is a chain of steps: the result of step j is C of step j+1, so it is
 // rounded to the output format between steps.
 //
