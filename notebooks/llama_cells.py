@@ -36,7 +36,7 @@ fig, axes = plt.subplots(2, 2, figsize=(14, 9))
 ax = axes[0, 0]
 # Every run's shadow starts from the same weights and sees the same batches: one FP64 curve.
 shadow = curves[curves.run == runs[0]]
-ax.plot(shadow.step, shadow.loss_fp64_nats, "k--", lw=1.5, label="FP64 shadow")
+ax.plot(shadow.step, shadow.loss_fp64_nats, "k--", lw=1.2, zorder=5, label="FP64 shadow")
 for run, g in curves.groupby("run", sort=False):
     ax.plot(g.step, g.loss_emulated_nats, "-", lw=1, color=colours[run], label=run)
 ax.set_xlabel("step"); ax.set_ylabel("training loss (nats/char)")
