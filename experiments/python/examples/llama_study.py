@@ -74,6 +74,14 @@ def run_labels(spec):
     return [k for k in known if k in asked]
 
 
+def check_seed(seed):
+    """The seed keys the weights, the batches and the recipes' random bits (rpsim's seeds are unsigned)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"--seed: {seed!r} is not an integer")
+    if seed < 0:
+        raise ValueError(f"--seed: {seed} is negative (the seed keys rpsim's unsigned random streams)")
+
+
 def _cell(v):
     """Numbers as the CLI writes them (%.17g; nan, inf)."""
     if isinstance(v, float):
@@ -161,6 +169,7 @@ def run(out, quick=False, runs=None, seed=0, log=print):
     returns meta."""
     cfg = dict(QUICK if quick else FULL)
     labels = run_labels(runs) if isinstance(runs, (str, type(None))) else run_labels(",".join(runs))
+    check_seed(seed)
     policy_of = {r[0]: r[1] for r in RUNS}
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     start = time.time()
@@ -201,6 +210,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     try:
         run_labels(a.runs)
+        check_seed(a.seed)
     except ValueError as e:
         ap.error(str(e))  # exit status 2, as the CLI's bad input
     meta = run(a.out, a.quick, a.runs, a.seed)

@@ -96,13 +96,21 @@ def test_quick_study_summary_and_evaluations(study):
     assert "x_fp8_scale_max" in cols
 
 
-def test_unknown_run_is_refused_by_name(tmp_path):
+def test_bad_runs_and_seeds_are_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="'nope'|nope.*known: bf16-amp, fp8, mxfp8, nvfp4, mxfp4"):
         llama_study.run(str(tmp_path), quick=True, runs="nope")
     r = subprocess.run([sys.executable, str(EXAMPLES / "llama_study.py"), "--runs", "mxfp8,nope", "--out",
                         str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "nope is not a run of the study" in r.stderr and "mxfp4" in r.stderr
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="--seed: -1 is negative"):
+        llama_study.run(str(tmp_path), quick=True, seed=-1)
+    with pytest.raises(TypeError, match="--seed: '3' is not an integer"):
+        llama_study.run(str(tmp_path), quick=True, seed="3")
+    r = subprocess.run([sys.executable, str(EXAMPLES / "llama_study.py"), "--seed", "-1", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--seed: -1 is negative" in r.stderr
     assert not (tmp_path / "x").exists()
 
 
