@@ -29,7 +29,8 @@ summary = csv("summary.csv")
 synthetic = meta.get("synthetic_data", False)
 print(meta.get("data_set", ""))
 summary[["run", "final_loss_emulated_nats", "final_loss_fp64_nats", "final_loss_drift_nats",
-         "max_abs_loss_drift_nats", "final_weight_rel_distance_from_fp64_max", "test_loss_gap_nats"]]"""),
+         "max_abs_loss_drift_nats", "final_weight_rel_distance_from_fp64_max",
+         "final_weight_rel_distance_from_fp64_max_layer", "test_loss_gap_nats"]]"""),
     ("code", """runs = list(summary.run)
 colours = dict(zip(runs, plt.cm.tab10.colors))
 fig, axes = plt.subplots(2, 2, figsize=(14, 9))

@@ -53,10 +53,11 @@ QUICK = {"dim": 32, "layers": 1, "heads": 2, "hidden": 64, "seq": 16, "batch": 4
          "eval_every": 3, "eval_batches": 1, "lr": 3e-3, "max_grad_norm": 1.0}
 
 CURVES = ["run", "policy", "step", "loss_emulated_nats", "loss_fp64_nats", "loss_drift_nats", "grad_norm",
-          "skipped", "weight_rel_distance_from_fp64_max"]
+          "skipped", "weight_rel_distance_from_fp64_max", "weight_rel_distance_from_fp64_max_layer"]
 EVALUATIONS = ["run", "policy", "step", "test_loss_emulated_nats", "test_loss_fp64_nats", "test_loss_gap_nats"]
 SUMMARY = ["run", "policy", "parameters", "steps", "skipped_steps", "final_loss_emulated_nats", "final_loss_fp64_nats",
            "final_loss_drift_nats", "max_abs_loss_drift_nats", "final_weight_rel_distance_from_fp64_max",
+           "final_weight_rel_distance_from_fp64_max_layer",
            "test_loss_emulated_nats", "test_loss_fp64_nats", "test_loss_gap_nats", "wall_s"]
 
 
@@ -113,11 +114,14 @@ def _curve_rows(label, policy, steps_csv):
     """curves.csv's rows from the Trainer's steps.csv (its columns as `rpsim train` writes them)."""
     rows = []
     for r in csv.DictReader(io.StringIO(steps_csv)):
-        dists = [_float(v) for k, v in r.items() if k.endswith("_weight_rel_distance_from_fp64") and v != ""]
+        tail = "_weight_rel_distance_from_fp64"
+        dists = [(_float(v), k[:-len(tail)]) for k, v in r.items() if k.endswith(tail) and v != ""]
+        far = max(dists, default=(math.nan, ""))
         e, s = _float(r["loss_emulated_nats"]), _float(r["loss_fp64_nats"])
         rows.append({"run": label, "policy": policy, "step": int(r["step"]), "loss_emulated_nats": e,
                      "loss_fp64_nats": s, "loss_drift_nats": e - s, "grad_norm": _float(r["grad_norm"]),
-                     "skipped": int(r["skipped"]), "weight_rel_distance_from_fp64_max": max(dists, default=math.nan)})
+                     "skipped": int(r["skipped"]), "weight_rel_distance_from_fp64_max": far[0],
+                     "weight_rel_distance_from_fp64_max_layer": far[1]})
     return rows
 
 
@@ -148,6 +152,7 @@ def train_one(label, policy, cfg, seed, out):
                "final_loss_drift_nats": last["loss_drift_nats"],
                "max_abs_loss_drift_nats": max(abs(c["loss_drift_nats"]) for c in curves),
                "final_weight_rel_distance_from_fp64_max": last["weight_rel_distance_from_fp64_max"],
+               "final_weight_rel_distance_from_fp64_max_layer": last["weight_rel_distance_from_fp64_max_layer"],
                "test_loss_emulated_nats": final["test_loss_emulated_nats"],
                "test_loss_fp64_nats": final["test_loss_fp64_nats"], "test_loss_gap_nats": final["test_loss_gap_nats"],
                "wall_s": time.time() - start}
