@@ -53,10 +53,14 @@ fi
 # fp16-amp with DeepSpeed's loss scaler and an FP64 shadow, 60 steps): needs Debian's
 # python3-torch and the module built into $build/python.
 echo "== Your model through rpsim.torch (results/your-model, notebook 09)"
+torch_skip=""
 if ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
-  echo "SKIPPED: python3-torch is not installed (apt-get install python3-torch): no results/your-model, no notebook 09"
+  torch_skip="python3-torch is not installed (apt-get install python3-torch)"
 elif [ ! -d "$build/python/rpsim" ]; then
-  echo "SKIPPED: the Python module rpsim is not built ($build/python/rpsim missing): no results/your-model, no notebook 09"
+  torch_skip="the Python module rpsim is not built ($build/python/rpsim missing)"
+fi
+if [ -n "$torch_skip" ]; then
+  echo "SKIPPED: $torch_skip: no results/your-model, no notebook 09"
 else
   PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 experiments/python/examples/your_model_run.py \
     --out results/your-model
@@ -67,5 +71,20 @@ else
     RPSIM_RUN=results/your-model RPSIM_PYTHONPATH="$build/python" bash notebooks/render.sh results 03 05 07
   else
     echo "SKIPPED: notebook 09 not rendered (jupyter-nbconvert not installed)"
+  fi
+fi
+
+# Notebook 11 draws the LLaMA-style decoder (a model rpsim train cannot build) under bf16, fp8,
+# mxfp8, nvfp4 and mxfp4, each beside its FP64 shadow, 40 steps each through rpsim.torch.
+echo "== The LLaMA-style study through rpsim.torch (results/llama-block-scaled, notebook 11)"
+if [ -n "$torch_skip" ]; then
+  echo "SKIPPED: $torch_skip: no results/llama-block-scaled, no notebook 11"
+else
+  PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 experiments/python/examples/llama_study.py \
+    --out results/llama-block-scaled
+  if [ -x /usr/bin/jupyter-nbconvert ]; then
+    bash notebooks/render.sh results 11
+  else
+    echo "SKIPPED: notebook 11 not rendered (jupyter-nbconvert not installed)"
   fi
 fi

@@ -161,6 +161,10 @@ import block_scaled_cells  # noqa: E402  (10: the block-scaled policies on the G
 
 NOTEBOOKS["10-block-scaled"] = block_scaled_cells.block_scaled(setup, SAVE, COMPARE)
 
+import llama_cells  # noqa: E402  (11: the LLaMA-style decoder through rpsim.torch, llama_study.py)
+
+NOTEBOOKS["11-llama-block-scaled"] = llama_cells.llama_block_scaled(setup, SAVE, COMPARE)
+
 
 def cell(kind, source):
     lines = source.split("\n")
