@@ -85,6 +85,13 @@ CASES = {
     # NVFP4's recipe: 16-element blocks under a per-tensor scale, 16x16 weight tiles, the Hadamard
     # transform on the weight-gradient GEMM's inputs, stochastic gradients, the last linear in bf16.
     "mlp-nvfp4": {"base": "mlp-fp8", "policy": "nvfp4"},
+    # The same recipes on B200's block-scaled Tensor Core instructions (issue #29): the block scales go
+    # into the GEMM as SFA/SFB, each GEMM's operand pair (e4m3 x e5m2 in backward) on its own
+    # instruction, NVFP4's last linear on the unscaled bf16 instruction.
+    "mlp-mxfp8-tcgen05": {"base": "mlp-fp8", "policy": {"name": "mxfp8", "ops": {"linear": {
+        "accumulation": "tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0"}}}},
+    "mlp-nvfp4-tcgen05": {"base": "mlp-fp8", "policy": {"name": "nvfp4", "ops": {"linear": {
+        "accumulation": "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3"}}}},
     # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
     # gradients and Linear/ReLU arithmetic, rounded to nearest. (Its "rounding": "sr" rows run under
     # rpsim.torch too, but not byte-identically: the CLI keys each tensor rounding of a stochastic

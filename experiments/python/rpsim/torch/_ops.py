@@ -33,8 +33,9 @@ class GemmConfig:
         self.fp8 = None
         # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
         self.on_input_grad_flush = None
-        # A bad spec raises ValueError naming it here, not at the first backward pass.
-        self.input_format, self.accumulation_format = _core._torch_model_formats(model)
+        # A bad spec raises ValueError naming it here, not at the first backward pass. scale_block: a
+        # block-scaled instruction's block (0: none), whose operands need a block-scaled recipe.
+        self.input_format, self.accumulation_format, self.scale_block = _core._torch_model_formats(model)
 
 
 def _flushed(before, after):
@@ -83,6 +84,10 @@ class _Gemm(torch.autograd.Function):
         if cfg.fp8 is not None:
             block = cfg.fp8.recipe["scaling"] in _blockscale.SCALINGS
             return (_blockscale.forward if block else _fp8_forward)(ctx, a, b, cfg, dtype)
+        if cfg.scale_block:
+            raise ValueError(f"model: '{cfg.model}' multiplies block-scaled operands (blocks of {cfg.scale_block} "
+                             f"along K); a block-scaled policy makes them: rpsim.torch.emulate(model, 'mxfp8', "
+                             f"accumulation=...), or rpsim.gemm with sfa=, sfb=")
         ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
         ctx.save_for_backward(ac, bc)
         ctx.cfg, ctx.has_c, ctx.dtypes = cfg, c is not None, (a.dtype, b.dtype)
