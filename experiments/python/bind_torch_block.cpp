@@ -50,9 +50,9 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   train::Fp8Stats s;
   double tensor_scale = 1;
   train::Matrix scales;
-  const train::Matrix q = train::block_quantize(
-      m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr}, &s, &tensor_scale,
-      &scales);
+  const train::Matrix q =
+      train::block_quantize(m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr},
+                            &s, &tensor_scale, &scales);
   return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale, to_numpy(scales));
 }
 
@@ -62,7 +62,8 @@ using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
 F64 batch_arg(py::handle x, const char* what) {
   F64 a = F64::ensure(float_array(x, what));
   if (a.ndim() != 3)
-    throw py::value_error(fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
+    throw py::value_error(
+        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
   return a;
 }
 
@@ -85,12 +86,13 @@ py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_
             sb = batch_arg(sb_in, "SB");
   const py::ssize_t batch = a.shape(0), m = a.shape(1), k = a.shape(2), n = b.shape(2);
   if (b.shape(0) != batch || b.shape(1) != k)
-    throw py::value_error(fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
+    throw py::value_error(
+        fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
   for (const auto& [x, s, name] : {std::tuple{&a, &sa, "SA"}, {&b, &sb, "SB"}})
     for (int d = 0; d < 3; ++d)
       if (s->shape(d) != x->shape(d))
-        throw py::value_error(fmt::format("{}: one scale per entry of its operand (dimension {}: {} vs {})", name,
-                                          d, s->shape(d), x->shape(d)));
+        throw py::value_error(fmt::format("{}: one scale per entry of its operand (dimension {}: {} vs {})",
+                                          name, d, s->shape(d), x->shape(d)));
   const Format &fa = format_arg(a_format), &fb = format_arg(b_format);
   py::array_t<double> out({batch, m, n});
   double* dst = out.mutable_data();
@@ -100,7 +102,8 @@ py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_
     for (py::ssize_t i = 0; i < batch; ++i) {
       const train::BlockOperand oa{item(a, i), item(sa, i), &fa}, ob{item(b, i), item(sb, i), &fb};
       Eigen::Map<RowMajor>(dst + i * m * n, m, n) = train::block_matmul(
-          oa, ob, model, keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
+          oa, ob, model,
+          keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
     }
   } catch (const std::invalid_argument& e) {
     throw py::value_error(e.what());

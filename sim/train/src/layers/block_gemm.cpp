@@ -125,7 +125,8 @@ void check_block_instruction(const PrecisionPolicy& p, const OpRule& rule, const
 
 void check_block_instructions(const PrecisionPolicy& p, const std::string& path) {
   for (const auto& [op, rule] : p.ops)
-    if (!rule.follow_inputs) check_block_instruction(p, rule, fmt::format("{}.ops.{}.accumulation", path, op));
+    if (!rule.follow_inputs)
+      check_block_instruction(p, rule, fmt::format("{}.ops.{}.accumulation", path, op));
 }
 
 }  // namespace rpsim::sim::train
