@@ -65,6 +65,9 @@ def fixed_point(rounding):
 
 
 CASES = {
+    # The FP64 policy: from_config builds a float64 model holding the CLI's binary64 initial weights,
+    # and Trainer feeds it binary64 batches (the policy's data format).
+    "mlp-fp64": {"base": "mlp-fp32", "policy": "fp64"},
     "cnn-fp16-amp": {}, "mlp-fp32": {}, "mlp-fp16-amp": {}, "mlp-bf16-amp": {}, "mlp-bf16-pure": {}, "mlp-fp8": {},
     # fp16-amp without loss scaling, and bf16-pure with stochastically rounded updates.
     "mlp-fp16-amp-noscale": {"base": "mlp-fp16-amp", "loss_scaler": {"policy": "none"}},
