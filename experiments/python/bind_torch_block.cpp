@@ -128,16 +128,16 @@ py::object high_precision_model_py(const py::object& model_spec, const std::stri
 // accumulation of each of `ops` (the GEMM rows rpsim.torch runs), checked as
 // the config parser checks a policy's ops.OP.accumulation (a block-scaled
 // instruction against the recipe's scale format, block and operand pairs),
-// the ValueError naming the argument.
+// the ValueError naming the argument `name`.
 void check_accumulation_py(const py::object& policy, const py::object& accumulation,
-                           const std::vector<std::string>& ops) {
+                           const std::vector<std::string>& ops, const std::string& name) {
   const train::PrecisionPolicy p = policy_arg(policy);
   const sim::AccumulationModel model = model_arg(accumulation);
   for (const auto& op : ops) {
     train::OpRule rule = p.rule(op);
     rule.accumulation = model;
     try {
-      train::check_block_instruction(p, rule, fmt::format("accumulation (for policy {}, op {})", p.name, op));
+      train::check_block_instruction(p, rule, fmt::format("{} (for policy {}, op {})", name, p.name, op));
     } catch (const std::invalid_argument& e) {
       throw py::value_error(e.what());
     }
@@ -176,6 +176,7 @@ void bind_torch_block(py::module_& m) {
   m.def("_torch_high_precision_model", &high_precision_model_py, arg("model"), arg("input"),
         "The same GPU's unscaled instruction (a spec) for a block-scaled one, else None.");
   m.def("_torch_check_accumulation", &check_accumulation_py, arg("policy"), arg("accumulation"), arg("ops"),
+        arg("name") = "accumulation",
         "ValueError naming `accumulation` where it cannot replace the policy's on these ops.");
   m.def("_torch_hadamard_rows", &hadamard_rows_py, arg("x"), arg("n"), arg("seed"),
         "rpsim train's random Hadamard transform of size n on each full chunk of n rows, in binary32.");

@@ -98,8 +98,35 @@ def test_a_mismatch_in_the_policy_names_its_field():
         rt.emulate(mlp(), {"name": "nvfp4", "ops": {"linear": {"accumulation": NV4 + ":scale_block=32"}}})
 
 
-def test_a_gemm_config_without_a_recipe_names_the_model():
+def test_a_gemm_config_with_a_recipe_is_the_emulated_layer():
+    # rt.linear under GemmConfig(instruction, recipe=...): the bits of an nn.Linear under emulate();
+    # backward too where the recipe rounds deterministically (NVFP4's stochastic gradients are keyed
+    # by the layer's name, which a bare GemmConfig does not have).
+    torch.manual_seed(3)
+    x, w = wide(8, 64), wide(5, 64)
+    for policy, tc in (("mxfp8", MX8), ("nvfp4", NV4)):
+        layer = nn.Linear(64, 5, bias=False)
+        with torch.no_grad():
+            layer.weight.copy_(w)
+        rt.emulate(layer, policy, tc)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        wb = w.clone().requires_grad_()
+        ya = layer(xa)
+        yb = rt.linear(xb, wb, config=rt.GemmConfig(tc, recipe=policy))
+        assert torch.equal(ya, yb)
+        if policy == "nvfp4":
+            continue
+        ya.square().sum().backward()
+        yb.square().sum().backward()
+        assert torch.equal(xa.grad, xb.grad) and torch.equal(layer.weight.grad, wb.grad)
+
+
+def test_a_gemm_config_names_what_is_wrong():
     # The instruction needs block scales, which only a block-scaled recipe makes.
     x, w = torch.randn(4, 64), torch.randn(3, 64)
-    with pytest.raises(ValueError, match="model: .*block-scaled operands"):
+    with pytest.raises(ValueError, match="model: .*block-scaled operands.*recipe="):
         rt.linear(x, w, config=rt.GemmConfig(MX8))
+    with pytest.raises(ValueError, match="recipe: policy fp32 does not block-scale"):
+        rt.GemmConfig(MX8, recipe="fp32")
+    with pytest.raises(ValueError, match=r"^model .*blocks of 32 \(scale_block\)"):
+        rt.GemmConfig(NV4 + ":scale_block=32", recipe="nvfp4")

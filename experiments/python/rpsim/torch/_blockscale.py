@@ -18,6 +18,7 @@ import torch
 
 from .. import _core
 from . import _ops
+from ._fp8 import Fp8State
 from ._quantize import round_tensor
 
 SCALINGS = ("mx", "nvfp4")  # the block-scaled recipes (fp8.scaling) run here
@@ -41,6 +42,33 @@ def check_accumulation(policy, accumulation, ops=None):
         rules = _core._torch_policy(policy)["ops"]
         ops = [op for op, r in rules.items() if isinstance(r, dict) and r.get("scaled_inputs")] or ["linear"]
     _core._torch_check_accumulation(policy, accumulation, ops)
+
+
+def recipe_state(recipe, model, compute, backward):
+    """GemmConfig(recipe=...): (Fp8State, compute, backward) of a block-scaled policy's recipe, the
+    formats defaulting to its linear rule's; ValueError naming recipe for a policy that does not
+    block-scale, or naming model for an instruction that disagrees with the recipe. (NVFP4's
+    stochastic gradient rounding is keyed by fp8.layer, fp8.seed and fp8.step_of(), as rpsim train
+    keys a layer's: '', 0 and step 0 unless set.)"""
+    policy = _core._torch_policy(recipe)
+    if policy.get("fp8", {}).get("scaling") not in SCALINGS:
+        raise ValueError(f"recipe: policy {policy['name']} does not block-scale its GEMMs' inputs "
+                         f"(a block-scaled policy: mxfp8 mxfp6 mxfp4 nvfp4)")
+    rule = policy["ops"]["linear"]
+    compute, backward = compute or rule["compute"], backward or rule["backward_compute"]
+    spec = dict(recipe) if isinstance(recipe, dict) else {"name": recipe}
+    ops = dict(spec.get("ops", {}))
+    ops["linear"] = {**ops.get("linear", {}), "compute": compute, "backward_compute": backward}
+    spec["ops"] = ops
+    _core._torch_check_accumulation(spec, model, ["linear"], "model")
+    return Fp8State(policy["fp8"]), compute, backward
+
+
+def refuse_unscaled(cfg):
+    """A GEMM on a block-scaled instruction (cfg.scale_block) whose operands no recipe block-scales."""
+    raise ValueError(f"model: '{cfg.model}' multiplies block-scaled operands (blocks of {cfg.scale_block} along "
+                     f"K): give GemmConfig a block-scaled recipe (recipe='mxfp8'), or emulate(model, 'mxfp8', "
+                     f"accumulation=...), or call rpsim.gemm with sfa=, sfb=")
 
 
 def keep_high_precision(cfg):
