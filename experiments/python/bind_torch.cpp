@@ -195,9 +195,12 @@ void bind_torch(py::module_& m) {
       "_torch_model_formats",
       [](const py::object& model) {
         const sim::AccumulationModel a = model_arg(model);
-        return py::make_tuple(a.input_format().name, a.output_format().name);
+        const sim::TensorCoreModel* tc = a.bare_instruction();
+        return py::make_tuple(a.input_format().name, a.output_format().name, tc ? tc->scale_block : 0);
       },
-      arg("model"), "(input format, output format) of an accumulation model; ValueError naming a bad one.");
+      arg("model"),
+      "(input format, output format, scale block: 0 unless a block-scaled instruction) of an accumulation "
+      "model; ValueError naming a bad one.");
   m.def("_torch_ops", &ops_py, "The op table (sim/train ops.cpp): name, autocast class, fp8_gemm, help.");
   m.def("_torch_policies", &policies_py, "The named precision policies (sim/train policy.cpp).");
   m.def("_torch_policy", &policy_py, arg("policy"),

@@ -2,15 +2,19 @@
 // train's block_quantize under the mx and nvfp4 recipes (1D blocks or 2D
 // tiles, NVFP4's per-tensor scale, stochastic rounding keyed as the trainer
 // keys it), the random Hadamard transform on the weight-gradient GEMM's
-// inputs, and the trainer's per-layer, per-step random stream.
+// inputs, the trainer's per-layer, per-step random stream, and its GEMM of
+// two block-quantised operands (block_gemm.hpp: on a block-scaled Tensor
+// Core instruction the block scales go in as SFA / SFB).
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
 #include <optional>
 #include <string>
 
+#include "bind_config.hpp"
 #include "bindings.hpp"
 #include "rpsim/formats/random.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/layers/fp8.hpp"
 
 namespace rpsim::python {
@@ -32,8 +36,9 @@ train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
   return r;
 }
 
-// (values, stats, tensor_scale): block_quantize of a 2-D array; `sr` (seed,
-// stream) rounds the elements stochastically.
+// (values, stats, tensor_scale, scales): block_quantize of a 2-D array, with
+// each entry's block scale; `sr` (seed, stream) rounds the elements
+// stochastically.
 py::tuple block_quantize_py(py::handle x, const std::string& format, const std::string& scaling, int block,
                             int axis, bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
   if (axis != 0 && axis != 1)
@@ -44,9 +49,99 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   if (sr) stream = train::RandomStream{sr->first, sr->second};
   train::Fp8Stats s;
   double tensor_scale = 1;
-  const train::Matrix q = train::block_quantize(
-      m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr}, &s, &tensor_scale);
-  return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale);
+  train::Matrix scales;
+  const train::Matrix q =
+      train::block_quantize(m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr},
+                            &s, &tensor_scale, &scales);
+  return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale, to_numpy(scales));
+}
+
+using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+F64 batch_arg(py::handle x, const char* what) {
+  F64 a = F64::ensure(float_array(x, what));
+  if (a.ndim() != 3)
+    throw py::value_error(
+        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
+  return a;
+}
+
+train::Matrix item(const F64& a, py::ssize_t i) {
+  const py::ssize_t r = a.shape(1), c = a.shape(2);
+  return Eigen::Map<const RowMajor>(a.data() + i * r * c, r, c);
+}
+
+// D[i] = A[i] B[i] for each i of a batch of block-quantised operands (values
+// and per-entry block scales of one shape, as _torch_block_quantize gives
+// them), through the trainer's block_matmul: on a block-scaled instruction
+// the elements and their block scales (SFA / SFB) go in, for the operand
+// pair's instruction of the preset; under any other model the values are
+// multiplied, keyed (seed, stream + i) unless both are 0, as _torch_gemm.
+py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_format, py::handle b_in,
+                        py::handle sb_in, const std::string& b_format, const py::object& model_spec,
+                        std::uint64_t seed, std::uint64_t stream) {
+  const sim::AccumulationModel model = model_arg(model_spec);
+  const F64 a = batch_arg(a_in, "A"), sa = batch_arg(sa_in, "SA"), b = batch_arg(b_in, "B"),
+            sb = batch_arg(sb_in, "SB");
+  const py::ssize_t batch = a.shape(0), m = a.shape(1), k = a.shape(2), n = b.shape(2);
+  if (b.shape(0) != batch || b.shape(1) != k)
+    throw py::value_error(
+        fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
+  for (const auto& [x, s, name] : {std::tuple{&a, &sa, "SA"}, {&b, &sb, "SB"}})
+    for (int d = 0; d < 3; ++d)
+      if (s->shape(d) != x->shape(d))
+        throw py::value_error(fmt::format("{}: one scale per entry of its operand (dimension {}: {} vs {})",
+                                          name, d, s->shape(d), x->shape(d)));
+  const Format &fa = format_arg(a_format), &fb = format_arg(b_format);
+  py::array_t<double> out({batch, m, n});
+  double* dst = out.mutable_data();
+  const bool keyed = seed != 0 || stream != 0;
+  try {
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < batch; ++i) {
+      const train::BlockOperand oa{item(a, i), item(sa, i), &fa}, ob{item(b, i), item(sb, i), &fb};
+      Eigen::Map<RowMajor>(dst + i * m * n, m, n) = train::block_matmul(
+          oa, ob, model,
+          keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
+    }
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+  return out;
+}
+
+// The unscaled instruction of the same GPU for inputs in `input` (NVFP4's
+// layers kept in bf16) as a spec, or None where `model` is no block-scaled
+// instruction (it runs as it is).
+py::object high_precision_model_py(const py::object& model_spec, const std::string& input) {
+  const sim::AccumulationModel model = model_arg(model_spec);
+  if (!train::block_instruction(model)) return py::none();
+  try {
+    return py::str(train::high_precision_model(model, format_arg(input)).spec());
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+// emulate(model, policy, accumulation=...): `accumulation` in place of the
+// accumulation of each of `ops` (the GEMM rows rpsim.torch runs), checked as
+// the config parser checks a policy's ops.OP.accumulation (a block-scaled
+// instruction against the recipe's scale format, block and operand pairs),
+// the ValueError naming the argument `name`.
+void check_accumulation_py(const py::object& policy, const py::object& accumulation,
+                           const std::vector<std::string>& ops, const std::string& name) {
+  const train::PrecisionPolicy p = policy_arg(policy);
+  const sim::AccumulationModel model = model_arg(accumulation);
+  for (const auto& op : ops) {
+    train::OpRule rule = p.rule(op);
+    rule.accumulation = model;
+    try {
+      train::check_block_instruction(p, rule, fmt::format("{} (for policy {}, op {})", name, p.name, op));
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+  }
 }
 
 py::array hadamard_rows_py(py::handle x, int n, std::uint64_t seed) {
@@ -72,7 +167,17 @@ void bind_torch_block(py::module_& m) {
   using py::arg;
   m.def("_torch_block_quantize", &block_quantize_py, arg("x"), arg("format"), arg("scaling"), arg("block"),
         arg("axis"), arg("tiles") = false, arg("sr") = py::none(),
-        "rpsim train's block quantisation (mx or nvfp4) of a 2-D array: (values, stats, tensor_scale).");
+        "rpsim train's block quantisation (mx or nvfp4) of a 2-D array: (values, stats, tensor_scale, "
+        "scales), scales one per entry (its block's).");
+  m.def("_torch_block_gemm", &block_gemm_py, arg("A"), arg("SA"), arg("a_format"), arg("B"), arg("SB"),
+        arg("b_format"), arg("model"), arg("seed") = 0, arg("stream") = 0,
+        "rpsim train's GEMM of block-quantised operands over a batch (block_matmul): on a block-scaled "
+        "instruction the block scales go in as SFA / SFB.");
+  m.def("_torch_high_precision_model", &high_precision_model_py, arg("model"), arg("input"),
+        "The same GPU's unscaled instruction (a spec) for a block-scaled one, else None.");
+  m.def("_torch_check_accumulation", &check_accumulation_py, arg("policy"), arg("accumulation"), arg("ops"),
+        arg("name") = "accumulation",
+        "ValueError naming `accumulation` where it cannot replace the policy's on these ops.");
   m.def("_torch_hadamard_rows", &hadamard_rows_py, arg("x"), arg("n"), arg("seed"),
         "rpsim train's random Hadamard transform of size n on each full chunk of n rows, in binary32.");
   m.def("_torch_matmul_stream", &matmul_stream_py, arg("layer"), arg("seed"), arg("step"), arg("which"),

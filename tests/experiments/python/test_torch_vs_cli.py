@@ -18,16 +18,18 @@ STEPS = 20  # past step 15, where mlp-fp8's e5m2 casts of the logits' gradient f
 
 
 def load(name, **changes):
+    # A case may run fewer steps and evaluate on one batch (a slow GEMM).
+    steps, test_limit = changes.pop("steps", STEPS), changes.pop("test_limit", 2000)
     cfg = json.loads((CONFIGS / f"{name}.json").read_text())
     cfg.update(changes)
-    cfg["steps"] = STEPS
+    cfg["steps"] = steps
     cfg["evaluate"] = True  # once, after the last step (no eval_every in these configs)
-    cfg["data"] = {**cfg.get("data", {}), "test_limit": 2000}  # two evaluation batches: a quicker test
+    cfg["data"] = {**cfg.get("data", {}), "test_limit": test_limit}  # 2000: two evaluation batches
     return cfg
 
 
 def through_torch(cfg):
-    model, batches, test, _ = rt.from_config(cfg, STEPS, with_test=True)
+    model, batches, test, _ = rt.from_config(cfg, cfg["steps"], with_test=True)
     opt = cfg["optimizer"]
     scaler = dict(cfg.get("loss_scaler", {}))
     policy = scaler.pop("policy", None)
@@ -64,7 +66,17 @@ def fixed_point(rounding):
             "ops": {"linear": {**rule, "accumulation": "sequential:binary64:rne"}, "relu": rule}}
 
 
+TCGEN05 = {"base": "mlp-fp8", "steps": 5, "test_limit": 1000}
+
+
+def tcgen05(policy, instruction):
+    return {"name": policy, "ops": {"linear": {"accumulation": instruction}}}
+
+
 CASES = {
+    # The FP64 policy: from_config builds a float64 model holding the CLI's binary64 initial weights,
+    # and Trainer feeds it binary64 batches (the policy's data format).
+    "mlp-fp64": {"base": "mlp-fp32", "policy": "fp64"},
     "cnn-fp16-amp": {}, "mlp-fp32": {}, "mlp-fp16-amp": {}, "mlp-bf16-amp": {}, "mlp-bf16-pure": {}, "mlp-fp8": {},
     # fp16-amp without loss scaling, and bf16-pure with stochastically rounded updates.
     "mlp-fp16-amp-noscale": {"base": "mlp-fp16-amp", "loss_scaler": {"policy": "none"}},
@@ -85,6 +97,13 @@ CASES = {
     # NVFP4's recipe: 16-element blocks under a per-tensor scale, 16x16 weight tiles, the Hadamard
     # transform on the weight-gradient GEMM's inputs, stochastic gradients, the last linear in bf16.
     "mlp-nvfp4": {"base": "mlp-fp8", "policy": "nvfp4"},
+    # The same recipes on B200's block-scaled Tensor Core instructions (issue #29): the block scales go
+    # into the GEMM as SFA/SFB, each GEMM's operand pair (e4m3 x e5m2 in backward) on its own
+    # instruction, NVFP4's last linear on the unscaled bf16 instruction. 5 steps: at 20, mxfp8's case
+    # took 119 s against mlp-mxfp8's 28 s (one run, load 15), and both runs leave the binary32 path's
+    # bits by step 0 (mxfp8: fc0's distance from FP64) and step 2 (nvfp4: the loss); one evaluation batch.
+    "mlp-mxfp8-tcgen05": {**TCGEN05, "policy": tcgen05("mxfp8", "tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0")},
+    "mlp-nvfp4-tcgen05": {**TCGEN05, "policy": tcgen05("nvfp4", "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue4m3")},
     # Fixed point (Gupta et al. 2015, study-fixed-point.json's policy objects): q16.14 weights,
     # gradients and Linear/ReLU arithmetic, rounded to nearest. (Its "rounding": "sr" rows run under
     # rpsim.torch too, but not byte-identically: the CLI keys each tensor rounding of a stochastic

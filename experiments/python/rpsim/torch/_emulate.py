@@ -162,6 +162,8 @@ class Emulation(TorchFunctionMode):
                      "accumulation": self.policy["ops"]["linear"].get("accumulation", "sequential:binary32:rne")
                      if isinstance(self.policy["ops"].get("linear"), dict) else "sequential:binary32:rne"}
             model = self.accumulation or r["accumulation"]
+            if self.accumulation is not None:  # as the config parser checks ops.OP.accumulation
+                _blockscale.check_accumulation(self.policy_spec, model, [op])
             self._configs[key] = _ops.GemmConfig(model, compute=r["compute"], backward=r["backward_compute"],
                                                  output=r["output"], seed=self.seed)
         return self._configs[key]
@@ -269,7 +271,7 @@ class Emulation(TorchFunctionMode):
         if name != "linear":  # conv: col2im rounds the input gradient to the input's format
             cfg.x_format = _format_of(args[0], self.base)
         if fp8 and layer in self.high_precision_layers:  # bf16 inputs, no block scales (linear.cpp)
-            cfg.compute = cfg.backward = "bfloat16"
+            _blockscale.keep_high_precision(cfg)
         elif fp8:
             cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
             # rpsim train's keys of the block-scaled recipes' Hadamard signs and gradient rounding.
@@ -392,6 +394,6 @@ def emulate(model, policy="fp16-amp", accumulation=None, *, seed=0):
     Unknown names raise ValueError."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
-    if accumulation is not None:
-        _core._torch_model_formats(accumulation)
+    if accumulation is not None:  # a bad spec, or a block-scaled one the policy's recipe cannot feed
+        _blockscale.check_accumulation(policy, accumulation)
     return Emulation(model, policy, accumulation, seed)

@@ -19,22 +19,27 @@ class GemmConfig:
     are rounded to first (None: only the model's own cast to its input format); backward: the
     format of the incoming gradient before the two backward GEMMs (None: compute); output: the
     format results are rounded to after the model's output format (None: none); seed/stream key
-    stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs)."""
+    stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs). recipe: a
+    block-scaled policy (mxfp8 ... nvfp4, or its object) whose block quantisation the operands take
+    (compute, backward: its linear rule's by default); the model may then be a block-scaled
+    instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state)."""
 
     def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
-                 log=None):
+                 log=None, recipe=None):
         self.model, self.compute, self.backward, self.output = model, compute, backward, output
         self.seed, self.stream = seed, stream
         # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
         # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
         # gradient's cast); None: not counted.
         self.log = log
-        # FP8 per-tensor scaling of the operands (an _fp8.Fp8State: fp8-delayed, fp8-current).
+        # FP8 per-tensor (fp8-delayed, fp8-current) or block (mx, nvfp4) scaling: an _fp8.Fp8State.
         self.fp8 = None
+        if recipe is not None:
+            self.fp8, self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)
         # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
         self.on_input_grad_flush = None
-        # A bad spec raises ValueError naming it here, not at the first backward pass.
-        self.input_format, self.accumulation_format = _core._torch_model_formats(model)
+        # A bad spec: ValueError naming it here. scale_block: a block-scaled instruction's (0: none).
+        self.input_format, self.accumulation_format, self.scale_block = _core._torch_model_formats(model)
 
 
 def _flushed(before, after):
@@ -83,6 +88,8 @@ class _Gemm(torch.autograd.Function):
         if cfg.fp8 is not None:
             block = cfg.fp8.recipe["scaling"] in _blockscale.SCALINGS
             return (_blockscale.forward if block else _fp8_forward)(ctx, a, b, cfg, dtype)
+        if cfg.scale_block:
+            _blockscale.refuse_unscaled(cfg)
         ac, bc = _cast(a.contiguous(), cfg.compute), _cast(b.contiguous(), cfg.compute)
         ctx.save_for_backward(ac, bc)
         ctx.cfg, ctx.has_c, ctx.dtypes = cfg, c is not None, (a.dtype, b.dtype)

@@ -161,8 +161,10 @@ def from_config(config, steps, overrides=(), *, with_test=False):
     and pooling between) or a gpt (rpsim.torch._gpt.GPT, plain torch; batches of token ids and
     one target per token), and its first `steps` batches as (float64 inputs, int64 labels): the
     binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
-    model, as the CLI rounds them to the policy's data format). with_test: (model, batches, test
-    batches, config), the test set in the CLI's evaluation batches (eval_batch_size)."""
+    model, as the CLI rounds them to the policy's data format). An mlp or cnn under a policy that
+    stores binary64 weights (fp64) is a float64 model holding the CLI's binary64 initial weights.
+    with_test: (model, batches, test batches, config), the test set in the CLI's evaluation batches
+    (eval_batch_size)."""
     raw = _core._torch_train_setup(config, list(overrides), steps)
     cfg = config
     if not isinstance(config, dict):
@@ -177,8 +179,9 @@ def from_config(config, steps, overrides=(), *, with_test=False):
     if model_cfg.get("type", "mlp") not in ("mlp", "cnn"):
         raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp, cnn and gpt models only")
     params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
+    wide = _core._torch_policy(cfg.get("policy", raw["policy"]))["weights"] == "binary64"
     for name, op in raw["layers"]:
-        layers[name] = _layer(op, name, params, channels)
+        layers[name] = _layer(op, name, params, channels, torch.float64 if wide else torch.float32)
         if op == "conv2d":
             channels = params[f"{name}.weight"].shape[1]
     model = nn.Sequential(_with_flatten(layers, model_cfg.get("type", "mlp")))
@@ -207,10 +210,10 @@ def _with_flatten(layers, model_type):
     return out
 
 
-def _layer(op, name, params, channels):
+def _layer(op, name, params, channels, dtype):
     w = params.get(f"{name}.weight")
     if op == "linear":
-        lin = nn.Linear(w.shape[0], w.shape[1])
+        lin = nn.Linear(w.shape[0], w.shape[1], dtype=dtype)
         with torch.no_grad():
             lin.weight.copy_(torch.from_numpy(w.T.copy()))
             lin.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
@@ -218,13 +221,13 @@ def _layer(op, name, params, channels):
     if op == "conv2d":
         # rpsim's layout: (C * k * k) x out, rows in (channel, ky, kx) order, as F.unfold's.
         k = int(round((w.shape[0] // channels) ** 0.5))
-        conv = nn.Conv2d(channels, w.shape[1], k, padding=(k - 1) // 2)
+        conv = nn.Conv2d(channels, w.shape[1], k, padding=(k - 1) // 2, dtype=dtype)
         with torch.no_grad():
             conv.weight.copy_(torch.from_numpy(w.T.copy()).reshape(conv.weight.shape))
             conv.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))
         return conv
     if op == "layer_norm":
-        norm = nn.LayerNorm(w.shape[1])
+        norm = nn.LayerNorm(w.shape[1], dtype=dtype)
         with torch.no_grad():
             norm.weight.copy_(torch.from_numpy(w.reshape(-1)))
             norm.bias.copy_(torch.from_numpy(params[f"{name}.bias"].reshape(-1)))

@@ -97,6 +97,9 @@ class Trainer:
         self.model = model
         self.emulation = emulate(model, policy, accumulation, seed=seed)
         self.policy = self.emulation.policy
+        # The batches in binary64 where the policy's data are (fp64; emulate needs a float64 model).
+        wide = self.policy["data"] == "binary64" and all(p.dtype == torch.float64 for p in model.parameters())
+        self.dtype = torch.float64 if wide else torch.float32
         if scaler is None:
             scaler = self.policy["default_loss_scaler"]  # an alias ("dynamic") is the scaler table's
         self.scaler = scaler if isinstance(scaler, GradScaler) else GradScaler(scaler)
@@ -147,7 +150,7 @@ class Trainer:
     def _forward_loss(self, model, x, y, dtype):
         x = x.to(dtype) if x.is_floating_point() else x
         out = model(x)
-        fn = self.shadow_loss_fn if dtype == torch.float64 else self.loss_fn
+        fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         return fn(out.flatten(0, -2) if out.dim() > 2 else out, y.flatten() if out.dim() > 2 else y)
 
     def step(self, x, y, epoch=0):
@@ -162,7 +165,7 @@ class Trainer:
         self._grab.grads.clear()
         self.optimizer.zero_grad(set_to_none=True)
         scale = self.scaler.get_scale()
-        loss = self._forward_loss(self.model, x, y, torch.float32)
+        loss = self._forward_loss(self.model, x, y, self.dtype)
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)
         found = self.scaler.found_inf()
@@ -320,7 +323,7 @@ class Trainer:
         """Test loss (nats, mean over batches weighted by size) and accuracy (% of argmax hits) of
         the emulated model and the shadow on `batches` of (x, y)."""
         def score(model, dtype):
-            loss_fn = self.shadow_loss_fn if dtype == torch.float64 else self.loss_fn
+            loss_fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
             loss = hits = count = 0.0
             was_training = model.training
             model.eval()  # BatchNorm's running statistics, no dropout
@@ -333,7 +336,7 @@ class Trainer:
                     count += yy.numel()
             model.train(was_training)
             return loss / count, 100.0 * hits / count
-        e = score(self.model, torch.float32)
+        e = score(self.model, self.dtype)
         s = score(self.shadow_model, torch.float64) if self.shadow_model is not None else (None, None)
         self.evaluations.append({"step": self.step_index, "epoch": epoch, "test_loss_nats": e[0],
                                  "test_accuracy_percent": e[1], "shadow_test_loss_nats": s[0],

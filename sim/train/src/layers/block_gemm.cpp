@@ -92,38 +92,41 @@ AccumulationModel high_precision_model(const AccumulationModel& model, const For
   return tc ? AccumulationModel(instruction_for(*tc, input, input, false)) : model;
 }
 
-void check_block_instructions(const PrecisionPolicy& p, const std::string& path) {
-  for (const auto& [op, rule] : p.ops) {
-    const TensorCoreModel* tc = rule.follow_inputs ? nullptr : block_instruction(rule.accumulation);
-    if (!tc) continue;
-    const std::string where = fmt::format("{}.ops.{}.accumulation", path, op);
-    if (!block_scaled(p.fp8.scaling) || !rule.scaled_inputs)
-      throw ConfigError(
-          fmt::format("{}: '{}' multiplies block-scaled operands, but the policy does not "
-                      "block-scale this op's inputs (a block-scaled policy: mxfp8 mxfp6 "
-                      "mxfp4 nvfp4)",
-                      where, rule.accumulation.spec()));
-    const bool nv = p.fp8.scaling == Fp8Scaling::nvfp4;
-    const char* want = nv ? "ue4m3" : "ue8m0";
-    if (std::string(scale_name(*tc->scale)) != want)
-      throw ConfigError(fmt::format("{}: '{}' takes {} scales, the {} recipe makes {} scales", where,
-                                    rule.accumulation.spec(), scale_name(*tc->scale), nv ? "nvfp4" : "mx",
-                                    want));
-    if (tc->scale_block != p.fp8.block_size)
-      throw ConfigError(
-          fmt::format("{}: '{}' takes blocks of {} (scale_block), the recipe makes blocks of "
-                      "{} (fp8.block_size)",
-                      where, rule.accumulation.spec(), tc->scale_block, p.fp8.block_size));
-    const Format &fwd = *rule.compute, &bwd = rule.backward_compute ? *rule.backward_compute : fwd;
-    for (const auto& [x, y] : {std::pair{&fwd, &fwd}, {&fwd, &bwd}, {&bwd, &fwd}}) {
-      try {
-        (void)instruction_for(*tc, *x, *y);
-      } catch (const std::invalid_argument& e) {
-        throw ConfigError(fmt::format("{}: no {} x {} GEMM on '{}': {}", where, x->name, y->name,
-                                      rule.accumulation.spec(), e.what()));
-      }
+void check_block_instruction(const PrecisionPolicy& p, const OpRule& rule, const std::string& where) {
+  const TensorCoreModel* tc = block_instruction(rule.accumulation);
+  if (!tc) return;
+  if (rule.follow_inputs || !block_scaled(p.fp8.scaling) || !rule.scaled_inputs)
+    throw ConfigError(
+        fmt::format("{}: '{}' multiplies block-scaled operands, but the policy does not "
+                    "block-scale this op's inputs (a block-scaled policy: mxfp8 mxfp6 "
+                    "mxfp4 nvfp4)",
+                    where, rule.accumulation.spec()));
+  const bool nv = p.fp8.scaling == Fp8Scaling::nvfp4;
+  const char* want = nv ? "ue4m3" : "ue8m0";
+  if (std::string(scale_name(*tc->scale)) != want)
+    throw ConfigError(fmt::format("{}: '{}' takes {} scales, the {} recipe makes {} scales", where,
+                                  rule.accumulation.spec(), scale_name(*tc->scale), nv ? "nvfp4" : "mx",
+                                  want));
+  if (tc->scale_block != p.fp8.block_size)
+    throw ConfigError(
+        fmt::format("{}: '{}' takes blocks of {} (scale_block), the recipe makes blocks of "
+                    "{} (fp8.block_size)",
+                    where, rule.accumulation.spec(), tc->scale_block, p.fp8.block_size));
+  const Format &fwd = *rule.compute, &bwd = rule.backward_compute ? *rule.backward_compute : fwd;
+  for (const auto& [x, y] : {std::pair{&fwd, &fwd}, {&fwd, &bwd}, {&bwd, &fwd}}) {
+    try {
+      (void)instruction_for(*tc, *x, *y);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(fmt::format("{}: no {} x {} GEMM on '{}': {}", where, x->name, y->name,
+                                    rule.accumulation.spec(), e.what()));
     }
   }
+}
+
+void check_block_instructions(const PrecisionPolicy& p, const std::string& path) {
+  for (const auto& [op, rule] : p.ops)
+    if (!rule.follow_inputs)
+      check_block_instruction(p, rule, fmt::format("{}.ops.{}.accumulation", path, op));
 }
 
 }  // namespace rpsim::sim::train

@@ -58,4 +58,10 @@ AccumulationModel high_precision_model(const AccumulationModel& model, const For
 // GEMMs (forward, weight and input gradient) the GPU has no instruction for.
 void check_block_instructions(const PrecisionPolicy& p, const std::string& path);
 
+// The same checks of one op rule, the message naming `where` (rpsim.torch's
+// emulate(accumulation=...) names its argument). A rule that follows its
+// inputs, or does not block-scale them, cannot take a block-scaled
+// instruction.
+void check_block_instruction(const PrecisionPolicy& p, const OpRule& rule, const std::string& where);
+
 }  // namespace rpsim::sim::train
