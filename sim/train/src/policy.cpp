@@ -223,11 +223,9 @@ const std::vector<PolicyInfo>& table() {
       {"fp8-mx", "FP8 matmul inputs in MX blocks of 32 with E8M0 scales (OCP MX v1.0)",
        [](const std::string& n) { return fp8_policy(n, Fp8Scaling::mx); }},
       // The block-scaled GEMMs accumulate as the fp8 rows do (binary32, K in
-      // order). Blackwell's block-scaled tcgen05.mma (kind::mxf8f6f4,
-      // mxf4nvf4) cannot be named in ops.*.accumulation for them yet: a tc:
-      // model rounds its operands to its input format, and these operands
-      // are elements times their block scales; it needs the scales per block
-      // (the block-scaled GEMM of rpsim.gemm's SFA/SFB).
+      // order) unless ops.*.accumulation names Blackwell's block-scaled
+      // tcgen05.mma (kind::mxf8f6f4, mxf4nvf4): then the elements and their
+      // block scales go into that instruction as SFA/SFB (block_gemm.cpp).
       {"mxfp8", "as fp8-mx: OCP MXFP8, e4m3 forward, e5m2 backward, blocks of 32, E8M0 scales",
        [](const std::string& n) { return block_policy(n, kMxfp8); }},
       {"mxfp6", "OCP MXFP6: e3m2 forward and backward, blocks of 32, E8M0 scales (Rouhani et al. 2023)",
