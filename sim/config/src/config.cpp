@@ -26,8 +26,10 @@ struct Key {
   KeySpec key;
   void (*read)(const json& value, const std::string& path, Config& c) = nullptr;  // a value, or
   std::span<const Key> section = {};                                              // an object of these keys
-  // Keys inside a value that is an object with its own table (policy, loss_scaler).
+  // Keys inside a value that is an object with its own tables (policy).
   void (*check)(const json& value, const std::string& path, KeyReport& report) = nullptr;
+  // Keys inside a value read as a whole, from another library's table (loss_scaler).
+  std::vector<KeySpec> (*inner)() = nullptr;
 };
 
 using T = KeyType;
@@ -220,7 +222,8 @@ const Key kTop[] = {
     {{"loss_scaler", T::object, "the loss scaler and its fields"},
      read_loss_scaler,
      {},
-     [](const json& v, const std::string& p, KeyReport& r) { check_keys(v, loss_scaler_keys(), p, r); }},
+     nullptr,
+     loss_scaler_keys},
     {{"shadow", T::flag, "run the FP64 shadow beside"},
      [](const json& v, const std::string& p, Config& c) { c.shadow = boolean(v, p); }},
     {{"telemetry", T::object, "what is recorded"}, nullptr, kTelemetry},
@@ -246,6 +249,7 @@ void check_keys_in(const json& j, std::span<const Key> keys, const std::string& 
     const std::string p = join(path, k.key.name);
     if (!k.read) check_keys_in(j[k.key.name], k.section, p, report);
     if (k.check && j[k.key.name].is_object()) k.check(j[k.key.name], p, report);
+    if (k.inner) check_keys(j[k.key.name], k.inner(), p, report);
   }
 }
 
@@ -322,6 +326,8 @@ std::vector<KeyHelp> config_key_help() {
       const std::string p = join(path, k.key.name);
       out.push_back({p, type_phrase(k.key.type), k.key.help});
       if (!k.read) self(self, k.section, p);
+      if (k.inner)
+        for (const KeySpec& i : k.inner()) out.push_back({join(p, i.name), type_phrase(i.type), i.help});
     }
   };
   add(add, kTop, "");

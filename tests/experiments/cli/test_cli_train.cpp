@@ -79,12 +79,12 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
 // problem of a file is reported at once, each once, naming the file.
 TEST_CASE("rpsim train: every unknown key and wrong type at once, each named once", "[cli][train]") {
   const fs::path cfg = write("two-wrongs.json", R"({"name": "two", "colour": "red",
-    "model": {"type": "mlp", "hidden": [8], "widht": 3}, "optimizer": {"type": "sgd", "lr": "fast"}})");
+    "model": {"type": "mlp", "hidden": [8], "hiden": [3]}, "optimizer": {"type": "sgd", "lr": "fast"}})");
   const auto r = run_cli("train " + cfg.string() + " --quiet --out " + (scratch() / "no").string());
   INFO(r.output);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("two-wrongs.json: 3 problems:"));
-  for (const char* field : {"colour: unknown key", "model.widht: unknown key (did you mean",
+  for (const char* field : {"colour: unknown key", "model.hiden: unknown key (did you mean hidden?)",
                             "optimizer.lr: expected a number, got \"fast\""}) {
     const auto at = r.output.find(field);
     CHECK(at != std::string::npos);
