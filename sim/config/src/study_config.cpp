@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "rpsim/config/config_file.hpp"
+#include "rpsim/config/config_keys.hpp"
 #include "rpsim/train/config_error.hpp"
 
 namespace rpsim::sim::config {
@@ -27,6 +28,18 @@ StudyConfig::StudyConfig(json file_json, std::string path, bool quick) : path_(s
 
 StudyConfig StudyConfig::load(const std::filesystem::path& path, bool quick) {
   return StudyConfig(read_config_tree(path), path.string(), quick);
+}
+
+void StudyConfig::check_fields(const StudyConfig& reference) const {
+  std::vector<std::string> known{"quick", "comment"};
+  for (const auto& [key, value] : reference.values().items()) known.push_back(key);
+  KeyReport report;
+  check_object_keys(effective_, known, "", report);
+  try {
+    report.throw_if_any();
+  } catch (const train::ConfigError& e) {
+    throw train::ConfigError(fmt::format("{}: {}", path_, e.what()));
+  }
 }
 
 std::invalid_argument StudyConfig::error(std::string_view field, std::string_view what) const {

@@ -110,5 +110,18 @@ TEST_CASE("config files: JSON from no file and study configs resolve extends the
     CHECK(std::string(e.what()) ==
           (d / "sub" / "study-variant.json").string() + ": n: expected a string, got 5");
   }
+  // A variant may set only the fields its study's own config has: every unknown one at once.
+  write(d / "typo.json", R"({"extends": "study.json", "sed": 3, "colour": "red"})");
+  const StudyConfig reference = StudyConfig::load(d / "study.json", false);
+  StudyConfig::load(d / "sub" / "study-variant.json", false).check_fields(reference);  // no throw
+  try {
+    StudyConfig::load(d / "typo.json", false).check_fields(reference);
+    FAIL("unknown fields accepted");
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::StartsWith((d / "typo.json").string() + ": 2 problems:"));
+    CHECK_THAT(m, Catch::Contains("sed: unknown key (did you mean seed?)") &&
+                      Catch::Contains("colour: unknown key"));
+  }
   fs::remove_all(d);
 }

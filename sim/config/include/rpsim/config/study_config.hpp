@@ -31,6 +31,10 @@ class StudyConfig {
   std::string string(std::string_view field) const;
   std::vector<std::string> strings(std::string_view field) const;
   std::vector<double> numbers(std::string_view field) const;
+  // Every field of this config must be one `reference` (the study's own
+  // config) has, else a typo would be silently ignored: ConfigError naming
+  // this file and every unknown field at once, with the nearest names.
+  void check_fields(const StudyConfig& reference) const;
   // An error naming this file and `field`, for checks the getters cannot make.
   std::invalid_argument error(std::string_view field, std::string_view what) const;
 
