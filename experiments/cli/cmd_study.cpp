@@ -47,14 +47,9 @@ int run_one(const st::StudyInfo& info, bool quick, const fs::path& out_dir, cons
     reference = config_path(info.name, "");
   } catch (const UsageError&) {
   }
-  if (!reference.empty() && fs::exists(reference) && fs::absolute(reference) != fs::absolute(config)) {
-    const st::StudyConfig known = st::StudyConfig::load(reference, false);
-    // The fields as loaded: a config's "extends" is resolved by then.
-    for (const auto& [key, value] : options.config.values().items())
-      if (key != "quick" && key != "comment" && !known.has(key))
-        throw UsageError(
-            fmt::format("config '{}': unknown field '{}' for study {}", config.string(), key, info.name));
-  }
+  // The fields as loaded: a config's "extends" is resolved by then.
+  if (!reference.empty() && fs::exists(reference) && fs::absolute(reference) != fs::absolute(config))
+    options.config.check_fields(st::StudyConfig::load(reference, false));
   fmt::print(
       "study {}{}: {}\n  config {}, output {}/ (tables written at the end; an interrupt writes none)\n",
       info.name, quick ? " (quick)" : "", info.question, config.string(), out_dir.string());

@@ -11,7 +11,9 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "rpsim/config/config.hpp"
 #include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/policy_json.hpp"
 #include "rpsim/config/run_plan.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
@@ -101,6 +103,16 @@ int train(const TrainArgs& a) {
   return 0;
 }
 
+// The keys of rpsim's vocabulary, from the key tables (as their check reads them).
+std::string keys_help() {
+  std::string text = "Config keys (rpsim's vocabulary; `extends`: FILE merges this file onto a base):\n";
+  auto rows = sim::config::config_key_help();
+  const auto policy = sim::config::policy_key_help();
+  rows.insert(rows.end(), policy.begin(), policy.end());
+  for (const auto& k : rows) text += fmt::format("  {:<34} {:<24} {}\n", k.path, k.type, k.help);
+  return text;
+}
+
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a network under a precision policy beside an FP64 shadow");
   auto a = std::make_shared<TrainArgs>();
@@ -114,6 +126,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--threads", a->threads, "OpenMP threads (0: default; at most 4 per core)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->add_flag("--plan", a->plan, "print what would run (and the time estimate), then stop");
+  cmd->footer(keys_help());
   cmd->callback([a, &action] { action = [a] { return train(*a); }; });
 }
 

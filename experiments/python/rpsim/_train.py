@@ -67,6 +67,8 @@ class TrainResult:
 def train(config, *, out=None, threads=0, progress=False, as_frame=None, **overrides):
     """Run `rpsim train` on `config` (a dict, or the path of a JSON file in rpsim's, DeepSpeed's or
     Keras' vocabulary) and return a TrainResult: the same run as the CLI, the same CSV values.
+    Either may say "extends": "base.json" (a file's base beside it, a dict's relative to the working
+    folder): the base with this config merged on (RFC 7386; null removes a key), as the CLI reads it.
 
     overrides: keys as `--set` takes them, a dot or a double underscore between levels
     (steps=20, optimizer__lr=0.1, **{"loss_scaler.init_scale": 1024}); values as JSON.
@@ -74,7 +76,8 @@ def train(config, *, out=None, threads=0, progress=False, as_frame=None, **overr
     (atomically). A config without "steps" trains whole epochs: a UserWarning says how many steps.
     threads: OpenMP threads, 0 is the default. progress: progress lines on stderr.
     as_frame: steps and histograms as pandas DataFrames (None: when pandas is installed) or as
-    dicts of NumPy arrays. Bad keys raise ValueError naming them; Ctrl-C stops at a step boundary.
+    dicts of NumPy arrays. Unknown keys and wrong types raise ValueError naming every one of them;
+    Ctrl-C stops at a step boundary.
     """
     if isinstance(config, os.PathLike):
         config = os.fspath(config)

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_loader.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
@@ -57,13 +58,14 @@ nlohmann::json training_config(const StudyConfig& cfg, const nlohmann::json& pat
   if (cfg.has("train_set") &&
       !(cfg.values().at("train_set").is_array() && cfg.values().at("train_set").empty()))
     sets = cfg.strings("train_set");
-  // Read as `rpsim train` reads a config, train_set as its --set.
+  // Read as `rpsim train` reads a config, train_set as its --set; an object
+  // may extend a config file named relative to the study's.
   config::LoadedConfig loaded;
   try {
     loaded = train.is_string()
                  ? config::read_config_file(
                        std::filesystem::path(cfg.path()).parent_path() / train.get<std::string>(), sets)
-                 : config::read_config_json(train, "train", sets);
+                 : config::read_config_json(config::resolve_extends(train, cfg.path()), "train", sets);
   } catch (const train::ConfigError& e) {
     throw std::invalid_argument(fmt::format("config '{}': {}", cfg.path(), e.what()));
   }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/config_loader.hpp"
 #include "rpsim/io/results_io.hpp"
@@ -94,19 +95,20 @@ double column_mean(const std::string& csv, const std::string& needle) {
 }
 
 // The training config the grid starts from: an object, or a file (any
-// vocabulary `rpsim train` reads) beside the sweep file.
+// vocabulary `rpsim train` reads) beside the sweep file; either may extend
+// a base config (config_file.hpp), named relative to its own file.
 nlohmann::json read_base(const nlohmann::ordered_json& j, const std::filesystem::path& file,
                          std::string& where) {
   if (!j.contains("base")) throw std::invalid_argument(where + ": base: missing (a config object or file)");
   if (j["base"].is_string()) {
     const std::filesystem::path base = file.parent_path() / j["base"].get<std::string>();
     where = base.string();
-    return nlohmann::json::parse(read_json(base, "base config").dump());
+    return config::read_config_tree(base);
   }
   if (!j["base"].is_object())
     throw std::invalid_argument(where + ": base: expected an object or a file name");
   where += ": base";
-  return nlohmann::json::parse(j["base"].dump());
+  return config::resolve_extends(nlohmann::json::parse(j["base"].dump()), file);
 }
 
 void read_axes(const nlohmann::ordered_json& j, const std::string& where, Sweep& s) {
@@ -166,8 +168,17 @@ Sweep load(const std::filesystem::path& file) {
   const nlohmann::ordered_json j = read_json(file, "sweep");
   std::string where = file.string();
   if (!j.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
+  // A sweep file's keys, checked (names and types, all at once) as a
+  // training config's are.
+  using K = config::KeyType;
+  static const config::KeySpec kKeys[] = {
+      {"name", K::text, "the sweep's name: results/<name>/"},
+      {"base", K::text_or_object, "the training config the grid starts from: a file or an object"},
+      {"grid", K::object, "key -> [values]: one run per combination"},
+      {"out", K::text, "the output folder (default results/<name>)"},
+  };
   config::KeyReport report;
-  config::check_object_keys(nlohmann::json::parse(j.dump()), {"name", "base", "grid", "out"}, "", report);
+  config::check_keys(nlohmann::json::parse(j.dump()), kKeys, "", report);
   try {
     report.throw_if_any();
   } catch (const train::ConfigError& e) {

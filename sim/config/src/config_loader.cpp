@@ -3,9 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "policy_read.hpp"
+#include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/framework_config.hpp"
 #include "rpsim/train/config_error.hpp"
@@ -27,10 +26,12 @@ LoadedConfig load(const json& raw, const std::string& where, const std::vector<S
   LoadedConfig l;
   l.where = where;
   try {
+    // JSON from no file (a Python dict, a sweep's grid point) names its
+    // bases relative to the working folder; a file's are resolved by now.
+    l.raw = resolve_extends(raw, "");
     // The vocabulary is the file's, before any override: a key of the other
     // vocabulary given with --set is then an unknown key with a hint.
-    l.vocabulary = looks_like_deepspeed(raw) ? "deepspeed" : "rpsim";
-    l.raw = raw;
+    l.vocabulary = looks_like_deepspeed(l.raw) ? "deepspeed" : "rpsim";
     for (const auto& s : settings) apply(l.raw, s);
     KeyReport report(l.vocabulary);
     Translation t = translate_framework_config(l.raw, l.vocabulary, report);
@@ -111,7 +112,9 @@ void apply_override(json& j, const std::string& assignment) {
 
 Config LoadedConfig::parse() const {
   try {
-    return parse_config(config);
+    // The loader checked every key of `config` (names and types) already;
+    // a LoadedConfig made otherwise gets the whole check.
+    return config.is_object() ? read_checked_config(config) : parse_config(config);
   } catch (const ConfigError& e) {
     rethrow_in(where, e);
   }
@@ -128,24 +131,13 @@ LoadedConfig read_config_json(const json& raw, const std::string& where,
 }
 
 LoadedConfig read_config_file(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
-  const std::string where = file.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw ConfigError(where +
-                      ": is a folder, not a config file (a JSON file such as experiments/configs/"
-                      "mlp-fp32.json)");
-  std::ifstream in(file);
-  if (!in) throw ConfigError(where + ": cannot open the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  json raw;
-  try {
-    raw = json::parse(text.str());
-  } catch (const json::exception& e) {
-    // parse_error, and out_of_range for a number such as 1e999.
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", where, e.what()));
-  }
-  LoadedConfig l = read_config_json(raw, where, overrides);
+  json own = read_json_file(file);
+  // A variant that does not name itself writes results/<its own stem>, not
+  // into its base's folder.
+  const bool named = own.is_object() && own.contains("name");
+  json raw = resolve_extends(std::move(own), file);
+  if (!named && raw.is_object()) raw.erase("name");
+  LoadedConfig l = read_config_json(raw, file.string(), overrides);
   if (l.config.is_object() && !l.config.contains("name")) l.config["name"] = file.stem().string();
   return l;
 }

@@ -22,32 +22,29 @@ namespace {
 using namespace config_json;
 using nlohmann::json;
 
-// One key of a policy object: its name and how it sets a T.
+// One key of a policy object: its row (name, type, help) and how it sets a T.
 template <class T>
 struct Row {
-  const char* name;
+  KeySpec key;
   void (*read)(const json& value, const std::string& path, T& target);
 };
 
 template <class T>
-std::vector<std::string> row_names(std::span<const Row<T>> rows) {
-  std::vector<std::string> out;
-  for (const auto& r : rows) out.emplace_back(r.name);
-  return out;
+std::vector<KeySpec> specs(std::span<const Row<T>> rows) {
+  return key_specs(rows);
 }
 
 // Rows in table order (so a later row can refine an earlier one).
 template <class T>
 void read_rows(const json& j, std::span<const Row<T>> rows, const std::string& path, T& target) {
   for (const auto& r : rows)
-    if (j.contains(r.name)) r.read(j[r.name], join(path, r.name), target);
+    if (j.contains(r.key.name)) r.read(j[r.key.name], join(path, r.key.name), target);
 }
+
+using K = KeyType;
 
 // A sim accumulation model from a spec string or an object; errors name `path`.
 sim::AccumulationModel accumulation_at(const json& j, const std::string& path) {
-  if (!j.is_string() && !j.is_object())
-    fail(path, "expected an accumulation model spec string (e.g. \"tc:h100:fp16:fp32\") or object, got " +
-                   describe(j));
   try {
     return sim::AccumulationModel::from_json(j);
   } catch (const std::exception& e) {
@@ -86,10 +83,12 @@ struct PolicyRead {
 };
 
 const Row<PolicyRead> kAutocast[] = {
-    {"format",
+    {{"format", K::text, "the low-precision format of autocast ops"},
      [](const json& v, const std::string& p, PolicyRead& r) { r.p.autocast_format = &format_at(v, p); }},
-    {"allow", [](const json& v, const std::string& p, PolicyRead& r) { r.p.autocast_allow = op_list(v, p); }},
-    {"deny", [](const json& v, const std::string& p, PolicyRead& r) { r.p.autocast_deny = op_list(v, p); }},
+    {{"allow", K::texts, "ops autocast runs in the low format"},
+     [](const json& v, const std::string& p, PolicyRead& r) { r.p.autocast_allow = op_list(v, p); }},
+    {{"deny", K::texts, "ops autocast keeps in binary32"},
+     [](const json& v, const std::string& p, PolicyRead& r) { r.p.autocast_deny = op_list(v, p); }},
 };
 
 void read_autocast(const json& a, const std::string& path, PolicyRead& r) {
@@ -107,36 +106,44 @@ RoundingMode rne_or_sr(const json& v, const std::string& path) {
 }
 
 const Row<PolicyRead> kSettings[] = {
-    {"weights", [](const json& v, const std::string& p, PolicyRead& r) { r.p.weights = &format_at(v, p); }},
-    {"master_weights", [](const json& v, const std::string& p,
-                          PolicyRead& r) { r.p.master_weights = v.is_null() ? nullptr : &format_at(v, p); }},
-    {"gradients",
+    {{"weights", K::text, "the format weights are stored in"},
+     [](const json& v, const std::string& p, PolicyRead& r) { r.p.weights = &format_at(v, p); }},
+    {{"master_weights", K::text_or_null, "the master copy's format (null: none)"},
+     [](const json& v, const std::string& p, PolicyRead& r) {
+       r.p.master_weights = v.is_null() ? nullptr : &format_at(v, p);
+     }},
+    {{"gradients", K::text, "the format gradients are stored in"},
      [](const json& v, const std::string& p, PolicyRead& r) { r.p.gradients = &format_at(v, p); }},
-    {"optimizer_state",
+    {{"optimizer_state", K::text, "the format of the optimizer's state"},
      [](const json& v, const std::string& p, PolicyRead& r) { r.p.optimizer_state = &format_at(v, p); }},
-    {"optimizer_compute",
+    {{"optimizer_compute", K::text, "the format the update is computed in"},
      [](const json& v, const std::string& p, PolicyRead& r) { r.p.optimizer_compute = &format_at(v, p); }},
-    {"rounding", [](const json& v, const std::string& p, PolicyRead& r) { r.p.rounding = rne_or_sr(v, p); }},
-    {"update_rounding",
+    {{"rounding", K::text, "rne or sr"},
+     [](const json& v, const std::string& p, PolicyRead& r) { r.p.rounding = rne_or_sr(v, p); }},
+    {{"update_rounding", K::text, "rne or sr, for the weight update"},
      [](const json& v, const std::string& p, PolicyRead& r) { r.p.update_rounding = rne_or_sr(v, p); }},
-    {"kahan", [](const json& v, const std::string& p, PolicyRead& r) { r.p.kahan = boolean(v, p); }},
-    {"accumulation",
+    {{"kahan", K::flag, "Kahan-compensated weight update"},
+     [](const json& v, const std::string& p, PolicyRead& r) { r.p.kahan = boolean(v, p); }},
+    {{"accumulation", K::accumulation, "every GEMM's accumulation model"},
      [](const json& v, const std::string& p, PolicyRead& r) {
        r.acc = accumulation_at(v, p);
        r.rebuild = true;
      }},
-    {"autocast", read_autocast},
+    {{"autocast", K::object, "autocast: format, allow, deny"}, read_autocast},
 };
 
 // Applied in this order: `compute` sets the backward inputs too, unless
 // `backward_compute` (after it) says otherwise.
 const Row<OpRule> kRule[] = {
-    {"compute", [](const json& v, const std::string& p,
-                   OpRule& r) { r.compute = r.backward_compute = &format_at(v, p); }},
-    {"output", [](const json& v, const std::string& p, OpRule& r) { r.output = &format_at(v, p); }},
-    {"backward_compute",
+    {{"compute", K::text, "the op's input format (and backward's, unless given)"},
+     [](const json& v, const std::string& p, OpRule& r) {
+       r.compute = r.backward_compute = &format_at(v, p);
+     }},
+    {{"output", K::text, "the op's output format"},
+     [](const json& v, const std::string& p, OpRule& r) { r.output = &format_at(v, p); }},
+    {{"backward_compute", K::text, "the backward pass's input format"},
      [](const json& v, const std::string& p, OpRule& r) { r.backward_compute = &format_at(v, p); }},
-    {"accumulation",
+    {{"accumulation", K::accumulation, "the op's accumulation model"},
      [](const json& v, const std::string& p, OpRule& r) { r.accumulation = accumulation_at(v, p); }},
 };
 
@@ -157,7 +164,7 @@ void read_ops(const json& ops, const std::string& path, PolicyRead& r) {
 }
 
 const Row<Fp8Recipe> kFp8[] = {
-    {"scaling",
+    {{"scaling", K::text, "delayed, current, block, ... (the FP8 scaling table)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        const std::string s = string(v, p);
        std::string known;
@@ -168,32 +175,35 @@ const Row<Fp8Recipe> kFp8[] = {
        }
        fail(p, "expected one of " + known + ", got \"" + s + "\"");
      }},
-    {"amax_history_len",
+    {{"amax_history_len", K::integer, "amax history length (Transformer Engine)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.amax_history_len = int(integer(v, p));
        if (f.amax_history_len < 1) fail(p, "must be at least 1");
      }},
-    {"amax_compute_algo",
+    {{"amax_compute_algo", K::text, "max or most_recent"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        const auto algo = sim::parse_amax_compute_algo(string(v, p));
        if (!algo) fail(p, "expected \"max\" or \"most_recent\"");
        f.amax_compute_algo = *algo;
      }},
-    {"margin", [](const json& v, const std::string& p, Fp8Recipe& f) { f.margin = int(integer(v, p)); }},
-    {"block_size",
+    {{"margin", K::integer, "the scale's margin in powers of two"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) { f.margin = int(integer(v, p)); }},
+    {{"block_size", K::integer, "block scaling: elements per scale"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.block_size = int(integer(v, p));
        if (f.block_size < 1) fail(p, "must be positive");
      }},
-    {"weight_2d", [](const json& v, const std::string& p, Fp8Recipe& f) { f.weight_2d = boolean(v, p); }},
-    {"hadamard",
+    {{"weight_2d", K::flag, "block scaling: 2-D weight blocks"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) { f.weight_2d = boolean(v, p); }},
+    {{"hadamard", K::integer, "random Hadamard transform size (0: off)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.hadamard = int(integer(v, p));
        if (f.hadamard < 0 || (f.hadamard & (f.hadamard - 1)) != 0)
          fail(p, "must be 0 (off) or a power of two");
      }},
-    {"gradient_sr", [](const json& v, const std::string& p, Fp8Recipe& f) { f.gradient_sr = boolean(v, p); }},
-    {"high_precision_last",
+    {{"gradient_sr", K::flag, "stochastic rounding of gradients"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) { f.gradient_sr = boolean(v, p); }},
+    {{"high_precision_last", K::integer, "last N layers kept in high precision"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.high_precision_last = int(integer(v, p));
        if (f.high_precision_last < 0) fail(p, "must be at least 0");
@@ -202,34 +212,54 @@ const Row<Fp8Recipe> kFp8[] = {
 
 // Applied once the op table is built.
 const Row<PolicyRead> kOpTable[] = {
-    {"ops", read_ops},
-    {"fp8",
+    {{"ops", K::object, "per-op overrides: {op: {compute, output, ...} | \"follow\"}"}, read_ops},
+    {{"fp8", K::object, "the FP8 recipe"},
      [](const json& v, const std::string& p, PolicyRead& r) {
        expect_object(v, p);
        read_rows<Fp8Recipe>(v, kFp8, p, r.p.fp8);
      }},
 };
 
-std::vector<std::string> policy_keys() {
-  std::vector<std::string> keys{"name"};
-  for (const auto& n : row_names<PolicyRead>(kSettings)) keys.push_back(n);
-  for (const auto& n : row_names<PolicyRead>(kOpTable)) keys.push_back(n);
+std::vector<KeySpec> policy_keys() {
+  std::vector<KeySpec> keys{{"name", K::text, "the named policy this one starts from"}};
+  for (const auto& k : specs<PolicyRead>(kSettings)) keys.push_back(k);
+  for (const auto& k : specs<PolicyRead>(kOpTable)) keys.push_back(k);
   return keys;
 }
+
+// An op's entry in "ops": "follow" (its inputs' formats) or a rule.
+const KeySpec kOpEntry{"", K::text_or_object,
+                       "\"follow\" or {compute, output, backward_compute, accumulation}"};
 
 }  // namespace
 
 void check_policy_keys(const json& j, const std::string& path, KeyReport& report) {
-  if (!check_object_keys(j, policy_keys(), path, report)) return;
+  if (!check_keys(j, policy_keys(), path, report)) return;
   if (j.contains("autocast") && j["autocast"].is_object())
-    check_object_keys(j["autocast"], row_names<PolicyRead>(kAutocast), join(path, "autocast"), report);
+    check_keys(j["autocast"], specs<PolicyRead>(kAutocast), join(path, "autocast"), report);
   if (j.contains("fp8") && j["fp8"].is_object())
-    check_object_keys(j["fp8"], row_names<Fp8Recipe>(kFp8), join(path, "fp8"), report);
+    check_keys(j["fp8"], specs<Fp8Recipe>(kFp8), join(path, "fp8"), report);
   if (!j.contains("ops") || !j["ops"].is_object()) return;
+  // The op table's names are the keys of "ops", each with the same row.
   const std::string ops = join(path, "ops");
-  check_object_keys(j["ops"], op_names(), ops, report);
+  std::vector<KeySpec> entries;
+  for (const auto& op : op_names()) entries.push_back({op.c_str(), kOpEntry.type, kOpEntry.help});
+  check_keys(j["ops"], entries, ops, report);
   for (auto it = j["ops"].begin(); it != j["ops"].end(); ++it)
-    if (it->is_object()) check_object_keys(*it, row_names<OpRule>(kRule), join(ops, it.key()), report);
+    if (it->is_object()) check_keys(*it, specs<OpRule>(kRule), join(ops, it.key()), report);
+}
+
+std::vector<KeyHelp> policy_key_help() {
+  std::vector<KeyHelp> out;
+  const auto add = [&out](const std::string& path, const std::vector<KeySpec>& keys) {
+    for (const KeySpec& k : keys) out.push_back({join(path, k.name), type_phrase(k.type), k.help});
+  };
+  add("policy", policy_keys());
+  add("policy.autocast", specs<PolicyRead>(kAutocast));
+  add("policy.ops", {{"OP", kOpEntry.type, kOpEntry.help}});
+  add("policy.ops.OP", specs<OpRule>(kRule));
+  add("policy.fp8", specs<Fp8Recipe>(kFp8));
+  return out;
 }
 
 PrecisionPolicy policy_from_json(const json& j, const std::string& path) {

@@ -172,6 +172,8 @@ const BadInput kCases[] = {
     {"train", "train {data}/train_truncated.json --out {tmp}/out", "train_truncated.json"},
     {"train", "train {data}/train_not_object.json --out {tmp}/out", "train_not_object.json"},
     {"train", "train {data}/train_unknown_key.json --out {tmp}/out", "colour"},
+    {"train", "train {data}/train_extends_missing.json --out {tmp}/out", "train_extends_missing.json: extends: "},
+    {"train", "train {data}/train_extends_list.json --out {tmp}/out", "extends: expected a config file name"},
     {"train", "train {data}/train_wrong_type.json --out {tmp}/out", "batch_size"},
     {"train", "train {data}/train_zero_batch.json --out {tmp}/out", "batch_size"},
     {"train", "train {data}/train_unknown_policy.json --out {tmp}/out", "fp17-amp"},

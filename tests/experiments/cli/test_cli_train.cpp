@@ -75,6 +75,34 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
   CHECK(run_cli("train " + (scratch() / "missing.json").string()).status == 2);
 }
 
+// Issue 25: the key tables are the one check of names and types, so every
+// problem of a file is reported at once, each once, naming the file.
+TEST_CASE("rpsim train: every unknown key and wrong type at once, each named once", "[cli][train]") {
+  const fs::path cfg = write("two-wrongs.json", R"({"name": "two", "colour": "red",
+    "model": {"type": "mlp", "hidden": [8], "hiden": [3]}, "optimizer": {"type": "sgd", "lr": "fast"}})");
+  const auto r = run_cli("train " + cfg.string() + " --quiet --out " + (scratch() / "no").string());
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("two-wrongs.json: 3 problems:"));
+  for (const char* field : {"colour: unknown key", "model.hiden: unknown key (did you mean hidden?)",
+                            "optimizer.lr: expected a number, got \"fast\""}) {
+    const auto at = r.output.find(field);
+    CHECK(at != std::string::npos);
+    CHECK(r.output.find(field, at + 1) == std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(scratch() / "no"));
+}
+
+TEST_CASE("rpsim train --help lists the config keys from the key tables", "[cli][train]") {
+  const auto r = run_cli("train --help");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("Config keys"));
+  for (const char* row : {"optimizer.lr", "model.hidden", "loss_scaler.init_scale", "policy.fp8.margin",
+                          "policy.ops.OP.accumulation"})
+    CHECK_THAT(r.output, Catch::Contains(std::string("  ") + row + " "));
+}
+
 TEST_CASE("rpsim train: a small run writes steps, histograms and meta", "[cli][train]") {
   const fs::path cfg = write("small.json", kSmall);
   const fs::path out = scratch() / "run";

@@ -72,10 +72,23 @@ def test_dataframe_when_pandas_is_there():
     (lambda: rpsim.train("/nonexistent/config.json"), ValueError, "/nonexistent/config.json"),
     (lambda: rpsim.train(42), TypeError, "int"),
     (lambda: rpsim.train(SMALL, threads=-1), ValueError, "threads"),
+    (lambda: rpsim.train({**SMALL, "seed": "one"}), ValueError, r'seed: expected an integer, got "one"'),
+    (lambda: rpsim.train({**SMALL, "extends": 3}), ValueError, "extends: expected a config file name"),
 ])
 def test_bad_input_raises_naming_it(call, error, names):
     with pytest.raises(error, match=names):
         call()
+
+
+def test_extends_in_a_file_and_in_a_dict(tmp_path):
+    # The config layer's one "extends" (config_file.hpp): a file names its base relative to itself,
+    # a dict relative to the working folder (an absolute name here).
+    (tmp_path / "base.json").write_text(json.dumps(SMALL))
+    (tmp_path / "variant.json").write_text(json.dumps({"extends": "base.json", "steps": 2}))
+    r = rpsim.train(tmp_path / "variant.json", as_frame=False)
+    assert len(r.steps["step"]) == 2 and r.meta["name"] == "variant"
+    d = rpsim.train({"extends": str(tmp_path / "base.json"), "steps": 1}, as_frame=False)
+    assert len(d.steps["step"]) == 1 and r.meta["policy"] == d.meta["policy"]
 
 
 def test_ctrl_c_stops_the_run_at_a_step_boundary():

@@ -1,7 +1,11 @@
 // A sweep parses each run's config once, when it is read, and keeps the
 // typed config that the runs and the plan use.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "rpsim/config/config.hpp"
 #include "rpsim/sweep/sweep.hpp"
@@ -26,4 +30,34 @@ TEST_CASE("sweep: every run keeps its config parsed, equal to parsing its JSON a
   CHECK(s.runs.back().parsed.policy.base == "bf16-amp");
   CHECK(s.runs.back().parsed.optimizer.lr == 0.1);
   CHECK(s.runs.back().parsed.seed == 1);
+}
+
+// Issue 25: a sweep's base (a file or an object) may extend a config file,
+// resolved by the config layer's one function (config_file.hpp).
+TEST_CASE("sweep: the base may extend a config file, named relative to its own file", "[sweep]") {
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / ("rpsim-sweep-extends-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d / "base");
+  const auto write = [](const std::filesystem::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+  };
+  write(d / "base" / "root.json", R"({"seed": 0, "policy": "fp32", "model": {"type": "mlp", "hidden": [8]},
+    "data": {"name": "synthetic", "synthetic_train_size": 64, "synthetic_test_size": 32},
+    "optimizer": {"type": "sgd", "lr": 0.05}, "batch_size": 16, "steps": 2})");
+  write(d / "base" / "variant.json", R"({"extends": "root.json", "steps": 3})");
+  write(d / "file.json", R"({"name": "f", "base": "base/variant.json", "grid": {"seed": [1, 2]}})");
+  write(
+      d / "object.json",
+      R"({"name": "o", "base": {"extends": "base/variant.json", "batch_size": 32}, "grid": {"seed": [1]}})");
+  const sweep::Sweep f = sweep::load(d / "file.json");
+  REQUIRE(f.runs.size() == 2);
+  CHECK(f.runs[0].parsed.steps == 3);
+  CHECK(f.runs[1].parsed.seed == 2);
+  CHECK_FALSE(f.runs[0].config.contains("extends"));
+  const sweep::Sweep o = sweep::load(d / "object.json");
+  REQUIRE(o.runs.size() == 1);
+  CHECK(o.runs[0].parsed.steps == 3);
+  CHECK(o.runs[0].parsed.batch_size == 32);
+  CHECK(o.runs[0].parsed.optimizer.lr == 0.05);
+  std::filesystem::remove_all(d);
 }

@@ -4,7 +4,7 @@
 //
 // A study is a function from options (quick or full, its config file) to
 // tables; this file holds what every study shares: the registry, the config
-// reader that names the file and field of a bad value, CSV tables, and the
+// (read by the config layer: rpsim/config/study_config.hpp), CSV tables, and the
 // writer that puts every file down atomically, meta.json last (its presence
 // means the folder is complete).
 #pragma once
@@ -20,35 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "rpsim/config/study_config.hpp"
+
 namespace rpsim::sim::study {
 
-// A study's config file (experiments/configs/study-NAME.json). Top-level
-// fields are the full run; an optional "quick" object overrides fields for
-// --quick. Getters throw std::invalid_argument naming the file and field.
-class StudyConfig {
- public:
-  StudyConfig() = default;
-  StudyConfig(nlohmann::json file_json, std::string path, bool quick);
-  static StudyConfig load(const std::filesystem::path& path, bool quick);
-
-  const nlohmann::json& values() const { return effective_; }  // after the quick overrides
-  const std::string& path() const { return path_; }
-
-  bool has(std::string_view field) const;
-  std::int64_t integer(std::string_view field) const;
-  double number(std::string_view field) const;
-  bool boolean(std::string_view field) const;
-  std::string string(std::string_view field) const;
-  std::vector<std::string> strings(std::string_view field) const;
-  std::vector<double> numbers(std::string_view field) const;
-  // An error naming this file and `field`, for checks the getters cannot make.
-  std::invalid_argument error(std::string_view field, std::string_view what) const;
-
- private:
-  const nlohmann::json& at(std::string_view field) const;
-  nlohmann::json effective_ = nlohmann::json::object();
-  std::string path_ = "<built-in>";
-};
+// A study's config file: the config layer reads it (resolving "extends").
+using config::StudyConfig;
 
 // A table of results built in memory; every value is written with enough
 // digits to round-trip (doubles with 17 significant digits).

@@ -32,11 +32,13 @@ struct LoadedConfig {
 };
 
 // Throws ConfigError whose message starts with the file name: a folder, a
-// file that cannot be read, not JSON, unknown keys, a bad override. A config
-// without "name" takes the file's stem.
+// file that cannot be read, not JSON, unknown keys, a bad override. The
+// file's "extends" is resolved first (config_file.hpp). A config that does
+// not give "name" itself takes the file's stem (not its base's name).
 LoadedConfig read_config_file(const std::filesystem::path& file,
                               const std::vector<std::string>& overrides = {});
-// The same for JSON already in memory (`where` names it in messages).
+// The same for JSON already in memory (`where` names it in messages); its
+// "extends" names a file relative to the working folder.
 LoadedConfig read_config_json(const nlohmann::json& raw, const std::string& where,
                               const std::vector<std::string>& overrides = {});
 // Overrides as (dotted key, JSON value) pairs: a sweep's grid point.

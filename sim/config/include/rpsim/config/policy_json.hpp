@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "rpsim/config/config.hpp"
 
 #include "rpsim/train/policy.hpp"
 
@@ -23,7 +26,10 @@ class KeyReport;
 // FP64 shadow) in sequential:binary64:rne.
 // Errors name `path` and the key.
 train::PrecisionPolicy policy_from_json(const nlohmann::json& j, const std::string& path);
-// Every unknown key of policy object `j` (at `path`), at any depth, into `report`.
+// Every unknown key and wrong type of policy object `j` (at `path`), at any
+// depth, into `report`.
 void check_policy_keys(const nlohmann::json& j, const std::string& path, KeyReport& report);
+// The policy's key tables as help shows them ("policy.fp8.margin", ...).
+std::vector<KeyHelp> policy_key_help();
 
 }  // namespace rpsim::sim::config
