@@ -79,6 +79,10 @@ TEST_CASE("gemm manifest cublas H200: the preset's split-K rules", "[gemm][cubla
   CHECK(fast.for_shape(64, 64, 512).promotion == 0);
   CHECK(fast.for_shape(64, 64, 512).instruction.b_input() == e5m2);
   CHECK(kernel_preset("cublas:h100", f::e4m3(), f::bfloat16(), 0).for_shape(64, 64, 512).promotion == 4);
+  // The options survive the canonical spec (what results record).
+  for (const char* spec : {"cublas:h100:e4m3:binary32:input_b=e5m2:fast_accum=1",
+                           "kernel:h100:e5m2:bfloat16:wgmma:input_b=e4m3:promotion=4"})
+    CHECK(AccumulationModel::parse(spec).spec() == spec);
   CHECK_THROWS_WITH(kernel_preset("cublas:h100", f::binary16(), f::binary32(), 0, nullptr, true),
                     Catch::Contains("fast_accum=1 with FP8 inputs only"));
   CHECK_THROWS_WITH(kernel_preset("cublas:h100", f::binary16(), f::binary32(), 0, &e5m2),
