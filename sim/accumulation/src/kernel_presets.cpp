@@ -3,7 +3,9 @@
 //
 // Evidence: /work/shared/cublas-h100 (24 GEMMs returned by torch.matmul /
 // torch._scaled_mm on an H100 80GB HBM3, PyTorch 2.11, CUDA 13.0, cuBLAS
-// 13.0) and the research report that fitted them, REPORT.md of issue #14
+// 13.0), captures on an H200 (the same SM90 chip; real GPT / LLaMA-style /
+// ResNet steps and shape grids, torch 2.11 + cuBLAS 13; excerpt in
+// tests/data/cublas-h200) and the research report that fitted the H100 ones, REPORT.md of issue #14
 // (numpy reference emu.py / schedule.py / verify.py). Pass counts below are
 // elements bit-exact out of M*N, per shape 64x64x256 / 256x128x1024 /
 // 128x128x4096 (4096 / 32768 / 16384 elements).
@@ -12,6 +14,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include "rpsim/accumulation/kernel_schedule.hpp"
 #include "rpsim/accumulation/tensor_core_operands.hpp"
@@ -36,52 +39,71 @@ Kind kind_of(const Format& f) {
   throw std::invalid_argument(fmt::format("takes fp16, bf16, tf32, e4m3 or e5m2 inputs, not '{}'", f.name));
 }
 
-// The split-K factors cuBLAS's heuristic chose on the measured shapes (a
-// closed heuristic: three points per input do not reveal it; NVIDIA says only
-// that split-K is used "when M and N are relatively small and K relatively
-// large", NVIDIA/CUDALibrarySamples#243).
+// fp16 and bf16 (any output, rpr 0 or 1): split-K 3 with k-tiles of 64 once
+// K >= 4096, one chain below, whatever M and N (64..256 measured). H100:
+// 128x128x4096 split 3 (slices 1408, 1408, 1280 = ceil(64/3) = 22 k-tiles of
+// 64, the short slice last), partials added in slice order by binary32 RNE
+// adds (fp16->fp32, the sharpest file: 16384/16384; no split-K 76; split 2
+// 312, 4 475; 32-k tiles (1376, 1376, 1344) 1290; short slice first 763 or
+// in the middle 1177; reduction reversed 11079, exact then one rounding
+// 12667, RTZ adds 9440). H200 grids (cuBLAS 13): 64x64x4096 split 3 4096/4096
+// fp16 and bf16 (one chain, the old guess: 4042 and 4087; split 2 4070/4090,
+// 4 4068/4093, 16 4071/4094); one chain at 64x64 and 128x128 up to K = 2048
+// and 256x256 up to 1024. NVIDIA says only that split-K is used "when M and
+// N are relatively small and K relatively large" (CUDALibrarySamples#243).
+int half_split(long k) {
+  return k >= 4096 ? 3 : 1;
+}
+
+// tf32: the split-K slices cuBLAS's heuristic chose, found per shape by
+// `rpsim gemm-check --infer`-style search (split_k x split_tile reproducing
+// all of D). No closed rule fits them: the slice count is not monotone in K
+// (128x128: 2 slices at K=64, one at 128, 4 at 256), saturates at 22 at
+// 128x128 (K 2048 and 4096) but not at 64x64 (32 at K=2048), and drops to 8
+// at 256x256; K not a multiple of 32 (344) uses 8-k granules (64x64x344: 22
+// slices of 16; 128x128, 256x128, 128x256: 5 of 72; 256x256: 4 of 88). So
+// the measured shapes are a table. Sources: shared/cublas-h100 (H100:
+// 64x64x256, 256x128x1024, 128x128x4096; the neighbours: S = 4 (4 x 64) 894
+// of 4096; 8 x 128 3780 and S = 11 5972 of 32768; S = 16 1048, S = 19 1393
+// of 16384) and the H200 captures (tf32-grid: 37 shapes; the real GPT,
+// LLaMA-style and ResNet steps). Not representable here: an addmm (C =
+// bias) at 256x128x512 ran 6 slices of 96 where mm ran 8 of 64 (a kernel
+// chosen with the epilogue; the preset does not see beta).
 struct SplitRow {
-  Kind kind;
   long m, n, k;
-  int split_k;
+  int split_k, split_tile;
 };
-constexpr SplitRow kH100Splits[] = {
-    // fp16 and bf16 (any output, rpr 0 or 1): one chain at 64x64x256 and
-    // 256x128x1024; split-K 3 at 128x128x4096 (slices 1408, 1408, 1280 =
-    // ceil(64/3) = 22 k-tiles of 64, the short slice last), partials added
-    // in slice order by binary32 RNE adds. fp16->fp32, the sharpest file:
-    // 16384/16384; no split-K (K in order) 76; split 2 312, 4 475; split 3
-    // with 32-k tiles (1376, 1376, 1344) 1290; short slice first 763 or in
-    // the middle 1177; reduction reversed 11079, exact then one rounding
-    // 12667, RTZ adds 9440; every other 3-way split point <= 18 of 64
-    // sampled elements. At 256 and 1024, split 2/3/4/8 give at most 1321 of
-    // 32768 (fp16->fp32).
-    {Kind::fp16, 128, 128, 4096, 3},
-    {Kind::bf16, 128, 128, 4096, 3},
-    // tf32: split-K at every measured shape, k-tiles of 32: S = 8 (8 x 32),
-    // 16 (16 x 64), 22 (21 x 192, then 64). Neighbours: S = 4 (4 x 64) 894
-    // of 4096; S = 8 (8 x 128) 3780 and S = 11 5972 of 32768; S = 16 1048,
-    // S = 19 1393 of 16384; no split-K 104 / 194 / 23. Tile 64 is ruled out
-    // by 64x64x256 (it gives 4 slices of 64: 894).
-    {Kind::tf32, 64, 64, 256, 8},
-    {Kind::tf32, 256, 128, 1024, 16},
-    {Kind::tf32, 128, 128, 4096, 22},
+constexpr SplitRow kTf32Splits[] = {
+    {64, 64, 64, 2, 32},      {64, 64, 128, 4, 32},     {64, 64, 256, 8, 32},     {64, 64, 344, 22, 8},
+    {64, 64, 512, 8, 32},     {64, 64, 1024, 16, 32},   {64, 64, 2048, 32, 32},   {128, 128, 64, 2, 32},
+    {128, 128, 128, 1, 32},   {128, 128, 256, 4, 32},   {128, 128, 344, 5, 8},    {128, 128, 512, 8, 32},
+    {128, 128, 1024, 16, 32}, {128, 128, 2048, 22, 32}, {128, 128, 4096, 22, 32}, {256, 128, 64, 2, 32},
+    {256, 128, 128, 1, 32},   {256, 128, 256, 4, 32},   {256, 128, 344, 5, 8},    {256, 128, 384, 6, 32},
+    {256, 128, 512, 8, 32},   {256, 128, 1024, 16, 32}, {128, 256, 64, 2, 32},    {128, 256, 128, 1, 32},
+    {128, 256, 256, 4, 32},   {128, 256, 344, 5, 8},    {128, 256, 512, 8, 32},   {128, 256, 1024, 16, 32},
+    {256, 256, 64, 1, 32},    {256, 256, 128, 1, 32},   {256, 256, 256, 1, 32},   {256, 256, 344, 4, 8},
+    {256, 256, 512, 8, 32},   {256, 256, 1024, 8, 32},  {384, 128, 256, 4, 32},   {344, 128, 256, 4, 32},
+    {128, 344, 256, 4, 32},   {256, 344, 128, 1, 32},   {32, 64, 64, 1, 32},      {64, 32, 64, 1, 32},
 };
 
-// A shape that was not measured: fp16/bf16 run one chain, tf32 takes the
-// slice count of the measured shape nearest in log K. A guess, labelled as
-// such in the README; `rpsim gemm-check --infer` finds the real one.
-int h100_split(Kind kind, long m, long n, long k) {
-  if (kind == Kind::fp8) return 1;
-  const SplitRow* nearest = nullptr;
-  for (const auto& r : kH100Splits) {
-    if (r.kind != kind) continue;
-    if (r.m == m && r.n == n && r.k == k) return r.split_k;
-    if (!nearest || std::fabs(std::log2(double(r.k)) - std::log2(double(std::max(k, 1L)))) <
-                        std::fabs(std::log2(double(nearest->k)) - std::log2(double(std::max(k, 1L)))))
-      nearest = &r;
+// An unmeasured tf32 shape: the slice count of the measured shape nearest in
+// |log2 K'/K| + |log2 M'N'/MN| / 4 (ties: the first), over k-tiles of 32, or
+// of 8 where K is not a multiple of 32. K weighs most because the slice count
+// follows K more than the output size in the table. Leave-one-out over the
+// 40 rows: 30 get their slices right (weight 1/2: 27, 1: 23, K alone: 13;
+// the old nearest-log-K guess from the three H100 shapes: 17). A guess,
+// labelled as such in the README; `rpsim gemm-check --infer` finds the real one.
+std::pair<int, int> tf32_split(long m, long n, long k) {
+  const auto dist = [&](const SplitRow& r) {
+    return std::fabs(std::log2(double(r.k)) - std::log2(double(std::max(k, 1L)))) +
+           0.25 * std::fabs(std::log2(double(r.m * r.n)) - std::log2(double(std::max(m * n, 1L))));
+  };
+  const SplitRow* nearest = &kTf32Splits[0];
+  for (const auto& r : kTf32Splits) {
+    if (r.m == m && r.n == n && r.k == k) return {r.split_k, r.split_tile};
+    if (dist(r) < dist(*nearest)) nearest = &r;
   }
-  return kind == Kind::tf32 && nearest ? nearest->split_k : 1;
+  return {nearest->split_k, k % 32 == 0 ? 32 : 8};
 }
 
 // cuBLAS on the H100. The instruction is the H100 preset with a binary32
@@ -108,30 +130,57 @@ int h100_split(Kind kind, long m, long n, long k) {
 // promotion adds give the same bits on these data and on fresh random data
 // of the same shapes (REPORT.md sec. 3): not pinned, and immaterial here.
 //
+// use_fast_accum=True (fast_accum=1): no promotion, the whole K one 13-bit
+// wgmma chain. H200 (cuBLAS 13, fast-k-one, K 32..2048, ->bf16 and ->fp32):
+// 20/20 GEMMs bit-exact; promotion every 4 k-blocks (the slow path) matches
+// only up to K = 128, where both are one chain (K = 2048: 3346 of 4096 ->bf16,
+// 19 ->fp32), every 8: 29 of 4096 (->fp32). The "up to 2e9 ulps" of ->fp32
+// is no separate effect: the 13-bit chain's error is absolute, and where the
+// sum cancels to near zero a binary32 ulp is tiny and the sign may differ
+// (ulps are counted through zero); ->bf16 hides most of it in its rounding.
+// The same chain reproduces the fast calls of scaled-tensor (per-tensor
+// scales), scaled-rowwise and mixed (e4m3 x e5m2 and e5m2 x e4m3).
+//
+// Mixed FP8 pairs (input_b): the wgmma row with B's format (kind::f8f6f4's
+// e4m3 x e5m2): H200 mixed captures, both orders, fast and not, 32/32.
+//
 // rpr: the red0 and red1 files hold identical D at every shape, fp16 and
-// bf16, so rpr=1 is the same schedule.
+// bf16, so rpr=1 is the same schedule (and llama-fp16-norpr = llama-fp16).
 //
 // torch._scaled_mm's scales (scale_epilogue): product, fl32(fl32(sa*sb) *
 // acc) + C in binary32 and one rounding to the output. cuBLASLt documents
 // D = alpha * (scale_a * scale_b) * (A B) + beta * C with the scales as
-// binary32 device scalars (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER); the
-// rounding order is an assumption: the measured _scaled_mm files all have
-// scales 1, which every scale_epilogue leaves exact, and so do power-of-two
-// scales (tests/sim/validation/test_gemm_manifest.cpp checks them).
-KernelSchedule cublas_h100(const Format& in, const Format& out, int rpr, long m, long n, long k) {
-  (void)rpr;
+// binary32 device scalars (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER). Measured
+// per tensor without C on the H200 (scales 0.37 x 1.9 and 3.3 x 0.011, K 64
+// .. 2048, ->fp32/bf16/fp16, fast and not: every GEMM bit-exact); a_then_b
+// misses ~28% of every ->fp32 GEMM (e.g. 2930 of 4096), so it is ruled out;
+// fused is the same arithmetic when C is absent. Not separated: product vs
+// fused with a bias (C), and per-row scales (only ->bf16 captured, where
+// product and a_then_b both give 4096/4096): an ->fp32 rowwise call and a
+// _scaled_mm with bias and scales != 1 would settle them.
+KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {
+  const Format& in = p.input;
+  const Format& out = p.output;
   const Kind kind = kind_of(in);
+  if (p.input_b && (kind != Kind::fp8 || kind_of(*p.input_b) != Kind::fp8))
+    throw std::invalid_argument(
+        fmt::format("mixes '{}' with '{}' (only e4m3 x e5m2 FP8 pairs)", in.name, p.input_b->name));
+  if (p.fast_accum && kind != Kind::fp8)
+    throw std::invalid_argument(fmt::format("takes fast_accum=1 with FP8 inputs only, not '{}'", in.name));
   if (!(out == formats::binary16() || out == formats::bfloat16() || out == formats::binary32()))
     throw std::invalid_argument(fmt::format("outputs fp16, bf16 or fp32, not '{}'", out.name));
   KernelSchedule s;
   s.gpu = "h100";
   s.instruction_kind = kind == Kind::fp8 ? "wgmma" : "";
-  s.instruction = tensor_core_preset("h100", in, formats::binary32(), s.instruction_kind);
+  s.instruction = tensor_core_preset("h100", in, formats::binary32(), s.instruction_kind,
+                                     p.input_b.value_or(in), nullptr, 0);
   s.stored = kind == Kind::tf32 ? formats::binary32() : in;
   s.input_rounding = RoundingMode::nearest_even;
-  s.split_k = h100_split(kind, m, n, k);
-  s.split_tile = kind == Kind::tf32 ? 32 : 64;
-  s.promotion = kind == Kind::fp8 ? 4 : 0;
+  const auto [split_k, split_tile] =
+      kind == Kind::tf32 ? tf32_split(m, n, k) : std::pair{kind == Kind::fp8 ? 1 : half_split(k), 64};
+  s.split_k = split_k;
+  s.split_tile = split_tile;
+  s.promotion = kind == Kind::fp8 && !p.fast_accum ? 4 : 0;
   s.scale_epilogue = ScaleEpilogue::product;
   s.output = out;
   s.output_rounding = RoundingMode::nearest_even;
@@ -145,7 +194,8 @@ const std::vector<KernelPresetRow>& kernel_presets() {
   static const std::vector<KernelPresetRow> rows{
       {"cublas:h100",
        "cuBLAS (CUDA 13.0) GEMMs on the H100 as torch.matmul / torch._scaled_mm call them: inputs fp16 bf16 "
-       "tf32 e4m3 e5m2, outputs fp16 bf16 fp32; split-K and FP8 promotion fitted to shared/cublas-h100",
+       "tf32 e4m3 e5m2 (mixed e4m3 x e5m2 by input_b=), outputs fp16 bf16 fp32; split-K and FP8 promotion "
+       "(none with fast_accum=1) fitted to shared/cublas-h100 and H200 captures",
        cublas_h100},
   };
   return rows;
@@ -157,11 +207,14 @@ std::string kernel_preset_names() {
   return fmt::format("{}", fmt::join(names, " "));
 }
 
-KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr) {
+KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr,
+                           const Format* input_b, bool fast_accum) {
   for (const auto& r : kernel_presets()) {
     if (name != r.name) continue;
     if (rpr != 0 && rpr != 1) throw std::invalid_argument(fmt::format("rpr={} is not 0 or 1", rpr));
-    KernelPreset p{r.name, in, out, rpr, in};
+    KernelPreset p{r.name, in, out, rpr, in, std::nullopt, false};
+    if (input_b && *input_b != in) p.input_b = *input_b;
+    p.fast_accum = fast_accum;
     try {
       p.stored = p.for_shape(64, 64, 256).stored;  // and rejects formats the row does not take
     } catch (const std::invalid_argument& e) {
@@ -175,7 +228,7 @@ KernelPreset kernel_preset(std::string_view name, const Format& in, const Format
 
 KernelSchedule KernelPreset::for_shape(long m, long n, long k) const {
   for (const auto& r : kernel_presets())
-    if (name == r.name) return r.schedule(input, output, rpr, m, n, k);
+    if (name == r.name) return r.schedule(*this, m, n, k);
   throw std::invalid_argument(
       fmt::format("unknown kernel preset '{}' (known: {})", name, kernel_preset_names()));
 }

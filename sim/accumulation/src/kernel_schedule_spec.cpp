@@ -13,7 +13,7 @@ namespace rpsim::sim::spec_detail {
 namespace {
 
 std::string field_names() {
-  std::vector<std::string> names{"accumulator"};
+  std::vector<std::string> names{"accumulator", "input_b"};
   for (const auto& f : schedule_fields()) names.emplace_back(f.name);
   return fmt::format("{} {}", fmt::join(names, " "), tc_field_names());
 }
@@ -22,11 +22,11 @@ std::string field_names() {
 // a binary32 (or `accumulator`) output, A and B in its input format, every
 // other field its default.
 KernelSchedule base_schedule(const std::string& gpu, const Format& in, const Format& out,
-                             const std::string& instr, const Format& accumulator) {
+                             const std::string& instr, const Format& accumulator, const Format& in_b) {
   KernelSchedule s;
   s.gpu = gpu;
   s.instruction_kind = instr;
-  s.instruction = tensor_core_preset(gpu, in, accumulator, instr);
+  s.instruction = tensor_core_preset(gpu, in, accumulator, instr, in_b, nullptr, 0);
   s.stored = in;
   s.output = out;
   return s;
@@ -40,14 +40,18 @@ KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string
     if (positional < 4) bad(spec, "kernel needs GPU:IN:OUT, e.g. kernel:h100:fp16:fp32:split_k=3");
     if (positional > 5) bad(spec, fmt::format("unexpected '{}'", parts[5]));
     Format accumulator = formats::binary32();
-    for (std::size_t i = positional; i < parts.size(); ++i)
+    const Format in = parse_fmt(spec, parts[2]);
+    Format in_b = in;  // input_b: B's format (mixed FP8 pairs, e4m3 x e5m2)
+    for (std::size_t i = positional; i < parts.size(); ++i) {
       if (parts[i].starts_with("accumulator=")) accumulator = parse_fmt(spec, parts[i].substr(12));
-    KernelSchedule s = base_schedule(parts[1], parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]),
-                                     positional > 4 ? parts[4] : "", accumulator);
+      if (parts[i].starts_with("input_b=")) in_b = parse_fmt(spec, parts[i].substr(8));
+    }
+    KernelSchedule s = base_schedule(parts[1], in, parse_fmt(spec, parts[3]), positional > 4 ? parts[4] : "",
+                                     accumulator, in_b);
     for (std::size_t i = positional; i < parts.size(); ++i) {
       const auto eq = parts[i].find('=');
       const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
-      if (key == "accumulator") continue;
+      if (key == "accumulator" || key == "input_b") continue;
       if (const ScheduleField* f = find_schedule_field(key)) {
         f->set(s, value);
       } else if (const TcField* t = find_tc_field(key)) {
@@ -71,7 +75,9 @@ std::string kernel_spec(const KernelSchedule& s) {
   std::string out = fmt::format("kernel:{}:{}:{}{}", s.gpu, m.input.name, s.output.name,
                                 s.instruction_kind.empty() ? "" : fmt::format(":{}", s.instruction_kind));
   if (m.output != formats::binary32()) out += fmt::format(":accumulator={}", m.output.name);
-  const KernelSchedule base = base_schedule(s.gpu, m.input, s.output, s.instruction_kind, m.output);
+  if (m.input_b) out += fmt::format(":input_b={}", m.input_b->name);
+  const KernelSchedule base =
+      base_schedule(s.gpu, m.input, s.output, s.instruction_kind, m.output, m.b_input());
   for (const auto& f : schedule_fields())
     if (f.get(s) != f.get(base)) out += fmt::format(":{}={}", f.name, f.get(s));
   for (const auto& f : tc_fields())
@@ -92,16 +98,25 @@ KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::s
   if (!known) bad(spec, fmt::format("unknown kernel preset '{}' (known: {})", name, kernel_preset_names()));
   try {
     const std::size_t positional = positional_parts(parts);
-    if (positional != 4) bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1], e.g. {}:fp16:fp32", name, name));
+    if (positional != 4)
+      bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1], e.g. {}:fp16:fp32",
+                            name, name));
     int rpr = 0;
+    bool fast = false;
+    std::optional<Format> in_b;
     for (std::size_t i = positional; i < parts.size(); ++i) {
       if (parts[i] == "rpr=0" || parts[i] == "rpr=1") {
         rpr = parts[i].back() - '0';
-        continue;
+      } else if (parts[i] == "fast_accum=0" || parts[i] == "fast_accum=1") {
+        fast = parts[i].back() == '1';
+      } else if (parts[i].starts_with("input_b=")) {
+        in_b = parse_fmt(spec, parts[i].substr(8));
+      } else {
+        bad(spec, fmt::format("'{}' is not rpr=0|1, input_b=FMT or fast_accum=0|1", parts[i]));
       }
-      bad(spec, fmt::format("'{}' is not rpr=0 or rpr=1", parts[i]));
     }
-    return kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr);
+    return kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr,
+                         in_b ? &*in_b : nullptr, fast);
   } catch (const AccumulationSpecError&) {
     throw;
   } catch (const std::invalid_argument& e) {
@@ -110,7 +125,8 @@ KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::s
 }
 
 std::string kernel_preset_spec(const KernelPreset& p) {
-  return fmt::format("{}:{}:{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "");
+  return fmt::format("{}:{}:{}{}{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "",
+                     p.input_b ? ":input_b=" + p.input_b->name : "", p.fast_accum ? ":fast_accum=1" : "");
 }
 
 std::vector<std::string> kernel_json_parts(const nlohmann::json& j) {

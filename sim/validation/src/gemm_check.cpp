@@ -166,10 +166,17 @@ GemmDump load_gemm_dump(const std::vector<std::filesystem::path>& files, DumpFor
   return d;
 }
 
+Format model_b_format(const AccumulationModel& model) {
+  const auto& v = model.variant();
+  if (const auto* p = std::get_if<KernelPreset>(&v)) return p->input_b.value_or(model.input_format());
+  if (const auto* s = std::get_if<KernelSchedule>(&v))
+    if (s->instruction.input_b) return *s->instruction.input_b;
+  return model.input_format();
+}
+
 void check_dump_formats(const GemmDump& dump, const AccumulationModel& model) {
   check_values(dump, dump.a, 'A', model.input_format(), true, "input");
-  const auto* tc = model.bare_instruction();
-  check_values(dump, dump.b, 'B', tc ? tc->b_input() : model.input_format(), true, "input");
+  check_values(dump, dump.b, 'B', model_b_format(model), true, "input");
   try {
     check_gemm_scales(model, dump.a.rows(), dump.a.cols(), dump.b.cols(), dump.scales);
   } catch (const std::invalid_argument& e) {

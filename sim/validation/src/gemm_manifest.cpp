@@ -28,13 +28,17 @@ constexpr DtypeRow kDtypes[] = {{"float16", "binary16", "fp16"},     {"bfloat16"
                                 {"float4_e2m1fn_x2", "e2m1", "e2m1"}};
 
 // GPUs with fitted cuBLAS presets: the device name (torch.cuda.get_device_name)
-// contains `name`. Only the H100 is measured (shared/cublas-h100); an H200 or
-// an A100 gets the error that asks for --model or --infer.
+// contains `name`. The H100 is measured by shared/cublas-h100. The H200 is the
+// same SM90 chip (132 SMs, the same Tensor Cores; only HBM3e differs) and
+// cuBLAS 13 runs the same kernels on it: its real training steps and shape
+// grids (captured on an "NVIDIA H200", torch 2.11 + cuBLAS 13, README
+// "cuBLAS on the H200") pass under cublas:h100 wherever the H100 does. An
+// A100 or other GPU gets the error that asks for --model or --infer.
 struct GpuRow {
   const char* name;
   const char* preset;
 };
-constexpr GpuRow kGpus[] = {{"H100", "cublas:h100"}};
+constexpr GpuRow kGpus[] = {{"H100", "cublas:h100"}, {"H200", "cublas:h100"}};
 
 const DtypeRow& dtype_row(const std::string& dtype, const std::string& where) {
   for (const auto& r : kDtypes)
@@ -67,7 +71,11 @@ ManifestGemm read_entry(const nlohmann::json& e, const std::string& where) {
   g.device = field<std::string>(e, "device", where);
   g.a_dtype = field<std::string>(e, "a_dtype", where);
   g.d_dtype = field<std::string>(e, "d_dtype", where);
+  g.b_dtype_recorded = e.contains("b_dtype");
+  g.b_dtype = g.b_dtype_recorded ? field<std::string>(e, "b_dtype", where) : g.a_dtype;
+  if (e.contains("use_fast_accum")) g.use_fast_accum = field<bool>(e, "use_fast_accum", where);
   dtype_row(g.a_dtype, where + " a_dtype");
+  dtype_row(g.b_dtype, where + " b_dtype");
   dtype_row(g.d_dtype, where + " d_dtype");
   g.call = field<std::size_t>(e, "call", where);
   g.m = field<long>(e, "m", where);
@@ -155,11 +163,20 @@ namespace {
 
 bool fits(const AccumulationModel& model, const ManifestGemm& g) {
   return model.input_format().name == format(dtype_row(g.a_dtype, g.file).format).name &&
+         (!g.b_dtype_recorded ||
+          model_b_format(model).name == format(dtype_row(g.b_dtype, g.file).format).name) &&
          model.output_format().name == format(dtype_row(g.d_dtype, g.file).format).name;
 }
 
 std::string gemm_label(const ManifestGemm& g) {
-  return fmt::format("{} ({} on '{}', {} -> {})", g.file, g.op, g.device, g.a_dtype, g.d_dtype);
+  const std::string b = g.b_dtype == g.a_dtype ? "" : " x " + g.b_dtype;
+  return fmt::format("{} ({} on '{}', {}{} -> {})", g.file, g.op, g.device, g.a_dtype, b, g.d_dtype);
+}
+
+std::string gpu_names() {
+  std::string names;
+  for (const auto& r : kGpus) names += std::string(names.empty() ? "" : ", ") + r.name;
+  return names;
 }
 
 std::string preset_for(const ManifestGemm& g) {
@@ -169,13 +186,18 @@ std::string preset_for(const ManifestGemm& g) {
   const std::string ask = "give --model MODEL (rpsim.gemm_check(..., model=...)) or run --infer on its file";
   if (!gpu)
     throw GemmDumpError(fmt::format("{}: no kernel preset is fitted for '{}' (presets exist for: {}); {}",
-                                    gemm_label(g), g.device, kGpus[0].name, ask));
+                                    gemm_label(g), g.device, gpu_names(), ask));
   const char* in = dtype_row(g.a_dtype, g.file).preset;
   if (g.a_dtype == "float32") in = g.allow_tf32 ? "tf32" : nullptr;  // fp32 without TF32: SIMT, unmeasured
   const char* out = dtype_row(g.d_dtype, g.file).preset;
   std::string spec = fmt::format("{}:{}:{}", gpu->preset, in ? in : "?", out ? out : "?");
   const std::string o = out ? out : "";
   if (g.rpr && (o == "fp16" || o == "bf16")) spec += fmt::format(":rpr={}", *g.rpr ? 1 : 0);
+  if (g.b_dtype != g.a_dtype) {
+    const char* b = dtype_row(g.b_dtype, g.file).preset;
+    spec += fmt::format(":input_b={}", b ? b : "?");
+  }
+  if (g.use_fast_accum) spec += ":fast_accum=1";
   try {
     if (!in || !out) throw std::invalid_argument("no preset for these dtypes");
     AccumulationModel::parse(spec);

@@ -244,10 +244,11 @@ def test_scaled_mm_calls_are_recorded_with_their_scales(tmp_path):
     g = cap.manifest["gemms"][0]
     assert g["op"] == "_scaled_mm" and g["scales"] == {"scale_a": [2.0], "scale_b": [1.0]}
     assert g["use_fast_accum"] is True and g["transposed"]["b"] and (g["m"], g["n"], g["k"]) == (4, 6, 32)
-    # Checked through the schedule's scale_epilogue (rounding order assumed, said in the note): D as
-    # the model's A B times scale_a = 2 (exact in any order) passes, the unscaled D does not.
+    # Checked through the schedule's scale_epilogue (per tensor without C the measured product, said
+    # in the note): D as the model's A B times scale_a = 2 passes, the unscaled D does not.
     res = rpsim.gemm_check(directory, model=MODEL)
-    assert res.skipped == 0 and len(res.rows) == 1 and "unmeasured" in res.rows[0]["note"]
+    assert res.skipped == 0 and len(res.rows) == 1
+    assert res.rows[0]["note"] == "scales != 1 by scale_epilogue=product: measured (per tensor, no C)"
     assert not res.ok
     path = os.path.join(directory, g["file"])
     arrays = dict(np.load(path))
@@ -255,6 +256,20 @@ def test_scaled_mm_calls_are_recorded_with_their_scales(tmp_path):
     np.savez(path, **arrays)
     res = rpsim.gemm_check(directory, model=MODEL)
     assert res.ok and res.rows[0]["passed"] == res.rows[0]["total"]
+
+
+def test_scaled_mm_fast_accum_is_read_from_its_position(tmp_path):
+    """Under a dispatch mode aten::_scaled_mm's use_fast_accum arrives as args[7], not a keyword (the
+    H200 captures recorded False for every call before this was read)."""
+    a = torch.randn(4, 32).bfloat16()
+    b = torch.randn(6, 32).bfloat16().t()
+    d = torch.mm(a.float(), b.float()).bfloat16()
+    one = torch.tensor(1.0)
+    for fast in (True, False):
+        directory = str(tmp_path / f"fast{fast}")
+        with rt.capture_gemms(directory) as cap:
+            cap._record("_scaled_mm", (a, b, one, one, None, None, torch.bfloat16, fast), {}, (d, one))
+        assert cap.manifest["gemms"][0]["use_fast_accum"] is fast
 
 
 def test_infer_searches_each_call(captured, run_cli):

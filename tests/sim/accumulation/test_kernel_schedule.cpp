@@ -129,7 +129,9 @@ TEST_CASE("kernel schedule: the cuBLAS H100 preset's shape table", "[kernel]") {
   CHECK(tf32.for_shape(128, 128, 4096).split_tile == 32);
   CHECK(tf32.for_shape(64, 64, 256).stored == formats::binary32());
   CHECK(tf32.for_shape(64, 64, 256).input_rounding == rpsim::RoundingMode::nearest_even);
-  CHECK(tf32.for_shape(32, 32, 300).split_k == 8);  // unmeasured: the nearest measured K's
+  // unmeasured: the slices of the shape nearest in log K + log MN (64x64x344), 8-k granules
+  CHECK(tf32.for_shape(32, 32, 300).split_k == 22);
+  CHECK(tf32.for_shape(32, 32, 300).split_tile == 8);
   const auto fp8 = rpsim::sim::kernel_preset("cublas:h100", formats::e4m3(), formats::bfloat16(), 0);
   for (long k : {256L, 1024L, 4096L}) {
     CHECK(fp8.for_shape(64, 64, k).promotion == 4);

@@ -226,7 +226,11 @@ class capture_gemms:
         if name == "_scaled_mm":
             scales = {key: _scaled_arg(args, kwargs, key, i) for i, key in ((2, "scale_a"), (3, "scale_b"))}
             info["scales"] = {k: _numpy(v.float()).reshape(-1).tolist() for k, v in scales.items() if v is not None}
-            info["use_fast_accum"] = bool(kwargs.get("use_fast_accum", False))
+            # aten::_scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+            # use_fast_accum): under a dispatch mode the flag arrives positionally (index 7);
+            # reading only the keywords recorded False for every call of the H200 captures.
+            fast = _scaled_arg(args, kwargs, "use_fast_accum", 7)
+            info["use_fast_accum"] = bool(fast) if fast is not None else False
         for i in picks:
             if len(self._gemms) >= self.max_gemms:
                 self._skip(call, name, shape, f"max_gemms={self.max_gemms} reached")

@@ -38,10 +38,11 @@
 // boundaries matter (REPORT.md, sec. 1).
 //
 // Named presets choose a schedule from the GEMM's shape (kernel_presets()):
-// `cublas:h100:IN:OUT[:rpr=0|1]`.
+// `cublas:h100:IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1]`.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,6 +104,10 @@ struct KernelPreset {
   Format input, output;
   int rpr = 0;    // PyTorch's allow_{fp16,bf16}_reduced_precision_reduction
   Format stored;  // the format A and B come in (binary32 for tf32)
+  // B's format when it differs from A's (torch._scaled_mm's e4m3 x e5m2).
+  std::optional<Format> input_b;
+  // torch._scaled_mm(..., use_fast_accum=True): FP8 without promotion.
+  bool fast_accum = false;
   // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K).
   KernelSchedule for_shape(long m, long n, long k) const;
 };
@@ -113,14 +118,16 @@ struct KernelPresetRow {
   const char* description;
   // Builds the schedule; throws std::invalid_argument for formats the row
   // does not take.
-  KernelSchedule (*schedule)(const Format& in, const Format& out, int rpr, long m, long n, long k);
+  KernelSchedule (*schedule)(const KernelPreset& p, long m, long n, long k);
 };
 const std::vector<KernelPresetRow>& kernel_presets();
 // "cublas:h100 ..." for error messages and help.
 std::string kernel_preset_names();
 // The preset `name` ("cublas:h100") for these formats; throws
 // std::invalid_argument listing the table's names or the formats it takes.
-KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr);
+// input_b: B's format if not `in`; fast_accum: _scaled_mm's use_fast_accum.
+KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr,
+                           const Format* input_b = nullptr, bool fast_accum = false);
 
 // A KernelSchedule field a spec string or JSON may set (`split_k=3`), one row
 // each; the instruction's own fields (terms_per_step, ...) are the Tensor

@@ -54,6 +54,9 @@ GemmDump load_gemm_dump(const std::vector<std::filesystem::path>& files, DumpFor
 // Tensor Core chains and kernel schedules, which follow IEEE). Throws
 // GemmDumpError naming the array, the element and the value.
 void check_dump_formats(const GemmDump& dump, const AccumulationModel& model);
+// B's format under `model`: the instruction's input_b (mixed FP8 pairs,
+// e4m3 x e5m2) where set, else the model's input format.
+Format model_b_format(const AccumulationModel& model);
 
 struct GemmMismatch {
   Eigen::Index row = 0, col = 0;

@@ -5,8 +5,9 @@
 // rpsim.gemm_check(DIR) print the table this builds.
 //
 // The manifest (version 1): {"model": spec or null, "gemms": [{"file",
-// "call", "op", "batch", "batch_index", "m", "n", "k", "a_dtype", "d_dtype",
-// "c_dtype", "alpha", "beta", "device", "flags": {"allow_tf32",
+// "call", "op", "batch", "batch_index", "m", "n", "k", "a_dtype", "b_dtype"
+// (optional, default a_dtype), "d_dtype", "c_dtype", "alpha", "beta",
+// "device", "use_fast_accum" (_scaled_mm), "flags": {"allow_tf32",
 // "allow_fp16_reduced_precision_reduction",
 // "allow_bf16_reduced_precision_reduction", ...}}...], "skipped": [{"call",
 // "op", "shape", "reason", "gemms"}...]}. Batched ops are one file per kept
@@ -26,8 +27,10 @@
 namespace rpsim::sim {
 
 struct ManifestGemm {
-  std::string file, op, device, a_dtype, d_dtype;
+  std::string file, op, device, a_dtype, b_dtype, d_dtype;
   std::size_t call = 0;
+  bool use_fast_accum = false;    // torch._scaled_mm(..., use_fast_accum=True)
+  bool b_dtype_recorded = false;  // else b_dtype is a_dtype and a model's B format is not checked
   std::optional<long> batch, batch_index;
   long m = 0, n = 0, k = 0;
   double alpha = 1, beta = 0;
