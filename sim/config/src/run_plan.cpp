@@ -57,17 +57,6 @@ Dataset data_shape(const RunPlan& plan) {
   return plan.data ? plan.data->train : Dataset{};
 }
 
-void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
-  Model model = build_model(config, shape);
-  for (Parameter* p : model.parameters()) plan.parameters += p->value.size();
-  for (const auto& layer : model.layers)
-    if (const auto* conv = dynamic_cast<const Conv2d*>(layer.get()))
-      plan.forward_multiply_adds +=
-          double(conv->weight.value.size()) * conv->out_height() * conv->out_width();
-    else if (const auto* linear = dynamic_cast<const Linear*>(layer.get()))
-      plan.forward_multiply_adds += double(linear->weight.value.size());
-}
-
 // From the data-set table's row: sizes and source without reading images;
 // a text set is read here, once, and handed to the run (RunPlan::data).
 void count_data(const Config& config, RunPlan& plan) {
@@ -147,10 +136,13 @@ std::string scaler_text(const ScalerConfig& s) {
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
-  const Dataset shape = data_shape(plan);
-  plan.memory_bytes = memory_need_bytes(config, shape);
-  check_run_fits(config, plan.train_samples, plan.memory_bytes);  // before the model is built
-  count_model(config, shape, plan);
+  // The model's row sizes it from the config (model_size): the network is
+  // built once, by the trainer, and a model too large is refused unbuilt.
+  const ModelSize size = model_size(config, data_shape(plan));
+  plan.parameters = std::int64_t(size.parameters);
+  plan.forward_multiply_adds = size.forward_multiply_adds;
+  plan.memory_bytes = memory_need_bytes(config, size);
+  check_run_fits(config, plan.train_samples, plan.memory_bytes);
   plan.steps_per_epoch = std::int64_t((plan.train_samples + config.batch_size - 1) / config.batch_size);
   plan.total_steps = config.steps > 0 ? config.steps : plan.steps_per_epoch * config.epochs;
   if (config.evaluate && plan.test_samples > 0) plan.evaluations = config.steps > 0 ? 1 : config.epochs;

@@ -55,6 +55,8 @@ struct Config {
 // size column and the data's shape (`shape`: a set of the data's kind; its
 // samples are not read).
 double memory_need_bytes(const Config& config, const Dataset& shape);
+// The same from the model's sizes (model_size) when the caller has them.
+double memory_need_bytes(const Config& config, const ModelSize& size);
 
 // Throws ConfigError when the run cannot start: a batch larger than the
 // training set (`train_samples`) or a need above this machine's memory.
