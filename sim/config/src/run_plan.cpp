@@ -191,8 +191,8 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   line("data", fmt::format("{}: {} train, {} test samples{}", plan.data_source, plan.train_samples,
                            plan.test_samples, given(l, "data")));
   line("policy", policy_text(c.policy) + given(l, "policy"));
-  line("scaler",
-       scaler_text(c.loss_scaler) + (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
+  line("scaler", scaler_text(c.loss_scaler.get()) +
+                     (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
   const DeepSpeedSchedule& ds = c.optimizer.deepspeed;
   const std::string lr =
       ds.type.empty()
