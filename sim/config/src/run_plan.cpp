@@ -83,37 +83,10 @@ double estimate(const Config& config, const RunPlan& plan) {
   return double(plan.total_steps) * step + eval + (plan.synthetic_data ? 0.2 : kLoadFashionMnist);
 }
 
-// The op of each entry with its arguments: linear(out=10), relu.
-std::string layers_text(const nlohmann::json& layers) {
-  std::vector<std::string> items;
-  for (const auto& entry : layers) {
-    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) continue;
-    std::vector<std::string> args;
-    for (const auto& [key, value] : entry.items())
-      if (key != "op") args.push_back(key + "=" + value.dump());
-    items.push_back(entry["op"].get<std::string>() +
-                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
-  }
-  return fmt::format("{}", fmt::join(items, ", "));
-}
-
+// The row's description (every row has one: test_run_plan.cpp).
 std::string model_text(const Config& c, const RunPlan& plan) {
-  const ModelConfig& m = c.model;
-  std::string shape;
-  if (m.type == "cnn")
-    shape = fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
-                        fmt::join(m.channels, "/"), m.activation);
-  else if (m.type == "gpt")
-    shape = fmt::format("gpt (nanoGPT decoder): {} blocks of width {}, {} heads, {} tokens per window",
-                        m.n_layer, m.n_embd, m.n_head, m.block_size);
-  else if (m.type == "layers")
-    shape = "layers: " + layers_text(m.layers);
-  else if (m.type != "mlp")
-    shape = m.type + " (" + find_model_type(m.type)->help + ")";
-  else
-    shape = fmt::format("mlp 784-{}-10, {}{}", fmt::join(m.hidden, "-"), m.activation,
-                        m.layer_norm ? ", LayerNorm" : "");
-  return fmt::format("{}; {} parameters", shape, plan.parameters);
+  const ModelInfo* row = find_model_type(c.model.type);
+  return fmt::format("{}; {} parameters", row ? row->describe(c.model) : c.model.type, plan.parameters);
 }
 
 std::string scaler_text(const ScalerConfig& s) {

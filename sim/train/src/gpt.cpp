@@ -1,5 +1,7 @@
 // The gpt row of the model table: a GPT-2-style decoder as nanoGPT writes
 // it (Karpathy, nanoGPT model.py), without dropout.
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "rpsim/formats/random.hpp"
@@ -101,6 +103,11 @@ ModelSize gpt_size(const ModelConfig& c, const Dataset& data) {
   s.activations_per_sample = l * (16 * t * e + 2 * h * t * t) + 2 * t * v + 2 * t * e;
   s.forward_multiply_adds = l * (12 * t * e * e + 2 * t * t * e) + t * e * v;
   return s;
+}
+
+std::string gpt_describe(const ModelConfig& c) {
+  return fmt::format("gpt (nanoGPT decoder): {} blocks of width {}, {} heads, {} tokens per window",
+                     c.n_layer, c.n_embd, c.n_head, c.block_size);
 }
 
 }  // namespace rpsim::sim::train

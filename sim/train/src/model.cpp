@@ -1,6 +1,9 @@
 // The model table: mlp, cnn, gpt (gpt.cpp) and a list of op-table layers.
 #include "rpsim/train/model.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -167,17 +170,43 @@ ModelSize cnn_size(const ModelConfig& mc, const Dataset& data) {
   return s;
 }
 
+// The rows' descriptions for the run plan (the mlp and cnn lines name
+// Fashion-MNIST's 784 inputs and 10 classes, as they always have).
+std::string mlp_describe(const ModelConfig& m) {
+  return fmt::format("mlp 784-{}-10, {}{}", fmt::join(m.hidden, "-"), m.activation,
+                     m.layer_norm ? ", LayerNorm" : "");
+}
+
+std::string cnn_describe(const ModelConfig& m) {
+  return fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
+                     fmt::join(m.channels, "/"), m.activation);
+}
+
+// The op of each entry with its arguments: linear(out=10), relu.
+std::string listed_describe(const ModelConfig& m) {
+  std::vector<std::string> items;
+  for (const auto& entry : m.layers) {
+    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) continue;
+    std::vector<std::string> args;
+    for (const auto& [key, value] : entry.items())
+      if (key != "op") args.push_back(key + "=" + value.dump());
+    items.push_back(entry["op"].get<std::string>() +
+                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
+  }
+  return fmt::format("layers: {}", fmt::join(items, ", "));
+}
+
 const ModelInfo kModels[] = {
     {"mlp", "Linear layers of model.hidden widths (+ LayerNorm), model.activation between", false, mlp_layers,
-     torch_default_init, mlp_size},
+     torch_default_init, mlp_size, mlp_describe},
     {"cnn", "conv 3x3 + activation + max-pool 2 per model.channels entry, then a Linear", false, cnn_layers,
-     torch_default_init, cnn_size},
+     torch_default_init, cnn_size, cnn_describe},
     {"gpt",
      "GPT-2-style decoder (nanoGPT): model.n_layer blocks of width model.n_embd, model.n_head heads, "
      "model.block_size tokens, tied output projection",
-     true, gpt_layers, gpt_init, gpt_size},
+     true, gpt_layers, gpt_init, gpt_size, gpt_describe},
     {"layers", "model.layers: a list of op-table layers, e.g. [{\"op\": \"linear\", \"out\": 10}]", false,
-     listed_layers, torch_default_init, listed_size},
+     listed_layers, torch_default_init, listed_size, listed_describe},
 };
 
 }  // namespace

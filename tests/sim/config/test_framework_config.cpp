@@ -46,7 +46,7 @@ TEST_CASE("the DeepSpeed documentation's fp16 config maps field by field", "[fra
   CHECK(!c.loss_scaler->consecutive_hysteresis);
   CHECK(has(l.ignored, "zero_optimization"));
   CHECK(has(l.ignored, "fp16.auto_cast"));
-  CHECK(has(l.notes, "fp16.initial_scale_power 16 -> loss_scaler->init_scale 65536"));
+  CHECK(has(l.notes, "fp16.initial_scale_power 16 -> loss_scaler.init_scale 65536"));
 }
 
 TEST_CASE("DeepSpeed: static loss scale, bf16, clipping, batch arithmetic, bad values", "[framework]") {
@@ -156,7 +156,7 @@ TEST_CASE("an override (--set) takes a key in the vocabulary the file uses", "[f
   CHECK(c.policy.rule("linear").accumulation.spec() == "tc:h100:binary16:binary32");
   // grad_scaler beside loss_scaler: one problem naming rpsim's key.
   CHECK_THROWS_WITH(read_config_file(example("mlp-fp16-amp.json"), {"grad_scaler.init_scale=1024"}),
-                    Catch::Contains("loss_scaler->init_scale"));
+                    Catch::Contains("loss_scaler.init_scale"));
   CHECK_THROWS_WITH(read_config_file(example("mlp-fp8.json"), {"fp8_recipe.margin=1"}),
                     Catch::Contains("policy.fp8.margin"));
 }

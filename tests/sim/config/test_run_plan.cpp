@@ -1,12 +1,13 @@
 // The run plan reads the model's facts from its row of the model table
-// (model_size): it builds no network, its numbers are those of the network
-// the trainer builds, and a `rpsim train` (plan, then run) builds the model
-// once.
+// (model_size, describe): it builds no network, its numbers are those of the
+// network the trainer builds, and a `rpsim train` (plan, then run) builds the
+// model once.
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
 
 #include "rpsim/config/config.hpp"
+#include "rpsim/config/config_loader.hpp"
 #include "rpsim/config/run_plan.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -75,6 +76,14 @@ TEST_CASE("run plan: every model row's plan numbers are those of the network it 
     CHECK(double(plan.parameters) == parameter_count(m));
     REQUIRE(plan.forward_multiply_adds > 0);
     CHECK(plan.forward_multiply_adds == forward_multiply_adds(m, c, data.train));
+    // The plan's model line is the row's own description.
+    REQUIRE(row.describe != nullptr);
+    const std::string line = row.describe(c.model);
+    CHECK(line.rfind(row.name, 0) == 0);
+    const auto loaded = config::read_config_json(it->second, "test");
+    CHECK_THAT(
+        config::describe_run(loaded, c, plan, ""),
+        Catch::Contains("  model      " + line + "; " + std::to_string(plan.parameters) + " parameters"));
     ++checked;
   }
   CHECK(checked == int(row_configs().size()));

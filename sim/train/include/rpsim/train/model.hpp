@@ -64,6 +64,9 @@ struct ModelInfo {
   // the parameters `layers` builds and the multiply-adds their forward pass
   // does (test_model_size.cpp checks every row).
   ModelSize (*size)(const ModelConfig& config, const Dataset& data);
+  // The model in words for the run plan's "model" line, from the config
+  // alone, starting with the row's name ("mlp 784-256-256-10, relu").
+  std::string (*describe)(const ModelConfig& config);
 };
 std::span<const ModelInfo> model_types();
 const ModelInfo* find_model_type(const std::string& name);
@@ -83,5 +86,6 @@ Model build_model(const Config& config, const Dataset& data);
 std::vector<std::unique_ptr<Layer>> gpt_layers(const ModelConfig& config, const Dataset& data);
 void gpt_init(Model& model, const ModelConfig& config, std::uint64_t seed, const Format& storage);
 ModelSize gpt_size(const ModelConfig& config, const Dataset& data);
+std::string gpt_describe(const ModelConfig& config);
 
 }  // namespace rpsim::sim::train
