@@ -76,7 +76,7 @@ py::dict scaler_trajectory_py(py::handle events, const std::string& policy, cons
   config.policy = policy;
   for (const auto& [key, value] : params) set_field(config, key.cast<std::string>(), value);
   // std::invalid_argument naming the policy or field -> ValueError.
-  const sim::ScalerConfig resolved = sim::resolve_scaler_config(config);
+  const sim::ResolvedScalerConfig resolved = sim::resolve_scaler_config(config);
   const std::vector<bool> overflow = events_arg(events);
   auto scaler = sim::make_loss_scaler(resolved);
   sim::ScalerTrace trace;
@@ -99,7 +99,7 @@ py::dict scaler_trajectory_py(py::handle events, const std::string& policy, cons
   d["scale"] = scale;
   d["skipped"] = skipped;
   d["stopped"] = trace.stopped ? py::object(py::str(*trace.stopped)) : py::object(py::none());
-  d["policy"] = resolved.policy;
+  d["policy"] = resolved->policy;
   return d;
 }
 

@@ -147,19 +147,19 @@ class Scaler {
   // Whether update(found) would skip the step, the scaler left as it is.
   bool skips(bool found) const { return scaler_->clone()->update(found); }
   std::string state() const { return scaler_->state(); }
-  std::string policy() const { return resolved_.policy; }
+  std::string policy() const { return resolved_->policy; }
   // Whether the row scales layer by layer during backward (adaptive), which
   // a torch.cuda.amp.GradScaler loop cannot: it scales only the loss.
   bool per_layer() const { return scaler_->per_layer() != nullptr; }
   py::dict config() const {
     py::dict d;
     for (const auto& f : sim::scaler_fields())
-      if (f.is_set(resolved_)) d[f.name] = f.get(resolved_);
+      if (f.is_set(resolved_.get())) d[f.name] = f.get(resolved_.get());
     return d;
   }
 
  private:
-  sim::ScalerConfig resolved_;
+  sim::ResolvedScalerConfig resolved_;
   std::unique_ptr<sim::LossScaler> scaler_;
 };
 

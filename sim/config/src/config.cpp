@@ -145,26 +145,38 @@ std::vector<KeySpec> loss_scaler_keys() {
   return keys;
 }
 
+// The run's scaler, resolved here once (its row's defaults filled in, its
+// values checked): the trainer's factory takes the typed result as it is.
+ResolvedScalerConfig resolved(const ScalerConfig& given) {
+  try {
+    return resolve_scaler_config(given);
+  } catch (const std::invalid_argument& e) {
+    fail("loss_scaler", e.what());
+  }
+}
+
+// The policy's default scaler (the policy is read first), unless the section
+// names another, with the section's fields.
 void read_loss_scaler(const json& s, const std::string& path, Config& c) {
+  ScalerConfig given;
+  given.policy = scaler_row_name(c.policy.default_loss_scaler);
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string p = join(path, it.key());
     if (it.key() == "policy") {
-      c.loss_scaler.policy = scaler_row_name(string(*it, p));
+      given.policy = scaler_row_name(string(*it, p));
       continue;
     }
     for (const auto& f : scaler_fields())
       if (it.key() == f.name)
-        f.set(c.loss_scaler, f.kind == ScalerFieldKind::flag      ? double(boolean(*it, p))
-                             : f.kind == ScalerFieldKind::integer ? double(integer(*it, p))
-                                                                  : number(*it, p));
+        f.set(given, f.kind == ScalerFieldKind::flag      ? double(boolean(*it, p))
+                     : f.kind == ScalerFieldKind::integer ? double(integer(*it, p))
+                                                          : number(*it, p));
   }
+  c.loss_scaler = resolved(given);
 }
 
 void read_policy(const json& v, const std::string& p, Config& c) {
   c.policy = read_checked_policy(v, p);  // its keys checked with the config's
-  // The policy's default scaler, unless loss_scaler (read after it) says otherwise.
-  c.loss_scaler = ScalerConfig{};
-  c.loss_scaler.policy = scaler_row_name(c.policy.default_loss_scaler);
 }
 
 void read_name(const json& v, const std::string& p, Config& c) {
@@ -277,7 +289,7 @@ void check_accumulation(const Config& c) {
                      c.batch_size, k));
   // Per-layer factors are chosen from each backward's gradients: micro-batches
   // would carry different scales into one sum.
-  if (k > 1 && c.loss_scaler.policy == "adaptive")
+  if (k > 1 && c.loss_scaler->policy == "adaptive")
     fail("gradient_accumulation_steps",
          fmt::format("{} micro-batches under the adaptive loss scaler are not simulated (each backward "
                      "chooses its own per-layer scales); use 1 or another loss_scaler",
@@ -304,11 +316,6 @@ void check_combinations(const json& j, Config& c) {
       fail("data.path", fmt::format("'{}' lacks {} (or .gz)", c.data.path, fmt::join(missing, ", ")));
   }
   check_accumulation(c);
-  try {
-    c.loss_scaler = resolve_scaler_config(c.loss_scaler);
-  } catch (const std::invalid_argument& e) {
-    fail("loss_scaler", e.what());
-  }
 }
 
 }  // namespace
@@ -342,8 +349,12 @@ Config read_checked_config(const json& j) {
   Config c;
   c.source = j;
   c.policy = named_policy("fp32");
-  c.loss_scaler.policy = "none";
   read_keys(j, kTop, "", c);
+  if (!j.contains("loss_scaler")) {  // the policy's default scaler
+    ScalerConfig given;
+    given.policy = scaler_row_name(c.policy.default_loss_scaler);
+    c.loss_scaler = resolved(given);
+  }
   c.data.context = c.model.block_size;
   check_combinations(j, c);
   return c;

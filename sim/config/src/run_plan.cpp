@@ -57,17 +57,6 @@ Dataset data_shape(const RunPlan& plan) {
   return plan.data ? plan.data->train : Dataset{};
 }
 
-void count_model(const Config& config, const Dataset& shape, RunPlan& plan) {
-  Model model = build_model(config, shape);
-  for (Parameter* p : model.parameters()) plan.parameters += p->value.size();
-  for (const auto& layer : model.layers)
-    if (const auto* conv = dynamic_cast<const Conv2d*>(layer.get()))
-      plan.forward_multiply_adds +=
-          double(conv->weight.value.size()) * conv->out_height() * conv->out_width();
-    else if (const auto* linear = dynamic_cast<const Linear*>(layer.get()))
-      plan.forward_multiply_adds += double(linear->weight.value.size());
-}
-
 // From the data-set table's row: sizes and source without reading images;
 // a text set is read here, once, and handed to the run (RunPlan::data).
 void count_data(const Config& config, RunPlan& plan) {
@@ -94,37 +83,10 @@ double estimate(const Config& config, const RunPlan& plan) {
   return double(plan.total_steps) * step + eval + (plan.synthetic_data ? 0.2 : kLoadFashionMnist);
 }
 
-// The op of each entry with its arguments: linear(out=10), relu.
-std::string layers_text(const nlohmann::json& layers) {
-  std::vector<std::string> items;
-  for (const auto& entry : layers) {
-    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) continue;
-    std::vector<std::string> args;
-    for (const auto& [key, value] : entry.items())
-      if (key != "op") args.push_back(key + "=" + value.dump());
-    items.push_back(entry["op"].get<std::string>() +
-                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
-  }
-  return fmt::format("{}", fmt::join(items, ", "));
-}
-
+// The row's description (every row has one: test_run_plan.cpp).
 std::string model_text(const Config& c, const RunPlan& plan) {
-  const ModelConfig& m = c.model;
-  std::string shape;
-  if (m.type == "cnn")
-    shape = fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
-                        fmt::join(m.channels, "/"), m.activation);
-  else if (m.type == "gpt")
-    shape = fmt::format("gpt (nanoGPT decoder): {} blocks of width {}, {} heads, {} tokens per window",
-                        m.n_layer, m.n_embd, m.n_head, m.block_size);
-  else if (m.type == "layers")
-    shape = "layers: " + layers_text(m.layers);
-  else if (m.type != "mlp")
-    shape = m.type + " (" + find_model_type(m.type)->help + ")";
-  else
-    shape = fmt::format("mlp 784-{}-10, {}{}", fmt::join(m.hidden, "-"), m.activation,
-                        m.layer_norm ? ", LayerNorm" : "");
-  return fmt::format("{}; {} parameters", shape, plan.parameters);
+  const ModelInfo* row = find_model_type(c.model.type);
+  return fmt::format("{}; {} parameters", row ? row->describe(c.model) : c.model.type, plan.parameters);
 }
 
 std::string scaler_text(const ScalerConfig& s) {
@@ -147,10 +109,13 @@ std::string scaler_text(const ScalerConfig& s) {
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
-  const Dataset shape = data_shape(plan);
-  plan.memory_bytes = memory_need_bytes(config, shape);
-  check_run_fits(config, plan.train_samples, plan.memory_bytes);  // before the model is built
-  count_model(config, shape, plan);
+  // The model's row sizes it from the config (model_size): the network is
+  // built once, by the trainer, and a model too large is refused unbuilt.
+  const ModelSize size = model_size(config, data_shape(plan));
+  plan.parameters = std::int64_t(size.parameters);
+  plan.forward_multiply_adds = size.forward_multiply_adds;
+  plan.memory_bytes = memory_need_bytes(config, size);
+  check_run_fits(config, plan.train_samples, plan.memory_bytes);
   plan.steps_per_epoch = std::int64_t((plan.train_samples + config.batch_size - 1) / config.batch_size);
   plan.total_steps = config.steps > 0 ? config.steps : plan.steps_per_epoch * config.epochs;
   if (config.evaluate && plan.test_samples > 0) plan.evaluations = config.steps > 0 ? 1 : config.epochs;
@@ -199,8 +164,8 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   line("data", fmt::format("{}: {} train, {} test samples{}", plan.data_source, plan.train_samples,
                            plan.test_samples, given(l, "data")));
   line("policy", policy_text(c.policy) + given(l, "policy"));
-  line("scaler",
-       scaler_text(c.loss_scaler) + (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
+  line("scaler", scaler_text(c.loss_scaler.get()) +
+                     (l.config.contains("loss_scaler") ? "" : " (the policy's default)"));
   const DeepSpeedSchedule& ds = c.optimizer.deepspeed;
   const std::string lr =
       ds.type.empty()

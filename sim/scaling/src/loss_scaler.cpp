@@ -246,18 +246,26 @@ std::vector<std::string> loss_scaler_policies() {
   return names;
 }
 
-ScalerConfig resolve_scaler_config(const ScalerConfig& config) {
+// "none" takes no field and has no default: resolved as it stands.
+ResolvedScalerConfig::ResolvedScalerConfig() {
+  config_.policy = "none";
+}
+
+ResolvedScalerConfig resolve_scaler_config(const ScalerConfig& config) {
   const LossScalerInfo& info = lookup(config.policy);
   reject_unused(config, info);
   ScalerConfig c = config;
   fill_defaults(c, info.defaults);
   validate(c);
-  return c;
+  return ResolvedScalerConfig(std::move(c));
+}
+
+std::unique_ptr<LossScaler> make_loss_scaler(const ResolvedScalerConfig& config) {
+  return lookup(config->policy).make(config.get());
 }
 
 std::unique_ptr<LossScaler> make_loss_scaler(const ScalerConfig& config) {
-  const ScalerConfig c = resolve_scaler_config(config);
-  return lookup(c.policy).make(c);
+  return make_loss_scaler(resolve_scaler_config(config));
 }
 
 }  // namespace rpsim::sim

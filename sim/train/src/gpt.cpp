@@ -1,5 +1,7 @@
 // The gpt row of the model table: a GPT-2-style decoder as nanoGPT writes
 // it (Karpathy, nanoGPT model.py), without dropout.
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "rpsim/formats/random.hpp"
@@ -47,13 +49,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 }  // namespace
 
+// gpt_size has checked the config against the data.
 Layers gpt_layers(const ModelConfig& c, const Dataset& data) {
-  if (c.n_embd % c.n_head != 0)
-    throw ConfigError("model.n_embd: " + std::to_string(c.n_embd) + " is not a multiple of model.n_head (" +
-                      std::to_string(c.n_head) + ")");
-  if (data.context != c.block_size)
-    throw ConfigError("model.block_size: the data's windows hold " + std::to_string(data.context) +
-                      " tokens");
   Layers out;
   out.push_back(std::make_unique<Embedding>("wte", data.classes, c.block_size, c.n_embd));
   for (int i = 0; i < c.n_layer; ++i) {
@@ -89,13 +86,28 @@ void gpt_init(Model& model, const ModelConfig& c, std::uint64_t seed, const Form
 // the final LayerNorm; the head is tied to wte. Saved per window: per block
 // about 16 T C values (LayerNorms, q k v, the 4x MLP, residuals) and the
 // attention's scores and probabilities, 2 H T^2; the logits and their
-// softmax, 2 T V.
+// softmax, 2 T V. Multiply-adds per window: each token through the block's
+// four Linears (12 C^2), per head q k^T and p v over all T x T pairs (the
+// causal mask is applied after the product: 2 T^2 C in all) and the head
+// (T C V).
 ModelSize gpt_size(const ModelConfig& c, const Dataset& data) {
+  if (c.n_embd % c.n_head != 0)
+    throw ConfigError("model.n_embd: " + std::to_string(c.n_embd) + " is not a multiple of model.n_head (" +
+                      std::to_string(c.n_head) + ")");
+  if (data.context != c.block_size)
+    throw ConfigError("model.block_size: the data's windows hold " + std::to_string(data.context) +
+                      " tokens");
   const double v = data.classes, t = c.block_size, e = c.n_embd, l = c.n_layer, h = c.n_head;
   ModelSize s;
   s.parameters = v * e + t * e + l * (12 * e * e + 13 * e) + 2 * e;
   s.activations_per_sample = l * (16 * t * e + 2 * h * t * t) + 2 * t * v + 2 * t * e;
+  s.forward_multiply_adds = l * (12 * t * e * e + 2 * t * t * e) + t * e * v;
   return s;
+}
+
+std::string gpt_describe(const ModelConfig& c) {
+  return fmt::format("gpt (nanoGPT decoder): {} blocks of width {}, {} heads, {} tokens per window",
+                     c.n_layer, c.n_embd, c.n_head, c.block_size);
 }
 
 }  // namespace rpsim::sim::train

@@ -1,6 +1,9 @@
 // The model table: mlp, cnn, gpt (gpt.cpp) and a list of op-table layers.
 #include "rpsim/train/model.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -57,7 +60,8 @@ Layers mlp_layers(const ModelConfig& mc, const Dataset& data) {
   return out;
 }
 
-// conv(3x3, pad 1) + activation + maxpool(2) per channel count, then a Linear.
+// conv(3x3, pad 1) + activation + maxpool(2) per channel count, then a
+// Linear (cnn_size has checked that every stage keeps a pixel).
 Layers cnn_layers(const ModelConfig& mc, const Dataset& data) {
   Layers out;
   int c = data.channels, h = data.height, w = data.width;
@@ -69,9 +73,6 @@ Layers cnn_layers(const ModelConfig& mc, const Dataset& data) {
     c = mc.channels[i];
     h /= 2;
     w /= 2;
-    if (h < 1 || w < 1)
-      throw ConfigError("model.channels: too many pooling stages for " + std::to_string(data.height) + "x" +
-                        std::to_string(data.width) + " images");
   }
   add_mlp(out, mc, {}, Eigen::Index(c) * h * w, data.classes);
   return out;
@@ -123,12 +124,14 @@ ModelSize listed_size(const ModelConfig& mc, const Dataset& data) {
                       const LayerSize z = info.size(entry, path, shape);
                       s.parameters += z.parameters;
                       s.activations_per_sample += z.activations_per_sample;
+                      s.forward_multiply_adds += z.multiply_adds;
                     });
   return s;
 }
 
 // Per sample each Linear keeps its input and output, LayerNorm and the
-// activation their outputs (the layers' forward caches).
+// activation their outputs (the layers' forward caches); each Linear does
+// in x out multiply-adds.
 ModelSize mlp_size(const ModelConfig& mc, const Dataset& data) {
   ModelSize s;
   double width = data.features();
@@ -136,40 +139,74 @@ ModelSize mlp_size(const ModelConfig& mc, const Dataset& data) {
   for (int h : mc.hidden) {
     s.parameters += (width + 1) * h + (mc.layer_norm ? 2.0 * h : 0);
     s.activations_per_sample += double(h) * (mc.layer_norm ? 4 : 2);
+    s.forward_multiply_adds += width * h;
     width = h;
   }
   s.parameters += (width + 1) * data.classes;
   s.activations_per_sample += 2.0 * data.classes;
+  s.forward_multiply_adds += width * data.classes;
   return s;
 }
 
-// Per stage: the convolution's output, the activation's and the pooled one.
+// Per stage: the convolution's output, the activation's and the pooled one;
+// each output pixel of a 3x3 convolution is a dot product of c * 9 terms.
 ModelSize cnn_size(const ModelConfig& mc, const Dataset& data) {
   ModelSize s;
   double c = data.channels, h = data.height, w = data.width;
   s.activations_per_sample = c * h * w;
   for (int ch : mc.channels) {
+    if (h < 2 || w < 2)
+      throw ConfigError("model.channels: too many pooling stages for " + std::to_string(data.height) + "x" +
+                        std::to_string(data.width) + " images");
     s.parameters += (c * 9 + 1) * ch;
     s.activations_per_sample += 2.0 * ch * h * w + ch * std::floor(h / 2) * std::floor(w / 2);
+    s.forward_multiply_adds += c * 9 * ch * h * w;
     c = ch;
-    h = std::max(1.0, std::floor(h / 2));
-    w = std::max(1.0, std::floor(w / 2));
+    h = std::floor(h / 2);
+    w = std::floor(w / 2);
   }
   s.parameters += (c * h * w + 1) * data.classes;
+  s.forward_multiply_adds += c * h * w * data.classes;
   return s;
+}
+
+// The rows' descriptions for the run plan (the mlp and cnn lines name
+// Fashion-MNIST's 784 inputs and 10 classes, as they always have).
+std::string mlp_describe(const ModelConfig& m) {
+  return fmt::format("mlp 784-{}-10, {}{}", fmt::join(m.hidden, "-"), m.activation,
+                     m.layer_norm ? ", LayerNorm" : "");
+}
+
+std::string cnn_describe(const ModelConfig& m) {
+  return fmt::format("cnn: conv3x3 {} channels, each with {} and max-pool 2, then linear to 10",
+                     fmt::join(m.channels, "/"), m.activation);
+}
+
+// The op of each entry with its arguments: linear(out=10), relu.
+std::string listed_describe(const ModelConfig& m) {
+  std::vector<std::string> items;
+  for (const auto& entry : m.layers) {
+    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) continue;
+    std::vector<std::string> args;
+    for (const auto& [key, value] : entry.items())
+      if (key != "op") args.push_back(key + "=" + value.dump());
+    items.push_back(entry["op"].get<std::string>() +
+                    (args.empty() ? std::string() : fmt::format("({})", fmt::join(args, ", "))));
+  }
+  return fmt::format("layers: {}", fmt::join(items, ", "));
 }
 
 const ModelInfo kModels[] = {
     {"mlp", "Linear layers of model.hidden widths (+ LayerNorm), model.activation between", false, mlp_layers,
-     torch_default_init, mlp_size},
+     torch_default_init, mlp_size, mlp_describe},
     {"cnn", "conv 3x3 + activation + max-pool 2 per model.channels entry, then a Linear", false, cnn_layers,
-     torch_default_init, cnn_size},
+     torch_default_init, cnn_size, cnn_describe},
     {"gpt",
      "GPT-2-style decoder (nanoGPT): model.n_layer blocks of width model.n_embd, model.n_head heads, "
      "model.block_size tokens, tied output projection",
-     true, gpt_layers, gpt_init, gpt_size},
+     true, gpt_layers, gpt_init, gpt_size, gpt_describe},
     {"layers", "model.layers: a list of op-table layers, e.g. [{\"op\": \"linear\", \"out\": 10}]", false,
-     listed_layers, torch_default_init, listed_size},
+     listed_layers, torch_default_init, listed_size, listed_describe},
 };
 
 }  // namespace
@@ -229,9 +266,8 @@ void keep_last_linears_high(const std::vector<std::unique_ptr<Layer>>& layers, c
   for (std::size_t i = scaled.size() - n; i < scaled.size(); ++i) scaled[i]->set_high_precision(true);
 }
 
-}  // namespace
-
-Model build_model(const Config& config, const Dataset& data) {
+// The row of the config's model type, checked against the data and the loss.
+const ModelInfo& checked_row(const Config& config, const Dataset& data) {
   const ModelInfo* info = find_model_type(config.model.type);
   if (!info)
     throw ConfigError("model.type: unknown \"" + config.model.type + "\" (known: " + model_type_names() +
@@ -240,14 +276,26 @@ Model build_model(const Config& config, const Dataset& data) {
     throw ConfigError("model.type: " + config.model.type +
                       (info->text ? " needs a text" : " needs an image") + " data set, data.name gives " +
                       (data.text() ? "text" : "images"));
-  Model m;
-  m.layers = info->layers(config.model, data);
-  keep_last_linears_high(m.layers, config.policy);
-  for (auto& l : m.layers) l->link(m.layers);
   const OpInfo* loss = find_op(config.loss);
   if (!loss || !loss->loss) throw ConfigError("loss: unknown \"" + config.loss + "\"");
-  m.loss = loss->loss();
-  info->init(m, config.model, config.seed, config.policy.parameter_storage());
+  return *info;
+}
+
+}  // namespace
+
+ModelSize model_size(const Config& config, const Dataset& data) {
+  return checked_row(config, data).size(config.model, data);
+}
+
+Model build_model(const Config& config, const Dataset& data) {
+  const ModelInfo& info = checked_row(config, data);
+  (void)info.size(config.model, data);  // the row's checks of the config
+  Model m;
+  m.layers = info.layers(config.model, data);
+  keep_last_linears_high(m.layers, config.policy);
+  for (auto& l : m.layers) l->link(m.layers);
+  m.loss = find_op(config.loss)->loss();
+  info.init(m, config.model, config.seed, config.policy.parameter_storage());
   return m;
 }
 

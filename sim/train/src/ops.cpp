@@ -27,7 +27,7 @@ void image_input(const LayerShape& s, const std::string& path, const char* op) {
 LayerSize size_linear(const nlohmann::json& args, const std::string& path, LayerShape& s) {
   check_keys(args, {"op", "out"}, path);
   const int out = positive(args, "out", 0, path);
-  const LayerSize z{(double(s.features) + 1) * out, double(out)};
+  const LayerSize z{(double(s.features) + 1) * out, double(out), double(s.features) * out};
   s = LayerShape{out};
   return z;
 }
@@ -51,7 +51,9 @@ LayerSize size_conv2d(const nlohmann::json& args, const std::string& path, Layer
   if (pad < 0 || pad > k) fail(join(path, "padding"), "must be in [0, kernel]");
   const int oh = s.height + 2 * pad - k + 1, ow = s.width + 2 * pad - k + 1;
   if (oh < 1 || ow < 1) fail(join(path, "kernel"), "larger than the padded image");
-  const LayerSize z{(double(s.channels) * k * k + 1) * oc, double(oc) * oh * ow};
+  // Each output pixel is a dot product over the input channels' k x k window.
+  const LayerSize z{(double(s.channels) * k * k + 1) * oc, double(oc) * oh * ow,
+                    double(s.channels) * k * k * oc * oh * ow};
   s = LayerShape{Eigen::Index(oc) * oh * ow, oc, oh, ow};
   return z;
 }

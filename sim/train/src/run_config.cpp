@@ -19,8 +19,10 @@ namespace rpsim::sim::train {
 double memory_need_bytes(const Config& config, const Dataset& shape) {
   // From the model table's size column: nothing is built, so a model too
   // large for the machine is refused before any allocation.
-  const ModelInfo* info = find_model_type(config.model.type);
-  const ModelSize size = info ? info->size(config.model, shape) : ModelSize{};
+  return memory_need_bytes(config, model_size(config, shape));
+}
+
+double memory_need_bytes(const Config& config, const ModelSize& size) {
   // Backward holds one micro-batch's activations at a time.
   const std::size_t micro = config.batch_size / std::size_t(config.gradient_accumulation_steps);
   const double batch = double(std::max(micro, config.eval_batch_size));

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -207,10 +208,29 @@ sim::AccumulationModel reseeded(const sim::AccumulationModel& model, RandomStrea
 
 }  // namespace
 
+namespace {
+// A relaxed load per matmul when no counter is alive.
+std::atomic<bool> counting{false};
+std::atomic<std::int64_t> counted{0};
+}  // namespace
+
+CountMultiplyAdds::CountMultiplyAdds() {
+  counted = 0;
+  counting = true;
+}
+CountMultiplyAdds::~CountMultiplyAdds() {
+  counting = false;
+}
+double CountMultiplyAdds::count() const {
+  return double(counted.load());
+}
+
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
   if (a.cols() != b.rows())
     throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
                                 std::to_string(b.rows()) + ")");
+  if (counting.load(std::memory_order_relaxed))
+    counted.fetch_add(std::int64_t(a.rows()) * a.cols() * b.cols(), std::memory_order_relaxed);
   if (const Format* acc = sequential_rne(model)) {
     if (*acc == formats::binary32()) {
       if (auto c = detail::matmul_native_binary32(a, b)) return std::move(*c);

@@ -283,7 +283,7 @@ nlohmann::json Training::meta(Clock::time_point wall_start) const {
   meta["seed"] = config_.seed;
   meta["git_commit"] = io::git_commit();
   meta["policy"] = config_.policy.to_json();
-  meta["loss_scaler"] = {{"policy", config_.loss_scaler.policy},
+  meta["loss_scaler"] = {{"policy", config_.loss_scaler->policy},
                          {"final_scale", result_.final_loss_scale},
                          {"state", scaler_->state()}};
   meta["data"] = {{"description", data_.description},

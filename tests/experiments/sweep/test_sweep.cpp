@@ -24,7 +24,7 @@ TEST_CASE("sweep: every run keeps its config parsed, equal to parsing its JSON a
     CHECK(r.parsed.policy.to_json() == again.policy.to_json());
     CHECK(r.parsed.optimizer.lr == again.optimizer.lr);
     CHECK(r.parsed.seed == again.seed);
-    CHECK(r.parsed.loss_scaler.policy == again.loss_scaler.policy);
+    CHECK(r.parsed.loss_scaler->policy == again.loss_scaler->policy);
   }
   CHECK(s.runs.front().parsed.policy.base == "fp16-amp");
   CHECK(s.runs.back().parsed.policy.base == "bf16-amp");

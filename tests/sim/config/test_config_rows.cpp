@@ -29,10 +29,10 @@ double estimate(const json& policy) {
 
 TEST_CASE("config rows: \"dynamic\" is the pytorch row's alias, for a policy's default and a loss_scaler",
           "[config]") {
-  CHECK(config::parse_config(small("fp16-amp")).loss_scaler.policy == "pytorch");
+  CHECK(config::parse_config(small("fp16-amp")).loss_scaler->policy == "pytorch");
   json j = small("fp32");
   j["loss_scaler"] = {{"policy", "dynamic"}};
-  CHECK(config::parse_config(j).loss_scaler.policy == "pytorch");
+  CHECK(config::parse_config(j).loss_scaler->policy == "pytorch");
   j["loss_scaler"] = {{"policy", "dynamc"}};
   CHECK_THROWS_AS(config::parse_config(j), config::ConfigError);
 }

@@ -38,12 +38,12 @@ TEST_CASE("the DeepSpeed documentation's fp16 config maps field by field", "[fra
   CHECK(c.batch_size == 8);
   CHECK(c.optimizer.type == "adamw");  // FusedAdam's adam_w_mode defaults to True
   CHECK(c.optimizer.lr == Approx(0.00015));
-  CHECK(c.loss_scaler.policy == "deepspeed");
-  CHECK(c.loss_scaler.init_scale.value() == 65536.0);
-  CHECK(c.loss_scaler.growth_interval.value() == 1000);
-  CHECK(c.loss_scaler.hysteresis.value() == 2);
-  CHECK(c.loss_scaler.min_scale.value() == 1.0);
-  CHECK(!c.loss_scaler.consecutive_hysteresis);
+  CHECK(c.loss_scaler->policy == "deepspeed");
+  CHECK(c.loss_scaler->init_scale.value() == 65536.0);
+  CHECK(c.loss_scaler->growth_interval.value() == 1000);
+  CHECK(c.loss_scaler->hysteresis.value() == 2);
+  CHECK(c.loss_scaler->min_scale.value() == 1.0);
+  CHECK(!c.loss_scaler->consecutive_hysteresis);
   CHECK(has(l.ignored, "zero_optimization"));
   CHECK(has(l.ignored, "fp16.auto_cast"));
   CHECK(has(l.notes, "fp16.initial_scale_power 16 -> loss_scaler.init_scale 65536"));
@@ -55,8 +55,8 @@ TEST_CASE("DeepSpeed: static loss scale, bf16, clipping, batch arithmetic, bad v
              {"gradient_clipping", 1.0}};
   const LoadedConfig l = read_config_json(ds, "x.json");
   Config c = l.parse();
-  CHECK(c.loss_scaler.policy == "static");
-  CHECK(c.loss_scaler.init_scale.value() == 128);
+  CHECK(c.loss_scaler->policy == "static");
+  CHECK(c.loss_scaler->init_scale.value() == 128);
   CHECK(has(l.ignored, "fp16.hysteresis (a static loss_scale is set)"));
   CHECK(c.max_grad_norm == 1.0);
   CHECK(c.batch_size == 64);
@@ -74,7 +74,7 @@ TEST_CASE("DeepSpeed: static loss scale, bf16, clipping, batch arithmetic, bad v
   CHECK(parsed(ds).batch_size == 32);
   // raise_error_at_min_scale reaches the DeepSpeed scaler.
   ds = {{"train_batch_size", 8}, {"fp16", {{"enabled", true}, {"raise_error_at_min_scale", true}}}};
-  CHECK(parsed(ds).loss_scaler.raise_at_min_scale);
+  CHECK(parsed(ds).loss_scaler->raise_at_min_scale);
 
   ds = {{"train_batch_size", 8}, {"fp16", {{"enabled", true}, {"loss_scale", -1}}}};
   CHECK_THROWS_WITH(parsed(ds), Catch::StartsWith("x.json: fp16.loss_scale"));
@@ -140,10 +140,10 @@ TEST_CASE("every unknown key at once, with the nearest names and the other vocab
 TEST_CASE("an override (--set) takes a key in the vocabulary the file uses", "[framework]") {
   CHECK(read_config_file(example("deepspeed-fp16.json"), {"fp16.initial_scale_power=10"})
             .parse()
-            .loss_scaler.init_scale.value() == 1024);
+            .loss_scaler->init_scale.value() == 1024);
   CHECK(read_config_file(example("pytorch-gradscaler.json"), {"grad_scaler.init_scale=1024"})
             .parse()
-            .loss_scaler.init_scale.value() == 1024);
+            .loss_scaler->init_scale.value() == 1024);
   CHECK(read_config_file(example("te-fp8-delayed.json"), {"fp8_recipe.margin=1"}).parse().policy.fp8.margin ==
         1);
   CHECK(
@@ -164,15 +164,15 @@ TEST_CASE("an override (--set) takes a key in the vocabulary the file uses", "[f
 TEST_CASE("Keras policy names, GradScaler keywords and TE recipe fields", "[framework]") {
   Config c = read_config_file(example("keras-mixed-float16.json")).parse();
   CHECK(c.policy.name == "fp16-amp");
-  CHECK(c.loss_scaler.policy == "keras");
+  CHECK(c.loss_scaler->policy == "keras");
   CHECK(parsed(json{{"policy", "mixed_bfloat16"}}).policy.name == "bf16-amp");
 
   c = read_config_file(example("pytorch-gradscaler.json")).parse();
-  CHECK(c.loss_scaler.policy == "pytorch");
-  CHECK(c.loss_scaler.init_scale.value() == 65536.0);
-  CHECK(c.loss_scaler.growth_interval.value() == 2000);
+  CHECK(c.loss_scaler->policy == "pytorch");
+  CHECK(c.loss_scaler->init_scale.value() == 65536.0);
+  CHECK(c.loss_scaler->growth_interval.value() == 2000);
   c = parsed(json{{"policy", "fp16-amp"}, {"grad_scaler", {{"enabled", false}}}});
-  CHECK(c.loss_scaler.policy == "none");
+  CHECK(c.loss_scaler->policy == "none");
   CHECK_THROWS_WITH(parsed(json{{"grad_scaler", {{"init_scal", 2}}}}),
                     Catch::Contains("grad_scaler.init_scal: unknown key (did you mean init_scale?)"));
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rpsim/scaling/loss_scaler.hpp"
@@ -238,22 +239,38 @@ TEST_CASE("clone carries the counters", "[scaler]") {
 
 TEST_CASE("resolved defaults", "[scaler]") {
   const auto ds = resolve_scaler_config(policy("deepspeed"));
-  CHECK(*ds.init_scale == 65536);
-  CHECK(*ds.growth_interval == 1000);
-  CHECK(*ds.hysteresis == 2);
-  CHECK(*ds.min_scale == 1);
-  CHECK_FALSE(ds.growth_factor.has_value());
+  CHECK(*ds->init_scale == 65536);
+  CHECK(*ds->growth_interval == 1000);
+  CHECK(*ds->hysteresis == 2);
+  CHECK(*ds->min_scale == 1);
+  CHECK_FALSE(ds->growth_factor.has_value());
   const auto ap = resolve_scaler_config(policy("apex"));
-  CHECK(*ap.max_scale == 16777216);
-  CHECK_FALSE(ap.min_scale.has_value());
+  CHECK(*ap->max_scale == 16777216);
+  CHECK_FALSE(ap->min_scale.has_value());
   const auto mg = resolve_scaler_config(policy("megatron"));
-  CHECK(*mg.init_scale == 4294967296.0);
+  CHECK(*mg->init_scale == 4294967296.0);
   CHECK(loss_scaler_policies().size() == 9);
+}
+
+TEST_CASE("a resolved config comes from resolve_scaler_config only, and the factory takes it as it is",
+          "[scaler]") {
+  // A config layer resolves once; the trainer's factory cannot be handed an unchecked one.
+  static_assert(!std::is_constructible_v<ResolvedScalerConfig, ScalerConfig>);
+  static_assert(!std::is_convertible_v<ScalerConfig, ResolvedScalerConfig>);
+  CHECK(ResolvedScalerConfig()->policy == "none");
+  CHECK(make_loss_scaler(ResolvedScalerConfig())->policy() == "none");
+  const ResolvedScalerConfig ds = resolve_scaler_config(policy("deepspeed"));
+  auto s = make_loss_scaler(ds);
+  CHECK(s->policy() == "deepspeed");
+  CHECK(s->scale() == 65536);
+  ScalerConfig bad = policy("pytorch");
+  bad.hysteresis = 2;
+  CHECK_THROWS_WITH(resolve_scaler_config(bad), Catch::Contains("hysteresis is not a parameter"));
 }
 
 TEST_CASE("the adaptive row: a global scale (1 by default) and per-layer factors", "[scaler]") {
   const auto c = resolve_scaler_config(policy("adaptive"));
-  CHECK(*c.init_scale == 1);
+  CHECK(*c->init_scale == 1);
   auto a = make_loss_scaler(c);
   REQUIRE(a->per_layer() != nullptr);
   CHECK(a->scale() == 1);

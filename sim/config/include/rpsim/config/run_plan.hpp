@@ -21,7 +21,7 @@ struct RunPlan {
   std::int64_t steps_per_epoch = 0, total_steps = 0;
   int evaluations = 0;
   std::int64_t parameters = 0;
-  double forward_multiply_adds = 0;  // per sample, the matmuls (linear, conv) only
+  double forward_multiply_adds = 0;  // per sample, the forward matmuls (ModelSize's)
   double estimate_s = 0;             // wall time on one core of this project's machine (see run_plan.cpp)
   double memory_bytes = 0;           // what the run holds at its peak (memory_need_bytes)
   // A text set as read for the plan (its vocabulary is the model's

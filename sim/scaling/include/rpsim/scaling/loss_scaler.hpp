@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rpsim::sim {
@@ -134,14 +135,34 @@ std::vector<std::string> scaler_field_names();
 // The policies make_loss_scaler accepts, in the order the CLI lists them.
 std::vector<std::string> loss_scaler_policies();
 
+// A ScalerConfig that resolve_scaler_config has checked and completed with
+// its policy's upstream defaults. Only resolve_scaler_config makes one (the
+// default is policy "none"), so a config layer resolves a run's scaler once
+// and the factory below takes the result without checking it again.
+class ResolvedScalerConfig {
+ public:
+  ResolvedScalerConfig();
+  const ScalerConfig& get() const { return config_; }
+  const ScalerConfig* operator->() const { return &config_; }
+
+ private:
+  explicit ResolvedScalerConfig(ScalerConfig config) : config_(std::move(config)) {}
+  friend ResolvedScalerConfig resolve_scaler_config(const ScalerConfig& config);
+  ScalerConfig config_;
+};
+
 // `config` with every unset field that `config.policy` uses filled with that
 // policy's upstream default. Throws std::invalid_argument naming the field for
 // an unknown policy, a field the policy does not use, or a bad value
 // (non-positive or non-finite scale, growth_factor <= 1, backoff_factor outside
 // (0,1), growth_interval < 1, hysteresis < 1, min_scale > init_scale,
 // max_scale < init_scale, static without init_scale).
-ScalerConfig resolve_scaler_config(const ScalerConfig& config);
+ResolvedScalerConfig resolve_scaler_config(const ScalerConfig& config);
 
+// The scaler of a resolved config (its row's factory; nothing is checked again).
+std::unique_ptr<LossScaler> make_loss_scaler(const ResolvedScalerConfig& config);
+// resolve_scaler_config, then the scaler: for a caller that has the fields
+// only (the CLI's `rpsim scaler`, tests).
 std::unique_ptr<LossScaler> make_loss_scaler(const ScalerConfig& config);
 
 }  // namespace rpsim::sim

@@ -37,10 +37,12 @@ using LayerFactory = std::unique_ptr<Layer> (*)(const std::string& name, const n
                                                 const std::string& path, LayerShape& shape);
 using LossFactory = std::unique_ptr<Loss> (*)();
 // What a layer holds, from its config entry and input shape alone (no
-// tensors are made): its parameters and the values it saves per sample for
-// backward (its output; the model's input is counted apart).
+// tensors are made): its parameters, the values it saves per sample for
+// backward (its output; the model's input is counted apart) and the
+// multiply-adds of its forward matmuls per sample (what the run plan's time
+// estimate is priced by).
 struct LayerSize {
-  double parameters = 0, activations_per_sample = 0;
+  double parameters = 0, activations_per_sample = 0, multiply_adds = 0;
 };
 // Checks the entry `args` (errors name `path`) for inputs of `shape`,
 // updates `shape` to the layer's output shape and gives the layer's sizes;

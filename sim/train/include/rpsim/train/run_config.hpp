@@ -36,9 +36,9 @@ struct Config {
   // null: policy.gradients, where PyTorch's `.grad +=` accumulates.
   const Format* grad_accum_format = nullptr;
   int epochs = 1;
-  std::int64_t steps = 0;    // > 0: stop after this many steps (epochs ignored)
-  double max_grad_norm = 0;  // 0: no clipping
-  ScalerConfig loss_scaler;
+  std::int64_t steps = 0;            // > 0: stop after this many steps (epochs ignored)
+  double max_grad_norm = 0;          // 0: no clipping
+  ResolvedScalerConfig loss_scaler;  // resolved once, by the config layer
   bool shadow = true;
   std::vector<std::int64_t> histogram_steps{0};
   // An inf placed in the first gradient at these steps (of the first micro-batch).
@@ -55,6 +55,8 @@ struct Config {
 // size column and the data's shape (`shape`: a set of the data's kind; its
 // samples are not read).
 double memory_need_bytes(const Config& config, const Dataset& shape);
+// The same from the model's sizes (model_size) when the caller has them.
+double memory_need_bytes(const Config& config, const ModelSize& size);
 
 // Throws ConfigError when the run cannot start: a batch larger than the
 // training set (`train_samples`) or a need above this machine's memory.

@@ -113,6 +113,19 @@ class ScopedTensorRounding {
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
               RandomStream random = {});
 
+// While one is alive, the multiply-adds of every matmul call (a.rows() x
+// a.cols() x b.cols()) on any thread are added up: what a forward pass
+// really does, against which the model table's size column is tested.
+// Not nested, not for concurrent runs.
+class CountMultiplyAdds {
+ public:
+  CountMultiplyAdds();
+  ~CountMultiplyAdds();
+  CountMultiplyAdds(const CountMultiplyAdds&) = delete;
+  CountMultiplyAdds& operator=(const CountMultiplyAdds&) = delete;
+  double count() const;
+};
+
 // Entries nonzero in `before` and zero in `after` (same shape): what the
 // roundings that turned one into the other flushed to zero (NaN counts as
 // nonzero).

@@ -7,6 +7,7 @@
 // The interfaces: a layer (forward, backward, parameters) and a loss.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -68,7 +69,11 @@ struct Fp8Stats {
 
 class Layer {
  public:
-  explicit Layer(std::string name) : name_(std::move(name)) {}
+  explicit Layer(std::string name) : name_(std::move(name)) { constructed_.fetch_add(1); }
+  // Layers made by this constructor in this process (a clone is a copy and
+  // does not count): how tests show that the run plan builds no network and
+  // the trainer one.
+  static std::uint64_t constructed() { return constructed_.load(); }
   virtual ~Layer() = default;
   const std::string& name() const { return name_; }
   virtual std::string op() const = 0;
@@ -100,6 +105,7 @@ class Layer {
 
  private:
   std::string name_;
+  static inline std::atomic<std::uint64_t> constructed_{0};
 };
 
 // Losses: mean over the batch. backward(scale) returns d(scale * loss)/d
