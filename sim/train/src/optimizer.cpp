@@ -55,34 +55,69 @@ struct FusedTensors {
 };
 
 // array_next's operations in the same order on each element, so the same
-// bits: rc rounds to the arithmetic format, rst to the state format.
-template <class RC, class RST, class K>
-void fused_loop(const OptimizerConfig& cfg, const K& k, const FusedTensors& t) {
+// bits: rc rounds to the arithmetic format, rst to the state format. The
+// scalars and flags are copied into locals and the arrays are __restrict:
+// read through `cfg` and `k` inside the loop, a store to m[i] might have
+// changed them (all doubles), so GCC reloaded them per element and kept
+// every branch in the loop. SGD's loop is instantiated per momentum case
+// (the store to m[i] is the one branch if-conversion cannot remove), so it
+// vectorises; it was about 6% of the MLP step's CPU time.
+template <class RC, class RST, bool kMomentum, bool kStarted, class K>
+void sgd_loop(const OptimizerConfig& cfg, const K& k, const FusedTensors& t) {
   const RC rc;
   const RST rst;
+  const double* __restrict value = t.value;
+  const double* __restrict grad = t.grad;
+  double* __restrict m = t.m;
+  double* __restrict next = t.next;
+  const bool decay = t.decay, nesterov = cfg.nesterov;
+  const double wd = k.wd, mu = k.momentum, lr = k.lr;
   for (Eigen::Index i = 0; i < t.n; ++i) {
-    const double w = rc(t.value[i]);
-    double g = rc(t.grad[i]), w_base = w, update;
-    if (t.sgd) {
-      if (t.decay) g = rc(g + rc(k.wd * w));
-      if (cfg.momentum != 0) {
-        t.m[i] = t.started ? rst(rc(rc(k.momentum * rc(t.m[i])) + g)) : rst(g);
-        const double buf = rc(t.m[i]);
-        g = cfg.nesterov ? rc(g + rc(k.momentum * buf)) : buf;
-      }
-      update = rc(k.lr * g);
-    } else {
-      if (t.decay && t.adamw)
-        w_base = rc(w * k.decay_factor);
-      else if (t.decay)
-        g = rc(g + rc(k.wd * w));
-      t.m[i] = rst(rc(rc(k.b1 * rc(t.m[i])) + rc(k.one_minus_b1 * g)));
-      t.v[i] = rst(rc(rc(k.b2 * rc(t.v[i])) + rc(k.one_minus_b2 * rc(g * g))));
-      const double denom = rc(rc(rc(std::sqrt(rc(t.v[i]))) / k.sqrt_bc2) + k.eps);
-      update = rc(rc(rc(t.m[i]) / denom) * k.step_size);
+    const double w = rc(value[i]);
+    double g = rc(grad[i]);
+    if (decay) g = rc(g + rc(wd * w));
+    if constexpr (kMomentum) {
+      m[i] = kStarted ? rst(rc(rc(mu * rc(m[i])) + g)) : rst(g);
+      const double buf = rc(m[i]);
+      g = nesterov ? rc(g + rc(mu * buf)) : buf;
     }
-    t.next[i] = rc(w_base - update);
+    next[i] = rc(w - rc(lr * g));
   }
+}
+
+template <class RC, class RST, class K>
+void adam_loop(const K& k, const FusedTensors& t) {
+  const RC rc;
+  const RST rst;
+  const double* __restrict value = t.value;
+  const double* __restrict grad = t.grad;
+  double* __restrict m = t.m;
+  double* __restrict v = t.v;
+  double* __restrict next = t.next;
+  const bool decay = t.decay, adamw = t.adamw;
+  const double wd = k.wd, decay_factor = k.decay_factor, b1 = k.b1, b2 = k.b2;
+  const double one_minus_b1 = k.one_minus_b1, one_minus_b2 = k.one_minus_b2;
+  const double sqrt_bc2 = k.sqrt_bc2, eps = k.eps, step_size = k.step_size;
+  for (Eigen::Index i = 0; i < t.n; ++i) {
+    const double w = rc(value[i]);
+    double g = rc(grad[i]), w_base = w;
+    if (decay && adamw)
+      w_base = rc(w * decay_factor);
+    else if (decay)
+      g = rc(g + rc(wd * w));
+    m[i] = rst(rc(rc(b1 * rc(m[i])) + rc(one_minus_b1 * g)));
+    v[i] = rst(rc(rc(b2 * rc(v[i])) + rc(one_minus_b2 * rc(g * g))));
+    const double denom = rc(rc(rc(std::sqrt(rc(v[i]))) / sqrt_bc2) + eps);
+    next[i] = rc(w_base - rc(rc(rc(m[i]) / denom) * step_size));
+  }
+}
+
+template <class RC, class RST, class K>
+void fused_loop(const OptimizerConfig& cfg, const K& k, const FusedTensors& t) {
+  if (!t.sgd) return adam_loop<RC, RST>(k, t);
+  if (cfg.momentum == 0) return sgd_loop<RC, RST, false, false>(cfg, k, t);
+  if (t.started) return sgd_loop<RC, RST, true, true>(cfg, k, t);
+  sgd_loop<RC, RST, true, false>(cfg, k, t);
 }
 
 }  // namespace
