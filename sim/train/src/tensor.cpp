@@ -207,19 +207,31 @@ sim::AccumulationModel reseeded(const sim::AccumulationModel& model, RandomStrea
 
 }  // namespace
 
-Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
-  if (a.cols() != b.rows())
-    throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(a.cols()) + " vs " +
-                                std::to_string(b.rows()) + ")");
+namespace {
+
+// matmul with operand `t` given transposed: the native kernels read it in
+// place, every other path gets the transpose as a matrix (as before).
+Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+                    RandomStream random, detail::Transposed t) {
+  using detail::Transposed;
+  const Eigen::Index inner_a = t == Transposed::a ? a.rows() : a.cols();
+  const Eigen::Index inner_b = t == Transposed::b ? b.cols() : b.rows();
+  if (inner_a != inner_b)
+    throw std::invalid_argument("matmul: inner dimensions differ (" + std::to_string(inner_a) + " vs " +
+                                std::to_string(inner_b) + ")");
   if (const Format* acc = sequential_rne(model)) {
     if (*acc == formats::binary32()) {
-      if (auto c = detail::matmul_native_binary32(a, b)) return std::move(*c);
+      if (auto c = detail::matmul_native_binary32(a, b, t)) return std::move(*c);
     } else if (*acc == formats::binary64()) {
-      return detail::matmul_native_binary64(a, b);
-    } else if (grid_accumulator(*acc) && all_binary32(a) && all_binary32(b)) {
-      return matmul_grid(a, b, *acc);
+      return detail::matmul_native_binary64(a, b, t);
     }
   }
+  if (t == Transposed::a) return matmul(Matrix(a.transpose()), b, model, random);
+  if (t == Transposed::b) return matmul(a, Matrix(b.transpose()), model, random);
+  if (const Format* acc = sequential_rne(model))
+    if (*acc != formats::binary32() && *acc != formats::binary64() && grid_accumulator(*acc) &&
+        all_binary32(a) && all_binary32(b))
+      return matmul_grid(a, b, *acc);
   const sim::GemmOptions options{omp_get_max_threads()};
   // A Tensor Core instruction or a kernel schedule over one reads values of
   // its input format (a schedule: the format A and B are stored in, binary32
@@ -232,6 +244,20 @@ Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& mo
     return sim::gemm(model, rounded(model.input_format(), a, RoundingMode::nearest_even),
                      rounded(model.input_format(), b, RoundingMode::nearest_even), options);
   return sim::gemm(reseeded(model, random), a, b, options);
+}
+
+}  // namespace
+
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+  return matmul_given(a, b, model, random, detail::Transposed::none);
+}
+
+Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+  return matmul_given(a, b, model, random, detail::Transposed::a);
+}
+
+Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+  return matmul_given(a, b, model, random, detail::Transposed::b);
 }
 
 namespace {

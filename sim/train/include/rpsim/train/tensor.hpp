@@ -113,6 +113,14 @@ class ScopedTensorRounding {
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
               RandomStream random = {});
 
+// matmul(a^T, b) and matmul(a, b^T), the same bits: the native paths read the
+// transposed operand in place (backward's x^T dy and dy w^T), the others are
+// given the transpose as a matrix.
+Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+                 RandomStream random = {});
+Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+                 RandomStream random = {});
+
 // Entries nonzero in `before` and zero in `after` (same shape): what the
 // roundings that turned one into the other flushed to zero (NaN counts as
 // nonzero).
