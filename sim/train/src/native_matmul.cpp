@@ -32,33 +32,51 @@ inline T convert(double x, bool& exact) {
 }
 
 // A in blocks of kRows rows, each stored p-major: block[p * kRows + r] =
-// a(i0 + r, p); rows past the end are zero.
-template <class T>
-bool pack_a(const Matrix& a, std::vector<T>& out) {
-  const Eigen::Index m = a.rows(), k = a.cols(), blocks = (m + kRows - 1) / kRows;
-  out.assign(std::size_t(blocks * kRows * k), T(0));
+// a(i0 + r, p); rows past the end are zero. With kTransposed the matrix
+// given is A^T (backward's x^T and w^T, read in place instead of copied out
+// first: that copy was half of Linear::core_backward's own time).
+template <class T, bool kTransposed>
+bool pack_a(const Matrix& given, std::vector<T>& out) {
+  const Eigen::Index m = kTransposed ? given.cols() : given.rows(),
+                     k = kTransposed ? given.rows() : given.cols();
+  const Eigen::Index blocks = (m + kRows - 1) / kRows;
+  out.resize(std::size_t(blocks * kRows * k));
   bool exact = true;
   for (Eigen::Index blk = 0; blk < blocks; ++blk) {
     T* dst = out.data() + blk * kRows * k;
     const Eigen::Index rows = std::min(kRows, m - blk * kRows);
+    if (rows < kRows) std::fill(dst, dst + kRows * k, T(0));
     for (Eigen::Index p = 0; p < k; ++p)
-      for (Eigen::Index r = 0; r < rows; ++r) dst[p * kRows + r] = convert<T>(a(blk * kRows + r, p), exact);
+      for (Eigen::Index r = 0; r < rows; ++r) {
+        const double x = kTransposed ? given(p, blk * kRows + r) : given(blk * kRows + r, p);
+        dst[p * kRows + r] = convert<T>(x, exact);
+      }
   }
   return exact;
 }
 
 // B in panels of `width` columns, each stored p-major: panel[p * width + c]
-// = b(p, j0 + c); columns past the end are zero.
-template <class T>
-bool pack_b(const Matrix& b, Eigen::Index width, std::vector<T>& out) {
-  const Eigen::Index k = b.rows(), n = b.cols(), panels = (n + width - 1) / width;
-  out.assign(std::size_t(panels * width * k), T(0));
+// = b(p, j0 + c); columns past the end are zero. kTransposed: `given` is B^T.
+template <class T, bool kTransposed>
+bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out) {
+  const Eigen::Index k = kTransposed ? given.cols() : given.rows(),
+                     n = kTransposed ? given.rows() : given.cols();
+  const Eigen::Index panels = (n + width - 1) / width;
+  out.resize(std::size_t(panels * width * k));
   bool exact = true;
   for (Eigen::Index pan = 0; pan < panels; ++pan) {
     T* dst = out.data() + pan * width * k;
     const Eigen::Index cols = std::min(width, n - pan * width);
-    for (Eigen::Index c = 0; c < cols; ++c)
-      for (Eigen::Index p = 0; p < k; ++p) dst[p * width + c] = convert<T>(b(p, pan * width + c), exact);
+    if (cols < width) std::fill(dst, dst + width * k, T(0));
+    if constexpr (kTransposed) {
+      for (Eigen::Index p = 0; p < k; ++p)
+        for (Eigen::Index c = 0; c < cols; ++c)
+          dst[p * width + c] = convert<T>(given(pan * width + c, p), exact);
+    } else {
+      for (Eigen::Index c = 0; c < cols; ++c)
+        for (Eigen::Index p = 0; p < k; ++p)
+          dst[p * width + c] = convert<T>(given(p, pan * width + c), exact);
+    }
   }
   return exact;
 }
@@ -139,24 +157,33 @@ void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vecto
     }
 }
 
-template <class T>
+template <class T, bool kTa, bool kTb>
 std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b) {
   static const Kernel<T> kern = kernel<T>();
-  std::vector<T> ap, bp;
-  if (!pack_a(a, ap) || !pack_b(b, kern.width, bp)) return std::nullopt;
-  Matrix c(a.rows(), b.cols());
-  all_tiles(kern, ap, bp, a.cols(), c);
+  // Thread-local packing buffers, kept between calls: a fresh vector per
+  // call was zero-filled by assign() and often faulted in again.
+  thread_local std::vector<T> ap, bp;
+  if (!pack_a<T, kTa>(a, ap) || !pack_b<T, kTb>(b, kern.width, bp)) return std::nullopt;
+  Matrix c(kTa ? a.cols() : a.rows(), kTb ? b.rows() : b.cols());
+  all_tiles(kern, ap, bp, kTa ? a.rows() : a.cols(), c);
   return c;
+}
+
+template <class T>
+std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b, Transposed t) {
+  if (t == Transposed::a) return matmul_native<T, true, false>(a, b);
+  if (t == Transposed::b) return matmul_native<T, false, true>(a, b);
+  return matmul_native<T, false, false>(a, b);
 }
 
 }  // namespace
 
-std::optional<Matrix> matmul_native_binary32(const Matrix& a, const Matrix& b) {
-  return matmul_native<float>(a, b);
+std::optional<Matrix> matmul_native_binary32(const Matrix& a, const Matrix& b, Transposed t) {
+  return matmul_native<float>(a, b, t);
 }
 
-Matrix matmul_native_binary64(const Matrix& a, const Matrix& b) {
-  return *matmul_native<double>(a, b);
+Matrix matmul_native_binary64(const Matrix& a, const Matrix& b, Transposed t) {
+  return *matmul_native<double>(a, b, t);
 }
 
 }  // namespace rpsim::sim::train::detail

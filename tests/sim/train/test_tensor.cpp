@@ -205,3 +205,47 @@ TEST_CASE("train: inside ScopedNothingFlushed masks are all false and counts zer
   }
   CHECK(count_flushed(before, after) == 2);
 }
+
+TEST_CASE("train: matmul_tn and matmul_nt equal matmul of the transposed operand bit for bit", "[train]") {
+  // The native paths read the transposed operand in place (their packing);
+  // the others are given the transpose. Odd shapes leave partial micro-tiles
+  // and panels; binary64 operands under fp32 take sim::gemm.
+  std::uint64_t stream = 300;
+  for (const char* spec : {"sequential:fp32:rne", "sequential:fp64:rne", "sequential:bf16", "pairwise:fp32"})
+    for (const char* fmt : {"binary16", "binary64"})
+      for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 37}, std::tuple{1, 1, 1}}) {
+        const AccumulationModel model = AccumulationModel::parse(spec);
+        const Matrix at = random_matrix(format(fmt), k, m, ++stream, -6, 6);  // A^T
+        const Matrix b = random_matrix(format(fmt), k, n, ++stream, -6, 6);
+        const Matrix bt = random_matrix(format(fmt), n, k, ++stream, -6, 6);  // B^T
+        const Matrix a = random_matrix(format(fmt), m, k, ++stream, -6, 6);
+        INFO(spec << ", " << fmt << " operands, " << m << "x" << k << "x" << n);
+        const Matrix tn = with_1_and_2_threads([&] { return matmul_tn(at, b, model); });
+        const Matrix nt = with_1_and_2_threads([&] { return matmul_nt(a, bt, model); });
+        CHECK(same_bits(tn, matmul(Matrix(at.transpose()), b, model)));
+        CHECK(same_bits(nt, matmul(a, Matrix(bt.transpose()), model)));
+      }
+  const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
+  CHECK_THROWS_AS(matmul_tn(Matrix(3, 4), Matrix(4, 2), fp32), std::invalid_argument);
+  CHECK_THROWS_AS(matmul_nt(Matrix(3, 4), Matrix(2, 3), fp32), std::invalid_argument);
+}
+
+TEST_CASE("train: count_flushed counts as the entry-by-entry comparison does, NaN and infinities included",
+          "[train]") {
+  // Odd sizes exercise the two-entry vector loop's tail.
+  for (const Eigen::Index rows : {1, 2, 7, 64}) {
+    Matrix before(rows, 3), after(rows, 3);
+    const double values[] = {0.0, -0.0, 1e-30, -2.0, INFINITY, -INFINITY, NAN};
+    for (Eigen::Index i = 0; i < before.size(); ++i) {
+      before.data()[i] = values[std::size_t(i) % 7];
+      after.data()[i] = values[std::size_t(i * 3 + 1) % 7];
+    }
+    std::int64_t expected = 0;
+    for (Eigen::Index i = 0; i < before.size(); ++i)
+      expected += before.data()[i] != 0.0 && after.data()[i] == 0.0;
+    INFO(rows << " rows");
+    CHECK(expected > 0);
+    CHECK(count_flushed(before, after) == expected);
+    CHECK(flushed_mask(before, after).count() == expected);
+  }
+}

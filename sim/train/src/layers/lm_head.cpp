@@ -27,7 +27,7 @@ Tensor LMHead::forward(const Tensor& x, const StepContext& ctx) {
   compute_ = f.compute;
   xc_ = rounded(*f.compute, x.values);
   wc_ = rounded(*f.compute, weight_->value);
-  Matrix y = matmul(xc_, Matrix(wc_.transpose()), rule.accumulation, matmul_stream(name(), ctx, 0));
+  Matrix y = matmul_nt(xc_, wc_, rule.accumulation, matmul_stream(name(), ctx, 0));
   round_in_place(rule.accumulation.output_format(), y);
   round_in_place(*f.output, y);
   return Tensor{std::move(y), f.output};
@@ -39,7 +39,7 @@ Tensor LMHead::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   const Formats f = resolve(rule, *x_format_);
   const Format& accf = rule.accumulation.output_format();
   const Matrix d = rounded(*f.backward, dy.values);
-  Matrix dw = matmul(Matrix(d.transpose()), xc_, rule.accumulation, matmul_stream(name(), ctx, 1));
+  Matrix dw = matmul_tn(d, xc_, rule.accumulation, matmul_stream(name(), ctx, 1));
   const Matrix dw_raw = dw;
   round_in_place(accf, dw);
   round_in_place(*f.output, dw);

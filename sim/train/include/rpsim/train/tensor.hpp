@@ -113,8 +113,8 @@ class ScopedTensorRounding {
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
               RandomStream random = {});
 
-// While one is alive, the multiply-adds of every matmul call (a.rows() x
-// a.cols() x b.cols()) on any thread are added up: what a forward pass
+// While one is alive, the multiply-adds of every matmul, matmul_tn and
+// matmul_nt call (rows x inner x columns) on any thread are added up: what a forward pass
 // really does, against which the model table's size column is tested.
 // Not nested, not for concurrent runs.
 class CountMultiplyAdds {
@@ -125,6 +125,14 @@ class CountMultiplyAdds {
   CountMultiplyAdds& operator=(const CountMultiplyAdds&) = delete;
   double count() const;
 };
+
+// matmul(a^T, b) and matmul(a, b^T), the same bits: the native paths read the
+// transposed operand in place (backward's x^T dy and dy w^T), the others are
+// given the transpose as a matrix.
+Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+                 RandomStream random = {});
+Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
+                 RandomStream random = {});
 
 // Entries nonzero in `before` and zero in `after` (same shape): what the
 // roundings that turned one into the other flushed to zero (NaN counts as
