@@ -7,7 +7,8 @@
 # benchmarks, no CUDA kernels: the `gpu` label is not run here), at -O1 with
 # line tables (-g1): half the compile time of -O2 -g, and reports still name
 # file and line. The test programs' shared headers are precompiled (no
-# compiler launcher here: RPSIM_TEST_PCH defaults on). The quick study the CLI
+# compiler launcher here: RPSIM_TEST_PCH defaults on), and the libraries are
+# unity-built (RPSIM_UNITY_BUILD, cmake/RpsimLibrary.cmake). The quick study the CLI
 # cases share trains the fixed-point study on 200 images here (every policy's
 # path instrumented, 1/10 of its steps); its Gupta et al. facts are checked by
 # the release run (tests/experiments/cli/test_cli_study.cpp).
@@ -19,7 +20,7 @@ build=${1:-build-asan}
 jobs=${RPSIM_JOBS:-$(nproc)}
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DRPSIM_SANITIZE=ON \
+  -DRPSIM_SANITIZE=ON -DRPSIM_UNITY_BUILD=ON \
   -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_CUDA=OFF -DRPSIM_WERROR=ON >/dev/null
 # The programs ctest runs: rpsim (driven by the CLI tests) and test_<area>.
 targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(rpsim\|test_[a-z_]*\): .*/\1/p' | sort -u)

@@ -17,6 +17,7 @@ function(rpsim_fuzz_library name)
   target_include_directories(${name} PUBLIC ${ARG_INCLUDES})
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
   target_compile_options(${name} PRIVATE -fsanitize=fuzzer-no-link ${RPSIM_FUZZ_SANITIZERS})
+  rpsim_unity(${name} ${ARG_SOURCES})
 endfunction()
 
 # rpsim_add_fuzzer(NAME SOURCES ... LIBS ...): one libFuzzer executable
