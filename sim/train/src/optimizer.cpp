@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "count_where.hpp"
 #include "rpsim/train/optimizer.hpp"
 
 namespace rpsim::sim::train {
@@ -125,26 +126,12 @@ void fused_loop(const OptimizerConfig& cfg, const K& k, const FusedTensors& t) {
 
 namespace {
 
-// Entries with a nonzero gradient whose weight did not change: Eigen's
-// boolean expression counted one entry at a time (about 2% of the MLP
-// step); two at a time in a GCC vector type (SSE2, the x86-64 baseline),
-// the same comparisons (NaN != 0 is true, NaN == NaN false).
+// Entries with a nonzero gradient whose weight did not change (Eigen's
+// boolean expression counted one entry at a time, about 2% of the MLP step).
 std::int64_t stalled_entries(const Matrix& grad, const Matrix& next, const Matrix& value) {
-  typedef double V __attribute__((vector_size(16)));
-  typedef long long VI __attribute__((vector_size(16)));
-  const double *g = grad.data(), *n = next.data(), *w = value.data();
-  VI lanes = {0, 0};
-  Eigen::Index i = 0;
-  for (; i + 2 <= grad.size(); i += 2) {
-    V a, b, c;
-    std::memcpy(&a, g + i, sizeof a);
-    std::memcpy(&b, n + i, sizeof b);
-    std::memcpy(&c, w + i, sizeof c);
-    lanes -= (a != 0.0) & (b == c);  // -1 where true
-  }
-  std::int64_t count = lanes[0] + lanes[1];
-  for (; i < grad.size(); ++i) count += (g[i] != 0.0) & (n[i] == w[i]);
-  return count;
+  return detail::count_where(
+      grad.size(), [](auto g, auto n, auto w) { return (g != 0.0) & (n == w); }, grad.data(), next.data(),
+      value.data());
 }
 
 }  // namespace

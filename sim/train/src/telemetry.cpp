@@ -1,6 +1,8 @@
 // steps.csv and histograms.csv rows.
 #include "telemetry.hpp"
 
+#include "count_where.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,44 +12,21 @@
 namespace rpsim::sim::train {
 namespace {
 
-// Two entries at a time in a GCC vector type (SSE2, the x86-64 baseline;
-// the scalar loops with std::isfinite did not vectorise and were 3-4% of the
-// MLP step): finite(x) is x - x == 0, false for infinities and NaN, as
-// std::isfinite.
-typedef double V2 __attribute__((vector_size(16)));
-typedef long long Count2 __attribute__((vector_size(16)));
-
 // Fraction of entries zero in `emulated` but nonzero (and finite) in
 // `reference`: underflow and any other divergence (a ReLU mask that differs
 // once the runs have drifted apart, say) together.
 double zero_vs_fp64_fraction(const Matrix& emulated, const Matrix& reference) {
   if (emulated.size() == 0 || emulated.size() != reference.size()) return 0;
-  const double *e = emulated.data(), *r = reference.data();
-  Count2 lanes = {0, 0};
-  Eigen::Index i = 0;
-  for (; i + 2 <= emulated.size(); i += 2) {
-    V2 a, b;
-    std::memcpy(&a, e + i, sizeof a);
-    std::memcpy(&b, r + i, sizeof b);
-    lanes -= (a == 0.0) & (b != 0.0) & (b - b == 0.0);  // -1 where true
-  }
-  Eigen::Index n = Eigen::Index(lanes[0] + lanes[1]);
-  for (; i < emulated.size(); ++i) n += e[i] == 0 && r[i] != 0 && std::isfinite(r[i]);
+  const auto n = detail::count_where(
+      emulated.size(), [](auto e, auto r) { return (e == 0.0) & (r != 0.0) & (r - r == 0.0); },
+      emulated.data(), reference.data());
   return double(n) / double(emulated.size());
 }
 
 double nonfinite_fraction(const Matrix& m) {
   if (m.size() == 0) return 0;
-  const double* x = m.data();
-  Count2 lanes = {0, 0};
-  Eigen::Index i = 0;
-  for (; i + 2 <= m.size(); i += 2) {
-    V2 a;
-    std::memcpy(&a, x + i, sizeof a);
-    lanes -= (a - a != 0.0);  // NaN != 0 is true: -1 for every nonfinite entry
-  }
-  Eigen::Index n = Eigen::Index(lanes[0] + lanes[1]);
-  for (; i < m.size(); ++i) n += !std::isfinite(x[i]);
+  const auto n = detail::count_where(
+      m.size(), [](auto x) { return x - x != 0.0; }, m.data());
   return double(n) / double(m.size());
 }
 

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "count_where.hpp"
 #include "native_matmul.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/formats/array.hpp"
@@ -317,24 +318,8 @@ std::int64_t count_flushed(const Matrix& before, const Matrix& after) {
   if (before.rows() != after.rows() || before.cols() != after.cols())
     throw std::invalid_argument("count_flushed: shapes differ");
   if (nothing_flushed) return 0;
-  const double *x = before.data(), *y = after.data();
-  // Two entries at a time in a GCC vector type (SSE2, the x86-64 baseline;
-  // wider types were split into scalar compares): the scalar loop did not
-  // vectorise and was about 3% of the MLP step. The comparisons are the
-  // scalar ones (NaN != 0 is true).
-  typedef double V __attribute__((vector_size(16)));
-  typedef long long VI __attribute__((vector_size(16)));
-  VI lanes = {0, 0};
-  Eigen::Index i = 0;
-  for (; i + 2 <= before.size(); i += 2) {
-    V a, b;
-    std::memcpy(&a, x + i, sizeof a);
-    std::memcpy(&b, y + i, sizeof b);
-    lanes -= (a != 0.0) & (b == 0.0);  // -1 where true
-  }
-  std::int64_t n = lanes[0] + lanes[1];
-  for (; i < before.size(); ++i) n += (x[i] != 0.0) & (y[i] == 0.0);
-  return n;
+  return detail::count_where(
+      before.size(), [](auto x, auto y) { return (x != 0.0) & (y == 0.0); }, before.data(), after.data());
 }
 
 double sequential_sum(const Format& fmt, const double* values, Eigen::Index count, Eigen::Index stride) {

@@ -7,6 +7,7 @@
 #include "rpsim/config/config.hpp"
 #include "rpsim/config/config_loader.hpp"
 #include "rpsim/config/run_plan.hpp"
+#include "small_config.hpp"
 
 using namespace rpsim::sim;
 using nlohmann::json;
@@ -14,11 +15,7 @@ using nlohmann::json;
 namespace {
 
 json small(const json& policy) {
-  return {{"policy", policy},
-          {"model", {{"type", "mlp"}, {"hidden", {16}}}},
-          {"data", {{"name", "synthetic"}, {"synthetic_train_size", 64}, {"synthetic_test_size", 16}}},
-          {"batch_size", 16},
-          {"steps", 4}};
+  return rpsim::test::small_config(policy);
 }
 
 double estimate(const json& policy) {

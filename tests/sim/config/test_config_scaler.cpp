@@ -5,6 +5,7 @@
 #include <string>
 
 #include "rpsim/config/config.hpp"
+#include "small_config.hpp"
 
 using namespace rpsim::sim;
 using nlohmann::json;
@@ -12,11 +13,7 @@ using nlohmann::json;
 namespace {
 
 json small(const json& policy) {
-  return {{"policy", policy},
-          {"model", {{"type", "mlp"}, {"hidden", {16}}}},
-          {"data", {{"name", "synthetic"}, {"synthetic_train_size", 64}, {"synthetic_test_size", 16}}},
-          {"batch_size", 16},
-          {"steps", 4}};
+  return rpsim::test::small_config(policy);
 }
 
 std::string parse_error(const json& j) {
