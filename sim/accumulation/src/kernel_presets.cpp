@@ -51,6 +51,9 @@ Kind kind_of(const Format& f) {
 // 4 4068/4093, 16 4071/4094); one chain at 64x64 and 128x128 up to K = 2048
 // and 256x256 up to 1024. NVIDIA says only that split-K is used "when M and
 // N are relatively small and K relatively large" (CUDALibrarySamples#243).
+// A held-out H200 capture (not used to fit this) has 96x64x3072 in 2 slices
+// (`gemm-check --infer`), which this rule misses: the K >= 4096 threshold is
+// the measured shapes' boundary, not cuBLAS's rule.
 int half_split(long k) {
   return k >= 4096 ? 3 : 1;
 }
