@@ -51,6 +51,14 @@ py::array float_array(py::handle x, const char* what) {
                   what, dtype_name(a)));
 }
 
+F64 batched_array(py::handle x, const char* what) {
+  F64 a = F64::ensure(float_array(x, what));
+  if (a.ndim() != 3)
+    throw py::value_error(
+        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
+  return a;
+}
+
 py::dtype bits_dtype(const Format& fmt) {
   if (fmt.bits <= 8) return py::dtype::of<std::uint8_t>();
   if (fmt.bits <= 16) return py::dtype::of<std::uint16_t>();

@@ -16,8 +16,6 @@
 
 namespace rpsim::python {
 
-using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
 sim::AccumulationModel model_arg(const py::object& model) {
   try {
     if (py::isinstance<py::str>(model)) return sim::AccumulationModel::parse(model.cast<std::string>());

@@ -21,8 +21,6 @@ namespace rpsim::python {
 namespace {
 
 namespace train = sim::train;
-using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
 py::object json_to_python(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
@@ -43,14 +41,6 @@ bool is_float32(py::handle x) {
   return py::isinstance<py::array_t<float>>(x);
 }
 
-F64 batched(py::handle x, const char* what) {
-  F64 a = F64::ensure(float_array(x, what));
-  if (a.ndim() != 3)
-    throw py::value_error(
-        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
-  return a;
-}
-
 // D[i] = A[i] B[i] (+ C[i]) for each i of the batch, as rpsim.gemm computes
 // each product: A and B rounded to the model's input format, C to its
 // output format. Stochastic models draw from (seed, stream + i) unless both
@@ -58,14 +48,14 @@ F64 batched(py::handle x, const char* what) {
 py::array gemm_batched(py::handle a_in, py::handle b_in, const py::object& c_in, const py::object& model_spec,
                        std::uint64_t seed, std::uint64_t stream) {
   const sim::AccumulationModel model = model_arg(model_spec);
-  const F64 a = batched(a_in, "A"), b = batched(b_in, "B");
+  const F64 a = batched_array(a_in, "A"), b = batched_array(b_in, "B");
   const py::ssize_t batch = a.shape(0), m = a.shape(1), k = a.shape(2), n = b.shape(2);
   if (b.shape(0) != batch || b.shape(1) != k)
     throw py::value_error(
         fmt::format("A is {}x{}x{} but B is {}x{}x{}", batch, m, k, b.shape(0), b.shape(1), n));
   F64 c;
   if (!c_in.is_none()) {
-    c = batched(c_in, "C");
+    c = batched_array(c_in, "C");
     if (c.shape(0) != batch || c.shape(1) != m || c.shape(2) != n)
       throw py::value_error(
           fmt::format("C is {}x{}x{} but A B is {}x{}x{}", c.shape(0), c.shape(1), c.shape(2), batch, m, n));

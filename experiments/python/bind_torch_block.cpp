@@ -56,17 +56,6 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale, to_numpy(scales));
 }
 
-using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-F64 batch_arg(py::handle x, const char* what) {
-  F64 a = F64::ensure(float_array(x, what));
-  if (a.ndim() != 3)
-    throw py::value_error(
-        fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));
-  return a;
-}
-
 train::Matrix item(const F64& a, py::ssize_t i) {
   const py::ssize_t r = a.shape(1), c = a.shape(2);
   return Eigen::Map<const RowMajor>(a.data() + i * r * c, r, c);
@@ -82,8 +71,8 @@ py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_
                         py::handle sb_in, const std::string& b_format, const py::object& model_spec,
                         std::uint64_t seed, std::uint64_t stream) {
   const sim::AccumulationModel model = model_arg(model_spec);
-  const F64 a = batch_arg(a_in, "A"), sa = batch_arg(sa_in, "SA"), b = batch_arg(b_in, "B"),
-            sb = batch_arg(sb_in, "SB");
+  const F64 a = batched_array(a_in, "A"), sa = batched_array(sa_in, "SA"), b = batched_array(b_in, "B"),
+            sb = batched_array(sb_in, "SB");
   const py::ssize_t batch = a.shape(0), m = a.shape(1), k = a.shape(2), n = b.shape(2);
   if (b.shape(0) != batch || b.shape(1) != k)
     throw py::value_error(

@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <Eigen/Core>
 #include <cstdint>
 #include <string>
 
@@ -41,6 +42,14 @@ void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamar
 // __array__, such as a CPU torch tensor) of another dtype raises TypeError
 // naming `what` and the dtype.
 py::array float_array(py::handle x, const char* what);
+
+// A C-contiguous float64 array, and the row-major view of its matrices.
+using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// `x` (float_array's rules) as a float64 (batch, rows, cols) array; any other
+// number of dimensions raises ValueError naming `what`.
+F64 batched_array(py::handle x, const char* what);
 
 // Encodings of `fmt` as a C-contiguous array of its storage type (uint8,
 // uint16, uint32 or uint64 by fmt.bits), without a copy when it already is
