@@ -47,11 +47,6 @@ bool check_object_keys(const nlohmann::json& j, const std::vector<std::string>& 
 
 namespace {
 
-bool is_integer(const nlohmann::json& v) {
-  // config_json::integer's rule: 2.0 is an integer, 2.5 is not.
-  return v.is_number_integer() ||
-         (v.is_number_float() && v.get<double>() == double((long long)v.get<double>()));
-}
 
 // The element type of a list type (any for a list of anything).
 KeyType element_type(KeyType type) {
@@ -106,7 +101,7 @@ bool has_type(const nlohmann::json& v, KeyType type) {
   switch (type) {
     case KeyType::any: return true;
     case KeyType::text: return v.is_string();
-    case KeyType::integer: return is_integer(v);
+    case KeyType::integer: return config_json::is_integer(v);
     case KeyType::number: return v.is_number();
     case KeyType::flag: return v.is_boolean();
     case KeyType::list: return v.is_array() && !v.empty();

@@ -78,6 +78,9 @@ TEST_CASE("config keys: a value of the wrong type is named once, with the value"
   const std::vector<Case> cases{
       {"optimizer.lr", "x", "x.json: optimizer.lr: expected a number, got \"x\""},
       {"seed", 1.5, "x.json: seed: expected an integer, got 1.5"},
+      // Whole but past any long long: refused, not cast (the fuzzer's find).
+      {"seed", 1.24444e41, "x.json: seed: expected an integer, got 1.24444e+41"},
+      {"model.hidden", json::array({8, -1e300}), "x.json: model.hidden[1]: expected an integer, got -1e+300"},
       {"shadow", "yes", "x.json: shadow: expected true or false, got \"yes\""},
       {"model.hidden", json::array({8, "a"}), "x.json: model.hidden[1]: expected an integer, got \"a\""},
       {"model", 3, "x.json: model: expected an object, got 3"},

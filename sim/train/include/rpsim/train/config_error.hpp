@@ -5,6 +5,7 @@
 // (ops, models, policies, DeepSpeed schedules) check their arguments with it.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -69,10 +70,18 @@ inline double number(const nlohmann::json& j, const std::string& path) {
   return j.get<double>();
 }
 
+// 2.0 is an integer, 2.5 is not; neither is 1e41 (no long long holds it,
+// and casting it would be undefined: the fuzzer found that).
+inline bool is_integer(const nlohmann::json& j) {
+  if (j.is_number_unsigned()) return j.get<unsigned long long>() <= 9223372036854775807ULL;
+  if (j.is_number_integer()) return true;
+  if (!j.is_number_float()) return false;
+  const double x = j.get<double>();
+  return x >= -9223372036854775808.0 && x < 9223372036854775808.0 && x == std::trunc(x);
+}
+
 inline long long integer(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_number_integer() &&
-      !(j.is_number_float() && j.get<double>() == double((long long)j.get<double>())))
-    fail(path, "expected an integer, got " + describe(j));
+  if (!is_integer(j)) fail(path, "expected an integer, got " + describe(j));
   return j.is_number_integer() ? j.get<long long>() : (long long)j.get<double>();
 }
 
