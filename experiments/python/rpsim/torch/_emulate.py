@@ -273,9 +273,12 @@ class Emulation(TorchFunctionMode):
         if fp8 and layer in self.high_precision_layers:  # bf16 inputs, no block scales (linear.cpp)
             _blockscale.keep_high_precision(cfg)
         elif fp8:
-            cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
-            # rpsim train's keys of the block-scaled recipes' Hadamard signs and gradient rounding.
-            cfg.fp8.layer, cfg.fp8.seed, cfg.fp8.step_of = layer, self.seed, lambda: self.step
+            if layer not in self.fp8_states:
+                self.fp8_states[layer] = Fp8State(self.policy["fp8"])
+            cfg.fp8 = self.fp8_states[layer]
+            # rpsim train's key of this layer's stochastic gradient rounding at this step (NVFP4's);
+            # cfg.seed (the emulation's) keys the Hadamard signs, as the run's seed does.
+            cfg.layer = (layer, self.step)
         if self.telemetry:
             cfg.log = self.flush_log[layer]
             count = self._upstream_flush(args[0])

@@ -22,12 +22,20 @@ class GemmConfig:
     stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs). recipe: a
     block-scaled policy (mxfp8 ... nvfp4, or its object) whose block quantisation the operands take
     (compute, backward: its linear rule's by default); the model may then be a block-scaled
-    instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state)."""
+    instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state).
+    layer: (name, step) of a `rpsim train` layer whose key the recipe's stochastic gradient rounding
+    (NVFP4's fp8.gradient_sr) takes, as the trainer keys that layer's GEMMs at that step (emulate sets
+    it per layer); None: seed and stream key it (stream + 3 and + 4 for dy's two casts), as the
+    GEMMs. seed also keys the recipe's random Hadamard signs, as the run's seed does in rpsim train."""
 
     def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
-                 log=None, recipe=None):
+                 log=None, recipe=None, layer=None):
         self.model, self.compute, self.backward, self.output = model, compute, backward, output
         self.seed, self.stream = seed, stream
+        if layer is not None and not (isinstance(layer, tuple) and len(layer) == 2 and isinstance(layer[0], str)
+                                      and isinstance(layer[1], int) and layer[1] >= 0):
+            raise TypeError(f"layer: {layer!r} is not a (name, step) pair (a layer name and a step >= 0)")
+        self.layer = layer
         # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
         # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
         # gradient's cast); None: not counted.
