@@ -12,6 +12,7 @@ from torch import nn
 from .. import _core
 from . import _gpt
 from ._quantize import round_tensor
+from ._unsupported import no_double_backward
 
 
 class _Loss(torch.autograd.Function):
@@ -23,6 +24,7 @@ class _Loss(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        no_double_backward("rpsim's loss kernel")
         # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
         values, flushed = ctx.kernel.backward(float(grad))
         if ctx.log is not None:  # the logits' layer's activation_grad underflow (Trainer)

@@ -17,6 +17,7 @@ from ._layer_groups import Grabber as _Grabber, layers as _layers, logged as _lo
 from ._quantize import round_tensor
 from ._reference import RpsimLoss
 from ._scaler import GradScaler
+from ._unsupported import check_batch, check_trainer_args
 
 
 def num(v):
@@ -83,8 +84,7 @@ class Trainer:
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
                  lr_schedule=None):
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
+        check_trainer_args(model, optimizer, loss, scaler, histogram_steps)
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
@@ -155,6 +155,7 @@ class Trainer:
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
+        check_batch(x, y)
         step = self.step_index
         if self.lr_schedule is not None:
             lr = self.lr_schedule(step, step - self.skipped_steps)
