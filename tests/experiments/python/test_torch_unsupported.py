@@ -199,4 +199,12 @@ def test_a_model_is_emulated_once():
     with pytest.raises(ValueError, match=r"already under emulate \(policy fp32\).*remove\(\)"):
         rt.emulate(m, "fp16-amp")
     emu.remove()
-    rt.emulate(m, "fp16-amp")
+    rt.emulate(m, "fp16-amp").remove()
+    # A Trainer that fails after emulating (here: the scaler's name) hands the model back un-emulated.
+    with pytest.raises(ValueError, match="deepspeeed"):
+        rt.Trainer(m, "fp16-amp", scaler="deepspeeed")
+    t = rt.Trainer(m, "fp16-amp", scaler="deepspeed")
+    with pytest.raises(ValueError, match=r"already under emulate \(policy fp16-amp\).*Trainer.emulation.remove"):
+        rt.Trainer(m, "fp32")
+    t.emulation.remove()
+    rt.Trainer(m, "fp32")

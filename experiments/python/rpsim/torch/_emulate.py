@@ -24,7 +24,8 @@ from .. import _core
 from . import _blockscale, _layers, _ops
 from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
-from ._unsupported import FUSED_GEMMS, check_device, check_emulate_args, check_functions, refuse_fused
+from ._unsupported import FUSED_GEMMS, check_device, check_emulate_args, check_functions, check_not_emulated, \
+    refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies, \
     supported  # noqa: F401
 
@@ -389,9 +390,7 @@ def emulate(model, policy="fp16-amp", accumulation=None, *, seed=0):
     the policy's (e.g. "tc:h100:fp16:fp32"). Returns the Emulation (summary(), optimizer(opt), remove()).
     Unknown names raise ValueError."""
     check_emulate_args(model, policy, seed, policies())
-    if isinstance(getattr(model.forward, "__self__", None), Emulation):
-        raise ValueError(f"model: already under emulate (policy {model.forward.__self__.policy['name']}); "
-                         "call its Emulation's remove() first")
+    check_not_emulated(model)
     if accumulation is not None:  # a bad spec, or a block-scaled one the policy's recipe cannot feed
         _blockscale.check_accumulation(policy, accumulation)
     return Emulation(model, policy, accumulation, seed)

@@ -118,3 +118,12 @@ def check_emulate_args(model, policy, seed, policy_names):
                         f"({', '.join(policy_names)}) nor a policy object (dict)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise TypeError(f"seed: {seed!r} is not an integer >= 0")
+
+
+def check_not_emulated(model):
+    """ValueError for a model already under an Emulation (one at a time: a second would wrap the first)."""
+    from ._emulate import Emulation  # (at call time: _emulate imports this module)
+    owner = getattr(model.forward, "__self__", None)
+    if isinstance(owner, Emulation):
+        raise ValueError(f"model: already under emulate (policy {owner.policy['name']}); call its Emulation's "
+                         "remove() first (Trainer.emulation.remove() for a Trainer's)")
