@@ -195,6 +195,14 @@ void bind_torch(py::module_& m) {
   m.def("_torch_policies", &policies_py, "The named precision policies (sim/train policy.cpp).");
   m.def("_torch_policy", &policy_py, arg("policy"),
         "A policy name or policy object resolved as `rpsim train` resolves it, as meta.json writes it.");
+  m.def(
+      "_torch_loss_scalers",
+      [] {
+        py::list names;
+        for (const auto& n : sim::loss_scaler_policies()) names.append(n);
+        return names;
+      },
+      "The loss-scaler table's policy names (sim/scaling loss_scaler.cpp), in the order the CLI lists them.");
   py::class_<Scaler>(m, "_LossScaler")
       .def(py::init<const std::string&, const py::kwargs&>(), arg("policy"))
       .def("scale", &Scaler::scale)

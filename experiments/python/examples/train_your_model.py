@@ -40,6 +40,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     model, opt, train, test = build(a.model, a.steps, a.batch, a.seed)
+    if rt.policy(a.policy)["weights"] == "binary64":  # fp64: a float64 model (emulate refuses a float32 one)
+        model = model.double()
     t = rt.Trainer(model, a.policy, opt, scaler=a.scaler, accumulation=a.accumulation, out=a.out, seed=a.seed,
                    name=f"{a.model}-{a.policy}")
     t.evaluate(test)

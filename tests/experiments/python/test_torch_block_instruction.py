@@ -99,9 +99,9 @@ def test_a_mismatch_in_the_policy_names_its_field():
 
 
 def test_a_gemm_config_with_a_recipe_is_the_emulated_layer():
-    # rt.linear under GemmConfig(instruction, recipe=...): the bits of an nn.Linear under emulate();
-    # backward too where the recipe rounds deterministically (NVFP4's stochastic gradients are keyed
-    # by the layer's name, which a bare GemmConfig does not have).
+    # rt.linear under GemmConfig(instruction, recipe=...): the bits of an nn.Linear under emulate(),
+    # backward too: NVFP4's stochastic gradient rounding keyed by the layer's (name, step) as rpsim
+    # train keys it (emulate's root module is named by its type, at step 0).
     torch.manual_seed(3)
     x, w = wide(8, 64), wide(5, 64)
     for policy, tc in (("mxfp8", MX8), ("nvfp4", NV4)):
@@ -112,13 +112,29 @@ def test_a_gemm_config_with_a_recipe_is_the_emulated_layer():
         xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
         wb = w.clone().requires_grad_()
         ya = layer(xa)
-        yb = rt.linear(xb, wb, config=rt.GemmConfig(tc, recipe=policy))
+        yb = rt.linear(xb, wb, config=rt.GemmConfig(tc, recipe=policy, layer=("Linear", 0)))
         assert torch.equal(ya, yb)
-        if policy == "nvfp4":
-            continue
         ya.square().sum().backward()
         yb.square().sum().backward()
         assert torch.equal(xa.grad, xb.grad) and torch.equal(layer.weight.grad, wb.grad)
+
+
+def test_a_bare_gemm_config_keys_nvfp4_gradient_rounding_by_its_seed_and_stream():
+    # Without a layer, the config's own seed and stream key dy's stochastic casts (stream + 3, + 4):
+    # the same key draws the same bits, another stream others, and a layer's key yet others.
+    torch.manual_seed(5)
+    x, w, g = wide(16, 64), wide(8, 64), wide(16, 8)
+
+    def grads(**key):
+        xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
+        rt.linear(xa, wa, config=rt.GemmConfig(NV4, recipe="nvfp4", **key)).backward(g)
+        return xa.grad, wa.grad
+    same = grads(seed=1, stream=8)
+    assert all(torch.equal(a, b) for a, b in zip(same, grads(seed=1, stream=8)))
+    assert not torch.equal(same[0], grads(seed=1, stream=16)[0])
+    assert not torch.equal(same[0], grads(seed=1, stream=8, layer=("fc0", 0))[0])
+    with pytest.raises(TypeError, match="layer: 'fc0' is not a"):
+        rt.GemmConfig(NV4, recipe="nvfp4", layer="fc0")
 
 
 def test_a_gemm_config_names_what_is_wrong():

@@ -76,6 +76,36 @@ def test_trains_under_policy(tmp_path, name, policy, scaler, cli_columns):
         assert any(float(rows[-1].split(",")[cols.index(c)]) > 0 for c in dist)
 
 
+@pytest.mark.parametrize("name", ["resnet", "llama"])
+def test_trains_under_fp64_as_its_fp64_shadow(name):
+    # fp64 on the model made float64 (as train_your_model.py does for a policy storing binary64 weights): every
+    # GEMM, LayerNorm and softmax on rpsim's binary64 kernels, the rest in PyTorch's float64. The shadow runs the
+    # same policy, so the two runs agree to the bit: equal losses, weights at distance 0 from the shadow's.
+    make, opt, batches = models()[name]
+    model = make()
+    assert rt.policy("fp64")["weights"] == "binary64"
+    with pytest.raises(ValueError, match=r"model\.double\(\)"):
+        rt.Trainer(model, "fp64", opt)
+    t = rt.Trainer(model.double(), "fp64", opt)
+    t.run(batches)
+    cols = t.steps_csv.splitlines()[0].split(",")
+    rows = [r.split(",") for r in t.steps_csv.splitlines()[1:]]
+    assert len(rows) == 2 and t.dtype == torch.float64
+    dist = [cols.index(c) for c in cols if c.endswith("_weight_rel_distance_from_fp64")]
+    for r in rows:
+        assert r[2] == r[3] and float(r[2]) > 0  # loss_emulated_nats == loss_fp64_nats
+        assert dist and all(r[i] == "0" for i in dist)
+
+
+def test_the_example_script_runs_fp64_on_a_float64_model(tmp_path, capsys):
+    import train_your_model
+    t = train_your_model.main(["--model", "llama", "--policy", "fp64", "--steps", "1", "--batch", "2",
+                               "--out", str(tmp_path)])
+    assert all(p.dtype == torch.float64 for p in t.model.parameters())
+    assert json.loads((tmp_path / "meta.json").read_text())["policy"]["name"] == "fp64"
+    assert "llama fp64: 1 steps" in capsys.readouterr().out
+
+
 def test_ctrl_c_stops_at_a_step_boundary(tmp_path):
     import os
     import signal

@@ -62,7 +62,10 @@ CASES = {"gpt-fp32": {}, "gpt-bf16-amp": {}, "gpt-fp16-amp": {}, "gpt-fp16-amp-n
          # embedding's rounded by its rule's output format), the residual's gradients summed in x's format;
          # with stochastic updates, each table's draws in the CLI's (column-major) element order.
          "gpt-fp16-pure": {"base": "gpt-fp32", "policy": "fp16-pure"},
-         "gpt-bf16-pure-sr": {"base": "gpt-fp32", "policy": {"name": "bf16-pure", "update_rounding": "sr"}}}
+         "gpt-bf16-pure-sr": {"base": "gpt-fp32", "policy": {"name": "bf16-pure", "update_rounding": "sr"}},
+         # The FP64 policy: from_config builds a float64 GPT holding the CLI's binary64 initial weights, and
+         # Trainer feeds it binary64 batches (the policy's data format), every op on rpsim's binary64 kernels.
+         "gpt-fp64": {"base": "gpt-fp32", "policy": "fp64"}}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -73,6 +76,15 @@ def test_gpt_steps_histograms_and_evaluations_byte_identical(name, cli_pair):
     assert header == ref["steps_csv"].splitlines()[0]
     assert "h1_attn_weight_grad_underflow_fraction" in header and "ln_f_weight_update_stalled_fraction" in header
     cli_pair.same_csvs(t, ref)
+
+
+def test_under_fp64_the_gpt_is_float64_holding_the_cli_binary64_weights():
+    cfg = load("gpt-fp32", policy="fp64")
+    model, _, _ = rt.from_config(cfg, 1)
+    raw = rpsim._core._torch_train_setup(cfg, [], 1)["parameters"]["h0.attn.c_attn.weight"]
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    assert torch.equal(model.h0_attn.c_attn.weight, torch.from_numpy(raw).T)
+    assert not torch.equal(model.h0_attn.c_attn.weight, torch.from_numpy(raw).T.float().double())  # not binary32's
 
 
 def test_the_tied_head_takes_the_lm_head_rule_and_softmax_the_cli_kernel():

@@ -49,8 +49,7 @@ def recipe_state(recipe, model, compute, backward):
     """GemmConfig(recipe=...): (Fp8State, compute, backward) of a block-scaled policy's recipe, the
     formats defaulting to its linear rule's; ValueError naming recipe for a policy that does not
     block-scale, or naming model for an instruction that disagrees with the recipe. (NVFP4's
-    stochastic gradient rounding is keyed by fp8.layer, fp8.seed and fp8.step_of(), as rpsim train
-    keys a layer's: '', 0 and step 0 unless set.)"""
+    stochastic gradient rounding is keyed by the GemmConfig's layer, else its seed and stream: _sr.)"""
     policy = _core._torch_policy(recipe)
     if policy.get("fp8", {}).get("scaling") not in SCALINGS:
         raise ValueError(f"recipe: policy {policy['name']} does not block-scale its GEMMs' inputs "
@@ -160,12 +159,14 @@ def forward(ctx, a, b, cfg, dtype):
 
 
 def _sr(cfg, which):
-    """The stochastic-rounding key of dy's cast for the weight (3) or input (4) gradient GEMM."""
-    st = cfg.fp8
-    if not st.recipe.get("gradient_sr", False):
+    """The stochastic-rounding key of dy's cast for the weight (3) or input (4) gradient GEMM: rpsim
+    train's key of cfg.layer (name, step) under the run's seed, or cfg's own seed and stream."""
+    if not cfg.fp8.recipe.get("gradient_sr", False):
         return None
-    return _core._torch_matmul_stream(getattr(st, "layer", ""), getattr(st, "seed", 0),
-                                      st.step_of() if hasattr(st, "step_of") else 0, which)
+    if cfg.layer is None:
+        return cfg.seed, cfg.stream + which
+    name, step = cfg.layer
+    return _core._torch_matmul_stream(name, cfg.seed, step, which)
 
 
 def backward(ctx, grad):
@@ -175,7 +176,7 @@ def backward(ctx, grad):
     fmt = cfg.backward or cfg.compute
     st.stats["dy"] = {}
     g = grad.contiguous()
-    seed = getattr(st, "seed", 0)
+    seed = cfg.seed
     # dW = x^T dy: K (tokens) runs down dy's columns and x's rows, both rotated by the RHT.
     g_w = rotated(g, r, seed)
     cols = quantize(g_w, fmt, r, 0, st.stats["dy"], sr=_sr(cfg, 3))

@@ -10,6 +10,8 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
                  class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
                  promoted format of its inputs (neither list), as torch.autocast does;
   layout         views, copies and shape ops: no arithmetic, the format of the input kept.
+What none of the paths can carry (an LSTM's fused GEMMs, a custom autograd Function, a GPU tensor, a
+second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps its rounding.
 """
 import collections
 import copy
@@ -22,35 +24,11 @@ from .. import _core
 from . import _blockscale, _layers, _ops
 from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
-from ._tables import ops, policies  # noqa: F401 (rpsim.torch.ops / policies)
+from ._unsupported import FUSED_GEMMS, check_device, check_emulate_args, check_functions, check_not_emulated, \
+    refuse_fused
+from ._tables import KERNELS, LAYOUT, MODULE_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies, \
+    supported  # noqa: F401
 
-# PyTorch's CUDA autocast lists for ops outside rpsim's op table (torch/csrc/autograd/
-# autocast_mode.cpp, 1.13: "lower_precision_fp" and "fp32"); everything else follows its inputs.
-TORCH_LOWER_PRECISION = {"prelu", "addbmm", "chain_matmul", "conv_transpose1d", "conv_transpose2d",
-                         "conv_transpose3d", "conv3d", "conv_tbc", "_convolution", "rnn_tanh", "rnn_relu",
-                         "lstm_cell", "gru_cell"}
-TORCH_FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
-              "rsqrt", "sinh", "tan", "pow", "softplus", "group_norm", "norm", "frobenius_norm", "nuclear_norm",
-              "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
-              "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
-              "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-              "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm",
-              "logsumexp", "log_softmax", "softmax", "cumprod", "cumsum", "prod", "sum", "mean", "layer_norm",
-              "cross_entropy"}
-# No arithmetic: the output holds values of the input's format.
-LAYOUT = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
-          "unsqueeze", "expand", "expand_as", "__getitem__", "narrow", "select", "chunk", "split", "unbind", "clone",
-          "detach", "view_as", "reshape_as", "repeat", "tile", "flip", "roll", "movedim", "cat", "stack",
-          "masked_fill", "masked_fill_", "where", "float", "to", "type_as", "pad", "max_pool2d", "max_pool1d", "relu",
-          "relu_", "dropout", "triu", "tril", "gather", "index_select", "embedding", "__setitem__", "zero_", "fill_",
-          "copy_", "maximum", "minimum", "max", "min", "abs", "neg", "__neg__"}
-# The torch functions rpsim runs on its own GEMMs, and the op-table row whose rule they take.
-KERNELS = {"linear": "linear", "conv2d": "conv2d", "conv1d": "conv2d", "matmul": "matmul", "mm": "matmul",
-           "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul", "__matmul__": "matmul"}
-# Leaf module types and the op-table row they are.
-MODULE_OPS = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d", nn.ReLU: "relu", nn.GELU: "gelu",
-              nn.LayerNorm: "layer_norm", nn.MaxPool2d: "max_pool2d", nn.Embedding: "embedding",
-              nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.Softmax: "softmax"}
 _WIDE = {"binary32", "binary64"}
 
 
@@ -108,6 +86,10 @@ class Emulation(TorchFunctionMode):
     def __init__(self, model, policy, accumulation, seed):
         super().__init__()
         self.model, self.seed = model, seed
+        # The C++ kernels read host memory: parameters, buffers and batches on the CPU.
+        check_device(model.named_parameters(), "model parameter")
+        check_device(model.named_buffers(), "model buffer")
+        self._functions_checked = False
         self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
         scaling = self.policy.get("fp8", {}).get("scaling")
         if scaling not in (None, "none", "delayed", "current") + _blockscale.SCALINGS:
@@ -195,9 +177,16 @@ class Emulation(TorchFunctionMode):
         # The input batch in the policy's data format (bf16-pure: bfloat16).
         args = _map_tensors(self._round_input, args)
         with self:
-            return self._forward(*args, **kwargs)
+            out = self._forward(*args, **kwargs)
+        if not self._functions_checked and torch.is_grad_enabled():
+            # A custom autograd Function's forward ops run under the mode, its backward after it (in
+            # PyTorch's arithmetic): found on the first training forward's graph.
+            self._functions_checked = True
+            check_functions(list(_tensors(out)), supported())
+        return out
 
     def _round_input(self, t):
+        check_device([("", t)], "the model's input")
         if not t.is_floating_point():
             return t
         if self.base not in _WIDE:
@@ -217,6 +206,8 @@ class Emulation(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _name(func)
+        if name in FUSED_GEMMS:
+            refuse_fused(name, self.unclassified, supported())
         if name in KERNELS:
             op = KERNELS[name]
             inputs = list(_tensors(args))
@@ -260,6 +251,9 @@ class Emulation(TorchFunctionMode):
             return _map_tensors(lambda t: _mark(t, fmt), out)
         self.counts["binary32"][name] += 1
         fmt = self.op_format(name, inputs)
+        if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor) and fmt not in _WIDE:
+            # In place (x.mul_(y)): the rounded value goes back into x, which the caller keeps.
+            return _mark(out.copy_(self._output(out, fmt)), fmt)
         return _map_tensors(lambda t: self._output(t, fmt), out)
 
     def _layer_config(self, cfg, op, name, layer, args):
@@ -273,9 +267,12 @@ class Emulation(TorchFunctionMode):
         if fp8 and layer in self.high_precision_layers:  # bf16 inputs, no block scales (linear.cpp)
             _blockscale.keep_high_precision(cfg)
         elif fp8:
-            cfg.fp8 = self.fp8_states.setdefault(layer, Fp8State(self.policy["fp8"]))
-            # rpsim train's keys of the block-scaled recipes' Hadamard signs and gradient rounding.
-            cfg.fp8.layer, cfg.fp8.seed, cfg.fp8.step_of = layer, self.seed, lambda: self.step
+            if layer not in self.fp8_states:
+                self.fp8_states[layer] = Fp8State(self.policy["fp8"])
+            cfg.fp8 = self.fp8_states[layer]
+            # rpsim train's key of this layer's stochastic gradient rounding at this step (NVFP4's);
+            # cfg.seed (the emulation's) keys the Hadamard signs, as the run's seed does.
+            cfg.layer = (layer, self.step)
         if self.telemetry:
             cfg.log = self.flush_log[layer]
             count = self._upstream_flush(args[0])
@@ -392,8 +389,8 @@ def emulate(model, policy="fp16-amp", accumulation=None, *, seed=0):
     it, e.g. {"name": "bf16-pure", "update_rounding": "sr"}); accumulation: a model for every GEMM in place of
     the policy's (e.g. "tc:h100:fp16:fp32"). Returns the Emulation (summary(), optimizer(opt), remove()).
     Unknown names raise ValueError."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
+    check_emulate_args(model, policy, seed, policies())
+    check_not_emulated(model)
     if accumulation is not None:  # a bad spec, or a block-scaled one the policy's recipe cannot feed
         _blockscale.check_accumulation(policy, accumulation)
     return Emulation(model, policy, accumulation, seed)

@@ -103,12 +103,13 @@ def _cli_name(torch_name):
     return torch_name
 
 
-def build(raw):
+def build(raw, dtype=torch.float32):
     """The GPT of a `rpsim train` gpt config, holding the C++ trainer's initial parameters (raw:
-    _core._torch_train_setup's result; a Linear's weight there is in x out, a norm's a row)."""
+    _core._torch_train_setup's result; a Linear's weight there is in x out, a norm's a row) in
+    `dtype` (float64 under a policy storing binary64 weights: the CLI's binary64 values, unrounded)."""
     shape, params = raw["gpt"], raw["parameters"]
     vocabulary = params["wte.token.weight"].shape[0]
-    model = GPT(vocabulary, shape["n_layer"], shape["n_embd"], shape["n_head"], shape["block_size"])
+    model = GPT(vocabulary, shape["n_layer"], shape["n_embd"], shape["n_head"], shape["block_size"]).to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():
             value = torch.from_numpy(params[_cli_name(name)])

@@ -8,6 +8,7 @@ import torch
 
 from .. import _core
 from ._quantize import quantize, round_tensor
+from ._unsupported import no_double_backward
 
 # torch function name -> op-table row
 LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax"}
@@ -24,6 +25,7 @@ class _Layer(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        no_double_backward("rpsim's C++ layer_norm / gelu")
         dx, flushed, grads, grads_flushed = ctx.kernel.backward(
             grad.detach().reshape(-1, ctx.shape[-1]).double().numpy(), ctx.y_format)
         if ctx.log is not None:  # telemetry: the parameters' gradient roundings that flushed entries
@@ -43,6 +45,7 @@ class _Softmax(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        no_double_backward("rpsim's softmax kernel")
         in_fmt, compute, out_fmt = ctx.formats
         p, s = ctx.saved
         dp = round_tensor(grad.detach().reshape(-1, ctx.shape[-1]).double(), out_fmt)  # to p's format

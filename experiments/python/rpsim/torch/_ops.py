@@ -9,37 +9,9 @@ import torch.nn.functional as F
 
 from .. import _core
 from . import _blockscale, _fp8
+from ._gemm_config import DEFAULT_MODEL, GemmConfig  # noqa: F401 (rpsim.torch.GemmConfig)
 from ._quantize import check_tensor, round_tensor
-
-DEFAULT_MODEL = "tc:h100:fp16:fp32"
-
-
-class GemmConfig:
-    """How one GEMM op runs: `model` (an accumulation spec or dict); compute: the format operands
-    are rounded to first (None: only the model's own cast to its input format); backward: the
-    format of the incoming gradient before the two backward GEMMs (None: compute); output: the
-    format results are rounded to after the model's output format (None: none); seed/stream key
-    stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs). recipe: a
-    block-scaled policy (mxfp8 ... nvfp4, or its object) whose block quantisation the operands take
-    (compute, backward: its linear rule's by default); the model may then be a block-scaled
-    instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state)."""
-
-    def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
-                 log=None, recipe=None):
-        self.model, self.compute, self.backward, self.output = model, compute, backward, output
-        self.seed, self.stream = seed, stream
-        # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
-        # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
-        # gradient's cast); None: not counted.
-        self.log = log
-        # FP8 per-tensor (fp8-delayed, fp8-current) or block (mx, nvfp4) scaling: an _fp8.Fp8State.
-        self.fp8 = None
-        if recipe is not None:
-            self.fp8, self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)
-        # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
-        self.on_input_grad_flush = None
-        # A bad spec: ValueError naming it here. scale_block: a block-scaled instruction's (0: none).
-        self.input_format, self.accumulation_format, self.scale_block = _core._torch_model_formats(model)
+from ._unsupported import no_double_backward
 
 
 def _flushed(before, after):
@@ -98,6 +70,7 @@ class _Gemm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         cfg = ctx.cfg
+        no_double_backward(f"a GEMM under {cfg.model}")
         if cfg.fp8 is not None and cfg.fp8.recipe["scaling"] in _blockscale.SCALINGS:
             return _blockscale.backward(ctx, grad)
         ac, bc = ctx.saved_tensors
@@ -266,6 +239,7 @@ class _Bias(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         cfg = ctx.cfg
+        no_double_backward("a GEMM's bias epilogue")
         # FP8: dbias from the unquantised gradient, as Transformer Engine reduces it.
         g = grad.contiguous() if cfg.fp8 is not None else _cast(grad.contiguous(), cfg.backward or cfg.compute)
         g = g.reshape(1, -1, grad.shape[-1])
@@ -339,6 +313,7 @@ class _Unfold(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        no_double_backward("conv2d's col2im")
         dx = _col2im(grad.double(), ctx.size, *ctx.geometry)
         if ctx.x_format is not None:
             dx = round_tensor(dx, ctx.x_format)

@@ -2,6 +2,7 @@
 import torch
 
 from .. import _core
+from ._unsupported import no_double_backward
 
 # The dtypes rpsim.torch reads: float32 and float64 pass to the core without a copy (a contiguous
 # tensor's storage is the array the core rounds into); float16 and bfloat16 are widened to
@@ -49,6 +50,7 @@ class _Quantize(torch.autograd.Function):
     def backward(ctx, grad):
         if ctx.backward_args is None:
             return grad, None, None  # straight through
+        no_double_backward("quantize's rounding of the gradient")
         a = ctx.backward_args
         return round_tensor(grad, *a[:4], **a[4]), None, None
 

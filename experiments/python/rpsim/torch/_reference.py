@@ -12,6 +12,7 @@ from torch import nn
 from .. import _core
 from . import _gpt
 from ._quantize import round_tensor
+from ._unsupported import no_double_backward
 
 
 class _Loss(torch.autograd.Function):
@@ -23,6 +24,7 @@ class _Loss(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        no_double_backward("rpsim's loss kernel")
         # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
         values, flushed = ctx.kernel.backward(float(grad))
         if ctx.log is not None:  # the logits' layer's activation_grad underflow (Trainer)
@@ -161,8 +163,8 @@ def from_config(config, steps, overrides=(), *, with_test=False):
     and pooling between) or a gpt (rpsim.torch._gpt.GPT, plain torch; batches of token ids and
     one target per token), and its first `steps` batches as (float64 inputs, int64 labels): the
     binary64 values the CLI's FP64 shadow reads (Trainer rounds them to binary32 for the emulated
-    model, as the CLI rounds them to the policy's data format). An mlp or cnn under a policy that
-    stores binary64 weights (fp64) is a float64 model holding the CLI's binary64 initial weights.
+    model, as the CLI rounds them to the policy's data format). Under a policy that stores binary64
+    weights (fp64) every model type is a float64 model holding the CLI's binary64 initial weights.
     with_test: (model, batches, test batches, config), the test set in the CLI's evaluation batches
     (eval_batch_size)."""
     raw = _core._torch_train_setup(config, list(overrides), steps)
@@ -171,17 +173,19 @@ def from_config(config, steps, overrides=(), *, with_test=False):
         with open(os.fspath(config)) as f:
             cfg = json.load(f)
     model_cfg = cfg.get("model", {})
+    # A policy storing binary64 weights (fp64): a float64 model holding the CLI's binary64 values.
+    dtype = torch.float64 if _core._torch_policy(cfg.get("policy", raw["policy"]))["weights"] == "binary64" \
+        else torch.float32
     if model_cfg.get("type", "mlp") == "gpt":  # token ids in, one target per token
-        model = _gpt.build(raw)
+        model = _gpt.build(raw, dtype)
         batches = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["batches"]]
         test = [(torch.from_numpy(x), torch.tensor(y, dtype=torch.long)) for x, y in raw["test_batches"]]
         return (model, batches, test, cfg) if with_test else (model, batches, cfg)
     if model_cfg.get("type", "mlp") not in ("mlp", "cnn"):
         raise ValueError(f"model.type {model_cfg.get('type')!r}: from_config builds mlp, cnn and gpt models only")
     params, layers, channels = raw["parameters"], collections.OrderedDict(), raw["channels"]
-    wide = _core._torch_policy(cfg.get("policy", raw["policy"]))["weights"] == "binary64"
     for name, op in raw["layers"]:
-        layers[name] = _layer(op, name, params, channels, torch.float64 if wide else torch.float32)
+        layers[name] = _layer(op, name, params, channels, dtype)
         if op == "conv2d":
             channels = params[f"{name}.weight"].shape[1]
     model = nn.Sequential(_with_flatten(layers, model_cfg.get("type", "mlp")))

@@ -29,6 +29,9 @@ class GradScaler:
     def __init__(self, policy="deepspeed", enabled=True, **params):
         self._policy_arg, self._params = policy, dict(params)
         self._enabled = enabled
+        if not isinstance(policy, str):
+            raise TypeError(f"policy: {type(policy).__name__} is not a name of the loss-scaler table "
+                            f"({', '.join(_core._torch_loss_scalers())})")
         self._scaler = _core._LossScaler(policy, **params)
         self._events = []  # found_inf of every update(): state_dict replays them
         self._scale_tensor = (None, None)

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import signal
-import tempfile
 
 import torch
 from torch import nn
@@ -16,55 +15,9 @@ from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, logged as _logged, params as _params
 from ._quantize import round_tensor
 from ._reference import RpsimLoss
+from ._run_files import _flat, _histogram, _nonfinite, _write_atomic, _zero_vs, num
 from ._scaler import GradScaler
-
-
-def num(v):
-    """%.17g, or nan / inf / -inf, as the CLI writes numbers."""
-    v = float(v)
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return "%.17g" % v
-
-
-def _write_atomic(path, text):
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _flat(tensors):
-    ts = [t.detach().reshape(-1).double() for t in tensors if t is not None]
-    return torch.cat(ts) if ts else torch.zeros(0, dtype=torch.float64)
-
-
-def _zero_vs(emulated, reference):
-    if emulated.numel() == 0 or emulated.numel() != reference.numel():
-        return 0.0
-    return float(((emulated == 0) & (reference != 0) & torch.isfinite(reference)).sum()) / emulated.numel()
-
-
-def _nonfinite(t):
-    return float((~torch.isfinite(t)).sum()) / t.numel() if t.numel() else 0.0
-
-
-def _histogram(rows, prefix, t, unscale):
-    v = t.detach().reshape(-1).double() * unscale
-    fin = torch.isfinite(v)
-    zeros, nonfinite = int((v == 0).sum()), int((~fin).sum())
-    if zeros:
-        rows.append(f"{prefix}zero,{zeros}")
-    if nonfinite:
-        rows.append(f"{prefix}nonfinite,{nonfinite}")
-    nz = v[fin & (v != 0)]
-    if nz.numel():
-        _, e = torch.frexp(nz)  # ilogb(v) = frexp's exponent - 1
-        bins, counts = torch.unique(e - 1, return_counts=True)
-        rows.extend(f"{prefix}{int(b)},{int(c)}" for b, c in zip(bins, counts))
+from ._unsupported import check_batch, check_not_emulated, check_trainer_args
 
 
 class Trainer:
@@ -83,8 +36,7 @@ class Trainer:
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
                  lr_schedule=None):
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
+        check_trainer_args(model, optimizer, loss, scaler, histogram_steps)
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
@@ -93,9 +45,18 @@ class Trainer:
         self.max_grad_norm = max_grad_norm
         self.lr_schedule = lr_schedule  # (step, applied steps) -> lr, set on every param group
         self.histogram_steps = set(histogram_steps)
+        self.layers = _layers(model)  # (a bad rpsim_layers fails before the model is touched)
+        check_not_emulated(model)
         self.shadow_model = copy.deepcopy(model).double() if shadow else None
         self.model = model
         self.emulation = emulate(model, policy, accumulation, seed=seed)
+        try:
+            self._attach(model, scaler, make_opt, shadow, seed)
+        except BaseException:  # the model as it was given: a corrected Trainer(model, ...) may follow
+            self.emulation.remove()
+            raise
+
+    def _attach(self, model, scaler, make_opt, shadow, seed):
         self.policy = self.emulation.policy
         # The batches in binary64 where the policy's data are (fp64; emulate needs a float64 model).
         wide = self.policy["data"] == "binary64" and all(p.dtype == torch.float64 for p in model.parameters())
@@ -117,7 +78,6 @@ class Trainer:
         self._column_major = set(self.emulation.embedding_tables)
         if shadow:
             self._column_major |= self.shadow_emulation.embedding_tables
-        self.layers = _layers(model)
         self.shadow_layers = _layers(self.shadow_model) if shadow else []
         self._grab = _Grabber(self.layers)
         self._shadow_grab = _Grabber(self.shadow_layers) if shadow else None
@@ -155,6 +115,7 @@ class Trainer:
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
+        check_batch(x, y)
         step = self.step_index
         if self.lr_schedule is not None:
             lr = self.lr_schedule(step, step - self.skipped_steps)

@@ -1,0 +1,42 @@
+"""rpsim.torch.GemmConfig: how one emulated GEMM op runs (its accumulation model, formats, keys of
+its stochastic roundings, block-scaled recipe), read by the ops of _ops and _blockscale."""
+from .. import _core
+from . import _blockscale
+
+DEFAULT_MODEL = "tc:h100:fp16:fp32"
+
+
+class GemmConfig:
+    """How one GEMM op runs: `model` (an accumulation spec or dict); compute: the format operands
+    are rounded to first (None: only the model's own cast to its input format); backward: the
+    format of the incoming gradient before the two backward GEMMs (None: compute); output: the
+    format results are rounded to after the model's output format (None: none); seed/stream key
+    stochastic models (forward stream, then stream + 1 and + 2 for the backward GEMMs). recipe: a
+    block-scaled policy (mxfp8 ... nvfp4, or its object) whose block quantisation the operands take
+    (compute, backward: its linear rule's by default); the model may then be a block-scaled
+    instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state).
+    layer: (name, step) of a `rpsim train` layer whose key the recipe's stochastic gradient rounding
+    (NVFP4's fp8.gradient_sr) takes, as the trainer keys that layer's GEMMs at that step (emulate sets
+    it per layer); None: seed and stream key it (stream + 3 and + 4 for dy's two casts), as the
+    GEMMs. seed also keys the recipe's random Hadamard signs, as the run's seed does in rpsim train."""
+
+    def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
+                 log=None, recipe=None, layer=None):
+        self.model, self.compute, self.backward, self.output = model, compute, backward, output
+        self.seed, self.stream = seed, stream
+        if layer is not None and not (isinstance(layer, tuple) and len(layer) == 2 and isinstance(layer[0], str)
+                                      and isinstance(layer[1], int) and layer[1] >= 0):
+            raise TypeError(f"layer: {layer!r} is not a (name, step) pair (a layer name and a step >= 0)")
+        self.layer = layer
+        # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
+        # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
+        # gradient's cast); None: not counted.
+        self.log = log
+        # FP8 per-tensor (fp8-delayed, fp8-current) or block (mx, nvfp4) scaling: an _fp8.Fp8State.
+        self.fp8 = None
+        if recipe is not None:
+            self.fp8, self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)
+        # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
+        self.on_input_grad_flush = None
+        # A bad spec: ValueError naming it here. scale_block: a block-scaled instruction's (0: none).
+        self.input_format, self.accumulation_format, self.scale_block = _core._torch_model_formats(model)

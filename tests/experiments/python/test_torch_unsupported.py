@@ -1,0 +1,210 @@
+"""rpsim.torch as a demanding user meets it: what it cannot emulate (an LSTM, a transposed convolution,
+nn.MultiheadAttention, a custom autograd Function, a model off the CPU, a second derivative) raises
+rpsim.torch.UnsupportedError naming the thing and listing what is emulated (generated from the tables);
+arguments of the wrong kind raise TypeError naming the argument, a misspelt name ValueError with the
+table's names; an in-place op keeps the rounded value in the tensor the caller holds."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rt = pytest.importorskip("rpsim.torch")
+from torch import nn  # noqa: E402
+
+
+def supported_listed(message):
+    # The list of what is emulated, generated from the tables (each row and module type named).
+    for op in rt.ops():
+        assert op in message
+    assert "torch.linear" in message and "Linear (linear)" in message and "LayerNorm (layer_norm)" in message
+
+
+class Recurrent(nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn, self.fc = cell, nn.Linear(4, 3)
+
+    def forward(self, x):
+        out = self.rnn(x)
+        return self.fc((out[0] if isinstance(out, tuple) else out).reshape(-1, 4))
+
+
+@pytest.mark.parametrize("module, x, op", [
+    (nn.LSTM(4, 4, batch_first=True), (2, 5, 4), "lstm"),
+    (nn.GRU(4, 4, batch_first=True), (2, 5, 4), "gru"),
+    (nn.RNN(4, 4, batch_first=True), (2, 5, 4), "rnn_tanh"),
+    (nn.LSTMCell(4, 4), (2, 4), "lstm_cell"),
+    (nn.ConvTranspose1d(4, 4, 1), (2, 4, 1), "conv_transpose1d"),
+])
+def test_an_op_with_fused_gemms_is_refused_by_name(module, x, op):
+    model = Recurrent(module)
+    rt.emulate(model, "fp16-amp")
+    with pytest.raises(rt.UnsupportedError, match=rf"torch {op} runs its GEMMs inside one PyTorch kernel") as e:
+        model(torch.randn(*x))
+    assert type(module).__name__ in str(e.value)  # the module type without a row of the op table
+    supported_listed(str(e.value))
+    assert isinstance(e.value, ValueError)
+
+
+def test_multihead_attention_and_einsum_are_refused():
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
+    rt.emulate(mha, "bf16-amp")
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(rt.UnsupportedError, match="multi_head_attention_forward.*explicit attention"):
+        mha(q, q, q)
+
+    class Einsum(nn.Module):
+        def forward(self, a):
+            return torch.einsum("bij,bjk->bik", a, a)
+    m = Einsum()
+    rt.emulate(m, "fp32")
+    with pytest.raises(rt.UnsupportedError, match="torch einsum .*matmul / bmm"):
+        m(torch.randn(2, 3, 3))
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_a_custom_autograd_function_is_refused_by_name():
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return Square.apply(self.fc(x))
+    model = Model()
+    rt.emulate(model, "fp16-amp")
+    with torch.no_grad():  # inference builds no graph: nothing runs outside the emulation
+        model(torch.randn(2, 4))
+    with pytest.raises(rt.UnsupportedError, match=r"custom autograd Function .*Square in the model's forward") as e:
+        model(torch.randn(2, 4))
+    supported_listed(str(e.value))
+    # rpsim's own Functions (GEMMs, roundings) and PyTorch's are not custom ones.
+    plain = nn.Sequential(nn.Linear(4, 3), nn.GELU(), nn.LayerNorm(3))
+    rt.emulate(plain, "fp16-amp")
+    plain(torch.randn(2, 4)).sum().backward()
+
+
+def test_a_model_or_batch_off_the_cpu_is_refused_by_name():
+    # (the meta device stands for a GPU here: the check is on the device type, and this torch is CPU-only)
+    with pytest.raises(rt.UnsupportedError, match="model parameter weight is on meta: .*CPU"):
+        rt.emulate(nn.Linear(4, 3, device="meta"), "fp16-amp")
+    with pytest.raises(rt.UnsupportedError, match="model parameter weight is on meta"):
+        rt.Trainer(nn.Linear(4, 3, device="meta"), "fp16-amp")
+    model = nn.Linear(4, 3)
+    rt.emulate(model, "fp16-amp")
+    with pytest.raises(rt.UnsupportedError, match="input .*is on meta"):
+        model(torch.randn(2, 4, device="meta"))
+    t = rt.Trainer(nn.Linear(4, 3), "fp32")
+    with pytest.raises(rt.UnsupportedError, match="batch y is on meta"):
+        t.step(torch.randn(2, 4), torch.zeros(2, dtype=torch.long, device="meta"))
+
+
+@pytest.mark.parametrize("model", [nn.Linear(4, 3), nn.Sequential(nn.Linear(4, 4, bias=False), nn.GELU())])
+def test_a_second_derivative_through_rpsim_kernels_is_refused(model):
+    rt.emulate(model, "fp16-amp")
+    x = torch.randn(2, 4, requires_grad=True)
+    y = model(x).square().sum()
+    with pytest.raises(rt.UnsupportedError, match=r"second derivative \(create_graph=True"):
+        torch.autograd.grad(y, x, create_graph=True)
+    # a first derivative is fine
+    model(x).square().sum().backward()
+    assert x.grad is not None
+
+
+def test_an_in_place_op_keeps_the_rounded_value():
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.fc(x)
+            y.mul_(3.3)  # the result ignored: y itself must hold it, rounded
+            return y
+
+    class OutOfPlace(Model):
+        def forward(self, x):
+            return self.fc(x) * 3.3
+    torch.manual_seed(0)
+    a, b = Model(), OutOfPlace()
+    b.load_state_dict(a.state_dict())
+    rt.emulate(a, "fp16-pure")
+    rt.emulate(b, "fp16-pure")
+    x = torch.randn(5, 4)
+    ya, yb = a(x), b(x)
+    assert torch.equal(ya, ya.half().float())  # binary16 values
+    assert torch.equal(ya, yb)
+    ya.sum().backward()
+    yb.sum().backward()
+    assert torch.equal(a.fc.weight.grad, b.fc.weight.grad)
+
+    class Leaf(Model):  # requires_grad_ is in place without arithmetic: nothing to round
+        def forward(self, x):
+            self.x = x.requires_grad_()
+            return self.fc(x)
+    c = Leaf()
+    rt.emulate(c, "fp16-pure")
+    c(torch.randn(5, 4)).sum().backward()
+    assert c.x.grad is not None and c.x.is_leaf
+
+
+def test_wrong_kinds_of_argument_name_the_argument():
+    m = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"policy: int is neither a name of the policy table \(fp32, fp64, "):
+        rt.emulate(m, 3)
+    with pytest.raises(TypeError, match="seed: 'a' is not an integer"):
+        rt.emulate(m, "fp32", seed="a")
+    with pytest.raises(TypeError, match="model: str is not a torch.nn.Module"):
+        rt.Trainer("gpt", "fp32")
+    with pytest.raises(TypeError, match="optimizer: SGD is not a function of the parameters"):
+        rt.Trainer(m, "fp32", torch.optim.SGD(m.parameters(), lr=0.1))
+    with pytest.raises(TypeError, match="loss: 'mse' is not a function"):
+        rt.Trainer(m, "fp32", None, "mse")
+    scalers = "none, static, pytorch, deepspeed"
+    with pytest.raises(TypeError, match=rf"scaler: int is neither .* \({scalers}"):
+        rt.Trainer(m, "fp32", scaler=3)
+    with pytest.raises(TypeError, match=rf"policy: float is not a name of the loss-scaler table \({scalers}"):
+        rt.GradScaler(2.0)
+    with pytest.raises(TypeError, match="histogram_steps: 'all' is not a collection of step numbers"):
+        rt.Trainer(m, "fp32", histogram_steps="all")
+    t = rt.Trainer(nn.Linear(2, 2), "fp32")
+    with pytest.raises(TypeError, match="Trainer.step: x is a list, not a torch.Tensor"):
+        t.step([[1.0, 2.0]], torch.tensor([0]))
+
+
+def test_misspelt_names_list_the_table():
+    m = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r'unknown policy "bf16-pur" \(did you mean bf16-pure\?\).*nvfp4'):
+        rt.Trainer(m, "bf16-pur")
+    with pytest.raises(ValueError, match=r"policy\.name: unknown policy .*known: fp32"):
+        rt.emulate(m, {"name": "fp16amp"})
+    with pytest.raises(ValueError, match="unknown loss scaler policy 'deepspeeed' .*deepspeed"):
+        rt.Trainer(m, "fp16-amp", scaler="deepspeeed")
+    with pytest.raises(ValueError, match="loss 'cross_entropyy' is not a loss of the op table"):
+        rt.RpsimLoss("cross_entropyy")
+
+
+def test_a_model_is_emulated_once():
+    m = nn.Linear(2, 2)
+    emu = rt.emulate(m, "fp32")
+    with pytest.raises(ValueError, match=r"already under emulate \(policy fp32\).*remove\(\)"):
+        rt.emulate(m, "fp16-amp")
+    emu.remove()
+    rt.emulate(m, "fp16-amp").remove()
+    # A Trainer that fails after emulating (here: the scaler's name) hands the model back un-emulated.
+    with pytest.raises(ValueError, match="deepspeeed"):
+        rt.Trainer(m, "fp16-amp", scaler="deepspeeed")
+    t = rt.Trainer(m, "fp16-amp", scaler="deepspeed")
+    with pytest.raises(ValueError, match=r"already under emulate \(policy fp16-amp\).*Trainer.emulation.remove"):
+        rt.Trainer(m, "fp32")
+    t.emulation.remove()
+    rt.Trainer(m, "fp32")
