@@ -5,7 +5,9 @@
 // torch._scaled_mm on an H100 80GB HBM3, PyTorch 2.11, CUDA 13.0, cuBLAS
 // 13.0), captures on an H200 (the same SM90 chip; real GPT / LLaMA-style /
 // ResNet steps and shape grids, torch 2.11 + cuBLAS 13; excerpt in
-// tests/data/cublas-h200) and the research report that fitted the H100 ones, REPORT.md of issue #14
+// tests/data/cublas-h200), H100 torch._scaled_mm captures with per-row scales
+// and biases (lead's GPU session 10, capture4.py; excerpt in
+// tests/data/cublas-h100-scaled) and the research report that fitted the H100 ones, REPORT.md of issue #14
 // (numpy reference emu.py / schedule.py / verify.py). Pass counts below are
 // elements bit-exact out of M*N, per shape 64x64x256 / 256x128x1024 /
 // 128x128x4096 (4096 / 32768 / 16384 elements).
@@ -159,21 +161,25 @@ std::pair<int, int> tf32_split(long m, long n, long k) {
 // misses ~28% of every ->fp32 GEMM (e.g. 2930 of 4096), so it is ruled out;
 // fused is the same arithmetic when C is absent. With a bias (C, torch's
 // `bias=`, ->bf16/fp16 only: torch refuses it with ->fp32) the scaled sum is
-// rounded to binary32 before C joins: H100 capture (torch 2.11, /work/gpu10
-// cap4 "bias", 64x64x128 ->fp16, 0.37 x 1.9) product then + C 4096/4096,
+// rounded to binary32 before C joins: H100 capture (torch 2.11, set "bias",
+// 64x64x128 ->fp16, 0.37 x 1.9) product then + C 4096/4096,
 // fused (one rounding for the scale and C) and a_then_b 4095.
 //
 // Per-row scales (scales=row; scale_a M x 1, scale_b 1 x N) take another
 // path with another epilogue, b_then_a: fl32(sa * fl32(sb * acc)), B's
-// column scale first (PyTorch calls the column-major library with the
-// operands swapped, so its first scale is torch's scale_b). H100 capture
-// (cap4 "rowwise", 64x64x256 and 128x96x1024, ->fp32 and ->bf16, fast and
-// not: every GEMM bit-exact); ->fp32 rules out product (2661 / 2720 of 4096,
-// 8118 / 8032 of 12288) and a_then_b (2721 / 2691, 8069 / 7969), and product
-// misses one ->bf16 element at 128x96x1024; with a bias ("bias-rowwise",
-// 64x64x512 ->bf16) b_then_a then + C 4096/4096, fused 4095. The
-// accumulation is the per-tensor path's (promotion every 4, or one chain with
-// fast_accum=1). The H200 rowwise calls (->bf16 only) fit every order.
+// column scale first. H100 capture (set "rowwise", 64x64x256 and
+// 128x96x1024, ->fp32 and ->bf16, fast and not: every GEMM bit-exact);
+// ->fp32 rules out product (2661 / 2720 of 4096, 8118 / 8032 of 12288) and
+// a_then_b (2721 / 2691, 8069 / 7969); ->bf16 too, by single elements
+// (product 12287 of 12288 at 128x96x1024, a_then_b 4095 of 4096 at
+// 64x64x256); with a bias ("bias-rowwise", 64x64x512 ->bf16) b_then_a then
+// + C 4096/4096, fused and a_then_b 4095. So these calls did not run
+// PyTorch's CUTLASS rowwise kernel (f8f8bf16_rowwise, RowwiseScaledMM.cuh:
+// A's row scale first, bf16 output only); a column-major library called
+// with the operands swapped, as PyTorch calls cuBLASLt, would apply torch's
+// scale_b first (our reading, not verified). The accumulation is the
+// per-tensor path's (promotion every 4, or one chain with fast_accum=1). The
+// H200 rowwise calls (->bf16 only) fit every order.
 KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {
   const Format& in = p.input;
   const Format& out = p.output;
