@@ -203,7 +203,8 @@ format (mx_quantize(...)['scales']; a ue4m3 scale's sign is ignored). Each instr
 take their blocks' scales as the instruction model does; longer K chains the instructions, C fed
 forward. scale_a, scale_b: torch._scaled_mm-style binary32 scales, a number (per tensor), scale_a
 of length M (per row), scale_b of length N (per column): D = fl32(scale_a scale_b) (A B) + C, each
-step rounded to binary32. Wrong shapes, K not a multiple of the block, or a scale format the
+step rounded to binary32, or as a kernel schedule's scale_epilogue says (a cublas preset given
+per-row scales: fl32(scale_a fl32(scale_b (A B))) + C, torch's per-row path on the H100). Wrong shapes, K not a multiple of the block, or a scale format the
 instruction does not take raise ValueError naming the argument.)");
 }
 

@@ -256,7 +256,7 @@ const AccumulationKind kKinds[] = {
      .seconds_per_multiply_add = emulated_cost},
     {.name = "cublas",
      .aliases = "",
-     .usage = "LIB:GPU:IN:OUT[:rpr=0|1]",
+     .usage = "LIB:GPU:IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1][:scales=tensor|row]",
      .help = "a named kernel preset (kernel_presets()): the schedule the library picks for the shape",
      .takes_seed = false,
      .parse = [](std::string_view spec, const Parts& p, std::uint64_t) -> AccumulationModel {

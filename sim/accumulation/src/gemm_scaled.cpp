@@ -123,9 +123,17 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
   const auto& v = model.variant();
   if (epilogue && !tc && !model.bare_instruction() &&
       (std::holds_alternative<KernelSchedule>(v) || std::holds_alternative<KernelPreset>(v))) {
+    // A preset given per-row / per-column scales takes torch's per-row path
+    // (scales=row, its own epilogue: kernel_presets.cpp), as torch picks the
+    // kernel from the scales' shape.
+    const auto preset_schedule = [&](KernelPreset p) {
+      p.row_scales =
+          p.row_scales || (s.scale_a && s.scale_a->size() > 1) || (s.scale_b && s.scale_b->size() > 1);
+      return p.for_shape(a.rows(), b.cols(), a.cols());
+    };
     const KernelSchedule ks = std::holds_alternative<KernelSchedule>(v)
                                   ? std::get<KernelSchedule>(v)
-                                  : std::get<KernelPreset>(v).for_shape(a.rows(), b.cols(), a.cols());
+                                  : preset_schedule(std::get<KernelPreset>(v));
     return gemm_schedule_scaled(ks, a, b, c, s.scale_a ? &*s.scale_a : nullptr,
                                 s.scale_b ? &*s.scale_b : nullptr, options.threads);
   }

@@ -90,6 +90,7 @@ double KernelFold::scale_epilogue(double acc, double c, bool has_c, double sa, d
   switch (s_->scale_epilogue) {
     case ScaleEpilogue::product: t = (fa * fb) * x; break;
     case ScaleEpilogue::a_then_b: t = fb * (fa * x); break;
+    case ScaleEpilogue::b_then_a: t = fa * (fb * x); break;
     case ScaleEpilogue::fused:
       return has_c ? static_cast<double>(std::fma(fa * fb, x, fc)) : double((fa * fb) * x);
   }

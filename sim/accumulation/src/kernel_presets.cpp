@@ -5,7 +5,9 @@
 // torch._scaled_mm on an H100 80GB HBM3, PyTorch 2.11, CUDA 13.0, cuBLAS
 // 13.0), captures on an H200 (the same SM90 chip; real GPT / LLaMA-style /
 // ResNet steps and shape grids, torch 2.11 + cuBLAS 13; excerpt in
-// tests/data/cublas-h200) and the research report that fitted the H100 ones, REPORT.md of issue #14
+// tests/data/cublas-h200), H100 torch._scaled_mm captures with per-row scales
+// and biases (lead's GPU session 10, capture4.py; excerpt in
+// tests/data/cublas-h100-scaled) and the research report that fitted the H100 ones, REPORT.md of issue #14
 // (numpy reference emu.py / schedule.py / verify.py). Pass counts below are
 // elements bit-exact out of M*N, per shape 64x64x256 / 256x128x1024 /
 // 128x128x4096 (4096 / 32768 / 16384 elements).
@@ -157,10 +159,27 @@ std::pair<int, int> tf32_split(long m, long n, long k) {
 // per tensor without C on the H200 (scales 0.37 x 1.9 and 3.3 x 0.011, K 64
 // .. 2048, ->fp32/bf16/fp16, fast and not: every GEMM bit-exact); a_then_b
 // misses ~28% of every ->fp32 GEMM (e.g. 2930 of 4096), so it is ruled out;
-// fused is the same arithmetic when C is absent. Not separated: product vs
-// fused with a bias (C), and per-row scales (only ->bf16 captured, where
-// product and a_then_b both give 4096/4096): an ->fp32 rowwise call and a
-// _scaled_mm with bias and scales != 1 would settle them.
+// fused is the same arithmetic when C is absent. With a bias (C, torch's
+// `bias=`, ->bf16/fp16 only: torch refuses it with ->fp32) the scaled sum is
+// rounded to binary32 before C joins: H100 capture (torch 2.11, set "bias",
+// 64x64x128 ->fp16, 0.37 x 1.9) product then + C 4096/4096,
+// fused (one rounding for the scale and C) and a_then_b 4095.
+//
+// Per-row scales (scales=row; scale_a M x 1, scale_b 1 x N) take another
+// path with another epilogue, b_then_a: fl32(sa * fl32(sb * acc)), B's
+// column scale first. H100 capture (set "rowwise", 64x64x256 and
+// 128x96x1024, ->fp32 and ->bf16, fast and not: every GEMM bit-exact);
+// ->fp32 rules out product (2661 / 2720 of 4096, 8118 / 8032 of 12288) and
+// a_then_b (2721 / 2691, 8069 / 7969); ->bf16 too, by single elements
+// (product 12287 of 12288 at 128x96x1024, a_then_b 4095 of 4096 at
+// 64x64x256); with a bias ("bias-rowwise", 64x64x512 ->bf16) b_then_a then
+// + C 4096/4096, fused and a_then_b 4095. So these calls did not run
+// PyTorch's CUTLASS rowwise kernel (f8f8bf16_rowwise, RowwiseScaledMM.cuh:
+// A's row scale first, bf16 output only); a column-major library called
+// with the operands swapped, as PyTorch calls cuBLASLt, would apply torch's
+// scale_b first (our reading, not verified). The accumulation is the
+// per-tensor path's (promotion every 4, or one chain with fast_accum=1). The
+// H200 rowwise calls (->bf16 only) fit every order.
 KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {
   const Format& in = p.input;
   const Format& out = p.output;
@@ -184,7 +203,7 @@ KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {
   s.split_k = split_k;
   s.split_tile = split_tile;
   s.promotion = kind == Kind::fp8 && !p.fast_accum ? 4 : 0;
-  s.scale_epilogue = ScaleEpilogue::product;
+  s.scale_epilogue = p.row_scales ? ScaleEpilogue::b_then_a : ScaleEpilogue::product;
   s.output = out;
   s.output_rounding = RoundingMode::nearest_even;
   s.validate();
@@ -198,7 +217,8 @@ const std::vector<KernelPresetRow>& kernel_presets() {
       {"cublas:h100",
        "cuBLAS (CUDA 13.0) GEMMs on the H100 as torch.matmul / torch._scaled_mm call them: inputs fp16 bf16 "
        "tf32 e4m3 e5m2 (mixed e4m3 x e5m2 by input_b=), outputs fp16 bf16 fp32; split-K and FP8 promotion "
-       "(none with fast_accum=1) fitted to shared/cublas-h100 and H200 captures",
+       "(none with fast_accum=1) fitted to shared/cublas-h100 and H200 captures; scales=row: the "
+       "per-row-scaled _scaled_mm epilogue",
        cublas_h100},
   };
   return rows;
@@ -211,13 +231,14 @@ std::string kernel_preset_names() {
 }
 
 KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr,
-                           const Format* input_b, bool fast_accum) {
+                           const Format* input_b, bool fast_accum, bool row_scales) {
   for (const auto& r : kernel_presets()) {
     if (name != r.name) continue;
     if (rpr != 0 && rpr != 1) throw std::invalid_argument(fmt::format("rpr={} is not 0 or 1", rpr));
     KernelPreset p{r.name, in, out, rpr, in, std::nullopt, false};
     if (input_b && *input_b != in) p.input_b = *input_b;
     p.fast_accum = fast_accum;
+    p.row_scales = row_scales;
     try {
       p.stored = p.for_shape(64, 64, 256).stored;  // and rejects formats the row does not take
     } catch (const std::invalid_argument& e) {

@@ -47,7 +47,7 @@ E enum_field(const char* name, const std::string& v, const char* const (&names)[
 constexpr const char* kOrders[] = {"increasing", "decreasing"};
 constexpr const char* kReductions[] = {"sequential", "reverse", "pairwise", "exact"};
 constexpr const char* kPlacements[] = {"epilogue", "accumulator"};
-constexpr const char* kScaleEpilogues[] = {"product", "a_then_b", "fused"};
+constexpr const char* kScaleEpilogues[] = {"product", "a_then_b", "fused", "b_then_a"};
 
 #define RPSIM_INT_FIELD(f, help)                                                                      \
   ScheduleField {                                                                                     \
@@ -93,7 +93,8 @@ const std::vector<ScheduleField>& schedule_fields() {
       RPSIM_ROUNDING_FIELD(reduction_rounding, "rounding of the reduction's adds"),
       RPSIM_ENUM_FIELD(c_placement, CPlacement, kPlacements, "C added in the epilogue or as the start"),
       RPSIM_ENUM_FIELD(scale_epilogue, ScaleEpilogue, kScaleEpilogues,
-                       "_scaled_mm scales in binary32: fl(fl(sa*sb)*acc), fl(sb*fl(sa*acc)) or fma with C"),
+                       "_scaled_mm scales in binary32: fl(fl(sa*sb)*acc), fl(sb*fl(sa*acc)), fma with C or "
+                       "fl(sa*fl(sb*acc))"),
       RPSIM_ROUNDING_FIELD(output_rounding, "rounding of the result to the output format"),
   };
   return fields;

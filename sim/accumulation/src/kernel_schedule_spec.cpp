@@ -99,24 +99,28 @@ KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::s
   try {
     const std::size_t positional = positional_parts(parts);
     if (positional != 4)
-      bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1], e.g. {}:fp16:fp32",
+      bad(spec, fmt::format("{} takes IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1][:scales=tensor|row], "
+                            "e.g. {}:fp16:fp32",
                             name, name));
     int rpr = 0;
-    bool fast = false;
+    bool fast = false, row = false;
     std::optional<Format> in_b;
     for (std::size_t i = positional; i < parts.size(); ++i) {
       if (parts[i] == "rpr=0" || parts[i] == "rpr=1") {
         rpr = parts[i].back() - '0';
       } else if (parts[i] == "fast_accum=0" || parts[i] == "fast_accum=1") {
         fast = parts[i].back() == '1';
+      } else if (parts[i] == "scales=tensor" || parts[i] == "scales=row") {
+        row = parts[i] == "scales=row";
       } else if (parts[i].starts_with("input_b=")) {
         in_b = parse_fmt(spec, parts[i].substr(8));
       } else {
-        bad(spec, fmt::format("'{}' is not rpr=0|1, input_b=FMT or fast_accum=0|1", parts[i]));
+        bad(spec,
+            fmt::format("'{}' is not rpr=0|1, input_b=FMT, fast_accum=0|1 or scales=tensor|row", parts[i]));
       }
     }
     return kernel_preset(name, parse_fmt(spec, parts[2]), parse_fmt(spec, parts[3]), rpr,
-                         in_b ? &*in_b : nullptr, fast);
+                         in_b ? &*in_b : nullptr, fast, row);
   } catch (const AccumulationSpecError&) {
     throw;
   } catch (const std::invalid_argument& e) {
@@ -125,8 +129,9 @@ KernelPreset parse_kernel_preset(std::string_view spec, const std::vector<std::s
 }
 
 std::string kernel_preset_spec(const KernelPreset& p) {
-  return fmt::format("{}:{}:{}{}{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "",
-                     p.input_b ? ":input_b=" + p.input_b->name : "", p.fast_accum ? ":fast_accum=1" : "");
+  return fmt::format("{}:{}:{}{}{}{}{}", p.name, p.input.name, p.output.name, p.rpr ? ":rpr=1" : "",
+                     p.input_b ? ":input_b=" + p.input_b->name : "", p.fast_accum ? ":fast_accum=1" : "",
+                     p.row_scales ? ":scales=row" : "");
 }
 
 std::vector<std::string> kernel_json_parts(const nlohmann::json& j) {

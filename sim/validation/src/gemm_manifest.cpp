@@ -199,6 +199,9 @@ std::string preset_for(const ManifestGemm& g) {
     spec += fmt::format(":input_b={}", b ? b : "?");
   }
   if (g.use_fast_accum) spec += ":fast_accum=1";
+  // torch._scaled_mm picks its per-row path from the scales' shape (scale_a
+  // M x 1, scale_b 1 x N); the manifest holds them as lists.
+  if (g.scale_a.size() > 1 || g.scale_b.size() > 1) spec += ":scales=row";
   try {
     if (!in || !out) throw std::invalid_argument("no preset for these dtypes");
     AccumulationModel::parse(spec);

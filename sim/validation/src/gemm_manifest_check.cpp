@@ -42,23 +42,28 @@ void set_tensor_scales(const ManifestGemm& g, GemmDump& dump) {
   if (!g.scale_b.empty()) dump.scales.scale_b = as_matrix(g.scale_b, false);
 }
 
-// Per-tensor scales without C are measured: on the H200 captures (README
-// "cuBLAS on the H200") product (and fused, the same arithmetic when C is
-// absent) reproduce every _scaled_mm with scales 0.37 x 1.9 and 3.3 x 0.011,
-// fp32/bf16/fp16 outputs, K 64..2048, fast and not; a_then_b misses ~28% of
-// the fp32 outputs. Per-row scales (only bf16 outputs captured: product and
-// a_then_b both reproduce them) and scales with C (product vs fused) are not.
+// The epilogues the captures measured (kernel_presets.cpp, which cites them):
+// per-tensor scales by product, with or without a bias (fused: the same
+// arithmetic without C; H200 and H100 captures), per-row scales by b_then_a
+// with or without a bias (H100 captures). Any other pairing is an assumption,
+// said as such.
 std::string scale_note(const AccumulationModel& model, const ManifestGemm& g) {
   const auto& v = model.variant();
+  const bool row = g.scale_a.size() > 1 || g.scale_b.size() > 1;
   std::string how = "binary32 epilogue fl(fl(sa*sb)*AB)+C";
-  if (const auto* p = std::get_if<KernelPreset>(&v))
-    how = find_schedule_field("scale_epilogue")->get(p->for_shape(64, 64, 256));
-  else if (const auto* s = std::get_if<KernelSchedule>(&v))
+  if (const auto* p = std::get_if<KernelPreset>(&v)) {
+    KernelPreset q = *p;
+    q.row_scales = q.row_scales || row;  // as gemm() applies it (gemm_scaled.cpp)
+    how = find_schedule_field("scale_epilogue")->get(q.for_shape(64, 64, 256));
+  } else if (const auto* s = std::get_if<KernelSchedule>(&v)) {
     how = find_schedule_field("scale_epilogue")->get(*s);
+  }
+  // torch's per-row form is M values for A and N for B; a mix of the forms is unmeasured.
+  const bool row_form = g.scale_a.size() == std::size_t(g.m) && g.scale_b.size() == std::size_t(g.n);
   const bool settled =
-      (how == "product" || how == "fused") && g.scale_a.size() == 1 && g.scale_b.size() == 1 && g.beta == 0.0;
+      row ? row_form && how == "b_then_a" : how == "product" || (how == "fused" && g.beta == 0.0);
   return fmt::format("scales != 1 by {}{}: {}", how.starts_with("binary32") ? "" : "scale_epilogue=", how,
-                     settled ? "measured (per tensor, no C)" : "unmeasured");
+                     settled ? fmt::format("measured ({})", row ? "per row" : "per tensor") : "unmeasured");
 }
 
 struct Compared {

@@ -44,6 +44,7 @@ GemmScales row_column_scales(Eigen::Index m, Eigen::Index n, std::mt19937_64& rn
 float by_hand(const std::string& how, float sa, float sb, float acc, float c) {
   if (how == "product") return (sa * sb) * acc + c;
   if (how == "a_then_b") return sb * (sa * acc) + c;
+  if (how == "b_then_a") return sa * (sb * acc) + c;
   return std::fma(sa * sb, acc, c);  // fused
 }
 
@@ -59,7 +60,7 @@ TEST_CASE("kernel scale epilogue: each order is the binary32 arithmetic it names
   const Matrix ab = gemm(AccumulationModel::parse(base), a, b);  // the unscaled binary32 result
   Matrix first;
   int differ = 0;
-  for (const std::string how : {"product", "a_then_b", "fused"}) {
+  for (const std::string how : {"product", "a_then_b", "fused", "b_then_a"}) {
     INFO(how);
     const Matrix d = gemm(AccumulationModel::parse(base + ":scale_epilogue=" + how), a, b, c, s);
     for (Eigen::Index i = 0; i < m; ++i)
@@ -81,20 +82,21 @@ TEST_CASE("kernel scale epilogue: the scales act before the one rounding to the 
   const Matrix a = random_values(m, k, formats::e4m3(), rng), b = random_values(k, n, formats::e4m3(), rng);
   const Matrix zero = Matrix::Zero(m, n);
   const GemmScales s = row_column_scales(m, n, rng);
-  // The preset for bf16 output against its own fp32-output schedule.
+  // The preset for bf16 output against its own fp32-output schedule; per-row
+  // scales select its per-row epilogue, B's scale first (kernel_presets.cpp).
   const Matrix ab = gemm(AccumulationModel::parse("cublas:h100:e4m3:fp32"), a, b);
   const Matrix d = gemm(AccumulationModel::parse("cublas:h100:e4m3:bf16"), a, b, zero, s);
   int double_rounding_differs = 0;
   for (Eigen::Index i = 0; i < m; ++i)
     for (Eigen::Index j = 0; j < n; ++j) {
       const float sa = float((*s.scale_a)(i, 0)), sb = float((*s.scale_b)(0, j));
-      const double t = static_cast<double>((sa * sb) * float(ab(i, j)));
+      const double t = static_cast<double>(sa * (sb * float(ab(i, j))));
       const Format& bf16 = formats::bfloat16();
       CHECK(d(i, j) == to_double(bf16, round_double(bf16, t, RoundingMode::nearest_even)));
       // Scaling a result already rounded to bf16 (the old GEMM-then-scale).
       const double late = to_double(bf16, round_double(bf16, ab(i, j), RoundingMode::nearest_even));
       const double twice =
-          to_double(bf16, round_double(bf16, double((sa * sb) * float(late)), RoundingMode::nearest_even));
+          to_double(bf16, round_double(bf16, double(sa * (sb * float(late))), RoundingMode::nearest_even));
       double_rounding_differs += twice != d(i, j);
     }
   CHECK(double_rounding_differs > 0);
@@ -109,6 +111,15 @@ TEST_CASE("kernel scale epilogue: the field's spec, the preset's value and the e
         "kernel:h100:e4m3:binary32:wgmma");
   const KernelPreset p = kernel_preset("cublas:h100", formats::e4m3(), formats::bfloat16(), 0);
   CHECK(p.for_shape(64, 64, 256).scale_epilogue == ScaleEpilogue::product);
+  // scales=row: torch._scaled_mm's per-row path (H100 captures, kernel_presets.cpp).
+  const auto row = AccumulationModel::parse("cublas:h100:e4m3:bf16:scales=row");
+  CHECK(row.spec() == "cublas:h100:e4m3:bfloat16:scales=row");
+  CHECK(std::get<KernelPreset>(row.variant()).for_shape(64, 64, 256).scale_epilogue ==
+        ScaleEpilogue::b_then_a);
+  CHECK(AccumulationModel::parse("cublas:h100:e4m3:bf16:scales=tensor").spec() ==
+        "cublas:h100:e4m3:bfloat16");
+  CHECK_THROWS_WITH(AccumulationModel::parse("cublas:h100:e4m3:bf16:scales=column"),
+                    Catch::Contains("scales=tensor|row"));
   REQUIRE(find_schedule_field("scale_epilogue") != nullptr);
   try {
     AccumulationModel::parse("kernel:h100:e4m3:fp32:wgmma:scale_epilogue=late");
@@ -116,7 +127,7 @@ TEST_CASE("kernel scale epilogue: the field's spec, the preset's value and the e
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     CHECK(what.find("scale_epilogue='late'") != std::string::npos);
-    CHECK(what.find("product a_then_b fused") != std::string::npos);
+    CHECK(what.find("product a_then_b fused b_then_a") != std::string::npos);
   }
   // _scaled_mm scales A*B only: a schedule feeding C into the chain cannot.
   std::mt19937_64 rng(13);

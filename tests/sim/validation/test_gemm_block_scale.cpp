@@ -266,7 +266,7 @@ TEST_CASE("gemm block scale: _scaled_mm scales in a manifest and in a dump are c
   // tensor without C it is the measured one (the H200 _scaled_mm captures).
   REQUIRE(r.rows.size() == 1);
   CHECK(r.rows[0].passed == 4);
-  CHECK(r.rows[0].note == "scales != 1 by scale_epilogue=product: measured (per tensor, no C)");
+  CHECK(r.rows[0].note == "scales != 1 by scale_epilogue=product: measured (per tensor)");
   CHECK(r.skipped == 0);
   // The same GEMM as a dump carrying scale_a and scale_b: checked under the epilogue.
   const GemmDump dump = load_gemm_dump({dir / "dump.npz"}, DumpFormat::numpy);

@@ -40,7 +40,7 @@ TEST_CASE("gemm manifest cublas H200: the excerpt passes under the presets its d
   REQUIRE(r.rows.size() == 10);
   CHECK(r.rows[0].model == "cublas:h100:tf32:fp32");
   CHECK(r.rows[4].model == "cublas:h100:e4m3:fp32:fast_accum=1");
-  CHECK(r.rows[5].note == "scales != 1 by scale_epilogue=product: measured (per tensor, no C)");
+  CHECK(r.rows[5].note == "scales != 1 by scale_epilogue=product: measured (per tensor)");
   CHECK(r.rows[6].model == "cublas:h100:e4m3:fp32:input_b=e5m2");
   CHECK(r.rows[7].model == "cublas:h100:e5m2:fp32:input_b=e4m3:fast_accum=1");
   for (const auto& row : r.rows) CHECK(row.passed == row.total);

@@ -30,7 +30,9 @@
 // D = alpha*(scale_a*scale_b)*AB + beta*C with the two scales folded into
 // one alpha), `a_then_b` fl32(sb * fl32(sa * acc)) (a CUTLASS epilogue
 // visitor tree applying one scale after the other, PyTorch's rowwise FP8
-// kernel), `fused` fl32(fma(fl32(sa*sb), acc, C)) (CUTLASS's
+// kernel), `b_then_a` fl32(sa * fl32(sb * acc)) (the other order: what
+// torch._scaled_mm with per-row scales computes on the H100, B's column
+// scale first; kernel_presets.cpp), `fused` fl32(fma(fl32(sa*sb), acc, C)) (CUTLASS's
 // LinearCombination multiply_add: one rounding for the scale and C). C then
 // joins in binary32 and step 6 rounds once to the output.
 // A split-K slice with promotion and a promotion chunk are the same
@@ -38,7 +40,7 @@
 // boundaries matter (REPORT.md, sec. 1).
 //
 // Named presets choose a schedule from the GEMM's shape (kernel_presets()):
-// `cublas:h100:IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1]`.
+// `cublas:h100:IN:OUT[:rpr=0|1][:input_b=FMT][:fast_accum=0|1][:scales=tensor|row]`.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +58,7 @@ namespace rpsim::sim {
 enum class KOrder : std::uint8_t { increasing, decreasing };
 enum class Reduction : std::uint8_t { sequential, reverse, pairwise, exact };
 enum class CPlacement : std::uint8_t { epilogue, accumulator };
-enum class ScaleEpilogue : std::uint8_t { product, a_then_b, fused };
+enum class ScaleEpilogue : std::uint8_t { product, a_then_b, fused, b_then_a };
 
 // A consecutive range of K accumulated as one chain from zero; `slice` is its
 // split-K slice.
@@ -108,6 +110,10 @@ struct KernelPreset {
   std::optional<Format> input_b;
   // torch._scaled_mm(..., use_fast_accum=True): FP8 without promotion.
   bool fast_accum = false;
+  // torch._scaled_mm with per-row scale_a (M x 1) and per-column scale_b
+  // (1 x N): the epilogue of that path (scales=row). gemm() sets it itself
+  // when it is given such scales.
+  bool row_scales = false;
   // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K).
   KernelSchedule for_shape(long m, long n, long k) const;
 };
@@ -125,9 +131,10 @@ const std::vector<KernelPresetRow>& kernel_presets();
 std::string kernel_preset_names();
 // The preset `name` ("cublas:h100") for these formats; throws
 // std::invalid_argument listing the table's names or the formats it takes.
-// input_b: B's format if not `in`; fast_accum: _scaled_mm's use_fast_accum.
+// input_b: B's format if not `in`; fast_accum: _scaled_mm's use_fast_accum;
+// row_scales: its per-row scales.
 KernelPreset kernel_preset(std::string_view name, const Format& in, const Format& out, int rpr,
-                           const Format* input_b = nullptr, bool fast_accum = false);
+                           const Format* input_b = nullptr, bool fast_accum = false, bool row_scales = false);
 
 // A KernelSchedule field a spec string or JSON may set (`split_k=3`), one row
 // each; the instruction's own fields (terms_per_step, ...) are the Tensor
