@@ -12,10 +12,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
+#include "cublas_h100_grid.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
 #include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
@@ -37,25 +41,6 @@ Kind kind_of(const Format& f) {
     default: break;
   }
   throw std::invalid_argument(fmt::format("takes fp16, bf16, tf32, e4m3 or e5m2 inputs, not '{}'", f.name));
-}
-
-// fp16 and bf16 (any output, rpr 0 or 1): split-K 3 with k-tiles of 64 once
-// K >= 4096, one chain below, whatever M and N (64..256 measured). H100:
-// 128x128x4096 split 3 (slices 1408, 1408, 1280 = ceil(64/3) = 22 k-tiles of
-// 64, the short slice last), partials added in slice order by binary32 RNE
-// adds (fp16->fp32, the sharpest file: 16384/16384; no split-K 76; split 2
-// 312, 4 475; 32-k tiles (1376, 1376, 1344) 1290; short slice first 763 or
-// in the middle 1177; reduction reversed 11079, exact then one rounding
-// 12667, RTZ adds 9440). H200 grids (cuBLAS 13): 64x64x4096 split 3 4096/4096
-// fp16 and bf16 (one chain, the old guess: 4042 and 4087; split 2 4070/4090,
-// 4 4068/4093, 16 4071/4094); one chain at 64x64 and 128x128 up to K = 2048
-// and 256x256 up to 1024. NVIDIA says only that split-K is used "when M and
-// N are relatively small and K relatively large" (CUDALibrarySamples#243).
-// A held-out H200 capture (not used to fit this) has 96x64x3072 in 2 slices
-// (`gemm-check --infer`), which this rule misses: the K >= 4096 threshold is
-// the measured shapes' boundary, not cuBLAS's rule.
-int half_split(long k) {
-  return k >= 4096 ? 3 : 1;
 }
 
 // tf32: the split-K slices cuBLAS's heuristic chose, found per shape by
@@ -89,24 +74,70 @@ constexpr SplitRow kTf32Splits[] = {
     {128, 344, 256, 4, 32},   {256, 344, 128, 1, 32},   {32, 64, 64, 1, 32},      {64, 32, 64, 1, 32},
 };
 
-// An unmeasured tf32 shape: the slice count of the measured shape nearest in
-// |log2 K'/K| + |log2 M'N'/MN| / 4 (ties: the first), over k-tiles of 32, or
-// of 8 where K is not a multiple of 32. K weighs most because the slice count
-// follows K more than the output size in the table. Leave-one-out over the
-// 40 rows: 30 get their slices right (weight 1/2: 27, 1: 23, K alone: 13;
-// the old nearest-log-K guess from the three H100 shapes: 17). A guess,
-// labelled as such in the README; `rpsim gemm-check --infer` finds the real one.
-std::pair<int, int> tf32_split(long m, long n, long k) {
-  const auto dist = [&](const SplitRow& r) {
-    return std::fabs(std::log2(double(r.k)) - std::log2(double(std::max(k, 1L)))) +
-           0.25 * std::fabs(std::log2(double(r.m * r.n)) - std::log2(double(std::max(m * n, 1L))));
+// How the slices add up (fp16/bf16, shared/cublas-h100 128x128x4096, 3
+// slices of 1408, 1408, 1280 = ceil(64/3) = 22 k-tiles of 64, the short slice
+// last): partials added in slice order by binary32 RNE adds (fp16->fp32
+// 16384/16384; no split-K 76; split 2 312, 4 475; 32-k tiles 1290; short
+// slice first 763 or in the middle 1177; reduction reversed 11079, exact then
+// one rounding 12667, RTZ adds 9440). The old rule "3 slices once K >= 4096"
+// missed the H200's held-out 96x64x3072 (2 slices): the grid has it.
+// The split-K slices of an M x N x K GEMM, from the H100 shape grid
+// (cublas_h100_grid.hpp, generated from the kernels each GEMM launched and
+// checked against D) and, for tf32, the 40 rows above. What cuBLAS launches
+// (/work/gpu10 grid, 693 shapes per kind, M 64..4096, N 64..4096, K 256..
+// 12288): fp16/bf16 nvjet kernels, one chain unless the kernel is a splitK
+// one (64-k tiles; 173 of 693 shapes, from K = 3072 at small M*N up to 9 or
+// 12 slices at K = 12288, fewer as the output tiles fill the 132 SMs; fp16
+// and bf16 differ at 5 shapes); tf32 cutlass_80 split-K kernels (grid.z
+// slices of the kernel's k-tile, 16 or 32, up to 64) at small outputs and
+// sm90_xmma kernels (one chain) at large ones; segment-K kernels (stream-K
+// style, 47 tf32 shapes with large K) split each output tile differently,
+// which a schedule cannot say: 14 of them happen to fit one split, the rest
+// are '?'. No closed rule was found for the slice count (not monotone in K or
+// M*N), so an unmeasured shape takes the slices of the measured shape nearest
+// in |dlog2 M| + |dlog2 N| + w |dlog2 K| (w = 2 fp16/bf16, 1 tf32; the
+// weights that did best when each grid shape is left out and guessed from
+// the others: fp16 604, bf16 584 of 693, tf32 475 of 660 slice sets right).
+int grid_digit(char c) {
+  static constexpr std::string_view digits =
+      "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+*@";
+  const auto i = digits.find(c);
+  return i == std::string_view::npos ? 0 : static_cast<int>(i);
+}
+
+std::pair<int, int> grid_split(Kind kind, long m, long n, long k) {
+  namespace g = cublas_h100_grid;
+  const auto& strings = kind == Kind::fp16 ? g::kFp16 : kind == Kind::bf16 ? g::kBf16 : g::kTf32;
+  const double wk = kind == Kind::tf32 ? 1.0 : 2.0;
+  const auto lg = [](long v) { return std::log2(double(std::max(v, 1L))); };
+  const auto dist = [&](long m2, long n2, long k2) {
+    return std::fabs(lg(m2) - lg(m)) + std::fabs(lg(n2) - lg(n)) + wk * std::fabs(lg(k2) - lg(k));
   };
-  const SplitRow* nearest = &kTf32Splits[0];
-  for (const auto& r : kTf32Splits) {
-    if (r.m == m && r.n == n && r.k == k) return {r.split_k, r.split_tile};
-    if (dist(r) < dist(*nearest)) nearest = &r;
+  std::pair<int, int> best{1, kind == Kind::tf32 ? 32 : 64};
+  double best_d = INFINITY;
+  for (std::size_t i = 0; i < std::size(g::kM); ++i)
+    for (std::size_t j = 0; j < std::size(g::kN); ++j)
+      for (std::size_t l = 0; l < std::size(g::kK); ++l) {
+        const int s = grid_digit(strings[i][j][l]);
+        const double d = dist(g::kM[i], g::kN[j], g::kK[l]);
+        if (s == 0 || d >= best_d) continue;
+        best_d = d;
+        best = {s, kind != Kind::tf32 ? 64 : g::kTf32Tile[i][j][l] == 's' ? 16 : 32};
+      }
+  if (kind == Kind::tf32) {  // the older measured rows (shapes off the grid: K 64..344, H200)
+    for (const auto& r : kTf32Splits) {
+      if (r.m == m && r.n == n && r.k == k) return {r.split_k, r.split_tile};
+      if (dist(r.m, r.n, r.k) < best_d) best_d = dist(r.m, r.n, r.k), best = {r.split_k, r.split_tile};
+    }
+    // K off the k-tile: tf32 cuts 8-k granules (64x64x344: 22 slices of 16).
+    if (k % 32 != 0)
+      best.second = 8;
+    else if (best.second == 8)
+      best.second = 32;
   }
-  return {nearest->split_k, k % 32 == 0 ? 32 : 8};
+  const long tiles = (k + best.second - 1) / best.second;
+  best.first = static_cast<int>(std::clamp<long>(best.first, 1, std::max(tiles, 1L)));
+  return best;
 }
 
 // cuBLAS on the H100. The instruction is the H100 preset with a binary32
@@ -179,8 +210,7 @@ KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {
                                      p.input_b.value_or(in), nullptr, 0);
   s.stored = kind == Kind::tf32 ? formats::binary32() : in;
   s.input_rounding = RoundingMode::nearest_even;
-  const auto [split_k, split_tile] =
-      kind == Kind::tf32 ? tf32_split(m, n, k) : std::pair{kind == Kind::fp8 ? 1 : half_split(k), 64};
+  const auto [split_k, split_tile] = kind == Kind::fp8 ? std::pair{1, 64} : grid_split(kind, m, n, k);
   s.split_k = split_k;
   s.split_tile = split_tile;
   s.promotion = kind == Kind::fp8 && !p.fast_accum ? 4 : 0;
