@@ -54,9 +54,16 @@ Kind kind_of(const Format& f) {
 // 64x64x256, 256x128x1024, 128x128x4096; the neighbours: S = 4 (4 x 64) 894
 // of 4096; 8 x 128 3780 and S = 11 5972 of 32768; S = 16 1048, S = 19 1393
 // of 16384) and the H200 captures (tf32-grid: 37 shapes; the real GPT,
-// LLaMA-style and ResNet steps). Not representable here: an addmm (C =
-// bias) at 256x128x512 ran 6 slices of 96 where mm ran 8 of 64 (a kernel
-// chosen with the epilogue; the preset does not see beta).
+// LLaMA-style and ResNet steps). These rows win over the H100 grid where
+// both hold a shape (one conflict: 384x128x256, 4 slices on the H200, one
+// chain in the grid). An addmm (C = bias, nn.Linear) picks its own kernel:
+// on the H100 grid's F.linear cases (M 64..4096, N 64..4096, K 256..8192)
+// the bias joins as cuBLAS's epilogue C (beta = 1: added to the reduced
+// binary32 result, one rounding; as the chain's start value 0 of 40 sampled
+// cases fit) and its own kernel's slices reproduce 243 of 252 (9 cutlass
+// split-K cases with 8+ output tiles fit no slicing tried), but its slices
+// differ from mm's (z = 7 at K = 1024, 10 at 8192), so mm's table gets 108 of
+// 252; the preset does not see beta (gpt-tf32's 2 addmm misses).
 struct SplitRow {
   long m, n, k;
   int split_k, split_tile;
