@@ -184,6 +184,21 @@ void bind_accumulation(py::module_& m) {
       "accumulation_spec", [](const py::object& model) { return model_arg(model).spec(); }, arg("model"),
       "The canonical spec string of an accumulation model given as a spec string or a dict (what results "
       "record; parsing it gives the same model). ValueError names the bad token, TypeError a wrong type.");
+  m.def(
+      "kernel_preset_schedule",
+      [](const py::object& model, long m, long n, long k) {
+        const sim::AccumulationModel am = model_arg(model);
+        const auto* p = std::get_if<sim::KernelPreset>(&am.variant());
+        if (!p)
+          throw py::value_error("kernel_preset_schedule: '" + am.spec() +
+                                "' is not a kernel preset (cublas:...)");
+        if (m < 1 || n < 1 || k < 1) throw py::value_error("kernel_preset_schedule: M, N and K must be >= 1");
+        return sim::AccumulationModel(p->for_shape(m, n, k)).spec();
+      },
+      arg("model"), arg("M"), arg("N"), arg("K"),
+      "The kernel schedule (a kernel:... spec string) that a kernel preset such as cublas:h100:fp16:fp32 "
+      "picks for an M x N x K GEMM: what rpsim.gemm runs on a whole M x N x K product. Use it to run a "
+      "block of a larger GEMM under the full shape's schedule. ValueError for a model that is no preset.");
   m.def("gemm", &gemm_py, arg("A"), arg("B"), arg("C") = py::none(), arg("model") = "tc:h100:fp16:fp32",
         py::kw_only(), arg("threads") = 0, arg("round_inputs") = true, arg("sfa") = py::none(),
         arg("sfb") = py::none(), arg("block") = py::none(), arg("scale_format") = py::none(),

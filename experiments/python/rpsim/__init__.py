@@ -6,10 +6,10 @@ OpenMP threads. Bad formats, roundings, keys or values raise ValueError naming t
 the wrong dtype raise TypeError.
 """
 from ._core import (accumulation_kinds, accumulation_spec, decode, encode, explain, format_info, formats, gemm,
-                    mx_quantize, nvfp4_quantize, round, round_scalar, scaler_trajectory)
+                    kernel_preset_schedule, mx_quantize, nvfp4_quantize, round, round_scalar, scaler_trajectory)
 from ._gemm import GemmCheckResult, gemm_check
 from ._train import TrainResult, train
 
 __all__ = ["round", "encode", "decode", "round_scalar", "formats", "format_info", "explain", "gemm", "gemm_check",
            "GemmCheckResult", "scaler_trajectory", "train", "TrainResult", "mx_quantize", "nvfp4_quantize",
-           "accumulation_kinds", "accumulation_spec"]
+           "accumulation_kinds", "accumulation_spec", "kernel_preset_schedule"]

@@ -122,6 +122,12 @@ TEST_CASE("kernel schedule: the cuBLAS H100 preset's shape table", "[kernel]") {
   CHECK(fp16.for_shape(256, 128, 1024).split_k == 1);
   CHECK(fp16.for_shape(128, 128, 4096).split_k == 3);
   CHECK(fp16.for_shape(128, 128, 4096).instruction.output == formats::binary32());
+  // the H100 shape grid (cublas_h100_grid.hpp): 2 slices from K = 3072 at small outputs, fewer as
+  // the output fills the SMs; an unmeasured shape takes its nearest grid shape's slices
+  CHECK(fp16.for_shape(64, 64, 3072).split_k == 2);
+  CHECK(fp16.for_shape(64, 64, 12288).split_k == 9);
+  CHECK(fp16.for_shape(4096, 4096, 12288).split_k == 1);
+  CHECK(fp16.for_shape(70, 60, 11000).split_k == 9);
   const auto tf32 = rpsim::sim::kernel_preset("cublas:h100", formats::tf32(), formats::binary32(), 0);
   CHECK(tf32.for_shape(64, 64, 256).split_k == 8);
   CHECK(tf32.for_shape(256, 128, 1024).split_k == 16);
