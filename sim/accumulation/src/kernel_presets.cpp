@@ -260,8 +260,8 @@ const std::vector<KernelPresetRow>& kernel_presets() {
       {"cublas:h100",
        "cuBLAS (CUDA 13.0) GEMMs on the H100 as torch.matmul / torch._scaled_mm call them: inputs fp16 bf16 "
        "tf32 e4m3 e5m2 (mixed e4m3 x e5m2 by input_b=), outputs fp16 bf16 fp32; split-K and FP8 promotion "
-        "(none with fast_accum=1) fitted to shared/cublas-h100, an H100 shape grid and H200 captures; "
-        "scales=row: the per-row-scaled _scaled_mm epilogue",
+       "(none with fast_accum=1) fitted to shared/cublas-h100, an H100 shape grid and H200 captures; "
+       "scales=row: the per-row-scaled _scaled_mm epilogue",
        cublas_h100},
   };
   return rows;
