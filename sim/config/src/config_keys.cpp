@@ -47,7 +47,6 @@ bool check_object_keys(const nlohmann::json& j, const std::vector<std::string>& 
 
 namespace {
 
-
 // The element type of a list type (any for a list of anything).
 KeyType element_type(KeyType type) {
   switch (type) {
