@@ -208,6 +208,9 @@ const BadInput kCases[] = {
     // brief K: a mistyped command said only "A subcommand is required"; `help nope` was the help, status 0
     {"train", "trian {source}/experiments/configs/mlp-fp32.json", "unknown command 'trian' (did you mean train"},
     {"train", "help nope", "unknown command 'nope'"},
+    // brief K: --jobs 100000 started a thread per run of the grid; -2 meant one per core
+    {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs 100000 --out {tmp}/out", "--jobs 100000"},
+    {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs -2 --out {tmp}/out", "--jobs -2"},
     // brief K: 10^12 cases were allocated on the GPU machine (exit 77 without a device, before the check)
     {"gpu-validate", "gpu-validate --cases 1000000000000 --out {tmp}/out", "--cases 1000000000000"},
     {"grads", "grads {data}/gemm_ok.npz --out ''", "--out"},
