@@ -75,6 +75,18 @@ TEST_CASE("DeepSpeed: a negative gradient_clipping is named as the file wrote it
                     Catch::StartsWith("x.json: gradient_clipping: must be a finite number >= 0"));
 }
 
+TEST_CASE("DeepSpeed: unknown keys are named with the bad value that stopped the translation",
+          "[framework]") {
+  const json ds =
+      deepspeed({{"fp16", {{"enabld", true}}},
+                 {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", 10}, {"bar", 2}}}}}});
+  CHECK_THROWS_WITH(loaded(ds).parse(), Catch::Contains("2 problems") && Catch::Contains("fp16.enabld") &&
+                                            Catch::Contains("scheduler.params.bar"));
+  // Alone, a bad value's message is as before.
+  CHECK_THROWS_WITH(loaded(deepspeed({{"gradient_clipping", -1}})).parse(),
+                    Catch::StartsWith("x.json: gradient_clipping:"));
+}
+
 TEST_CASE("DeepSpeed: bf16 and bfloat16 both enabled names the two spellings", "[framework]") {
   const json ds = deepspeed({{"bf16", {{"enabled", true}}}, {"bfloat16", {{"enabled", true}}}});
   CHECK_THROWS_WITH(loaded(ds).parse(), Catch::Contains("bf16 and bfloat16"));
