@@ -211,6 +211,9 @@ const BadInput kCases[] = {
     // brief K: --jobs 100000 started a thread per run of the grid; -2 meant one per core
     {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs 100000 --out {tmp}/out", "--jobs 100000"},
     {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs -2 --out {tmp}/out", "--jobs -2"},
+    // brief K: a run whose files cannot fit on the disk (here 10^12 steps, 300 TB of steps.csv) is
+    // refused before its steps are computed; on a full disk they were computed, then lost
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set steps=1000000000000 --out {tmp}/out", "the run writes about"},
     // brief K: 10^12 cases were allocated on the GPU machine (exit 77 without a device, before the check)
     {"gpu-validate", "gpu-validate --cases 1000000000000 --out {tmp}/out", "--cases 1000000000000"},
     {"grads", "grads {data}/gemm_ok.npz --out ''", "--out"},
