@@ -1,6 +1,7 @@
 // rpsim gpu-validate: run rpsim's CUDA kernels on the GPU at hand and check
 // every output bit against the emulator; write the cases as new golden files.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <bit>
 #include <map>
@@ -235,6 +236,17 @@ int validate(const Options& o, const cuda::DeviceInfo& dev) {
 
 int run(const Options& o) {
   if (o.cases == 0) throw UsageError("--cases: must be at least 1");
+  // A case set is held whole while its kernel runs; the widest (two
+  // m16n8k32 instructions, K = 64) keeps A and B as doubles, about 1.1 KB a
+  // case. A count that cannot fit is refused before the device starts, not
+  // std::bad_alloc after the sets before it ran.
+  constexpr double kBytesPerCase = 2 * 64 * 8 + 80;
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (double(o.cases) * kBytesPerCase > memory / 2)
+    throw UsageError(
+        fmt::format("--cases {}: the widest case set needs {:.3g} GB, more than half of this "
+                    "machine's {:.3g} GB",
+                    o.cases, double(o.cases) * kBytesPerCase / 1e9, memory / 1e9));
   const auto& names = sim::tensor_core_preset_names();
   if (!o.model.empty() && std::find(names.begin(), names.end(), o.model) == names.end())
     throw UsageError(

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "rpsim/config/run_plan.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/sweep/sweep.hpp"
@@ -105,6 +106,12 @@ int run(const Options& o) {
   sim::sweep::Sweep s = sim::sweep::load(o.file);
   if (!o.out.empty()) s.out_dir = o.out;
   io::install_interrupt_handler();
+  // Each job is a thread holding a whole run (its model, batch and FP64
+  // shadow): --jobs 100000 started one per run of the grid at once, and a
+  // negative count silently meant one per core. The thread bound of
+  // --threads applies (past 4 per core runs only share the cores).
+  if (o.jobs < 0) throw UsageError(fmt::format("--jobs {}: must be at least 1 (0: one per core)", o.jobs));
+  io::check_threads(o.jobs, "--jobs", true);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int jobs = o.jobs > 0 ? o.jobs : cores;
 

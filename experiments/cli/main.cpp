@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "rpsim/formats/testfloat.hpp"
 #include "rpsim/io/process.hpp"
 #include "rpsim/io/results_io.hpp"
+#include "rpsim/train/config_error.hpp"
 
 namespace rpsim::cli {
 std::vector<std::pair<std::string, AddCommand>>& registry() {
@@ -36,6 +38,18 @@ std::vector<std::string> arguments(int argc, char** argv) {
   return args;
 }
 
+// The command a user typed (`rpsim trian`, `rpsim help nope`) when it is
+// none of `commands`: CLI11 said only "A subcommand is required" for the
+// first and printed the full help with status 0 for the second.
+std::string unknown_command(int argc, char** argv, const std::vector<std::string>& commands) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "help") args.erase(args.begin());
+  if (args.empty() || args[0].empty() || args[0][0] == '-') return "";
+  if (std::find(commands.begin(), commands.end(), args[0]) != commands.end()) return "";
+  return fmt::format("unknown command '{}'{}; the commands: {} ('rpsim --help' describes them)", args[0],
+                     rpsim::sim::train::did_you_mean(args[0], commands), fmt::join(commands, ", "));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +63,12 @@ int main(int argc, char** argv) {
   for (const auto& [name, add] : commands) add(app, action);
   if (argc == 1) {  // no command: the list of them, not only "a subcommand is required"
     fmt::print(stderr, "{}", app.help());
+    return 2;
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, add] : commands) names.push_back(name);
+  if (const std::string unknown = unknown_command(argc, argv, names); !unknown.empty()) {
+    fmt::print(stderr, "rpsim: error: {}\n", unknown);
     return 2;
   }
   try {

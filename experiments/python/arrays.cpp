@@ -34,17 +34,37 @@ Array checked(Array a, py::handle x, const char* what, const char* as) {
 
 }  // namespace
 
+void require_copy(const py::handle& copy, const py::array& from, const char* what) {
+  if (copy) return;
+  std::string shape;
+  double bytes = 8;
+  for (py::ssize_t i = 0; i < from.ndim(); ++i) {
+    shape += fmt::format("{}{}", i ? " x " : "", from.shape(i));
+    bytes *= double(from.shape(i));
+  }
+  PyErr_SetString(PyExc_MemoryError,
+                  fmt::format("{}: its contiguous copy ({}, {:.3g} GB as float64) could not be allocated",
+                              what, shape, bytes / 1e9)
+                      .c_str());
+  throw py::error_already_set();
+}
+
 py::array float_array(py::handle x, const char* what) {
   using f64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
   using f32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
   if (!array_like(x)) return checked(f64::ensure(x), x, what, "float64 numbers");  // a number or a list
   py::array a = checked(py::array::ensure(x), x, what, "an array");
+  // A copy only when not C-contiguous (or not native float32/float64).
+  const auto copy = [&](py::array c) {
+    require_copy(c, a, what);
+    return c;
+  };
   // array_t's check compares dtypes with PyArray_EquivTypes: native byte order only.
-  if (py::isinstance<py::array_t<double>>(a)) return f64::ensure(a);  // a copy only when not C-contiguous
-  if (py::isinstance<py::array_t<float>>(a)) return f32::ensure(a);
+  if (py::isinstance<py::array_t<double>>(a)) return copy(f64::ensure(a));
+  if (py::isinstance<py::array_t<float>>(a)) return copy(f32::ensure(a));
   const char kind = a.dtype().kind();
-  if (kind == 'f' && a.itemsize() <= 4) return f32::ensure(a);  // float16: exact in float32
-  if (kind == 'f' && a.itemsize() == 8) return f64::ensure(a);  // float64 in the other byte order
+  if (kind == 'f' && a.itemsize() <= 4) return copy(f32::ensure(a));  // float16: exact in float32
+  if (kind == 'f' && a.itemsize() == 8) return copy(f64::ensure(a));  // float64 in the other byte order
   throw py::type_error(
       fmt::format("{}: dtype {} is not float16, float32 or float64 (convert it with "
                   "x.astype(numpy.float64))",
@@ -52,7 +72,9 @@ py::array float_array(py::handle x, const char* what) {
 }
 
 F64 batched_array(py::handle x, const char* what) {
-  F64 a = F64::ensure(float_array(x, what));
+  const py::array given = float_array(x, what);
+  F64 a = F64::ensure(given);
+  require_copy(a, given, what);
   if (a.ndim() != 3)
     throw py::value_error(
         fmt::format("{}: must be a 3-D (batch, rows, cols) array, got {}-D", what, a.ndim()));

@@ -3,6 +3,7 @@
 // `rpsim gemm` and training configs.
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@ sim::Matrix matrix_arg(py::handle x, const char* what) {
   if (a.ndim() != 2)
     throw py::value_error(fmt::format("{}: must be a 2-D array, got {} dimensions", what, a.ndim()));
   const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  require_copy(d, a, what);
   return Eigen::Map<const RowMajor>(d.data(), d.shape(0), d.shape(1));
 }
 
@@ -53,6 +55,7 @@ static std::optional<sim::Matrix> scale_arg(const py::object& x, const char* wha
   const py::array v = float_array(x, what);
   if (v.ndim() == 2) return matrix_arg(v, what);
   const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(v);
+  require_copy(d, v, what);
   if (v.ndim() > 1)
     throw py::value_error(fmt::format("{}: must have at most 2 dimensions, got {}", what, v.ndim()));
   const Eigen::Index n = v.ndim() == 0 ? 1 : static_cast<Eigen::Index>(v.shape(0));
@@ -83,6 +86,20 @@ sim::Matrix in_format(const sim::Matrix& m, const Format& fmt, bool round, const
         throw py::value_error(fmt::format("{}[{}, {}] = {} is not a value of {} (round_inputs=False)", what,
                                           i, j, m(i, j), fmt.name));
   return m;
+}
+
+// What sim::gemm holds beside A and B, counted as `rpsim gemm` counts it
+// (cmd_gemm.cpp): their rounded copies, C, D, the exact product and |A||B|.
+// Small A and B can ask for a D that cannot exist (200000 x 1 times 1 x
+// 200000: 320 GB): refused before any of it is allocated, not bad_alloc.
+void check_gemm_fits(Eigen::Index m, Eigen::Index k, Eigen::Index n) {
+  const double bytes =
+      8.0 * (2.0 * (double(m) * double(k) + double(k) * double(n)) + 4.0 * double(m) * double(n));
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (bytes > memory / 2)
+    throw py::value_error(fmt::format(
+        "A is {}x{} and B {}x{}: the GEMM needs {:.3g} GB, more than half of this machine's {:.3g} GB", m, k,
+        k, n, bytes / 1e9, memory / 1e9));
 }
 
 int threads_arg(int threads) {
@@ -136,6 +153,7 @@ py::array gemm_py(py::handle a, py::handle b, const py::object& c, const py::obj
   if (ma.cols() != mb.rows())
     throw py::value_error(
         fmt::format("A is {}x{} but B is {}x{}", ma.rows(), ma.cols(), mb.rows(), mb.cols()));
+  check_gemm_fits(ma.rows(), ma.cols(), mb.cols());
   sim::Matrix mc = sim::Matrix::Zero(ma.rows(), mb.cols());
   if (!c.is_none()) {
     mc = in_format(matrix_arg(c, "C"), model.output_format(), round_inputs, "C");

@@ -22,7 +22,9 @@ struct Rows {
 Rows rows_of(py::handle x, std::size_t block) {
   if (block == 0) throw py::value_error("block: must be at least 1");
   Rows r;
-  r.a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(float_array(x, "x"));
+  const py::array given = float_array(x, "x");
+  r.a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(given);
+  require_copy(r.a, given, "x");
   if (r.a.ndim() == 0) throw py::value_error("x: must have at least one axis");
   r.cols = static_cast<std::size_t>(r.a.shape(r.a.ndim() - 1));
   r.rows = r.cols == 0 ? 0 : static_cast<std::size_t>(r.a.size()) / r.cols;

@@ -43,6 +43,12 @@ void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamar
 // naming `what` and the dtype.
 py::array float_array(py::handle x, const char* what);
 
+// MemoryError naming `what` and its size when `copy`, made by
+// array_t::ensure from `from`, is null: ensure returns null, the NumPy error
+// cleared, when the copy cannot be allocated, and a null array's first use
+// crashed (a 200000 x 200000 strided view made rpsim.gemm segfault).
+void require_copy(const py::handle& copy, const py::array& from, const char* what);
+
 // A C-contiguous float64 array, and the row-major view of its matrices.
 using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

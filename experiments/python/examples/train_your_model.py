@@ -27,6 +27,17 @@ def build(model, steps, batch, seed):
             llama_style.fortunes_batches(batch, 64, steps, seed), llama_style.fortunes_batches(batch, 64, 2, seed + 1))
 
 
+def positive(text):
+    """An argparse type: a count of at least 1 (--steps 0 or a negative batch ran nothing, or hung)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return n
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=["resnet", "llama"], default="resnet")
@@ -34,16 +45,19 @@ def main(argv=None):
                     ", ".join(rt.policies()) + ")")
     ap.add_argument("--scaler", default=None, help="a loss scaler of the table (none: no scaling)")
     ap.add_argument("--accumulation", default=None, help="every GEMM under this model (tc:h100:fp16:fp32, ...)")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=positive, default=20)
+    ap.add_argument("--batch", type=positive, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     model, opt, train, test = build(a.model, a.steps, a.batch, a.seed)
-    if rt.policy(a.policy)["weights"] == "binary64":  # fp64: a float64 model (emulate refuses a float32 one)
-        model = model.double()
-    t = rt.Trainer(model, a.policy, opt, scaler=a.scaler, accumulation=a.accumulation, out=a.out, seed=a.seed,
-                   name=f"{a.model}-{a.policy}")
+    try:  # a bad --policy, --scaler, --accumulation or --out: the message and status 2, not a traceback
+        if rt.policy(a.policy)["weights"] == "binary64":  # fp64: a float64 model (emulate refuses a float32 one)
+            model = model.double()
+        t = rt.Trainer(model, a.policy, opt, scaler=a.scaler, accumulation=a.accumulation, out=a.out, seed=a.seed,
+                       name=f"{a.model}-{a.policy}")
+    except (ValueError, TypeError, FileExistsError) as e:
+        ap.error(str(e))
     t.evaluate(test)
     t.run(train)
     e = t.evaluate(test)

@@ -223,7 +223,7 @@ const Key kTop[] = {
     {{"grad_accum_format", T::text, "the format micro-batch gradients are summed in"},
      read_grad_accum_format},
     {{"epochs", T::integer, "passes over the training set (when steps is 0)"},
-     [](const json& v, const std::string& p, Config& c) { c.epochs = int(at_least(v, p, 1)); }},
+     [](const json& v, const std::string& p, Config& c) { c.epochs = int_in(v, p, 1, 1 << 30); }},
     {{"steps", T::integer, "optimizer steps (0: run `epochs` epochs)"},
      [](const json& v, const std::string& p, Config& c) {
        c.steps = integer(v, p);

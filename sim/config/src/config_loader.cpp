@@ -34,7 +34,16 @@ LoadedConfig load(const json& raw, const std::string& where, const std::vector<S
     l.vocabulary = looks_like_deepspeed(l.raw) ? "deepspeed" : "rpsim";
     for (const auto& s : settings) apply(l.raw, s);
     KeyReport report(l.vocabulary);
-    Translation t = translate_framework_config(l.raw, l.vocabulary, report);
+    Translation t;
+    try {
+      t = translate_framework_config(l.raw, l.vocabulary, report);
+    } catch (const ConfigError& e) {
+      // A bad value stops the translation; the unknown keys found before it
+      // are named with it, all at once (a user fixed scheduler.params and
+      // only then learned of fp16.enabld).
+      report.problem(e.what());
+      report.throw_if_any();
+    }
     if (t.config.is_object()) check_config_keys(t.config, report, framework_extension_keys());
     report.throw_if_any();
     l.config = std::move(t.config);

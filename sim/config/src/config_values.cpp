@@ -68,6 +68,12 @@ int size_at(const json& j, const std::string& path) {
   return int(v);
 }
 
+int int_in(const json& j, const std::string& path, int low, int high) {
+  const long long v = at_least(j, path, low);
+  if (v > high) fail(path, fmt::format("must be at most {}, got {}", high, v));
+  return int(v);
+}
+
 std::vector<std::string> model_names() {
   std::vector<std::string> n;
   for (const auto& m : train::model_types()) n.emplace_back(m.name);

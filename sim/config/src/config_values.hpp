@@ -19,6 +19,9 @@ std::string one_of(const nlohmann::json& j, const std::string& path, const std::
 std::int64_t steps_at(const nlohmann::json& j, const std::string& path);
 // A width or count of the gpt model: a positive integer up to 2^20.
 int size_at(const nlohmann::json& j, const std::string& path);
+// An integer in [low, high] for an int field: a cast of a larger one wrapped
+// silently (epochs 2^32 + 1 trained 1 epoch, 10^12 a negative count).
+int int_in(const nlohmann::json& j, const std::string& path, int low, int high);
 
 // The names of the simulator's tables a config may use.
 std::vector<std::string> model_names();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config_values.hpp"
 #include "deepspeed_batch.hpp"
 #include "rpsim/config/config.hpp"
 #include "rpsim/config/config_keys.hpp"
@@ -32,11 +33,22 @@ const Fp16Field kFp16Scaler[] = {
     {"hysteresis", "hysteresis"},          {"consecutive_hysteresis", "consecutive_hysteresis"},
     {"min_loss_scale", "min_scale"},       {"raise_error_at_min_scale", "raise_at_min_scale"},
 };
-const char* const kFp16Ignored[] = {"auto_cast", "fp16_master_weights_and_grads"};
-const char* const kBf16Ignored[] = {"immediate_grad_update", "check_grad_overflow"};
+// Fields ignored at the value that changes nothing in one process, refused at another.
+const UnsimulatedField kFp16Ignored[] = {
+    {"auto_cast", {}, ""},
+    {"fp16_master_weights_and_grads", false, "fp16 master weights and gradients (ZeRO-Offload's mode)"}};
+const UnsimulatedField kBf16Ignored[] = {
+    {"immediate_grad_update", {}, ""},
+    {"check_grad_overflow", false, "bf16 steps skipped on an inf/NaN gradient (rpsim's bf16 never skips)"}};
 // FusedAdam / torch.optim parameters that rpsim's optimizers take under the same names.
 const char* const kOptimizerParams[] = {"lr", "weight_decay", "eps", "momentum", "betas", "nesterov"};
-const char* const kOptimizerIgnored[] = {"adam_w_mode", "torch_adam", "bias_correction", "amsgrad"};
+const UnsimulatedField kOptimizerIgnored[] = {{"torch_adam", {}, ""},
+                                              {"bias_correction", true, "Adam without bias correction"},
+                                              {"amsgrad", false, "AMSGrad"}};
+// Top-level blocks that would change the arithmetic when enabled.
+const UnsimulatedField kEnabledIgnored[] = {
+    {"amp", false, "Apex AMP is not translated; give \"fp16\": {\"enabled\": true} (DeepSpeed's own fp16)"},
+    {"torch_autocast", false, "torch.autocast is not translated; give \"fp16\" or \"bf16\" enabled"}};
 
 // DeepSpeed's documented top-level sections that a single-process numerical
 // simulator has nothing to do with (parallelism, I/O, logging, memory).
@@ -81,11 +93,6 @@ const char* const kCoveredByDeepSpeed[] = {
     "max_grad_norm", "optimizer"};
 
 template <class Names>
-std::vector<std::string> list(const Names& names) {
-  return std::vector<std::string>(std::begin(names), std::end(names));
-}
-
-template <class Names>
 bool in(const Names& names, const std::string& s) {
   return std::find(std::begin(names), std::end(names), s) != std::end(names);
 }
@@ -109,7 +116,7 @@ json scaler_value(const json& v, const std::string& path, const char* field) {
 void read_fp16(const json& v, const std::string& path, DeepSpeed& d) {
   std::vector<std::string> known{"enabled", "loss_scale"};
   for (const auto& f : kFp16Scaler) known.emplace_back(f.deepspeed);
-  for (const char* k : kFp16Ignored) known.emplace_back(k);
+  for (const auto& k : kFp16Ignored) known.emplace_back(k.name);
   if (!check_object_keys(v, known, path, d.report)) return;
   if (!(v.contains("enabled") && boolean(v["enabled"], join(path, "enabled")))) {
     d.t.ignored.push_back(path + " (enabled is false)");
@@ -137,29 +144,35 @@ void read_fp16(const json& v, const std::string& path, DeepSpeed& d) {
       continue;
     }
     json value = scaler_value(v[f.deepspeed], key, f.scaler);
-    if (std::string(f.deepspeed) == "initial_scale_power")
-      value = std::ldexp(1.0, int(value.get<std::int64_t>()));
+    if (std::string(f.deepspeed) == "initial_scale_power") {
+      // DeepSpeed starts at 2**power: past a double's range the int cast wrapped (2^32 + 16 gave 65536).
+      const std::int64_t p = value.get<std::int64_t>();
+      if (p < -1074 || p > 1023)
+        fail(key, fmt::format("2^{} is no finite loss scale (give -1074 to 1023)", p));
+      value = std::ldexp(1.0, int(p));
+    }
     s[f.scaler] = value;
     d.t.notes.push_back(
         fmt::format("{} {} -> loss_scaler.{} {}", key, v[f.deepspeed].dump(), f.scaler,
                     value.is_number_float() ? fmt::format("{}", value.get<double>()) : value.dump()));
   }
-  for (const char* k : kFp16Ignored)
-    if (v.contains(k)) d.t.ignored.push_back(join(path, k));
+  ignore_unsimulated(v, path, kFp16Ignored, d.t);
   d.t.config["loss_scaler"] = s;
 }
 
 void read_bf16(const json& v, const std::string& path, DeepSpeed& d) {
   std::vector<std::string> known{"enabled"};
-  for (const char* k : kBf16Ignored) known.emplace_back(k);
+  for (const auto& k : kBf16Ignored) known.emplace_back(k.name);
   if (!check_object_keys(v, known, path, d.report)) return;
-  for (const char* k : kBf16Ignored)
-    if (v.contains(k)) d.t.ignored.push_back(join(path, k));
   if (!(v.contains("enabled") && boolean(v["enabled"], join(path, "enabled")))) {
     d.t.ignored.push_back(path + " (enabled is false)");
     return;
   }
-  if (d.t.config.contains("policy")) fail(path, "fp16 and bf16 are both enabled (DeepSpeed allows one)");
+  ignore_unsimulated(v, path, kBf16Ignored, d.t);
+  if (d.t.config.contains("policy"))
+    fail(path, d.t.config["policy"] == "bf16-amp"
+                   ? "bf16 and bfloat16 (the same block under its two names) are both enabled: give one"
+                   : "fp16 and bf16 are both enabled (DeepSpeed allows one)");
   d.t.config["policy"] = "bf16-amp";
   d.t.notes.push_back(path + ".enabled -> policy bf16-amp (bf16 compute, fp32 master weights)");
 }
@@ -172,8 +185,9 @@ void read_optimizer(const json& v, const std::string& path, DeepSpeed& d) {
   for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   const json params = v.value("params", json::object());
   const std::string ppath = join(path, "params");
-  std::vector<std::string> known = list(kOptimizerParams);
-  for (const char* k : kOptimizerIgnored) known.emplace_back(k);
+  std::vector<std::string> known(std::begin(kOptimizerParams), std::end(kOptimizerParams));
+  known.emplace_back("adam_w_mode");
+  for (const auto& k : kOptimizerIgnored) known.emplace_back(k.name);
   if (!check_object_keys(params, known, ppath, d.report)) return;
   json o;
   if (type == "adam" || type == "adamw" || type == "fusedadam") {
@@ -188,14 +202,12 @@ void read_optimizer(const json& v, const std::string& path, DeepSpeed& d) {
   }
   d.t.notes.push_back(
       fmt::format("{}.type {} -> optimizer.type {}", path, given, o["type"].get<std::string>()));
-  for (const auto& [k, value] : params.items()) {
+  for (const auto& [k, value] : params.items())
     if (in(kOptimizerParams, k)) {
       o[k] = value;
       d.t.notes.push_back(fmt::format("{}.{} -> optimizer.{}", ppath, k, k));
-    } else if (k != "adam_w_mode") {
-      d.t.ignored.push_back(join(ppath, k));
     }
-  }
+  ignore_unsimulated(params, ppath, kOptimizerIgnored, d.t);
   d.t.config["optimizer"] = o;
 }
 
@@ -215,7 +227,7 @@ const DeepSpeedKey kDeepSpeed[] = {
      [](const json& v, const std::string& p, DeepSpeed& d) { read_data_types(v, p, d.report, d.batch); }},
     {"gradient_clipping",
      [](const json& v, const std::string& p, DeepSpeed& d) {
-       d.t.config["max_grad_norm"] = number(v, p);
+       d.t.config["max_grad_norm"] = non_negative(v, p);  // an error names gradient_clipping
        d.t.notes.push_back("gradient_clipping -> max_grad_norm (global norm, after unscaling)");
      }},
     {"fp16", read_fp16},
@@ -291,6 +303,8 @@ Translation from_deepspeed(const json& ds, KeyReport& report) {
   check_object_keys(ds, deepspeed_keys(), "", report);
   for (const auto& k : kDeepSpeed)
     if (ds.contains(k.name)) k.read(ds[k.name], k.name, d);
+  Translation enabled;  // kIgnored lists these blocks; here only refused when enabled
+  ignore_unsimulated(ds, "", kEnabledIgnored, enabled);
   if (ds.contains("scheduler")) read_scheduler(ds["scheduler"], d);
   for (const char* k : kIgnored)
     if (ds.contains(k)) t.ignored.push_back(k);

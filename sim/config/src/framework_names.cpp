@@ -21,20 +21,35 @@ using nlohmann::json;
 struct KerasPolicy {
   const char* keras;
   const char* rpsim;
-  const char* scaler;  // the loss scaler Keras adds, or null
+  const char* scaler;  // the loss scaler Keras gives it where the policy's default differs, or null
+  const char* why;
 };
 const KerasPolicy kKeras[] = {
-    // Keras wraps the optimizer in a LossScaleOptimizer under mixed_float16.
-    {"mixed_float16", "fp16-amp", "keras"},
-    {"mixed_bfloat16", "bf16-amp", nullptr},
-    {"float32", "fp32", nullptr},
+    // Keras 3's Model.compile wraps the optimizer in a LossScaleOptimizer
+    // only when the policy's name is mixed_float16: "float16" (fp16
+    // variables and compute) trains unscaled, where fp16-pure's default is
+    // dynamic scaling.
+    {"mixed_float16", "fp16-amp", "keras", "Keras 3 LossScaleOptimizer"},
+    {"mixed_bfloat16", "bf16-amp", nullptr, ""},
+    {"float16", "fp16-pure", "none", "Keras scales only under mixed_float16"},
+    {"bfloat16", "bf16-pure", nullptr, ""},
+    {"float32", "fp32", nullptr, ""},
+    {"float64", "fp64", nullptr, ""},
 };
 
 // transformer_engine.common.recipe.DelayedScaling fields: those rpsim's fp8
-// policy has (policy.fp8.<same name>), and those without meaning here.
+// policy has (policy.fp8.<same name>), and those without meaning here
+// (interval is deprecated and unread in TE 1.x; reduce_amax is across
+// devices). FP8 attention would change the arithmetic: refused.
 const char* const kRecipeFields[] = {"amax_history_len", "amax_compute_algo", "margin"};
-const char* const kRecipeIgnored[] = {"interval", "override_linear_precision", "reduce_amax", "fp8_dpa",
-                                      "fp8_mha"};
+const UnsimulatedField kRecipeIgnored[] = {
+    {"interval", {}, ""},
+    {"reduce_amax", {}, ""},
+    {"fp8_dpa", false,
+     "FP8 dot-product attention is not simulated (rpsim's fp8 policy quantises GEMM inputs)"},
+    {"fp8_mha", false,
+     "FP8 multi-head attention is not simulated (rpsim's fp8 policy quantises GEMM inputs)"},
+};
 
 // torch.amp.GradScaler keywords: the pytorch row of the loss-scaler table
 // (its fields are GradScaler's own names), plus enabled and device.
@@ -58,8 +73,7 @@ void translate_keras(Translation& t) {
     t.notes.push_back(fmt::format("policy {} (Keras) -> policy {}", k.keras, k.rpsim));
     if (k.scaler && !c.contains("loss_scaler") && !c.contains("grad_scaler")) {
       c["loss_scaler"] = {{"policy", k.scaler}};
-      t.notes.push_back(
-          fmt::format("policy {} -> loss_scaler {} (Keras 3 LossScaleOptimizer)", k.keras, k.scaler));
+      t.notes.push_back(fmt::format("policy {} -> loss_scaler {} ({})", k.keras, k.scaler, k.why));
     }
   }
 }
@@ -78,20 +92,40 @@ void translate_grad_scaler(Translation& t, KeyReport& report) {
   std::vector<std::string> known = fields;
   known.insert(known.end(), {"enabled", "device"});
   if (!check_object_keys(g, known, "grad_scaler", report)) return;
+  if (g.contains("device")) t.ignored.push_back("grad_scaler.device");
+  if (g.contains("enabled") && !boolean(g["enabled"], "grad_scaler.enabled")) {
+    // GradScaler(enabled=False) reads none of its other keywords: listed, not translated.
+    for (const auto& [k, v] : g.items())
+      if (k != "enabled" && k != "device") t.ignored.push_back("grad_scaler." + k + " (enabled is false)");
+    c["loss_scaler"] = {{"policy", "none"}};
+    t.notes.push_back("grad_scaler.enabled false -> loss_scaler none");
+    return;
+  }
   json s = {{"policy", "pytorch"}};
   for (const auto& [k, v] : g.items())
     if (std::find(fields.begin(), fields.end(), k) != fields.end()) {
       s[k] = v;
       t.notes.push_back(fmt::format("grad_scaler.{} -> loss_scaler.{}", k, k));
     }
-  if (g.contains("device")) t.ignored.push_back("grad_scaler.device");
-  if (g.contains("enabled") && !boolean(g["enabled"], "grad_scaler.enabled")) {
-    s = {{"policy", "none"}};
-    t.notes.push_back("grad_scaler.enabled false -> loss_scaler none");
-  } else {
-    t.notes.push_back("grad_scaler -> loss_scaler pytorch (torch.amp.GradScaler)");
-  }
+  t.notes.push_back("grad_scaler -> loss_scaler pytorch (torch.amp.GradScaler)");
   c["loss_scaler"] = s;
+}
+
+// DelayedScaling.override_linear_precision: (fprop, dgrad, wgrad), each true
+// running that GEMM in higher precision than FP8. Only (false, false, false),
+// TE's default, is rpsim's fp8 policy.
+void refuse_linear_override(const json& r) {
+  if (!r.contains("override_linear_precision")) return;
+  const std::string path = "fp8_recipe.override_linear_precision";
+  const json& o = r["override_linear_precision"];
+  if (!o.is_array() || o.size() != 3)
+    fail(path, "expected three booleans (fprop, dgrad, wgrad), got " + o.dump());
+  for (std::size_t i = 0; i < 3; ++i)
+    if (boolean(o[i], fmt::format("{}[{}]", path, i)))
+      fail(path,
+           fmt::format("{} keeps a GEMM out of FP8, which is not simulated (only [false, false, false], "
+                       "TE's default, is)",
+                       o.dump()));
 }
 
 void translate_recipe(Translation& t, KeyReport& report) {
@@ -105,10 +139,11 @@ void translate_recipe(Translation& t, KeyReport& report) {
         "(rpsim's, e.g. policy.fp8.margin with policy.name fp8)");
     return;
   }
-  std::vector<std::string> known{"fp8_format"};
+  std::vector<std::string> known{"fp8_format", "override_linear_precision"};
   for (const char* k : kRecipeFields) known.emplace_back(k);
-  for (const char* k : kRecipeIgnored) known.emplace_back(k);
+  for (const auto& k : kRecipeIgnored) known.emplace_back(k.name);
   if (!check_object_keys(r, known, "fp8_recipe", report)) return;
+  refuse_linear_override(r);
   json policy = {{"name", "fp8"}};
   json fp8 = {{"scaling", "delayed"}};
   t.notes.push_back("fp8_recipe -> policy fp8 with delayed scaling (DelayedScaling)");
@@ -128,13 +163,30 @@ void translate_recipe(Translation& t, KeyReport& report) {
       fp8[k] = r[k];
       t.notes.push_back(fmt::format("fp8_recipe.{} -> policy.fp8.{}", k, k));
     }
-  for (const char* k : kRecipeIgnored)
-    if (r.contains(k)) t.ignored.push_back(std::string("fp8_recipe.") + k);
+  ignore_unsimulated(r, "fp8_recipe", kRecipeIgnored, t);
+  if (r.contains("override_linear_precision")) t.ignored.push_back("fp8_recipe.override_linear_precision");
   policy["fp8"] = fp8;
   c["policy"] = policy;
 }
 
 }  // namespace
+
+void ignore_unsimulated(const json& block, const std::string& path, std::span<const UnsimulatedField> fields,
+                        Translation& t) {
+  for (const auto& f : fields) {
+    if (!block.is_object() || !block.contains(f.name)) continue;
+    const std::string key = join(path, f.name);
+    const json& v = block[f.name];
+    if (f.neutral) {
+      const bool on = v.is_object() ? v.contains("enabled") && boolean(v["enabled"], join(key, "enabled"))
+                                    : boolean(v, key);
+      if (on != *f.neutral)
+        fail(v.is_object() ? join(key, "enabled") : key,
+             fmt::format("{} is not simulated: {}; only {} is", on, f.why, *f.neutral));
+    }
+    t.ignored.push_back(key);
+  }
+}
 
 const std::vector<std::string>& framework_extension_keys() {
   static const std::vector<std::string> keys{"grad_scaler", "fp8_recipe"};

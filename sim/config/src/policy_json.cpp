@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "config_values.hpp"
 #include "policy_read.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/policy_json.hpp"
@@ -177,8 +178,7 @@ const Row<Fp8Recipe> kFp8[] = {
      }},
     {{"amax_history_len", K::integer, "amax history length (Transformer Engine)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
-       f.amax_history_len = int(integer(v, p));
-       if (f.amax_history_len < 1) fail(p, "must be at least 1");
+       f.amax_history_len = size_at(v, p);  // a history per tensor: 2^20 values at most
      }},
     {{"amax_compute_algo", K::text, "max or most_recent"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
@@ -187,26 +187,21 @@ const Row<Fp8Recipe> kFp8[] = {
        f.amax_compute_algo = *algo;
      }},
     {{"margin", K::integer, "the scale's margin in powers of two"},
-     [](const json& v, const std::string& p, Fp8Recipe& f) { f.margin = int(integer(v, p)); }},
+     [](const json& v, const std::string& p, Fp8Recipe& f) { f.margin = int_in(v, p, -1074, 1023); }},
     {{"block_size", K::integer, "block scaling: elements per scale"},
-     [](const json& v, const std::string& p, Fp8Recipe& f) {
-       f.block_size = int(integer(v, p));
-       if (f.block_size < 1) fail(p, "must be positive");
-     }},
+     [](const json& v, const std::string& p, Fp8Recipe& f) { f.block_size = size_at(v, p); }},
     {{"weight_2d", K::flag, "block scaling: 2-D weight blocks"},
      [](const json& v, const std::string& p, Fp8Recipe& f) { f.weight_2d = boolean(v, p); }},
     {{"hadamard", K::integer, "random Hadamard transform size (0: off)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
-       f.hadamard = int(integer(v, p));
-       if (f.hadamard < 0 || (f.hadamard & (f.hadamard - 1)) != 0)
-         fail(p, "must be 0 (off) or a power of two");
+       f.hadamard = int_in(v, p, 0, 1 << 20);
+       if ((f.hadamard & (f.hadamard - 1)) != 0) fail(p, "must be 0 (off) or a power of two");
      }},
     {{"gradient_sr", K::flag, "stochastic rounding of gradients"},
      [](const json& v, const std::string& p, Fp8Recipe& f) { f.gradient_sr = boolean(v, p); }},
     {{"high_precision_last", K::integer, "last N layers kept in high precision"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
-       f.high_precision_last = int(integer(v, p));
-       if (f.high_precision_last < 0) fail(p, "must be at least 0");
+       f.high_precision_last = int_in(v, p, 0, 1 << 20);
      }},
 };
 

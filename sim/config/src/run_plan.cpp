@@ -18,22 +18,6 @@ namespace rpsim::sim::config {
 using namespace train;  // the typed values this layer fills in
 namespace {
 
-// Seconds per unit of work, measured as user CPU time with --threads 1 on
-// this project's machine (AMD EPYC, 2.6 GHz) on the 784-256-256-10 MLP, the
-// 784-64-10 and 784-1024-1024-10 ones and batches 8 to 128: a step under
-// fp32 with the FP64 shadow costs kPerMultiplyAdd per multiply-add of its
-// six matmuls (forward and two backward, emulated and shadow), kPerParameter
-// per parameter (optimizer, telemetry) and kPerStep; these fit the measured
-// steps within 10%. Other policies cost kPolicyFactor times that (fp16-amp
-// 1.44, bf16-pure 1.38, bf16-kahan 1.44, fp8 1.56 measured); a run without
-// the shadow 0.62 times. Accumulation models other than native binary32 add
-// per emulated multiply-add: sequential narrower formats with round to
-// nearest 23 ns, the Tensor Core kernel 2.6 ns, per-element emulation
-// (pairwise, blocked, Kahan, exact, stochastic) 250 ns.
-constexpr double kPerMultiplyAdd = 0.42e-9, kPerParameter = 143e-9, kPerStep = 3e-3;
-constexpr double kPolicyFactor = 1.45, kFp8Factor = 1.55, kNoShadowFactor = 0.62;
-constexpr double kLoadFashionMnist = 1.0;  // gunzip and read the IDX files
-
 double extra_per_multiply_add(const sim::AccumulationModel& m) {
   return m.plan_seconds_per_multiply_add();  // the kind's row (accumulation_kinds.cpp)
 }
@@ -68,21 +52,6 @@ void count_data(const Config& config, RunPlan& plan) {
   plan.data = std::move(facts.loaded);
 }
 
-double estimate(const Config& config, const RunPlan& plan) {
-  const double step_macs = 3.0 * double(config.batch_size) * plan.forward_multiply_adds;
-  const double factor = config.policy.fp8.scaling != Fp8Scaling::none ? kFp8Factor
-                        : all_binary32(config.policy)                 ? 1.0
-                                                                      : kPolicyFactor;
-  const double shadow = config.shadow ? 1.0 : kNoShadowFactor;
-  const double extra = extra_per_multiply_add(config.policy.rule("linear").accumulation);
-  const double step =
-      shadow * factor * (kPerMultiplyAdd * step_macs + kPerParameter * double(plan.parameters) + kPerStep) +
-      extra * step_macs / 2;
-  const double eval = double(plan.evaluations) * double(plan.test_samples) * plan.forward_multiply_adds *
-                      (kPerMultiplyAdd + extra);
-  return double(plan.total_steps) * step + eval + (plan.synthetic_data ? 0.2 : kLoadFashionMnist);
-}
-
 // The row's description (every row has one: test_run_plan.cpp).
 std::string model_text(const Config& c, const RunPlan& plan) {
   const ModelInfo* row = find_model_type(c.model.type);
@@ -106,6 +75,84 @@ std::string scaler_text(const ScalerConfig& s) {
 
 }  // namespace
 
+namespace {
+
+// Seconds per unit of work, measured as user CPU time of `rpsim train CONFIG
+// --threads 1 --quiet` on this project's machine (a 2-core AMD EPYC VM,
+// shared, load 8-12) on 2026-11-26 at ae356e4, each config at 10 and 200
+// steps: the difference is 190 steps, the rest start-up, loading and
+// evaluation. A training step under fp32 with the FP64 shadow costs its
+// model row's figure per multiply-add of its six matmuls (forward and two
+// backward, emulated and shadow: 3 x batch x the row's forward
+// multiply-adds) plus per_parameter per parameter (optimizer, telemetry):
+//   mlp-fp32 784-256-256-10, batch 128: 15.5 ms a step (3.85 s in all);
+//     batch 16: 6.2 ms; these two give 0.103 ns and 18 ns;
+//     784-1024-1024-10 then predicts 107 ms a step: measured 106 ms;
+//   gpt-fp32 (2 blocks 64 wide, 32 tokens, batch 8; 3.64M forward
+//     multiply-adds a sample): 32.5 ms a step (6.76 s in all, 6.51 s again):
+//     its attention's small matmuls, softmax and norms make 0.35 ns a
+//     multiply-add;
+//   cnn-fp16-amp (conv3x3 8/16, batch 64; 0.29M forward multiply-adds a
+//     sample): 72.4 ms a step (19.25 s in all, 9.11 s at 10 steps, most of
+//     it the evaluation): each convolution's unfolded matmul makes 1.2 ns
+//     (under the fp16-amp factor). The custom layer list is priced as the
+//     dearest row, since its layers are often convolutions.
+// The single figure before (0.42 ns, 143 ns a parameter, 3 ms a step,
+// measured before the matmul and optimizer speed-ups) over-estimated
+// mlp-fp32 5x (19 s) and gpt-fp32 1.8x (12 s).
+const ModelCost kModelCosts[] = {
+    {"mlp", 0.103e-9},
+    {"cnn", 1.2e-9},
+    {"gpt", 0.35e-9},
+    {"layers", 1.2e-9},
+};
+// Narrower policies cost policy_factor times a step (fp16-amp 1.08 and
+// bf16-pure 1.07 on the mlp, bf16-amp 1.03 on the gpt); FP8 policies
+// fp8_factor (each GEMM input scaled and quantised: mlp-fp8 4.2, gpt-fp8
+// 2.63; 3.3 is within 1.3x of both); a run without the shadow
+// no_shadow_factor (mlp 0.45). Evaluation is the forward multiply-adds of
+// the test set at the row's figure, twice with the shadow (mlp: 0.47 s
+// measured, 0.55 s so priced). Accumulation models other than
+// native binary32 add their kind's row's figure per emulated multiply-add
+// (accumulation_kinds.cpp; not re-measured here).
+const PlanRates kRates{.models = kModelCosts,
+                       .per_parameter = 18e-9,
+                       .per_step = 0,
+                       .policy_factor = 1.08,
+                       .fp8_factor = 3.3,
+                       .no_shadow_factor = 0.45,
+                       .load_fashion_mnist = 0.3,  // start-up, gunzip and read the IDX files
+                       .load_other = 0.05};
+
+}  // namespace
+
+const PlanRates& plan_rates() {
+  return kRates;
+}
+
+double estimate_seconds(const Config& config, const RunPlan& plan, const PlanRates& rates) {
+  // A row without a figure (a new model) is priced at the dearest one.
+  double per_mac = 0;
+  for (const ModelCost& m : rates.models) per_mac = std::max(per_mac, m.seconds_per_multiply_add);
+  for (const ModelCost& m : rates.models)
+    if (config.model.type == m.model) per_mac = m.seconds_per_multiply_add;
+  const double step_macs = 3.0 * double(config.batch_size) * plan.forward_multiply_adds;
+  const double factor = config.policy.fp8.scaling != Fp8Scaling::none ? rates.fp8_factor
+                        : all_binary32(config.policy)                 ? 1.0
+                                                                      : rates.policy_factor;
+  const double shadow = config.shadow ? 1.0 : rates.no_shadow_factor;
+  const double extra = extra_per_multiply_add(config.policy.rule("linear").accumulation);
+  const double step =
+      shadow * factor *
+          (per_mac * step_macs + rates.per_parameter * double(plan.parameters) + rates.per_step) +
+      extra * step_macs / 2;
+  const double eval = double(plan.evaluations) * double(plan.test_samples) * plan.forward_multiply_adds *
+                      (per_mac * (config.shadow ? 2 : 1) + extra);
+  return double(plan.total_steps) * step + eval +
+         (plan.synthetic_data || config.data.name != "fashion-mnist" ? rates.load_other
+                                                                     : rates.load_fashion_mnist);
+}
+
 RunPlan plan_run(const Config& config) {
   RunPlan plan;
   count_data(config, plan);
@@ -119,7 +166,7 @@ RunPlan plan_run(const Config& config) {
   plan.steps_per_epoch = std::int64_t((plan.train_samples + config.batch_size - 1) / config.batch_size);
   plan.total_steps = config.steps > 0 ? config.steps : plan.steps_per_epoch * config.epochs;
   if (config.evaluate && plan.test_samples > 0) plan.evaluations = config.steps > 0 ? 1 : config.epochs;
-  plan.estimate_s = estimate(config, plan);
+  plan.estimate_s = estimate_seconds(config, plan, plan_rates());
   return plan;
 }
 

@@ -205,6 +205,17 @@ const BadInput kCases[] = {
     {"train", "train {source}/experiments/configs/gpt-fp32.json --set model.block_size=100000 --out {tmp}/out", "the run needs about"},
     {"train", "train {source}/experiments/configs/mlp-fp32.json --set batch_size=100000 --out {tmp}/out", "batch_size: 100000"},
     {"grads", "grads {data}/gemm_ok.npz --out {tmp}/a-file", "a-file"},
+    // brief K: a mistyped command said only "A subcommand is required"; `help nope` was the help, status 0
+    {"train", "trian {source}/experiments/configs/mlp-fp32.json", "unknown command 'trian' (did you mean train"},
+    {"train", "help nope", "unknown command 'nope'"},
+    // brief K: --jobs 100000 started a thread per run of the grid; -2 meant one per core
+    {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs 100000 --out {tmp}/out", "--jobs 100000"},
+    {"sweep", "sweep {source}/experiments/configs/sweep-ci.json --jobs -2 --out {tmp}/out", "--jobs -2"},
+    // brief K: a run whose files cannot fit on the disk (here 10^12 steps, 300 TB of steps.csv) is
+    // refused before its steps are computed; on a full disk they were computed, then lost
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set steps=1000000000000 --out {tmp}/out", "the run writes about"},
+    // brief K: 10^12 cases were allocated on the GPU machine (exit 77 without a device, before the check)
+    {"gpu-validate", "gpu-validate --cases 1000000000000 --out {tmp}/out", "--cases 1000000000000"},
     {"grads", "grads {data}/gemm_ok.npz --out ''", "--out"},
     // --- issue 26: output names and negative counts
     {"train", "train {source}/experiments/configs/mlp-fp32.json --out ''", "--out"},

@@ -20,6 +20,12 @@ import rpsim
      "float16 input is widened to float32"),
     (lambda: rpsim.round(np.ones(3), "fp16", threads=100000), ValueError, "threads = 100000"),
     (lambda: rpsim.gemm(np.ones((2, 2)), np.ones((2, 2)), threads=100000), ValueError, "threads = 100000"),
+    # brief K: small A and B asking for a 320 GB D were std::bad_alloc after the copies; checked first now
+    (lambda: rpsim.gemm(np.ones((200000, 1)), np.ones((1, 200000)), model="exact:binary32"), ValueError,
+     "A is 200000x1 and B 1x200000: the GEMM needs"),
+    # A view whose contiguous copy cannot exist (800 TB): ensure() returned null and rpsim.gemm segfaulted
+    (lambda: rpsim.gemm(np.lib.stride_tricks.as_strided(np.zeros(1), shape=(10**7, 10**7), strides=(0, 0)),
+                        np.ones((1, 1))), MemoryError, "A: its contiguous copy (10000000 x 10000000"),
 ])
 def test_named_errors(call, error, names):
     with pytest.raises(error, match=None) as e:

@@ -195,6 +195,31 @@ def test_a_non_empty_directory_needs_overwrite(tmp_path):
     assert sorted(os.listdir(directory)) == sorted([g["file"] for g in again["gemms"]] + ["manifest.json"])
 
 
+def test_a_full_disk_leaves_no_partial_gemm_file(tmp_path, monkeypatch):
+    """np.savez straight into the folder left a truncated g*.npz, listed nowhere, when the disk
+    filled; each file is now written beside and renamed, so what is there is whole and listed."""
+    import errno
+    real, calls = np.savez, []
+
+    def savez_until_full(f, **arrays):
+        calls.append(1)
+        if len(calls) == 3:
+            f.write(b"PK\x03\x04 half a zip")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(f, **arrays)
+
+    monkeypatch.setattr(np, "savez", savez_until_full)
+    directory = tmp_path / "cap"
+    with pytest.raises(OSError, match="capture_gemms: writing .*g00002_.*npz failed: No space left"):
+        capture_step(str(directory))
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert [g["file"] for g in manifest["gemms"]] == sorted(p for p in os.listdir(directory) if p.endswith(".npz"))
+    assert len(manifest["gemms"]) == 2
+    assert sorted(os.listdir(directory)) == sorted([g["file"] for g in manifest["gemms"]] + ["manifest.json"])
+    for g in manifest["gemms"]:
+        assert set(np.load(directory / g["file"]).files) >= {"A", "B", "D"}
+
+
 def test_missing_files_and_missing_models_exit_2(captured, run_cli):
     directory, m = captured
     r = run_cli("gemm-check", directory, check=False)

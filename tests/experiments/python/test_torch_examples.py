@@ -131,3 +131,19 @@ def test_import_without_torch_names_the_package():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ})
     assert "python3-torch" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--policy", "nope"], "unknown policy \"nope\""),
+    (["--scaler", "nope"], "unknown loss scaler policy 'nope'"),
+    (["--steps", "0"], "0 must be at least 1"),
+    (["--batch", "-3"], "-3 must be at least 1"),
+])
+def test_train_your_model_bad_arguments_exit_2_with_a_message(args, names, capsys):
+    """A newcomer's typo in the example's options: the message and status 2, not a traceback."""
+    import train_your_model
+    with pytest.raises(SystemExit) as e:
+        train_your_model.main(["--steps", "1", "--batch", "2"] + args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert names in err and "Traceback" not in err

@@ -2,6 +2,7 @@
 // (model_size, describe): it builds no network, its numbers are those of the
 // network the trainer builds, and a `rpsim train` (plan, then run) builds the
 // model once.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
@@ -120,4 +121,55 @@ TEST_CASE("run plan: what build_model refuses, the plan refuses without building
   j["model"]["channels"] = {2, 2, 2, 2, 2, 2};  // 28 -> 14 -> 7 -> 3 -> 1 -> no pixel left
   CHECK_THROWS_WITH(config::plan_run(config::parse_config(j)), Catch::Contains("model.channels: too many"));
   CHECK(Layer::constructed() == before);
+}
+
+// The estimate is the rate rows' figures times the plan's work (no timed
+// test: the figures are measured by hand, run_plan.cpp says how). A changed
+// row moves the estimate of its model and of no other; every model row has
+// a figure.
+TEST_CASE("run plan: the time estimate is computed from the rate rows", "[config][plan]") {
+  const config::PlanRates& shipped = config::plan_rates();
+  for (const ModelInfo& row : model_types()) {
+    INFO("model row " << row.name);
+    CHECK(std::any_of(shipped.models.begin(), shipped.models.end(),
+                      [&](const config::ModelCost& m) { return std::string(m.model) == row.name; }));
+  }
+  const Config mlp = config::parse_config(row_configs().at("mlp"));
+  const Config gpt = config::parse_config(row_configs().at("gpt"));
+  const config::RunPlan mlp_plan = config::plan_run(mlp), gpt_plan = config::plan_run(gpt);
+  CHECK(mlp_plan.estimate_s == config::estimate_seconds(mlp, mlp_plan, shipped));
+
+  std::vector<config::ModelCost> models(shipped.models.begin(), shipped.models.end());
+  for (auto& m : models)
+    if (std::string(m.model) == "mlp") m.seconds_per_multiply_add *= 2;
+  config::PlanRates changed = shipped;
+  changed.models = models;
+  // fp32 with the shadow: the matmul term is rate x 3 x batch x forward multiply-adds per step,
+  // plus the evaluation's forward passes, emulated and shadow.
+  REQUIRE(mlp.shadow);
+  const double mlp_macs =
+      double(mlp_plan.total_steps) * 3.0 * double(mlp.batch_size) * mlp_plan.forward_multiply_adds +
+      2.0 * double(mlp_plan.evaluations) * double(mlp_plan.test_samples) * mlp_plan.forward_multiply_adds;
+  double mlp_rate = 0;
+  for (const auto& m : shipped.models)
+    if (std::string(m.model) == "mlp") mlp_rate = m.seconds_per_multiply_add;
+  CHECK(config::estimate_seconds(mlp, mlp_plan, changed) - mlp_plan.estimate_s ==
+        Approx(mlp_rate * mlp_macs).epsilon(1e-9));
+  CHECK(config::estimate_seconds(gpt, gpt_plan, changed) == gpt_plan.estimate_s);
+
+  changed = shipped;
+  changed.per_parameter += 1e-6;
+  CHECK(config::estimate_seconds(gpt, gpt_plan, changed) - gpt_plan.estimate_s ==
+        Approx(1e-6 * double(gpt_plan.total_steps) * double(gpt_plan.parameters)).epsilon(1e-9));
+  changed = shipped;
+  changed.no_shadow_factor = shipped.no_shadow_factor / 2;
+  Config no_shadow = mlp;
+  no_shadow.shadow = false;
+  CHECK(config::estimate_seconds(no_shadow, mlp_plan, changed) <
+        config::estimate_seconds(no_shadow, mlp_plan, shipped));
+  // A model row without a figure is priced at the dearest one.
+  const config::ModelCost only_gpt[] = {{"gpt", 1e-6}};
+  changed = shipped;
+  changed.models = only_gpt;
+  CHECK(config::estimate_seconds(mlp, mlp_plan, changed) > 1e-6 * mlp_macs);
 }

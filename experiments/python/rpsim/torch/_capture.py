@@ -111,11 +111,19 @@ def _device_name(t):
     return t.device.type
 
 
-def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".manifest.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _write_atomic(path, write):
+    """`write(f)` into a temporary file beside `path`, then renamed onto it: a full disk leaves
+    neither a partial file nor the temporary (np.savez straight into the folder left a truncated
+    g*.npz that the manifest did not list), and the OSError names `path`."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise OSError(e.errno, f"capture_gemms: writing {path} failed: {e.strerror or e}") from e
 
 
 class _Mode(TorchDispatchMode):
@@ -187,7 +195,8 @@ class capture_gemms:
                          "skipped": self._skipped,
                          "limits": {"max_elements": self.max_elements, "batch_sample": self.batch_sample,
                                     "max_gemms": self.max_gemms}}
-        _write_atomic(os.path.join(self.directory, "manifest.json"), json.dumps(self.manifest, indent=1) + "\n")
+        text = (json.dumps(self.manifest, indent=1) + "\n").encode()
+        _write_atomic(os.path.join(self.directory, "manifest.json"), lambda f: f.write(text))
         return False
 
     def _skip(self, call, name, shape, reason, count=1):
@@ -240,5 +249,5 @@ class capture_gemms:
             arrays = {"A": _numpy(sel(a)), "B": _numpy(sel(b)), "D": _numpy(sel(d))}
             if cm is not None:
                 arrays["C"] = _numpy(sel(cm))
-            np.savez(os.path.join(self.directory, file), **arrays)
+            _write_atomic(os.path.join(self.directory, file), lambda f: np.savez(f, **arrays))
             self._gemms.append(dict(info, file=file, batch_index=i))

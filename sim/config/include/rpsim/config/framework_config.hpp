@@ -15,6 +15,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,21 @@ Translation translate_framework_config(const nlohmann::json& j, const std::strin
 void translate_framework_names(Translation& t, KeyReport& report);
 // The framework keys rpsim's vocabulary accepts beside its own.
 const std::vector<std::string>& framework_extension_keys();
+
+// A framework field a simulator has no use for at its neutral value (the one
+// at which it changes nothing in one process); another value would change the
+// arithmetic, so it is refused by name rather than ignored (an ignored
+// amsgrad=true, or TE's override_linear_precision, is another run, silently).
+struct UnsimulatedField {
+  const char* name;
+  std::optional<bool> neutral;  // none: meaningless at every value
+  const char* why;              // why another value is refused
+};
+// Each field of `fields` that object `block` holds: listed in `t.ignored` as
+// PATH.NAME, or ConfigError naming it when it is not its neutral value. A
+// field given as an object counts by its "enabled" (DeepSpeed's "amp": {...}).
+void ignore_unsimulated(const nlohmann::json& block, const std::string& path,
+                        std::span<const UnsimulatedField> fields, Translation& t);
 
 // For a key the config's `vocabulary` does not have but the other one does:
 // "...; this config (DeepSpeed) calls it train_batch_size". Empty otherwise.

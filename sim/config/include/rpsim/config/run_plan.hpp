@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "rpsim/config/config.hpp"
@@ -33,6 +34,25 @@ struct RunPlan {
 // trainer checks them too).
 
 RunPlan plan_run(const train::Config& config);
+
+// The time estimate's figures, one row per model type plus the terms every
+// run has (run_plan.cpp says where and how each was measured).
+struct ModelCost {
+  const char* model;                // a row of the model table
+  double seconds_per_multiply_add;  // of a training step's matmuls, fp32 with the FP64 shadow
+};
+struct PlanRates {
+  std::span<const ModelCost> models;
+  double per_parameter, per_step;         // seconds per parameter per step, and per step
+  double policy_factor;                   // a step under a policy narrower than binary32
+  double fp8_factor;                      // a step under an FP8 policy
+  double no_shadow_factor;                // a step without the FP64 shadow
+  double load_fashion_mnist, load_other;  // reading the data, once
+};
+const PlanRates& plan_rates();
+// RunPlan::estimate_s is this with plan_rates(); other rates price the same
+// plan (a test changes one row and sees the estimate move).
+double estimate_seconds(const train::Config& config, const RunPlan& plan, const PlanRates& rates);
 
 // The block, one item per line, each line starting with two spaces.
 // `out_dir` is where results go.

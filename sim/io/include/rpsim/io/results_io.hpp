@@ -33,23 +33,11 @@ inline void ensure_writable_dir(const std::filesystem::path& dir) {
 }
 
 // Writes `content` to `path` via `path.tmp.<pid>` + fsync-free rename (rename
-// is atomic on POSIX file systems within one directory).
-inline void write_atomic(const std::filesystem::path& path, const std::string& content) {
-  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError("cannot write '" + tmp + "'");
-    out << content;
-    out.flush();
-    if (!out) throw IoError("write failed for '" + tmp + "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw IoError("cannot rename '" + tmp + "' to '" + path.string() + "'");
-  }
-}
+// is atomic on POSIX file systems within one directory). A write that fails
+// (a full disk, a file-size limit) removes the temporary and throws IoError
+// naming `path`, the size and the system's reason: on a full disk it left a
+// partial steps.csv.tmp.<pid> behind and named only that (results_io.cpp).
+void write_atomic(const std::filesystem::path& path, const std::string& content);
 
 // SIGINT/SIGTERM set a flag that long loops poll; they stop at a step
 // boundary, write nothing partial, and say where they stopped.
