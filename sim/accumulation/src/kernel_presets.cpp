@@ -105,14 +105,21 @@ constexpr SplitRow kTf32Splits[] = {
 // say: 14 happen to fit one slicing, 33 are '?'. Grid GEMMs bit-exact (all
 // three stored blocks), old rule -> this table: tf32 182 -> 659 of 693 (the
 // 33 '?' and the 384x128x256 conflict), fp16->fp32 450 -> 693, fp16->fp16
-// 463/465 -> 693, bf16 595/603 -> 693, FP8 693 (unchanged). No closed rule
-// was found for the slice count (not monotone in K or M*N), so an unmeasured
-// shape takes the slices of the measured shape nearest in |dlog2 M| +
-// |dlog2 N| + w |dlog2 K| (w = 2 fp16/bf16, 1 tf32: the weights that did best
-// when each grid shape is left out and guessed from the others: fp16 and
-// bf16 604 of 693, tf32 469 of 660 slice sets right; w = 1 gives 561 for
-// fp16). On the held-out H200 capture (not used to fit) fp16/bf16 96x64x3072
-// now passes; its small tf32 shapes (K 48..1536) mostly stay guesses.
+// 463/465 -> 693, bf16 595/603 -> 693, FP8 693 (unchanged). A second capture
+// (same session, 800 random shapes: M, N 32..2048, K 256..16384) is searched
+// too (kOff*: fp16/bf16 all 799 shapes, tf32 752, 47 segment-K '?'). Off the
+// measured shapes: the slices of the one nearest in |dlog2 M| + |dlog2 N| +
+// w |dlog2 K| (w = 2 fp16/bf16, 1 tf32, best when each grid shape is left
+// out; w = 1 gives fp16 561 of 693), for fp16/bf16 moved along K by the
+// k-tile rule below; no closed rule for the output's cap (it follows the
+// kernel's tile and cluster, not M*N). The rand GEMMs bit-exact before they
+// were added, grid nearest-shape -> + K rule: fp16->fp32 640 -> 675 of 800,
+// fp16->fp16 652 -> 679, bf16 733 -> 745, tf32 307 (unchanged); slice sets
+// right guessing rand from the grid: fp16 639 -> 674 of 799, tf32 295 of 752;
+// leave-one-out on grid + rand: fp16 1295 of 1492 (nearest alone 1265), bf16
+// 1292, tf32 796 of 1412. On the held-out H200 capture (not used to fit)
+// fp16/bf16 96x64x3072 passes; its small tf32 shapes (K 48..1536) mostly
+// stay guesses.
 int grid_digit(char c) {
   static constexpr std::string_view digits =
       "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+*@";
@@ -284,8 +291,8 @@ const std::vector<KernelPresetRow>& kernel_presets() {
       {"cublas:h100",
        "cuBLAS (CUDA 13.0) GEMMs on the H100 as torch.matmul / torch._scaled_mm call them: inputs fp16 bf16 "
        "tf32 e4m3 e5m2 (mixed e4m3 x e5m2 by input_b=), outputs fp16 bf16 fp32; split-K and FP8 promotion "
-       "(none with fast_accum=1) fitted to shared/cublas-h100, an H100 shape grid and H200 captures; "
-       "scales=row: the per-row-scaled _scaled_mm epilogue",
+       "(none with fast_accum=1) fitted to shared/cublas-h100, an H100 shape grid, 800 random H100 shapes "
+       "and H200 captures; scales=row: the per-row-scaled _scaled_mm epilogue",
        cublas_h100},
   };
   return rows;
