@@ -107,7 +107,7 @@ constexpr SplitRow kTf32Splits[] = {
 // 33 '?' and the 384x128x256 conflict), fp16->fp32 450 -> 693, fp16->fp16
 // 463/465 -> 693, bf16 595/603 -> 693, FP8 693 (unchanged). A second capture
 // (same session, 800 random shapes: M, N 32..2048, K 256..16384) is searched
-// too (kOff*: fp16/bf16 all 799 shapes, tf32 752, 47 segment-K '?'). Off the
+// too (kOff*: fp16 all 799 shapes, bf16 798, tf32 752; 47 segment-K ?). Off the
 // measured shapes: the slices of the one nearest in |dlog2 M| + |dlog2 N| +
 // w |dlog2 K| (w = 2 fp16/bf16, 1 tf32, best when each grid shape is left
 // out; w = 1 gives fp16 561 of 693), for fp16/bf16 moved along K by the
@@ -117,7 +117,7 @@ constexpr SplitRow kTf32Splits[] = {
 // fp16->fp16 652 -> 679, bf16 733 -> 745, tf32 307 (unchanged); slice sets
 // right guessing rand from the grid: fp16 639 -> 674 of 799, tf32 295 of 752;
 // leave-one-out on grid + rand: fp16 1295 of 1492 (nearest alone 1265), bf16
-// 1292, tf32 796 of 1412. On the held-out H200 capture (not used to fit)
+// 1292 of 1491, tf32 796 of 1412. On the held-out H200 capture (not used to fit)
 // fp16/bf16 96x64x3072 passes; its small tf32 shapes (K 48..1536) mostly
 // stay guesses.
 int grid_digit(char c) {
