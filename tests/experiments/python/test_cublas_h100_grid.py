@@ -6,7 +6,8 @@ The grid's inputs are not stored: every A, B and bias value is an exact function
 stored 8x8 blocks of D and runs them under the schedule the preset picks for the FULL M x N x K
 (rpsim.kernel_preset_schedule): the block's own 8 x 8 x K shape would pick other slices. The
 excerpt holds cases the old rule (fp16/bf16 split 3 once K >= 4096; tf32 a 40-shape table) got
-wrong, so a return to it fails here, and cases it got right."""
+wrong, so a return to it fails here, and cases it got right; and cases of the second capture at random
+shapes ("capture": "rand") that the grid-only guess got wrong."""
 import json
 import pathlib
 
@@ -47,6 +48,8 @@ def test_excerpt_is_present_and_holds_old_rule_misses():
         pytest.fail(f"{DATA / 'cases.json'} is missing: it is part of the checkout")
     assert len(CASES) >= 20
     assert sum(1 for c in CASES if not c["old_rule_exact"]) >= 10
+    # off the grid: random shapes the grid-only nearest-shape guess got wrong
+    assert sum(1 for c in CASES if c.get("capture") == "rand" and not c["old_rule_exact"]) >= 8
 
 
 def test_hash_matches_the_capture_check_values():

@@ -123,11 +123,15 @@ TEST_CASE("kernel schedule: the cuBLAS H100 preset's shape table", "[kernel]") {
   CHECK(fp16.for_shape(128, 128, 4096).split_k == 3);
   CHECK(fp16.for_shape(128, 128, 4096).instruction.output == formats::binary32());
   // the H100 shape grid (cublas_h100_grid.hpp): 2 slices from K = 3072 at small outputs, fewer as
-  // the output fills the SMs; an unmeasured shape takes its nearest grid shape's slices
+  // the output fills the SMs; an unmeasured shape takes its nearest measured shape's slices (grid
+  // and rand capture), moved along K by the rule that each slice keeps more than 20 k-tiles of 64
   CHECK(fp16.for_shape(64, 64, 3072).split_k == 2);
   CHECK(fp16.for_shape(64, 64, 12288).split_k == 9);
   CHECK(fp16.for_shape(4096, 4096, 12288).split_k == 1);
-  CHECK(fp16.for_shape(70, 60, 11000).split_k == 9);
+  CHECK(fp16.for_shape(70, 60, 11000).split_k == 8);      // 172 k-tiles: 8 x 22 (9 would leave 20)
+  CHECK(fp16.for_shape(48, 48, 16384).split_k == 12);     // past the measured K: 256 k-tiles, 12 x 22
+  CHECK(fp16.for_shape(40, 40, 2560).split_k == 1);       // 40 k-tiles: no slice would keep 21
+  CHECK(fp16.for_shape(4000, 4000, 16384).split_k == 1);  // a full output: one chain
   const auto tf32 = rpsim::sim::kernel_preset("cublas:h100", formats::tf32(), formats::binary32(), 0);
   CHECK(tf32.for_shape(64, 64, 256).split_k == 8);
   CHECK(tf32.for_shape(256, 128, 1024).split_k == 16);
@@ -135,8 +139,9 @@ TEST_CASE("kernel schedule: the cuBLAS H100 preset's shape table", "[kernel]") {
   CHECK(tf32.for_shape(128, 128, 4096).split_tile == 32);
   CHECK(tf32.for_shape(64, 64, 256).stored == formats::binary32());
   CHECK(tf32.for_shape(64, 64, 256).input_rounding == rpsim::RoundingMode::nearest_even);
-  // unmeasured: the slices of the shape nearest in log K + log MN (64x64x344), 8-k granules
-  CHECK(tf32.for_shape(32, 32, 300).split_k == 22);
+  // unmeasured: the slices of the shape nearest in log M + log N + log K (the rand capture's
+  // 32x32x512: 16 slices), in 8-k granules as K is off the 32-k tile
+  CHECK(tf32.for_shape(32, 32, 300).split_k == 16);
   CHECK(tf32.for_shape(32, 32, 300).split_tile == 8);
   const auto fp8 = rpsim::sim::kernel_preset("cublas:h100", formats::e4m3(), formats::bfloat16(), 0);
   for (long k : {256L, 1024L, 4096L}) {
