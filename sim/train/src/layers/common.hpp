@@ -6,6 +6,7 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/layers.hpp"
+#include "rpsim/train/op_formats.hpp"
 
 namespace rpsim::sim::train::detail {
 
@@ -53,11 +54,8 @@ inline void dequantize(Matrix& acc, double sa, double sb, const Format& acc_form
 
 namespace rpsim::sim::train::detail {
 
-// The arithmetic an elementwise CUDA kernel runs in (PyTorch's opmath_t):
-// binary32 for narrower formats, else the format itself.
-inline const Format& opmath(const Format& f) {
-  return f.bits < 32 ? formats::binary32() : f;
-}
+using train::opmath;
+using train::promote;
 
 // a + b as an elementwise kernel on values of `f`: in opmath, rounded to f
 // (always to nearest, whatever the tensor rounding). The binary64 sum of two
@@ -67,15 +65,6 @@ inline Matrix add_rounded(const Matrix& a, const Matrix& b, const Format& f) {
   round_in_place(opmath(f), y, RoundingMode::nearest_even);
   round_in_place(f, y, RoundingMode::nearest_even);
   return y;
-}
-
-// PyTorch's type promotion of two floating formats: the one that holds the
-// other, else binary32 (float16 + bfloat16 -> float32), else binary64.
-inline const Format& promote(const Format& a, const Format& b) {
-  if (a == b) return a;
-  if (a.precision() >= b.precision() && a.emax >= b.emax) return a;
-  if (b.precision() >= a.precision() && b.emax >= a.emax) return b;
-  return a.bits <= 32 && b.bits <= 32 ? formats::binary32() : formats::binary64();
 }
 
 }  // namespace rpsim::sim::train::detail

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "rpsim/train/conv_op.hpp"
 
 namespace rpsim::sim::train {
 using namespace detail;
@@ -80,19 +81,24 @@ Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   Matrix dcols_raw;
   const Matrix dcols = core_backward(d, ctx, need_input_grad, &dcols_raw);
   if (!need_input_grad) return Tensor{Matrix(), x_format_};
-  // col2im: overlapping patches summed in binary64.
-  auto col2im = [&](const Matrix& cols) {
-    Matrix dx = Matrix::Zero(batch_, Eigen::Index(c_) * h_ * w_);
-    for_each_patch_entry(batch_, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
-      dx(b, in) += cols(r, col);
-    });
+  // col2im (the op core's): overlapping patches summed in binary64; the
+  // columns are (batch * positions) x patch, column-major.
+  ConvGeometry g;
+  g.channels = c_;
+  g.height = h_;
+  g.width = w_;
+  g.kernel_h = g.kernel_w = k_;
+  g.pad_h = g.pad_w = pad_;
+  auto to_image = [&](const Matrix& cols) {
+    Matrix dx(batch_, Eigen::Index(c_) * h_ * w_);
+    train::col2im(cols.data(), {positions, cols.rows(), 1}, batch_, g, dx.data(), {1, batch_, 0});
     return dx;
   };
-  Matrix dx = col2im(dcols);
+  Matrix dx = to_image(dcols);
   round_in_place(*x_format_, dx);
   // Underflow: nonzero in the col2im of the unrounded matmul result, zero
   // after the roundings (of the columns to the output format, of dx to x's).
-  Mask flushed = flushed_mask(col2im(dcols_raw), dx);
+  Mask flushed = flushed_mask(to_image(dcols_raw), dx);
   return Tensor{std::move(dx), x_format_, std::move(flushed)};
 }
 

@@ -3,13 +3,10 @@
 
 #include <string>
 
+#include "rpsim/train/gemm_op.hpp"
 #include "rpsim/train/layers/layer.hpp"
 
 namespace rpsim::sim::train {
-
-namespace detail {
-struct Formats;
-}
 
 // y = x W + b with W stored (in, out). PyTorch's default init:
 // U(-1/sqrt(in), 1/sqrt(in)) for W and b.
@@ -27,7 +24,8 @@ class Linear : public Layer {
   std::vector<std::pair<std::string, const Fp8Stats*>> fp8_stats(const PrecisionPolicy& p) const override;
 
   Parameter weight, bias;
-  // Shared by Linear and Conv2d (on im2col columns): the matmul core.
+  // Shared by Linear and Conv2d (on im2col columns): the op core's GEMM op
+  // on (x, weight, bias) under the rule of op_name_.
   Matrix core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx);
   // Fills the parameter gradients (and their grad_underflow); returns the
   // input gradient in the op's output format, and its value before that
@@ -41,23 +39,13 @@ class Linear : public Layer {
 
  private:
   std::string op_name_ = "linear";
-  Matrix x_;  // input as given (FP8 paths only: the others keep xc_)
-  Eigen::Index x_size_ = 0;
-  Matrix xc_, wc_;  // input and weight cast to the compute format (non-FP8 path)
-  const Format* x_format_ = nullptr;
-  const Format* saved_format_ = nullptr;
-  double x_scale_ = 1, w_scale_ = 1;
-  Fp8ScaleState x_history_, w_history_, dy_history_;
-  Fp8Stats x_stats_, w_stats_, dy_stats_;  // the last step's, for steps.csv
+  GemmOp op_;
+  GemmSaved saved_;
   Mask dy_cast_flushed_;
+  const PrecisionPolicy* spec_policy_ = nullptr;  // the policy op_'s spec was resolved under
   bool high_precision_ = false;
-  // The rule's formats, bfloat16 GEMM inputs where high_precision_.
-  detail::Formats formats_of(const OpRule& rule, const PrecisionPolicy& pol, const Format& input) const;
-  // The rule's accumulation, or for a layer kept in high precision the
-  // unscaled instruction of a block-scaled one (block_gemm.hpp).
-  sim::AccumulationModel unscaled_model(const OpRule& rule, const Format& compute) const;
-  void block_scaled_backward(const Matrix& dy, const StepContext& ctx, const detail::Formats& f,
-                             bool need_input_grad, Matrix& dw, Matrix& dx);
+  // op_ under the rule of op_name_ of ctx's policy, resolved once per policy.
+  GemmOp& op(const StepContext& ctx);
 
  protected:
   void set_op_name(std::string n) { op_name_ = std::move(n); }

@@ -1,0 +1,38 @@
+// The op core's convolution pieces around the GEMM op: the geometry of a 2-D
+// convolution (kernel, stride, padding, dilation) and col2im, the input
+// gradient's sum of overlapping patches, written once for rpsim train's
+// Conv2d and for rpsim.torch's conv1d/conv2d (whose im2col is F.unfold: a
+// copy, no arithmetic).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+namespace rpsim::sim::train {
+
+struct ConvGeometry {
+  Eigen::Index channels = 0, height = 0, width = 0;  // of one input image
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  Eigen::Index out_h() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  Eigen::Index out_w() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  Eigen::Index positions() const { return out_h() * out_w(); }
+  Eigen::Index patch() const { return channels * kernel_h * kernel_w; }  // entries of one column
+};
+
+// Where the entries of a strided array are: element (i, j, k) at
+// data[i * s0 + j * s1 + k * s2].
+struct Strides {
+  Eigen::Index s0 = 0, s1 = 0, s2 = 0;
+};
+
+// col2im: dx(b, c, y, x) = the sum of every column entry cols(b, (c, ky, kx),
+// position) that im2col copied from pixel (c, y, x), added in binary64 in
+// the order of increasing output position (rpsim train's Conv2d; F.fold adds
+// in another order, which binary64 sums of binary64 terms can tell apart).
+// cols: (batch, patch, positions) at `cs`; dx: (batch, channels * height *
+// width), zero-filled here, at `ds` (element (b, pixel, 0)).
+void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
+            Strides ds);
+
+}  // namespace rpsim::sim::train
