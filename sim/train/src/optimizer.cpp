@@ -5,6 +5,7 @@
 
 #include "count_where.hpp"
 #include "rpsim/train/optimizer.hpp"
+#include "rpsim/train/step_ops.hpp"
 
 namespace rpsim::sim::train {
 
@@ -191,6 +192,7 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
   const bool fused = !p.kahan && inline_rounding(c) && inline_rounding(*p.optimizer_state);
   for (std::size_t i = 0; i < params.size(); ++i) {
     Parameter& prm = *params[i];
+    if (prm.grad.size() == 0) continue;  // no gradient this step (rpsim.torch: grad None): no update
     State& s = state_[i];
     Matrix next = fused ? fused_next(prm, s, k) : array_next(prm, s, k);
     s.started = true;
@@ -250,25 +252,16 @@ Matrix Optimizer::array_next(Parameter& prm, State& s, const Scalars& k) const {
 }
 
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm, const PrecisionPolicy& policy) {
-  const Format& c = formats::binary32().bits <= policy.optimizer_compute->bits ? *policy.optimizer_compute
-                                                                               : formats::binary32();
-  double total = 0;
-  for (const Parameter* prm : params) {
-    Matrix sq = prm->grad.cwiseProduct(prm->grad);
-    round_in_place(c, sq);
-    const double s = sequential_sum(c, sq.data(), sq.size());
-    total = round_value(c, total + s);
-  }
-  const double norm = round_value(c, std::sqrt(total));
+  const Format& c = norm_format(policy);
+  std::vector<std::span<const double>> grads;
+  for (const Parameter* prm : params) grads.emplace_back(prm->grad.data(), std::size_t(prm->grad.size()));
+  const double norm = grad_norm(grads, c);
   if (max_norm > 0) {
-    const double coef = round_value(c, max_norm / round_value(c, norm + 1e-6));
+    const double coef = clip_coefficient(max_norm, norm, c);
     if (coef < 1.0)
-      for (Parameter* prm : params) {
-        const Matrix before = prm->grad;
-        prm->grad *= coef;
-        round_in_place(*policy.gradients, prm->grad);
-        prm->grad_underflow += count_flushed(before, prm->grad);
-      }
+      for (Parameter* prm : params)
+        prm->grad_underflow +=
+            scale_gradient({prm->grad.data(), std::size_t(prm->grad.size())}, coef, *policy.gradients);
   }
   return norm;
 }

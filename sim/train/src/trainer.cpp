@@ -18,6 +18,7 @@
 #include "rpsim/io/run_info.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/run_config.hpp"
+#include "rpsim/train/step_ops.hpp"
 #include "rpsim/train/trainer.hpp"
 #include "telemetry.hpp"
 
@@ -163,17 +164,13 @@ StepOutcome Training::emulated_step(const std::vector<std::size_t>& idx, std::in
   o.loss = accumulated_backward(idx, step, o.scale, emu_, policy, true);
   auto params = emu_.model.parameters();
   const std::map<const Parameter*, double> carried = adaptive ? carried_scales(emu_) : decltype(carried){};
-  const double global_inv = round_value(formats::binary32(), 1.0 / o.scale);
+  const double global_inv = unscale_factor(o.scale);
   for (Parameter* p : params) {
     const auto it = carried.find(p);
-    const double inv = it == carried.end() ? global_inv : round_value(formats::binary32(), 1.0 / it->second);
-    if (inv != 1.0) {
-      Matrix unscaled = p->grad * inv;
-      round_in_place(*policy.gradients, unscaled);
-      p->grad_underflow += count_flushed(p->grad, unscaled);
-      p->grad = std::move(unscaled);
-    }
-    o.found = o.found || !p->grad.allFinite();
+    const double inv = it == carried.end() ? global_inv : unscale_factor(it->second);
+    const Unscaled u = unscale({p->grad.data(), std::size_t(p->grad.size())}, inv, *policy.gradients);
+    p->grad_underflow += u.flushed;
+    o.found = o.found || u.nonfinite;
   }
   if (!o.found) o.grad_norm = clip_grad_norm(params, config_.max_grad_norm, policy);
   o.skipped = scaler_->update(o.found);

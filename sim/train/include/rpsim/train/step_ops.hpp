@@ -1,0 +1,47 @@
+// The op core's arithmetic of a step between backward and the optimizer:
+// unscaling the gradients by the loss scale, their L2 norm and the clipping
+// factor, on flat arrays in rpsim train's element order (a Linear weight as
+// nn.Linear holds it; an embedding table column by column). rpsim train's
+// trainer and rpsim.torch's GradScaler and Trainer call these, so the
+// arithmetic is written once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "rpsim/formats/format.hpp"
+#include "rpsim/train/policy.hpp"
+
+namespace rpsim::sim::train {
+
+// binary32(1 / scale): the factor every gradient is multiplied by
+// (torch.cuda.amp.GradScaler.unscale_: the reciprocal of the float32 scale).
+double unscale_factor(double scale);
+
+struct Unscaled {
+  std::int64_t flushed = 0;  // nonzero entries the product rounded to zero
+  bool nonfinite = false;    // an inf or NaN among the results
+};
+// g = round(g * inv) to the gradients' format, in place: the product of two
+// binary32 values is exact in binary64, so this is float32's own multiply
+// for binary32 gradients, and one rounding to a narrower stored format.
+Unscaled unscale(std::span<double> g, double inv, const Format& gradients);
+
+// The format clip_grad_norm computes in: the optimizer's arithmetic, at
+// least binary32 (PyTorch's norm of half tensors runs in float).
+const Format& norm_format(const PrecisionPolicy& policy);
+
+// The L2 norm of all gradients as torch.nn.utils.clip_grad_norm_ on one
+// device: each tensor's squares rounded to c and summed in order, the
+// tensors' sums added in order, one rounding per operation, then the root.
+double grad_norm(const std::vector<std::span<const double>>& grads, const Format& c);
+
+// clip_grad_norm_'s factor max_norm / (norm + 1e-6) in c (applied when below 1).
+double clip_coefficient(double max_norm, double norm, const Format& c);
+
+// g = round(g * coef) to the gradients' format, in place; returns the
+// nonzero entries flushed to zero.
+std::int64_t scale_gradient(std::span<double> g, double coef, const Format& gradients);
+
+}  // namespace rpsim::sim::train
