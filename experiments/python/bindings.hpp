@@ -35,6 +35,9 @@ void bind_blockscale(py::module_& m);    // mx_quantize, nvfp4_quantize
 void bind_torch(py::module_& m);         // _torch_gemm, _torch_ops, _torch_policy, _LossScaler (rpsim.torch)
 void bind_torch_train(py::module_& m);   // _torch_train_setup, _TorchLoss (rpsim.torch against rpsim train)
 void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamard_rows (rpsim.torch mx, nvfp4)
+void bind_op_core(py::module_& m);      // _GemmOp, _col2im: the op core's GEMM op (rpsim.torch's GEMMs)
+void bind_step_ops(py::module_& m);     // _unscale, _grad_norm, _clip_coefficient, _scale_gradients
+void bind_optimizer(py::module_& m);    // _Optimizer: rpsim train's optimizer (rpsim.torch.SGD, AdamW)
 
 // `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
 // it already is one. float16 is widened to float32 (exact). A Python number

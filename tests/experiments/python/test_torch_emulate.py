@@ -117,7 +117,7 @@ def test_fp8_current_scaling_of_a_linear_layer_by_hand():
     assert np.array_equal(y.detach().double().numpy(), expect)
     y.sum().backward()  # dy = 1: scale 57344 (e5m2's max), exact
     assert lin.weight.grad is not None and torch.isfinite(lin.weight.grad).all()
-    dy = emu.fp8_states["Linear"].stats["dy"]
+    dy = emu.layer_ops["Linear"].fp8_stats()["dy"]
     assert (dy["amax"], dy["scale"], dy["entries"], dy["saturated"], dy["flushed"]) == (1.0, 57344.0, 30, 0, 0)
 
 
@@ -128,8 +128,9 @@ def test_fp8_delayed_scaling_reads_the_history():
     seen = []
     for k in (1.0, 4.0, 2.0):
         lin(torch.full((2, 8), k))
-        state = state or next(iter(emu.fp8_states.values()))
-        seen.append((state.stats["x"]["amax"], state.stats["x"]["scale"]))
+        state = state or next(iter(emu.layer_ops.values()))
+        x_stats = state.fp8_stats()["x"]
+        seen.append((x_stats["amax"], x_stats["scale"]))
     # Transformer Engine's delayed scaling (sim/scaling, as rpsim train): scale 1 on the first use,
     # then from the largest amax seen before (1, then 4), not the use's own (2). The zero- and
     # inf-amax rules are tested on the C++ side (tests/sim/train/test_layers.cpp).

@@ -15,6 +15,7 @@ second derivative) raises UnsupportedError naming it (_unsupported); an in-place
 """
 import collections
 import copy
+import functools
 
 import torch
 from torch import nn
@@ -22,7 +23,6 @@ from torch.overrides import TorchFunctionMode
 
 from .. import _core
 from . import _blockscale, _layers, _ops
-from ._fp8 import Fp8State
 from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, check_device, check_emulate_args, check_functions, check_not_emulated, \
     refuse_fused
@@ -45,14 +45,11 @@ def _mark(t, fmt):
     return t
 
 
+@functools.lru_cache(maxsize=None)
 def _promote(a, b):
-    """PyTorch's type promotion over the formats rpsim tracks (binary16 + bfloat16 -> binary32)."""
-    if a == b:
-        return a
-    order = {"binary64": 3, "binary32": 2}
-    if a in order or b in order:
-        return a if order.get(a, 0) >= order.get(b, 0) else b
-    return "binary32"
+    """PyTorch's type promotion over the formats rpsim tracks: the op core's rule (the one that holds
+    the other, else binary32, else binary64), as rpsim train's layers promote."""
+    return a if a == b else _core._promote_formats(a, b)
 
 
 def _tensors(obj):
@@ -100,7 +97,7 @@ class Emulation(TorchFunctionMode):
             raise ValueError(f"policy {self.policy['name']} stores binary64 weights, which a model of "
                              f"{', '.join(narrow)} parameters cannot hold: call model.double() first")
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
-        self.fp8_states = {}  # layer -> _fp8.Fp8State
+        self.layer_ops = {}  # layer -> its _GemmOp (FP8 scaling state and statistics persist per layer)
         self.table = ops()
         self.autocast = self.policy["autocast"]["format"]
         self.base = self.policy["data"]
@@ -135,19 +132,19 @@ class Emulation(TorchFunctionMode):
         r = self.policy["ops"].get(op, "follow")
         return None if r == "follow" else r
 
+    def _op(self, op, high_precision=False):
+        """The op core's GEMM op of `op`'s rule (its accumulation replaced by emulate's), resolved once."""
+        return _core._GemmOp.of_policy(self.policy_spec, op, high_precision, self.accumulation)
+
     def gemm_config(self, op, input_format):
         key = (op, input_format)
         if key not in self._configs:
-            r = self.rule(op)
-            if r is None:  # follow the inputs: compute and output in their format
-                r = {"compute": input_format, "output": input_format, "backward_compute": input_format,
-                     "accumulation": self.policy["ops"]["linear"].get("accumulation", "sequential:binary32:rne")
-                     if isinstance(self.policy["ops"].get("linear"), dict) else "sequential:binary32:rne"}
-            model = self.accumulation or r["accumulation"]
             if self.accumulation is not None:  # as the config parser checks ops.OP.accumulation
-                _blockscale.check_accumulation(self.policy_spec, model, [op])
-            self._configs[key] = _ops.GemmConfig(model, compute=r["compute"], backward=r["backward_compute"],
-                                                 output=r["output"], seed=self.seed)
+                _blockscale.check_accumulation(self.policy_spec, self.accumulation, [op])
+            g = self._op(op)
+            cfg = _ops.GemmConfig(g.model, seed=self.seed, op=g)
+            cfg.a_format = input_format  # a rule that follows its inputs computes in their format
+            self._configs[key] = cfg
         return self._configs[key]
 
     def promoted(self, inputs):
@@ -223,7 +220,7 @@ class Emulation(TorchFunctionMode):
             if cfg.log is not None:
                 out._rpsim_layer = self.param_layer[id(weight)]
                 out._rpsim_flush_log = cfg.log
-            return _mark(out, self.gemm_config(op, fmt).output or fmt)
+            return _mark(out, cfg.op.output_format(fmt))
         if name in _layers.LAYER_KERNELS:  # layer_norm, gelu: the C++ layers, where they express the call
             out = _layers.run(self, name, args, kwargs, _format_of(args[0], self.base))
             if out is not None:
@@ -264,13 +261,13 @@ class Emulation(TorchFunctionMode):
         cfg = copy.copy(cfg)
         if name != "linear":  # conv: col2im rounds the input gradient to the input's format
             cfg.x_format = _format_of(args[0], self.base)
-        if fp8 and layer in self.high_precision_layers:  # bf16 inputs, no block scales (linear.cpp)
-            _blockscale.keep_high_precision(cfg)
-        elif fp8:
-            if layer not in self.fp8_states:
-                self.fp8_states[layer] = Fp8State(self.policy["fp8"])
-            cfg.fp8 = self.fp8_states[layer]
-            # rpsim train's key of this layer's stochastic gradient rounding at this step (NVFP4's);
+        if fp8:
+            # The layer's own op: its FP8 scaling state and statistics persist across steps; a layer the
+            # recipe keeps in high precision runs bf16 inputs without block scales (gemm_op.cpp).
+            if layer not in self.layer_ops:
+                self.layer_ops[layer] = self._op(op, layer in self.high_precision_layers)
+            cfg.op = self.layer_ops[layer]
+            # rpsim train's keys of this layer at this step (NVFP4's stochastic gradient rounding);
             # cfg.seed (the emulation's) keys the Hadamard signs, as the run's seed does.
             cfg.layer = (layer, self.step)
         if self.telemetry:

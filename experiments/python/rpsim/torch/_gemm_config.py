@@ -1,5 +1,6 @@
-"""rpsim.torch.GemmConfig: how one emulated GEMM op runs (its accumulation model, formats, keys of
-its stochastic roundings, block-scaled recipe), read by the ops of _ops and _blockscale."""
+"""rpsim.torch.GemmConfig: how one emulated GEMM op runs -- its op-core GEMM op (rpsim._core._GemmOp,
+the C++ op `rpsim train`'s layers run), resolved once, with the keys of its stochastic roundings and
+its telemetry hooks -- read by the ops of _ops."""
 from .. import _core
 from . import _blockscale
 
@@ -15,13 +16,13 @@ class GemmConfig:
     block-scaled policy (mxfp8 ... nvfp4, or its object) whose block quantisation the operands take
     (compute, backward: its linear rule's by default); the model may then be a block-scaled
     instruction (tc:b200:e4m3:fp32:tcgen05.mma:scale=ue8m0), checked against it (recipe_state).
-    layer: (name, step) of a `rpsim train` layer whose key the recipe's stochastic gradient rounding
-    (NVFP4's fp8.gradient_sr) takes, as the trainer keys that layer's GEMMs at that step (emulate sets
-    it per layer); None: seed and stream key it (stream + 3 and + 4 for dy's two casts), as the
-    GEMMs. seed also keys the recipe's random Hadamard signs, as the run's seed does in rpsim train."""
+    layer: (name, step) of a `rpsim train` layer whose keys the op's stochastic roundings take, as
+    the trainer keys that layer's GEMMs at that step (emulate sets it per layer); None: seed and
+    stream key them (stream + 3 and + 4 for dy's two casts). seed also keys the recipe's random
+    Hadamard signs, as the run's seed does in rpsim train."""
 
     def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
-                 log=None, recipe=None, layer=None):
+                 log=None, recipe=None, layer=None, *, op=None):
         self.model, self.compute, self.backward, self.output = model, compute, backward, output
         self.seed, self.stream = seed, stream
         if layer is not None and not (isinstance(layer, tuple) and len(layer) == 2 and isinstance(layer[0], str)
@@ -32,11 +33,25 @@ class GemmConfig:
         # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
         # gradient's cast); None: not counted.
         self.log = log
-        # FP8 per-tensor (fp8-delayed, fp8-current) or block (mx, nvfp4) scaling: an _fp8.Fp8State.
-        self.fp8 = None
-        if recipe is not None:
-            self.fp8, self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)
-        # Telemetry: called with the mask of input-gradient entries the output rounding flushed.
+        if op is None:
+            if recipe is not None:
+                self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)
+            # A bad spec: ValueError naming it here.
+            op = _core._GemmOp.of_model(model, self.compute, self.backward, self.output, recipe)
+        # The op core's GEMM op, resolved once (emulate passes its rule's: _GemmOp.of_policy).
+        self.op = op
+        self.input_format, self.accumulation_format = op.input_format, op.accumulation_format
+        self.scale_block = op.scale_block  # a block-scaled instruction's block along K (0: none)
+        # The format of A's values where the caller knows it (emulate: its rule may follow its inputs).
+        self.a_format = None
+        # Telemetry: called with the mask of input-gradient entries the output rounding flushed
+        # (linear), or with the raw input gradient's flushes through col2im (conv2d).
         self.on_input_grad_flush = None
-        # A bad spec: ValueError naming it here. scale_block: a block-scaled instruction's (0: none).
-        self.input_format, self.accumulation_format, self.scale_block = _core._torch_model_formats(model)
+        self.on_col2im_flush = None
+        # conv: the format col2im rounds the input gradient to (None: its dtype's).
+        self.x_format = None
+
+    @property
+    def scaled(self):
+        """Whether the op quantises its operands under an FP8 recipe (per tensor or in blocks)."""
+        return self.op.scaled

@@ -3,7 +3,6 @@
 kernels, and SGD with the arithmetic of rpsim's optimizer (sim/train/src/optimizer.cpp)."""
 import collections
 import json
-import math
 import os
 
 import torch
@@ -11,7 +10,6 @@ from torch import nn
 
 from .. import _core
 from . import _gpt
-from ._quantize import round_tensor
 from ._unsupported import no_double_backward
 
 
@@ -49,106 +47,75 @@ class RpsimLoss:
 
 
 class SGD(torch.optim.Optimizer):
-    """SGD (momentum, weight decay) in the parameters' dtype, one rounding per operation in
-    rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored in
-    state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
+    """SGD (momentum, weight decay) on rpsim train's optimizer (the op core's update arithmetic,
+    sim/train optimizer.cpp, through rpsim._core._Optimizer), in the parameters' dtype, one rounding
+    per operation in rpsim's order: g + wd w; buf = momentum buf + g (buf = g the first step), stored
+    in state_format; w - lr g. rpsim.torch.emulate's optimizer() sets state_format to the policy's
     optimizer_state (bf16-pure: bfloat16 momentum) and, under a Kahan policy (bf16-kahan),
-    kahan_format to the weights' storage format: then w - lr g is a compensated update
-    (optimizer.cpp's array_next, Zamirai et al. 2020): y = c - lr g, w' = storage(w + y),
-    c' = state(y - (w' - w)), the part of the update the store lost carried to the next step."""
+    kahan_format to the weights' storage format: then w - lr g is a compensated update (Zamirai et
+    al. 2020): the part of the update the store lost carried to the next step. Every param group
+    shares one learning rate and one nonzero weight decay (a group's 0 leaves its parameters
+    undecayed, nanoGPT's norms and biases), as rpsim train's optimizer has; the state lives in the
+    C++ optimizer, not in state_dict()."""
+
+    TYPE = "sgd"
 
     def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, state_format=None):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
         self.state_format = state_format
         self.kahan_format = None
+        self._core = None
 
-    def _store(self, buf):
-        fmt = self.state_format
-        return buf if fmt in (None, "binary32", "binary64") else round_tensor(buf, fmt)
+    def _settings(self, params):
+        """The groups' shared lr and nonzero weight decay; ValueError naming what differs."""
+        lrs = {g["lr"] for g in self.param_groups}
+        decays = {g["weight_decay"] for g in self.param_groups} - {0, 0.0}
+        if len(lrs) > 1 or len(decays) > 1:
+            raise ValueError(f"rpsim.torch.{type(self).__name__}: param groups with different learning rates "
+                             f"({sorted(lrs)}) or weight decays ({sorted(decays)}); rpsim's optimizer has one of "
+                             "each (a group's weight_decay 0 leaves it undecayed)")
+        dtypes = {p.dtype for p in params}
+        if not dtypes <= {torch.float32, torch.float64} or len(dtypes) > 1:
+            raise ValueError(f"rpsim.torch.{type(self).__name__}: parameters of dtypes {sorted(map(str, dtypes))}; "
+                             "rpsim's optimizer updates float32 or float64 parameters, all of one dtype")
+        return lrs.pop(), (decays.pop() if decays else 0.0), dtypes.pop()
+
+    def _make(self, wd, dtype):
+        g = self.param_groups[0]
+        return _core._Optimizer(self.TYPE, g["lr"], g.get("momentum", 0.0), wd, tuple(g.get("betas", (0.9, 0.999))),
+                                g.get("eps", 1e-8), "binary64" if dtype == torch.float64 else "binary32",
+                                self.state_format, self.kahan_format, self.kahan_format is not None)
 
     @torch.no_grad()
     def step(self, closure=None):
-        for group in self.param_groups:
-            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                if wd:
-                    g = g + wd * p
-                if mom:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
-                    buf = self._store(g.clone() if buf is None else buf * mom + g)
-                    state["momentum_buffer"] = buf
-                    g = buf
-                if self.kahan_format is None:
-                    p.copy_(p - lr * g)
-                else:
-                    self._kahan(p, lr * g)
-
-    def _kahan(self, p, update, base=None):
-        """w' = storage(w + y), y = c - update; base: w (AdamW: w decayed)."""
-        base = p if base is None else base
-        state = self.state[p]
-        comp = state.get("kahan_compensation")
-        comp = torch.zeros_like(update) if comp is None else comp
-        y = comp - update  # -u + c in one rounding, as R(R(-u) + c); 0 - u: +0 where u is 0, as C++
-        nxt = round_tensor(base + y, self.kahan_format)  # binary32 sum, then the storage format (RNE)
-        state["kahan_compensation"] = self._store(y - (nxt - base))
-        p.copy_(nxt)
-
-
-def _rc(dtype):
-    """The optimizer's scalar rounding: to the parameters' arithmetic (binary32 or binary64)."""
-    if dtype == torch.float64:
-        return lambda v: float(v)
-    return lambda v: float(torch.tensor(v, dtype=torch.float32))
+        params = [p for g in self.param_groups for p in g["params"]]
+        decay = [bool(g["weight_decay"]) for g in self.param_groups for _ in g["params"]]
+        lr, wd, dtype = self._settings(params)
+        if self._core is None:
+            self._core = self._make(wd, dtype)
+        views = [p.detach() if p.is_contiguous() else p.detach().contiguous() for p in params]
+        self._core.step([v.numpy() for v in views],
+                        [None if p.grad is None else p.grad.detach().contiguous().numpy() for p in params], decay, lr)
+        for p, v in zip(params, views):
+            if v.data_ptr() != p.data_ptr():
+                p.copy_(v)
 
 
 class AdamW(SGD):
-    """Adam with decoupled weight decay (torch.optim.AdamW), one rounding per operation in
-    rpsim's order (optimizer.cpp's fused_loop), in the parameters' dtype: w' = w (1 - lr wd);
-    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g (m, v stored in state_format); w' -
-    (m / (sqrt(v) / sqrt(bc2) + eps)) (lr / bc1). The scalars rounded first, as rpsim rounds
-    them. A param group's weight_decay 0 leaves its parameters undecayed (nanoGPT's norms and
-    biases). decoupled=False: Adam, the decay added to the gradient."""
+    """Adam with decoupled weight decay (torch.optim.AdamW) on rpsim train's optimizer, one
+    rounding per operation in rpsim's order (optimizer.cpp's fused_loop), in the parameters' dtype:
+    w' = w (1 - lr wd); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g (m, v stored in state_format);
+    w' - (m / (sqrt(v) / sqrt(bc2) + eps)) (lr / bc1). A param group's weight_decay 0 leaves its
+    parameters undecayed (nanoGPT's norms and biases). decoupled=False: Adam, the decay added to
+    the gradient."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, state_format=None,
                  decoupled=True):
         torch.optim.Optimizer.__init__(self, params, {"lr": lr, "betas": tuple(betas), "eps": eps,
                                                       "weight_decay": weight_decay})
-        self.state_format, self.kahan_format, self.decoupled = state_format, None, decoupled
-        self.steps = 0
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        self.steps += 1
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, _rc(p.dtype))
-
-    def _update(self, p, group, rc):
-        (b1, b2), t = group["betas"], float(self.steps)
-        lr, wd = rc(group["lr"]), rc(group["weight_decay"])
-        k1, k2 = rc(b1), rc(b2)
-        step_size, sqrt_bc2 = rc(lr / rc(1.0 - b1 ** t)), rc(math.sqrt(rc(1.0 - b2 ** t)))
-        g, w = p.grad, p
-        if wd and self.decoupled:
-            w = p * rc(1.0 - rc(lr * wd))
-        elif wd:
-            g = g + wd * p
-        state = self.state[p]
-        m = state.get("exp_avg", torch.zeros_like(p))
-        v = state.get("exp_avg_sq", torch.zeros_like(p))
-        m = state["exp_avg"] = self._store(k1 * m + rc(1.0 - k1) * g)
-        v = state["exp_avg_sq"] = self._store(k2 * v + rc(1.0 - k2) * (g * g))
-        update = m / (v.sqrt() / sqrt_bc2 + rc(group["eps"])) * step_size
-        if self.kahan_format is None:
-            p.copy_(w - update)
-        else:
-            self._kahan(p, update, w)
+        self.state_format, self.kahan_format = state_format, None
+        self.TYPE = "adamw" if decoupled else "adam"
+        self._core = None
 
 
 def lr_schedule(config, overrides=()):

@@ -1,12 +1,21 @@
 """rpsim.torch.GradScaler: torch.cuda.amp.GradScaler's API over rpsim's loss-scaler table (the C++
 scalers `rpsim scaler` and `rpsim train` step), so a PyTorch loop on the CPU follows DeepSpeed's,
 Megatron's, Apex's, Keras' or PyTorch's own loss scaling step for step."""
-import math
 
 import torch
 
 from .. import _core
-from ._quantize import round_tensor
+
+
+def _dtype_format(t):
+    return {torch.float64: "binary64", torch.float16: "binary16", torch.bfloat16: "bfloat16"}.get(t.dtype, "binary32")
+
+
+def _writable(t):
+    """(a float32/float64 contiguous tensor the core writes into, whether it is a copy to write back)."""
+    if t.dtype in (torch.float32, torch.float64) and t.is_contiguous():
+        return t, False
+    return t.double().contiguous(), True
 
 
 def _grads(optimizer):
@@ -70,31 +79,18 @@ class GradScaler:
             return
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
-        # rpsim train's unscale: one binary32 reciprocal, each gradient multiplied by it (one rounding
-        # to the gradient's dtype: the product of two binary32 values is exact in binary64, so
-        # float32's own multiply rounds it the same), the inf/NaN check after.
-        inv = float(torch.tensor(1.0 / self.get_scale(), dtype=torch.float32))
-        found = False
+        # rpsim train's unscale (the op core's, sim/train step_ops.hpp): one binary32 reciprocal, each
+        # gradient multiplied by it and rounded once to its stored format, the inf/NaN check after.
+        params = list(_grads(optimizer))
         with torch.no_grad():
-            for p in _grads(optimizer):
-                if inv != 1.0:
-                    nonzero = p.grad != 0 if self.count_flushed else None
-                    fmt = getattr(p, "_rpsim_grad_format", None)  # set by rpsim.torch.emulate
-                    if fmt not in (None, "binary32", "binary64") and p.grad.dtype == torch.float32:
-                        # A gradient stored in a narrower format (fp16-pure, fixed point): the exact
-                        # binary64 product rounded once to that format, as rpsim train's unscale.
-                        p.grad.copy_(round_tensor(p.grad.double() * inv, fmt))
-                    elif p.grad.dtype in (torch.float32, torch.float64):
-                        p.grad.mul_(inv)
-                    else:
-                        p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
-                    # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
-                    if nonzero is not None:
-                        self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
-                # A sum over a tensor holding inf or NaN is never finite: one reduction without a
-                # mask tensor; only a finite tensor whose sum overflows needs the exact check.
-                found = found or (not math.isfinite(float(p.grad.sum()))
-                                  and not bool(torch.isfinite(p.grad).all()))
+            views = [_writable(p.grad) for p in params]
+            formats = [getattr(p, "_rpsim_grad_format", None) or _dtype_format(p.grad) for p in params]
+            flushed, found = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats)
+            for (v, back), p, n in zip(views, params, flushed):
+                if back:
+                    p.grad.copy_(v)
+                if self.count_flushed:
+                    self.flushed[id(p)] = n
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):

@@ -3,7 +3,6 @@ the same batches, and `rpsim train`'s files (steps.csv, histograms.csv, evaluati
 meta.json, their columns as sim/train/src/telemetry.cpp and trainer.cpp write them)."""
 import copy
 import json
-import math
 import os
 import signal
 
@@ -13,10 +12,9 @@ from torch import nn
 from .. import _core
 from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, logged as _logged, params as _params
-from ._quantize import round_tensor
 from ._reference import RpsimLoss
 from ._run_files import _flat, _histogram, _nonfinite, _write_atomic, _zero_vs, num
-from ._scaler import GradScaler
+from ._scaler import GradScaler, _writable
 from ._unsupported import check_batch, check_not_emulated, check_trainer_args
 
 
@@ -168,12 +166,14 @@ class Trainer:
     def _fp8_cells(self):
         out = []
         for ln in self.fp8_layers:
-            st = self.emulation.fp8_states.get(ln)
+            op = self.emulation.layer_ops.get(ln)
+            stats = op.fp8_stats() if op is not None else {}
             for tensor in ("x", "w", "dy"):
-                s = st.stats.get(tensor, {}) if st else {}
+                s = stats.get(tensor, {})
                 n = s.get("entries", 0)
+                # Per-tensor scaling records its scale as scale_min (telemetry.cpp's fp8_cells).
                 scales = (s.get("scale_min", float("nan")), s.get("scale_max", float("nan"))) \
-                    if self.block_scaled else (s.get("scale", float("nan")),)
+                    if self.block_scaled else (s.get("scale_min", float("nan")),)
                 out += [num(s.get("amax", 0.0))] + [num(v) for v in scales] + \
                     [num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
         return out
@@ -183,19 +183,21 @@ class Trainer:
         return c if c in ("binary32", "binary64") else "binary32"
 
     def _clip(self, params, norm, c, gradients, flushed):
-        """rpsim's clip_grad_norm: coef = max_norm / (norm + 1e-6) in c; below 1, each gradient
-        times coef rounded once to the gradients' format (flushed entries added to `flushed`)."""
+        """rpsim's clip_grad_norm (the op core's): coef = max_norm / (norm + 1e-6) in c; below 1, each
+        gradient times coef rounded once to the gradients' format (flushed entries added to `flushed`)."""
         if self.max_grad_norm <= 0:
             return
-        rc = lambda v: float(round_tensor(torch.tensor([v], dtype=torch.float64), c)[0])  # noqa: E731
-        coef = rc(self.max_grad_norm / rc(norm + 1e-6))
+        coef = _core._clip_coefficient(self.max_grad_norm, norm, c)
         if coef >= 1.0:
             return
-        for p in params:
-            before = p.grad.clone() if flushed is not None else None
-            p.grad.copy_(round_tensor(p.grad.double() * coef, gradients))
-            if flushed is not None:
-                flushed[id(p)] = flushed.get(id(p), 0) + int(((before != 0) & (p.grad == 0)).sum())
+        with torch.no_grad():
+            views = [_writable(p.grad) for p in params]
+            counts = _core._scale_gradients([v.numpy() for v, _ in views], coef, [gradients] * len(params))
+            for (v, back), p, n in zip(views, params, counts):
+                if back:
+                    p.grad.copy_(v)
+                if flushed is not None:
+                    flushed[id(p)] = flushed.get(id(p), 0) + n
 
     def _cli_order(self, p, t):
         """t (p or its gradient) with its entries in the order the CLI holds p's: an embedding
@@ -205,17 +207,12 @@ class Trainer:
         return t.t() if id(p) in self._column_major else t
 
     def _grad_norm(self, params, c=None):
-        """The gradients' L2 norm as rpsim's clip_grad_norm computes it: in the optimizer's
-        arithmetic (at least binary32), each tensor's squares summed in order, the tensors' sums
-        added in parameter order, one rounding per operation."""
+        """The gradients' L2 norm as rpsim's clip_grad_norm computes it (the op core's): in the
+        optimizer's arithmetic (at least binary32), each tensor's squares summed in the CLI's element
+        order, the tensors' sums added in parameter order, one rounding per operation."""
         c = c or self._norm_format()
-        total = 0.0
-        for p in params:
-            sq = round_tensor(self._cli_order(p, p.grad).detach().double().reshape(1, -1) ** 2, c)
-            s = float(_core._torch_gemm(sq.numpy().reshape(1, 1, -1), torch.ones(1, sq.numel(), 1,
-                      dtype=torch.float64).numpy(), None, f"sequential:{c}:rne")[0, 0, 0])
-            total = float(round_tensor(torch.tensor([total + s], dtype=torch.float64), c)[0])
-        return float(round_tensor(torch.tensor([math.sqrt(total)], dtype=torch.float64), c)[0])
+        grads = [self._cli_order(p, p.grad).detach().double().contiguous().numpy() for p in params]
+        return _core._grad_norm(grads, c)
 
     def _measure(self):
         cells = []

@@ -1,0 +1,344 @@
+// The op core from Python: rpsim.torch's autograd functions call the GEMM op
+// that rpsim train's layers call (sim/train gemm_op.hpp), on NumPy views of
+// the tensors, so the step's arithmetic is not written a second time in
+// Python. _GemmSpec is resolved once per call site; each forward call gets a
+// _GemmSaved (autograd's saved tensors) for its backward.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bind_config.hpp"
+#include "bindings.hpp"
+#include "rpsim/train/conv_op.hpp"
+#include "rpsim/train/gemm_op.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
+#include "rpsim/train/op_formats.hpp"
+#include "rpsim/train/tensor.hpp"
+
+namespace rpsim::python {
+
+namespace {
+
+namespace train = sim::train;
+using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Matrices of a (batch, rows, cols) float32 or float64 array, read in place
+// (one conversion to the core's binary64 column-major carrier).
+std::vector<sim::Matrix> matrices(const py::handle& x, const char* what) {
+  const py::array a = py::array::ensure(x, py::array::c_style);
+  if (!a || a.ndim() != 3)
+    throw py::value_error(
+        fmt::format("{}: a 3-D (batch, rows, cols) float32 or float64 array is needed", what));
+  const py::ssize_t batch = a.shape(0), r = a.shape(1), c = a.shape(2);
+  std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));
+  if (py::isinstance<py::array_t<float>>(a)) {
+    const float* p = static_cast<const float*>(a.data());
+    for (py::ssize_t i = 0; i < batch; ++i)
+      out[std::size_t(i)] = Eigen::Map<const RowMajorF>(p + i * r * c, r, c).cast<double>();
+  } else if (py::isinstance<py::array_t<double>>(a)) {
+    const double* p = static_cast<const double*>(a.data());
+    for (py::ssize_t i = 0; i < batch; ++i)
+      out[std::size_t(i)] = Eigen::Map<const RowMajor>(p + i * r * c, r, c);
+  } else {
+    throw py::type_error(fmt::format("{}: dtype {} (float32 or float64 is needed)", what,
+                                     py::str(a.dtype()).cast<std::string>()));
+  }
+  return out;
+}
+
+py::array_t<double> stacked(const std::vector<sim::Matrix>& ms) {
+  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
+                    c = ms.empty() ? 0 : ms[0].cols();
+  py::array_t<double> out({batch, r, c});
+  double* dst = out.mutable_data();
+  for (py::ssize_t i = 0; i < batch; ++i) Eigen::Map<RowMajor>(dst + i * r * c, r, c) = ms[std::size_t(i)];
+  return out;
+}
+
+py::array_t<bool> stacked_mask(const std::vector<train::Mask>& ms) {
+  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
+                    c = ms.empty() ? 0 : ms[0].cols();
+  py::array_t<bool> out({batch, r, c});
+  bool* dst = out.mutable_data();
+  using RowMask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (py::ssize_t i = 0; i < batch; ++i) Eigen::Map<RowMask>(dst + i * r * c, r, c) = ms[std::size_t(i)];
+  return out;
+}
+
+const Format* optional_format(const py::object& spec) {
+  return spec.is_none() ? nullptr : &format_arg(spec);
+}
+
+// The keys of batch item i: (seed, stream + i) where seed or stream is set
+// (rpsim.gemm's draws per product), or rpsim train's keys of a layer.
+struct Keys {
+  train::GemmKeys base;
+  train::GemmKeys item(py::ssize_t i) const {
+    train::GemmKeys k = base;
+    k.base.stream += std::uint64_t(i);
+    return k;
+  }
+};
+
+Keys keys_arg(std::uint64_t seed, std::uint64_t stream, const py::object& layer) {
+  if (!layer.is_none()) {
+    const auto [name, step] = layer.cast<std::pair<std::string, std::uint64_t>>();
+    train::StepContext ctx;
+    ctx.seed = seed;
+    ctx.step = step;
+    return Keys{train::GemmKeys::of_layer(name, ctx)};
+  }
+  return Keys{train::GemmKeys{train::RandomStream{seed, stream}, seed != 0 || stream != 0, seed}};
+}
+
+// One call site's GEMM op (spec and persistent scaling state); forward and
+// backward on NumPy batches.
+class PyGemmOp {
+ public:
+  explicit PyGemmOp(train::GemmSpec spec) : op_(std::move(spec)) {}
+  const train::GemmSpec& spec() const { return op_.spec(); }
+  const train::GemmOp& op() const { return op_; }
+
+  // Per batch item: the saved state of each forward (one object per call).
+  struct Saved {
+    std::vector<train::GemmSaved> items;
+  };
+
+  py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
+                    const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
+                    std::uint64_t stream, const py::object& layer) {
+    std::vector<sim::Matrix> a = matrices(a_in, "A"), b = matrices(b_in, "B");
+    std::vector<sim::Matrix> c = c_in.is_none() ? std::vector<sim::Matrix>() : matrices(c_in, "C");
+    if (!c.empty() && (c.size() != a.size() || c[0].rows() != a[0].rows() || c[0].cols() != b[0].cols()))
+      throw py::value_error("C (batch, m, n) disagrees with A (batch, m, k) and B (batch, k, n)");
+    if (a.size() != b.size() || (!a.empty() && a[0].cols() != b[0].rows()))
+      throw py::value_error(fmt::format("A is {}x{}x{} but B is {}x{}x{}", a.size(),
+                                        a.empty() ? 0 : a[0].rows(), a.empty() ? 0 : a[0].cols(), b.size(),
+                                        b.empty() ? 0 : b[0].rows(), b.empty() ? 0 : b[0].cols()));
+    if (a.size() > 1 && (op_.spec().per_tensor_fp8() || op_.spec().block_scaled()))
+      throw py::value_error("a batched GEMM under FP8 scaling: rpsim scales the inputs of 2-D GEMMs only");
+    const Format& af = format_arg(a_format);
+    sim::Matrix bias;
+    if (!bias_in.is_none()) bias = matrix_arg(bias_in, "bias");
+    const Keys keys = keys_arg(seed, stream, layer);
+    auto saved = std::make_shared<Saved>();
+    saved->items.resize(a.size());
+    std::vector<sim::Matrix> out(a.size());
+    {
+      py::gil_scoped_release release;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        out[i] = op_.forward(a[i], af, b[i], bias_in.is_none() ? nullptr : &bias, keys.item(py::ssize_t(i)),
+                             saved->items[i], c.empty() ? nullptr : &c[i]);
+    }
+    return py::make_tuple(stacked(out), py::cast(saved));
+  }
+
+  py::dict backward(const Saved& saved, const py::handle& dy_in, bool need_a, bool need_b, bool need_bias,
+                    std::uint64_t seed, std::uint64_t stream, const py::object& layer,
+                    const py::object& b_grad, bool raw) {
+    std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
+    if (dy.size() != saved.items.size()) throw py::value_error("dY's batch differs from forward's");
+    const Keys keys = keys_arg(seed, stream, layer);
+    const Format* bg = optional_format(b_grad);
+    std::vector<train::GemmGrads> g(dy.size());
+    {
+      py::gil_scoped_release release;
+      for (std::size_t i = 0; i < dy.size(); ++i)
+        g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg);
+    }
+    return grads_dict(g, need_a, need_b, need_bias, raw);
+  }
+
+  py::dict fp8_stats() const {
+    py::dict d;
+    for (const auto& [name, s] : op_.fp8_stats()) {
+      py::dict one = fp8_stats_dict(*s);
+      if (op_.spec().per_tensor_fp8()) one["scale"] = s->scale_min;  // the one scale used
+      d[py::str(name)] = one;
+    }
+    return d;
+  }
+
+ private:
+  static py::dict grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
+                             bool raw);
+  train::GemmOp op_;
+};
+
+std::int64_t flushed_count(const sim::Matrix& raw, const sim::Matrix& rounded) {
+  return (raw.array() != 0 && rounded.array() == 0).count();
+}
+
+py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
+                              bool raw) {
+  py::dict d;
+  std::vector<sim::Matrix> da, db, da_raw;
+  std::vector<train::Mask> da_flushed, dy_cast;
+  std::int64_t b_flushed = 0, bias_flushed = 0, cast = 0;
+  sim::Matrix dbias;
+  for (auto& x : g) {
+    if (need_a) {
+      da_flushed.push_back(x.da_raw.array() != 0 && x.da.array() == 0);
+      if (raw) da_raw.push_back(std::move(x.da_raw));
+      da.push_back(std::move(x.da));
+    }
+    if (need_b) {
+      b_flushed += flushed_count(x.db_raw, x.db);
+      db.push_back(std::move(x.db));
+    }
+    if (need_bias) {
+      bias_flushed += flushed_count(x.dbias_raw, x.dbias);
+      dbias = dbias.size() ? sim::Matrix(dbias + x.dbias) : x.dbias;
+    }
+    cast += x.dy_cast_flushed.size() ? std::int64_t(x.dy_cast_flushed.count()) : 0;
+    dy_cast.push_back(x.dy_cast_flushed.size() ? std::move(x.dy_cast_flushed) : train::Mask());
+  }
+  d["da"] = need_a ? py::object(stacked(da)) : py::none();
+  d["da_flushed"] = need_a ? py::object(stacked_mask(da_flushed)) : py::none();
+  d["da_raw"] = need_a && raw ? py::object(stacked(da_raw)) : py::none();
+  d["db"] = need_b ? py::object(stacked(db)) : py::none();
+  d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
+  d["db_flushed"] = b_flushed;
+  d["bias_flushed"] = bias_flushed;
+  d["dy_cast_flushed"] = cast;
+  return d;
+}
+
+// A spec from a policy's op rule (emulate), an accumulation spec overriding
+// the rule's where given.
+train::GemmSpec policy_spec(const py::object& policy, const std::string& op, bool high_precision,
+                            const py::object& accumulation) {
+  const train::PrecisionPolicy p = policy_arg(policy);
+  train::GemmSpec s = train::GemmSpec::of(p.rule(op), p, high_precision);
+  if (!accumulation.is_none()) s.model = model_arg(accumulation);
+  return s;
+}
+
+// A spec from an accumulation model and formats (rpsim.torch.GemmConfig):
+// recipe, a block-scaled policy whose fp8 recipe quantises the operands.
+train::GemmSpec model_spec(const py::object& model, const py::object& compute, const py::object& backward,
+                           const py::object& output, const py::object& recipe) {
+  train::GemmSpec s;
+  s.model = model_arg(model);
+  s.compute = optional_format(compute);
+  s.backward = optional_format(backward);
+  s.output = optional_format(output);
+  if (!recipe.is_none()) s.recipe = policy_arg(recipe).fp8;
+  return s;
+}
+
+// col2im of (N, C*kh*kw, L) columns into (N, C, H, W), rounded to x_format
+// (nearest even) where given; with raw (the columns before the GEMM's
+// output rounding), also the mask of pixels nonzero in col2im(raw) and zero
+// in the result (the input gradient's underflow).
+py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::Index> size,
+                    Eigen::Index channels, std::pair<int, int> kernel, std::pair<int, int> dilation,
+                    std::pair<int, int> padding, std::pair<int, int> stride, const py::object& x_format,
+                    const py::object& raw_in) {
+  train::ConvGeometry g;
+  g.channels = channels;
+  std::tie(g.height, g.width) = size;
+  std::tie(g.kernel_h, g.kernel_w) = kernel;
+  std::tie(g.dilation_h, g.dilation_w) = dilation;
+  std::tie(g.pad_h, g.pad_w) = padding;
+  std::tie(g.stride_h, g.stride_w) = stride;
+  const F64 cols = batched_array(cols_in, "cols");
+  if (cols.shape(1) != g.patch() || cols.shape(2) != g.positions())
+    throw py::value_error(fmt::format("cols: expected (N, {}, {}), given (N, {}, {})", g.patch(),
+                                      g.positions(), cols.shape(1), cols.shape(2)));
+  const Eigen::Index n = cols.shape(0), pixels = channels * g.height * g.width;
+  const train::Strides cs{g.patch() * g.positions(), g.positions(), 1}, ds{pixels, 1, 0};
+  py::array_t<double> dx(
+      {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
+  const Format* f = optional_format(x_format);
+  py::object mask = py::none();
+  {
+    py::gil_scoped_release release;
+    train::col2im(cols.data(), cs, n, g, dx.mutable_data(), ds);
+  }
+  if (f) {
+    Eigen::Map<sim::Matrix> m(dx.mutable_data(), n * pixels, 1);
+    sim::Matrix rounded = train::rounded(*f, sim::Matrix(m), RoundingMode::nearest_even);
+    m = rounded;
+  }
+  if (!raw_in.is_none()) {
+    const F64 raw = batched_array(raw_in, "raw");
+    std::vector<double> r(std::size_t(n * pixels));
+    train::col2im(raw.data(), cs, n, g, r.data(), ds);
+    py::array_t<bool> flushed(
+        {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
+    for (std::size_t i = 0; i < r.size(); ++i) flushed.mutable_data()[i] = r[i] != 0 && dx.data()[i] == 0;
+    mask = flushed;
+  }
+  return py::make_tuple(dx, mask);
+}
+
+}  // namespace
+
+void bind_op_core(py::module_& m) {
+  using py::arg;
+  py::class_<PyGemmOp::Saved, std::shared_ptr<PyGemmOp::Saved>>(m, "_GemmSaved");
+  py::class_<PyGemmOp>(m, "_GemmOp")
+      .def_static(
+          "of_policy",
+          [](const py::object& policy, const std::string& op, bool high_precision,
+             const py::object& accumulation) {
+            return PyGemmOp(policy_spec(policy, op, high_precision, accumulation));
+          },
+          arg("policy"), arg("op"), arg("high_precision") = false, arg("accumulation") = py::none(),
+          "The GEMM op of `op`'s rule under `policy` (its accumulation replaced by `accumulation` if given).")
+      .def_static(
+          "of_model",
+          [](const py::object& model, const py::object& compute, const py::object& backward,
+             const py::object& output, const py::object& recipe) {
+            return PyGemmOp(model_spec(model, compute, backward, output, recipe));
+          },
+          arg("model"), arg("compute") = py::none(), arg("backward") = py::none(), arg("output") = py::none(),
+          arg("recipe") = py::none(),
+          "A GEMM op under an accumulation model, with optional casts and recipe.")
+      .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
+           arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
+           "(epilogue(A B (+ C)) as float64 (batch, m, n), saved) for A (batch, m, k), B (batch, k, n).")
+      .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
+           arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
+           arg("b_grad_format") = py::none(), arg("raw") = false,
+           "{da, db, bias, da_flushed, da_raw (raw=True), db_flushed, bias_flushed, dy_cast_flushed} of the "
+           "forward call that made `saved`.")
+      .def("fp8_stats", &PyGemmOp::fp8_stats, "{x, w, dy: statistics} of the op's quantisations this step.")
+      .def(
+          "output_format",
+          [](const PyGemmOp& o, const std::string& input) {
+            return o.op().output_format(format_arg(input)).name;
+          },
+          arg("input_format"), "The format of the op's results for inputs of `input_format`.")
+      .def_property_readonly("model", [](const PyGemmOp& o) { return o.spec().model.spec(); })
+      .def_property_readonly("scale_block",
+                             [](const PyGemmOp& o) {
+                               const sim::TensorCoreModel* tc = o.spec().model.bare_instruction();
+                               return tc ? tc->scale_block : 0;
+                             })
+      .def_property_readonly("accumulation_format",
+                             [](const PyGemmOp& o) { return o.spec().model.output_format().name; })
+      .def_property_readonly("input_format",
+                             [](const PyGemmOp& o) { return o.spec().model.input_format().name; })
+      .def_property_readonly(
+          "scaled", [](const PyGemmOp& o) { return o.spec().per_tensor_fp8() || o.spec().block_scaled(); });
+  m.def(
+      "_promote_formats",
+      [](const std::string& a, const std::string& b) {
+        return train::promote(format_arg(a), format_arg(b)).name;
+      },
+      arg("a"), arg("b"),
+      "PyTorch's type promotion over rpsim's formats (the one that holds the other, else binary32, else "
+      "binary64), as rpsim train's layers apply it.");
+  m.def(
+      "_col2im", &col2im_py, arg("cols"), arg("size"), arg("channels"), arg("kernel"), arg("dilation"),
+      arg("padding"), arg("stride"), arg("x_format") = py::none(), arg("raw") = py::none(),
+      "(dx, flushed mask or None): the op core's col2im (rpsim train's Conv2d order), rounded to x_format.");
+}
+
+}  // namespace rpsim::python

@@ -1,0 +1,109 @@
+// The op core's step arithmetic from Python (sim/train step_ops.hpp):
+// unscaling, the gradient norm and clipping on NumPy views of the gradients,
+// in place, for rpsim.torch's GradScaler and Trainer.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "rpsim/train/step_ops.hpp"
+
+namespace rpsim::python {
+
+namespace {
+
+namespace train = sim::train;
+
+// A float32 or float64 C-contiguous array's values as binary64, and back.
+class Values {
+ public:
+  Values(const py::handle& x, const char* what) : array_(py::array::ensure(x, py::array::c_style)) {
+    if (!array_ ||
+        !(py::isinstance<py::array_t<float>>(array_) || py::isinstance<py::array_t<double>>(array_)))
+      throw py::type_error(fmt::format("{}: a C-contiguous float32 or float64 array is needed", what));
+    f32_ = py::isinstance<py::array_t<float>>(array_);
+    values_.resize(std::size_t(array_.size()));
+    if (f32_) {
+      const float* p = static_cast<const float*>(array_.data());
+      for (std::size_t i = 0; i < values_.size(); ++i) values_[i] = p[i];
+    } else {
+      const double* p = static_cast<const double*>(array_.data());
+      values_.assign(p, p + values_.size());
+    }
+  }
+  std::span<double> span() { return values_; }
+  // Writes the values back into the array (it must be writeable: a tensor's
+  // .numpy() view).
+  void store() {
+    if (f32_) {
+      float* p = static_cast<float*>(array_.mutable_data());
+      for (std::size_t i = 0; i < values_.size(); ++i) p[i] = float(values_[i]);
+    } else {
+      double* p = static_cast<double*>(array_.mutable_data());
+      std::copy(values_.begin(), values_.end(), p);
+    }
+  }
+
+ private:
+  py::array array_;
+  bool f32_ = false;
+  std::vector<double> values_;
+};
+
+py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std::string>& formats) {
+  if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
+  const double inv = train::unscale_factor(scale);
+  py::list flushed;
+  bool found = false;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    Values v(grads[i], "gradient");
+    const train::Unscaled u = train::unscale(v.span(), inv, format_arg(formats[i]));
+    if (inv != 1.0) v.store();
+    flushed.append(u.flushed);
+    found = found || u.nonfinite;
+  }
+  return py::make_tuple(flushed, found);
+}
+
+double grad_norm_py(const py::list& grads, const std::string& format) {
+  std::vector<Values> values;
+  values.reserve(grads.size());
+  for (const auto& g : grads) values.emplace_back(g, "gradient");
+  std::vector<std::span<const double>> spans;
+  for (auto& v : values) spans.emplace_back(v.span().data(), v.span().size());
+  return train::grad_norm(spans, format_arg(format));
+}
+
+py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {
+  if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
+  py::list flushed;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    Values v(grads[i], "gradient");
+    flushed.append(train::scale_gradient(v.span(), coef, format_arg(formats[i])));
+    v.store();
+  }
+  return flushed;
+}
+
+}  // namespace
+
+void bind_step_ops(py::module_& m) {
+  using py::arg;
+  m.def("_unscale", &unscale_py, arg("grads"), arg("scale"), arg("formats"),
+        "Each gradient (a float32/float64 array, in place) times binary32(1 / scale), rounded to its "
+        "format: (entries flushed per gradient, whether any result is inf or NaN).");
+  m.def("_grad_norm", &grad_norm_py, arg("grads"), arg("format"),
+        "clip_grad_norm_'s L2 norm of the gradients (flat, in rpsim train's element order) in `format`.");
+  m.def(
+      "_clip_coefficient",
+      [](double max_norm, double norm, const std::string& f) {
+        return train::clip_coefficient(max_norm, norm, format_arg(f));
+      },
+      arg("max_norm"), arg("norm"), arg("format"), "max_norm / (norm + 1e-6) in `format`.");
+  m.def("_scale_gradients", &scale_gradients_py, arg("grads"), arg("coef"), arg("formats"),
+        "Each gradient (in place) times coef, rounded to its format: entries flushed per gradient.");
+}
+
+}  // namespace rpsim::python
