@@ -1,0 +1,60 @@
+// The op core's step arithmetic (unscale, gradient norm, clipping) against
+// the operations written out with the scalar core's rounding.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "rpsim/formats/rounding.hpp"
+#include "rpsim/train/step_ops.hpp"
+
+using namespace rpsim;
+using namespace rpsim::sim::train;
+
+namespace {
+
+double r(const Format& f, double x) {
+  return to_double(f, round_double(f, x, RoundingMode::nearest_even));
+}
+
+}  // namespace
+
+TEST_CASE("train: unscale multiplies by binary32(1/scale), rounds to the gradients' format, counts flushes",
+          "[train][op-core]") {
+  const double scale = 3.0;  // 1/3 is not a binary32 value: the factor is rounded first
+  const double inv = unscale_factor(scale);
+  CHECK(inv == double(float(1.0 / 3.0)));
+  std::vector<double> g = {1.0, -6.0e-8, 0.0, 3.0e-5, 1.5};
+  const std::vector<double> before = g;
+  const Unscaled u = unscale(g, inv, formats::binary16());
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == r(formats::binary16(), before[i] * inv));
+  CHECK(u.flushed == 1);  // -6e-8 / 3 is below half of binary16's smallest subnormal
+  CHECK_FALSE(u.nonfinite);
+  std::vector<double> bad = {1.0, std::numeric_limits<double>::infinity()};
+  CHECK(unscale(bad, 1.0, formats::binary32()).nonfinite);
+}
+
+TEST_CASE("train: the gradient norm sums squares per tensor in order, then the tensors, one rounding each",
+          "[train][op-core]") {
+  const std::vector<double> a = {1e8, 1.0, -1e8}, b = {3.0, 4.0};
+  const Format& c = formats::binary32();
+  double ta = 0;
+  for (double x : a) ta = r(c, ta + r(c, x * x));
+  double tb = 0;
+  for (double x : b) tb = r(c, tb + r(c, x * x));
+  const double expect = r(c, std::sqrt(r(c, ta + tb)));
+  CHECK(grad_norm({std::span<const double>(a), std::span<const double>(b)}, c) == expect);
+  // In binary32 the 1 is lost beside 1e16: the order of the sum shows.
+  CHECK(expect == r(c, std::sqrt(r(c, r(c, 1e16 + 1e16) + 25.0))));
+}
+
+TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-core]") {
+  const Format& c = formats::binary32();
+  const double coef = clip_coefficient(1.0, 10.0, c);
+  CHECK(coef == r(c, 1.0 / r(c, 10.0 + 1e-6)));
+  std::vector<double> g = {10.0, 1e-40, -2.5};
+  const std::int64_t flushed = scale_gradient(g, coef, formats::binary16());
+  CHECK(g[0] == r(formats::binary16(), 10.0 * coef));
+  CHECK(g[1] == 0.0);
+  CHECK(flushed == 1);
+}
