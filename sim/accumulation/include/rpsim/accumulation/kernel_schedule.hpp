@@ -179,8 +179,8 @@ struct KernelPreset {
   // searched the table by name at every call); null: looked up by name.
   const KernelPresetRow* row = nullptr;
   // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K). The last
-  // shape's schedule is kept per thread, so a loop of dot products or GEMMs
-  // of one shape picks it once.
+  // four shapes' schedules are kept per thread, so a loop of dot products or
+  // GEMMs of one shape picks it once.
   KernelSchedule for_shape(long m, long n, long k) const;
   // Where that schedule's slices come from: "cuBLASLt heuristic table FILE
   // (...)" or "guess: ..." (no table for the GPU, or the table's kernel is
