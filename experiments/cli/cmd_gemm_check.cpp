@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "commands.hpp"
 #include "rpsim/io/npy.hpp"
 #include "rpsim/io/process.hpp"
+#include "rpsim/io/results_io.hpp"
 #include "rpsim/validation/gemm_check.hpp"
 #include "rpsim/validation/gemm_infer.hpp"
 #include "rpsim/validation/gemm_manifest.hpp"
@@ -49,6 +51,7 @@ int check(const Opts& o, const sim::GemmDump& dump) {
   fmt::print("model: {}\n", r.model);
   if (!r.schedule.empty())
     fmt::print("schedule for {}x{}x{}: {}\n", dump.a.rows(), dump.b.cols(), dump.a.cols(), r.schedule);
+  if (!r.schedule_source.empty()) fmt::print("schedule source: {}\n", r.schedule_source);
   fmt::print("bit-exact: {}/{} elements ({:.2f}%)\n", r.passed, r.total,
              r.total ? 100.0 * static_cast<double>(r.passed) / static_cast<double>(r.total) : 100.0);
   fmt::print("max_diff_ulps ({}): {}\nmean_diff_ulps ({}): {}\n", out.name, ulps_text(r.max_ulps), out.name,
@@ -72,6 +75,7 @@ int infer(const Opts& o, const sim::GemmDump& dump) {
   auto print = [&r](const sim::InferredSchedule& s) {
     fmt::print("  {}/{}  max {} mean {} ulps of {}  {}{}\n", s.passed, s.total, ulps_text(s.max_ulps),
                ulps_text(s.mean_ulps), r.output.name, s.spec, s.note.empty() ? "" : " (" + s.note + ")");
+    if (!s.family.empty()) fmt::print("           family: {}\n", s.family);
     if (!s.equivalents.empty()) fmt::print("           same chunks as: {}\n", fmt::join(s.equivalents, "; "));
   };
   if (!r.exact.empty()) {
@@ -90,21 +94,38 @@ int infer(const Opts& o, const sim::GemmDump& dump) {
 }
 
 // A capture_gemms directory (or its manifest.json): every GEMM in it, one table.
+// SIGINT stops between GEMMs (issue #36: it used to end the search with
+// nothing printed): the rows done are printed, then a line saying so, exit
+// 130.
 int check_manifest(const Opts& o) {
+  io::install_interrupt_handler();
+  const auto stop = [] { return io::interrupted().load(); };
+  const auto interrupted = [](std::size_t done, std::size_t total, const char* what) {
+    fmt::print(stderr, "rpsim gemm-check: interrupted after {} of {} {}\n", done, total, what);
+    return 130;
+  };
   try {
     const auto manifest = sim::load_gemm_manifest(o.files.front());
     if (o.infer) {
       sim::InferOptions opts;
       opts.top = o.top;
       opts.threads = o.threads;
-      const auto r = sim::infer_gemm_manifest(manifest, opts);
-      fmt::print("{}", r.text);
+      const auto r = sim::infer_gemm_manifest(
+          manifest, opts,
+          [](const std::string& line) {
+            fmt::print("{}", line);
+            std::fflush(stdout);
+          },
+          stop);
+      if (r.interrupted) return interrupted(r.searched, r.calls, "calls");
       return r.failed ? 1 : 0;
     }
     const auto report = sim::check_gemm_manifest(
         manifest, o.model.empty() ? std::vector<std::string>{} : std::vector<std::string>{o.model}, o.show,
-        o.threads);
+        o.threads, stop);
     fmt::print("{}", report.table());
+    std::fflush(stdout);
+    if (report.interrupted) return interrupted(report.checked, report.gemms, "GEMMs");
     return report.failed ? 1 : 0;
   } catch (const sim::GemmDumpError& e) {
     throw UsageError(e.what());

@@ -27,6 +27,7 @@ void bind_manifest(py::module_& m) {
           d["dtype"] = row.dtype;
           d["model"] = row.model;
           d["note"] = row.note;
+          d["schedule"] = row.schedule;
           d["gemms"] = row.gemms;
           d["passed"] = row.passed;
           d["total"] = row.total;

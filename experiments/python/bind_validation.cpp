@@ -122,6 +122,7 @@ py::list ranked_list(const std::vector<sim::InferredSchedule>& list) {
     e["max_ulps"] = s.max_ulps;
     e["mean_ulps"] = s.mean_ulps;
     e["equivalents"] = s.equivalents;
+    e["family"] = s.family;
     out.append(e);
   }
   return out;

@@ -1,28 +1,43 @@
 """Writes sim/accumulation/src/cublas_h100_grid.hpp: the split-K slices cuBLAS chose on an H100 for
-each shape of a GEMM shape grid (the capture made by the lead's grid.py: grid.json + grid.npz, inputs
-regenerated from their index hash), per input kind (fp16, bf16, tf32).
+each shape of a GEMM shape grid, per input kind (fp16, bf16, tf32).
+
+The captures it reads (NAME.json + NAME.npz in CAPTURE_DIR) are not in the repository (4.5 MB of D blocks
+plus the kernel lists; an excerpt is tests/data/cublas-h100-grid). Regenerate them on an H100 with
+    python3 sim/accumulation/fit/cublas_grid_capture.py CAPTURE_DIR            (grid.json/.npz, ~10 min)
+    python3 sim/accumulation/fit/cublas_grid_capture.py CAPTURE_DIR --rand 800 (rand.json/.npz)
+(torch with CUDA; no rpsim). Their format: NAME.json {"cases": [{"i", "variant", "m", "n", "k", "blocks":
+[[row, col] x 3], "kernels": [{"name", "grid"}...]}...]}, NAME.npz d{i}: the three 8x8 blocks of D
+(float32); A, B and the bias are the index hash below, salts 1000003 i + 17, + 500009, + 900007.
 
 The slices come from the kernels each GEMM launched, checked against D: cutlass_80 split-K kernels
 (tf32) run grid.z slices of their k-tile (16 or 32), sm90_xmma kernels with segment-K off and nvjet
 kernels without "splitK" one chain; nvjet splitK kernels and segment-K on kernels do not show the
 slice count (persistent grids), so it is searched: the (split_k, split_tile) reproducing all three
 stored 8x8 blocks of D bit for bit. A shape where nothing reproduces D is '?' (not in the table).
-Further captures at shapes off the grid (--off-grid rand: rand.json + rand.npz, 800 random shapes, same
-hash) are searched the same way and written as a list the preset searches with the grid (kOff*).
+Further captures at shapes off the grid (--off-grid rand) are searched the same way and written as a
+list the preset searches with the grid (kOff*).
 
-Usage: PYTHONPATH=build/python python3 sim/accumulation/fit/cublas_h100_grid.py GRID_DIR [OUT.hpp] [--off-grid rand]
-       then clang-format -i OUT.hpp (the committed file is formatted). About 5 minutes on 2 cores;
-       it prints the cross-validation counts the preset's comment quotes
-       (leave-one-out on the grid and on grid + off-grid, grid -> off-grid).
+The arithmetic is rpsim's, through build/sim/cublas_fit_eval (a child process reading one block request
+a line; sim/accumulation/fit/cublas_fit_eval.cpp): the script imports no rpsim module.
+
+Usage: python3 sim/accumulation/fit/cublas_h100_grid.py CAPTURE_DIR [OUT.hpp] [--off-grid rand]
+           [--eval build/sim/cublas_fit_eval] [--check]
+       then clang-format -i OUT.hpp (the committed file is formatted). About 5 minutes on 2 cores; it
+       prints the cross-validation counts the preset's comment quotes (leave-one-out on the grid and on
+       grid + off-grid, grid -> off-grid) and the sha256 of what it wrote. --check writes to a
+       temporary file, clang-formats it and compares it with the committed header byte for byte
+       (exit 1 on a difference), so a regenerated capture can be checked against the table in use.
 """
+import hashlib
 import json
 import math
+import os
 import re
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
-
-import rpsim
 
 PBITS = {"tf32": 23, "fp16": 10, "bf16": 7, "e4m3": 3}
 MASK, HMUL = 0xFFFFFFFF, 0x45D9F3B
@@ -37,35 +52,32 @@ SPEC = {"fp16_fp32": "kernel:h100:binary16:binary32", "fp16_fp16_red1": "kernel:
 DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+*@"  # split count 1..64
 
 
-def hashed(idx, salt, p):
-    """grid.py's hashed(): the value at flat index idx, exact in float64."""
-    h = (idx.astype(np.int64) + salt) & MASK
-    h = (((h >> 16) ^ h) * HMUL) & MASK
-    h = (((h >> 16) ^ h) * HMUL) & MASK
-    h = (h >> 16) ^ h
-    mant = (h & ((1 << p) - 1)) + (1 << p)
-    e = ((h >> p) % 5) - 3 - p
-    s = 1 - 2 * ((h >> 31) & 1)
-    return np.ldexp((s * mant).astype(np.float64), e.astype(np.int64))
+class Evaluator:
+    """The blocks of D a schedule gives, from build/sim/cublas_fit_eval (one request a line)."""
+
+    def __init__(self, path):
+        if not os.path.exists(path):
+            sys.exit(f"{path} is missing: build it (ninja -C build cublas_fit_eval) or give --eval PATH")
+        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def block(self, rec, r, c, spec, bias):
+        i = rec["i"]
+        p = PBITS[rec["variant"].split("_")[0]]
+        self.proc.stdin.write(f"{p} {1_000_003 * i + 17} {1_000_003 * i + 500_009} {1_000_003 * i + 900_007} "
+                              f"{rec['m']} {rec['n']} {rec['k']} {r} {c} {int(bias)} {spec}\n")
+        line = self.proc.stdout.readline()
+        if line.startswith("error"):
+            raise RuntimeError(f"cublas_fit_eval: {line.strip()} (spec {spec})")
+        return np.array(line.split(), dtype=np.uint32).reshape(8, 8)
 
 
-def block_inputs(rec, r, c):
-    """Rows r..r+8 of A, columns c..c+8 of B and bias[c..c+8] of grid case rec."""
-    m, n, k, i = rec["m"], rec["n"], rec["k"], rec["i"]
-    p = PBITS[rec["variant"].split("_")[0]]
-    sa, sb, sc = 1_000_003 * i + 17, 1_000_003 * i + 500_009, 1_000_003 * i + 900_007
-    a = hashed(np.arange(r, r + 8)[:, None] * k + np.arange(k)[None, :], sa, p)
-    b = hashed(np.arange(k)[:, None] * n + np.arange(c, c + 8)[None, :], sb, p)
-    return a, b, hashed(np.arange(c, c + 8), sc, p)
+EVAL = None  # the Evaluator main() starts
 
 
 def exact(rec, d3, spec, bias=False):
     """True when spec reproduces all three stored blocks bit for bit."""
     for (r, c), d in zip(rec["blocks"], d3):
-        a, b, bv = block_inputs(rec, r, c)
-        cm = np.broadcast_to(bv[None, :], (8, 8)).copy() if bias else None
-        got = rpsim.gemm(a, b, cm, model=spec).astype(np.float32)
-        if not np.array_equal(got.view(np.uint32), d.astype(np.float32).view(np.uint32)):
+        if not np.array_equal(EVAL.block(rec, r, c, spec, bias), d.astype(np.float32).view(np.uint32)):
             return False
     return True
 
@@ -138,14 +150,25 @@ def search_shapes(by_shape, blocks, shapes):
     return table
 
 
+COMMITTED = "sim/accumulation/src/cublas_h100_grid.hpp"
+
+
 def main():
-    """GRID_DIR [OUT.hpp] [--off-grid NAME ...]: the grid (grid.json/.npz) and further captures in GRID_DIR
-    at shapes off the grid (rand.json/.npz), whose rows the preset searches with the grid's."""
+    """GRID_DIR [OUT.hpp] [--off-grid NAME ...] [--eval PATH] [--check]: the grid (grid.json/.npz) and
+    further captures in GRID_DIR at shapes off the grid (rand.json/.npz), whose rows the preset searches
+    with the grid's."""
+    global EVAL
     args = sys.argv[1:]
+    valued = ("--off-grid", "--eval")
     extra = [args[i + 1] for i, a in enumerate(args) if a == "--off-grid"]
-    pos = [a for i, a in enumerate(args) if a != "--off-grid" and (i == 0 or args[i - 1] != "--off-grid")]
+    opts = {a: args[i + 1] for i, a in enumerate(args) if a in valued and i + 1 < len(args)}
+    pos = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] not in valued)]
+    if not pos:
+        sys.exit(__doc__)
     grid_dir = pos[0]
-    out = pos[1] if len(pos) > 1 else "sim/accumulation/src/cublas_h100_grid.hpp"
+    check = "--check" in args
+    out = tempfile.mktemp(suffix=".hpp") if check else pos[1] if len(pos) > 1 else COMMITTED
+    EVAL = Evaluator(opts.get("--eval", "build/sim/cublas_fit_eval"))
     by_shape, blocks = capture(grid_dir, "grid")
     ms = sorted({key[1] for key in by_shape})
     ns = sorted({key[2] for key in by_shape})
@@ -156,6 +179,7 @@ def main():
         rb, rblocks = capture(grid_dir, name)
         off.update(search_shapes(rb, rblocks, sorted({key[1:] for key in rb})))
     write(out, ms, ns, ks, table, off)
+    report(out, check)
     for kind, w in (("fp16", 2.0), ("bf16", 2.0), ("tf32", 1.0)):
         grid_rows = rows_of(table, kind)
         off_rows = [r for r in rows_of(off, kind) if r[0] not in dict(grid_rows)]
@@ -166,6 +190,23 @@ def main():
             print(f"{kind}: fit on the grid, guess the off-grid shapes: {ok} of {total}", file=sys.stderr)
             ok, total = cross_check(grid_rows + off_rows, grid_rows + off_rows, kind, w)
             print(f"{kind}: leave-one-out on grid + off-grid: {ok} of {total}", file=sys.stderr)
+
+
+def report(out, check):
+    """The sha256 of what was written; with --check, clang-formatted and compared with the committed header."""
+    if check:
+        subprocess.run(["clang-format", "-i", out], check=True)
+    with open(out, "rb") as f:
+        got = hashlib.sha256(f.read()).hexdigest()
+    print(f"wrote {out}: sha256 {got}", file=sys.stderr)
+    if not check:
+        return
+    with open(COMMITTED, "rb") as f:
+        want = hashlib.sha256(f.read()).hexdigest()
+    os.unlink(out)
+    print(f"committed {COMMITTED}: sha256 {want}", file=sys.stderr)
+    if got != want:
+        sys.exit("the regenerated table differs from the committed one")
 
 
 def chunk_ends(k, s, t):

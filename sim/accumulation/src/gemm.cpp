@@ -15,6 +15,7 @@
 
 #include "gemm_chains.hpp"
 #include "kernel_fold.hpp"
+#include "kernel_simt.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
 
@@ -80,6 +81,8 @@ Matrix gemm_elementwise(const KernelSchedule& s, const Matrix& a_in, const Matri
 
 Matrix gemm_schedule(const KernelSchedule& s, const Matrix& a_in, const Matrix& b_in, const Matrix& c,
                      const GemmOptions& options, const TensorScales& ts = {}) {
+  // A CUDA-core kernel multiplies the stored values; no instruction runs.
+  if (s.simt != SimtOrder::none) return gemm_simt(s, a_in, b_in, c, options.threads, ts);
   if (s.instruction.datapath != Datapath::block_fma || s.instruction.scale_block > 0) {
     if (ts.a || ts.b)
       throw std::invalid_argument(
@@ -157,6 +160,7 @@ Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, co
 std::string fold_group_key(KernelSchedule s) {
   s.promotion_rounding = RoundingMode::nearest_even;
   s.reduction = Reduction::sequential;
+  s.merge = SplitKMerge::workspace;
   s.reduction_format = formats::binary32();
   s.reduction_rounding = RoundingMode::nearest_even;
   s.output = s.instruction.output;
@@ -171,19 +175,15 @@ namespace {
 void check_group(const std::vector<KernelSchedule>& group, int k) {
   const KernelSchedule& s = group.front();
   const auto chunks = s.chunks(k);
-  auto same_chunks = [&](const std::vector<KChunk>& x) {
-    return std::equal(x.begin(), x.end(), chunks.begin(), chunks.end(), [](const KChunk& u, const KChunk& v) {
-      return u.begin == v.begin && u.end == v.end && u.slice == v.slice;
-    });
-  };
   for (const auto& g : group)
-    if (fold_group_key(g) != fold_group_key(s) || !same_chunks(g.chunks(k)))
+    if (fold_group_key(g) != fold_group_key(s) || g.chunks(k) != chunks)
       throw std::invalid_argument("gemm_fold_group: '" + AccumulationModel(g).spec() +
                                   "' runs other chains than '" + AccumulationModel(s).spec() + "'");
 }
 
 bool block_fma(const KernelSchedule& s) {
-  return s.instruction.datapath == Datapath::block_fma && s.instruction.scale_block == 0;
+  return s.simt == SimtOrder::none && s.instruction.datapath == Datapath::block_fma &&
+         s.instruction.scale_block == 0;
 }
 
 }  // namespace

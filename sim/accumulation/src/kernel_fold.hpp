@@ -41,6 +41,8 @@ class KernelFold {
 
  private:
   double scale_epilogue(double acc, double c, bool has_c, double sa, double sb) const;
+  // merge=serial: the running D in the output format, slice by slice.
+  double serial(const double* p, double c, bool has_c, double sa, double sb) const;
 
   const KernelSchedule* s_;
   bool plain_;

@@ -150,7 +150,11 @@ ChainPlan chain_plan(const TensorCoreModel& m, std::span<const KChunk> chunks, b
   for (const KChunk& c : chunks) {
     plan.chunk_step.push_back(static_cast<int>(plan.begin.size()));
     plan.chunk_slice.push_back(c.slice);
-    append_chunk(m, c.begin, c.end, decreasing, plan);
+    // A leading partial tile (KChunk::lead) is cut into instructions on its
+    // own, the rest from its end: one chain over both.
+    if (c.lead > 0 && c.lead < c.end - c.begin) append_chunk(m, c.begin, c.begin + c.lead, decreasing, plan);
+    append_chunk(m, c.lead > 0 && c.lead < c.end - c.begin ? c.begin + c.lead : c.begin, c.end, decreasing,
+                 plan);
   }
   plan.chunk_step.push_back(static_cast<int>(plan.begin.size()));
   plan.begin.push_back(static_cast<int>(plan.order.size()));

@@ -224,8 +224,10 @@ GemmCheckResult check_gemm(const GemmDump& dump, const AccumulationModel& model,
                            int threads) {
   GemmCheckResult r;
   r.model = model.spec();
-  if (const auto* p = std::get_if<KernelPreset>(&model.variant()))
+  if (const auto* p = std::get_if<KernelPreset>(&model.variant())) {
     r.schedule = AccumulationModel(p->for_shape(dump.a.rows(), dump.b.cols(), dump.a.cols())).spec();
+    r.schedule_source = p->source(dump.a.rows(), dump.b.cols(), dump.a.cols());
+  }
   const Matrix c = dump.c ? *dump.c : Matrix::Zero(dump.d.rows(), dump.d.cols());
   r.got = gemm(model, dump.a, dump.b, c, dump.scales, GemmOptions{threads});
   const Format& out = model.output_format();

@@ -128,6 +128,25 @@ void add_variants(const Candidate& base, int k, std::vector<Candidate>& out) {
       vary([](KernelSchedule& y, const Format& f) { y.reduction_format = f; },
            std::array<Format, 2>{formats::binary32(), s.output});
   }
+  // The split-K merges cuBLASLt names (REDUCTION_SCHEME, issue #40): with an
+  // output narrower than binary32, partials or a running sum kept in it are
+  // other sums than the binary32 workspace.
+  const std::size_t plain_variants = v.size();
+  if (slices > 1 && s.output != formats::binary32())
+    for (std::size_t i = 0; i < plain_variants; ++i)
+      if (v[i].reduction == Reduction::sequential && v[i].reduction_format == formats::binary32() &&
+          v[i].k_order == KOrder::increasing)
+        for (const SplitKMerge m : {SplitKMerge::output_partials, SplitKMerge::serial}) {
+          v.push_back(v[i]);
+          v.back().merge = m;
+        }
+  // CUTLASS's residue tile (bitequiv): where a slice is not a whole number of
+  // instructions, the short one leads at floor(RES / terms) of the first tile.
+  if (s.promotion == 0 && k % s.instruction.instruction_terms() != 0)
+    for (const int tile : {32, 64, 128}) {
+      v.push_back(s);
+      v.back().residue_tile = tile;
+    }
   for (auto& x : v)
     if (AccumulationModel(x).spec() != AccumulationModel(s).spec()) out.push_back({x, base.cls});
 }
@@ -190,7 +209,7 @@ void whole_exact(const GemmDump& dump, const std::vector<Candidate>& cands,
     }
     // Every element bit-exact: 0 ulps each, as check_gemm would count them.
     const auto total = std::size_t(dump.d.size());
-    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), total, total, 0.0, 0.0, ""});
+    r.exact.push_back({spec, equivalents(c.schedule, classes[c.cls]), total, total, 0.0, 0.0, "", ""});
   }
 }
 
@@ -203,7 +222,7 @@ void whole_best(const GemmDump& dump, const std::vector<Candidate>& cands,
     if (std::any_of(r.best.begin(), r.best.end(), [&](const auto& b) { return b.spec == spec; })) continue;
     const auto check = check_gemm(dump, AccumulationModel(cands[i].schedule), 0, options.threads);
     r.best.push_back({spec, equivalents(cands[i].schedule, classes[cands[i].cls]), check.passed, check.total,
-                      check.max_ulps, check.mean_ulps, ""});
+                      check.max_ulps, check.mean_ulps, "", ""});
     ++added;
   }
   std::stable_sort(r.best.begin(), r.best.end(), ranks_before);
@@ -246,6 +265,14 @@ bool exact_first(const GemmDump& dump, std::vector<Candidate> cands, const std::
   trial.candidates += classes.size() + variants.size();
   r = std::move(trial);
   return true;
+}
+
+// What --infer names beside a candidate: its kernel family.
+std::string family_of(const std::string& spec, int k) {
+  const AccumulationModel m = AccumulationModel::parse(spec);
+  if (const auto* s = std::get_if<KernelSchedule>(&m.variant()))
+    return m.bare_instruction() ? "one Tensor Core chain" : schedule_family(*s, k);
+  return "plain accumulation model";
 }
 
 // A preset missing an element of the confirm sample (a subset of D) misses
@@ -323,6 +350,8 @@ InferResult infer_schedule(const GemmDump& dump, const InferOptions& options) {
     infer_plain_models(dump, plain, plain_confirm, r.stored, r.output, options, false, plain_pass, r);
   if (r.best.size() > options.top) r.best.resize(options.top);
   named_presets(dump, confirm, options, r);
+  for (auto* list : {&r.exact, &r.best})
+    for (auto& s : *list) s.family = family_of(s.spec, k);
   return r;
 }
 

@@ -175,7 +175,7 @@ void infer_plain_models(const GemmDump& dump, const PlainSample& sample, const P
         continue;
       // Every element bit-exact: 0 ulps each, as `score` would count them.
       const auto total = std::size_t(dump.d.size());
-      exact.push_back({p.spec, {}, total, total, 0.0, 0.0, note_of(p, output)});
+      exact.push_back({p.spec, {}, total, total, 0.0, 0.0, note_of(p, output), ""});
     }
     // Plain models first: the simpler explanation of the same bits.
     r.exact.insert(r.exact.begin(), exact.begin(), exact.end());

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "gemm_manifest_record.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 
 namespace rpsim::sim {
@@ -97,6 +98,7 @@ ManifestGemm read_entry(const nlohmann::json& e, const std::string& where) {
                                               : "allow_fp16_reduced_precision_reduction";
     if (f.contains(rpr) && f.at(rpr).is_boolean()) g.rpr = f.at(rpr).get<bool>();
   }
+  read_cublas_record(e, where, g);
   if (e.contains("scales") && e.at("scales").is_object())
     for (const auto& [key, v] : e.at("scales").items()) {
       if (key != "scale_a" && key != "scale_b") continue;
@@ -132,6 +134,17 @@ GemmManifest load_gemm_manifest(const std::filesystem::path& dir_or_file) {
   const bool is_dir = std::filesystem::is_directory(dir_or_file);
   const auto path = is_dir ? dir_or_file / "manifest.json" : dir_or_file;
   m.dir = path.parent_path();
+  // Issue #36 (13): a folder of dumps (shared/cublas-h100) is not a capture.
+  if (is_dir && !std::filesystem::exists(path)) {
+    std::string example;
+    for (const auto& f : std::filesystem::directory_iterator(dir_or_file))
+      if (f.path().extension() == ".npz" && (example.empty() || f.path().string() < example))
+        example = f.path().string();
+    throw GemmDumpError(fmt::format(
+        "{} has no manifest.json: gemm-check reads a folder only when rpsim.torch.capture_gemms wrote it; "
+        "check one dump with a model instead: rpsim gemm-check {} --model MODEL (or --infer)",
+        dir_or_file.string(), example.empty() ? "FILE.npz" : example));
+  }
   std::ifstream in(path);
   if (!in) throw GemmDumpError(fmt::format("{}: cannot read the manifest", path.string()));
   nlohmann::json j;

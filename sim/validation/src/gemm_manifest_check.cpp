@@ -102,16 +102,23 @@ std::string ulps_text(double u) {
 }  // namespace
 
 ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vector<std::string>& models,
-                                   std::size_t show, int threads) {
+                                   std::size_t show, int threads, const std::function<bool()>& stop) {
   for (const auto& spec : models) AccumulationModel::parse(spec);  // a bad --model fails before any work
   ManifestReport r;
   r.skipped = manifest.skipped;
   r.skip_reasons = manifest.skip_reasons;
+  r.gemms = manifest.gemms.size();
   std::map<std::size_t, std::size_t> row_of;  // call -> row
-  for (const ManifestGemm& g : manifest.gemms) {
-    const std::string spec = select_gemm_model(g, manifest, models);
-    const AccumulationModel model = AccumulationModel::parse(spec);
+  for (std::size_t index = 0; index < manifest.gemms.size(); ++index) {
+    if (stop && stop()) {
+      r.interrupted = true;
+      break;
+    }
+    const ManifestGemm& g = manifest.gemms[index];
+    const ManifestModel chosen = resolve_gemm_model(g, select_gemm_model(g, manifest, models));
+    const AccumulationModel& model = chosen.model;
     GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
+    check_manifest_file(dump, g, index);
     if (g.beta == 0.0) dump.c.reset();  // beta = 0: PyTorch ignores C, even a NaN in it
     if (g.scaled()) set_tensor_scales(g, dump);
     check_dump_formats(dump, model);
@@ -119,8 +126,8 @@ ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vect
       row_of[g.call] = r.rows.size();
       r.rows.push_back(
           {g.call, g.op, "",
-           fmt::format("{}{}->{}", g.a_dtype, g.b_dtype == g.a_dtype ? "" : "x" + g.b_dtype, g.d_dtype), spec,
-           ""});
+           fmt::format("{}{}->{}", g.a_dtype, g.b_dtype == g.a_dtype ? "" : "x" + g.b_dtype, g.d_dtype),
+           chosen.spec, "", chosen.schedule});
       if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0))
         r.rows.back().note = fmt::format("alpha={:g} beta={:g}", g.alpha, g.beta);
       // Other than 1, the scales' rounding steps are the schedule's
@@ -132,6 +139,7 @@ ManifestReport check_gemm_manifest(const GemmManifest& manifest, const std::vect
     const Compared c = compare(dump.d, model_result(model, dump, g, threads), model.output_format(), g.file,
                                show, r.mismatches);
     ++row.gemms;
+    ++r.checked;
     row.shape = shape_of(g, row.gemms);
     row.passed += c.passed;
     row.total += c.total;
@@ -153,15 +161,17 @@ std::string ManifestReport::table() const {
       fmt::format("{:>5}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>17}  {:>8}\n", "call", "op", wop, "shape",
                   wshape, "dtype", wdtype, "preset/model", wmodel, "bit-exact/total", "max ulps");
   for (const auto& row : rows)
-    out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>17}  {:>8}{}\n", row.call, row.op, wop,
+    out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>17}  {:>8}{}{}\n", row.call, row.op, wop,
                        row.shape, wshape, row.dtype, wdtype, row.model, wmodel,
                        fmt::format("{}/{}", row.passed, row.total), ulps_text(row.max_ulps),
-                       row.note.empty() ? "" : "  (" + row.note + ")");
+                       row.note.empty() ? "" : "  (" + row.note + ")",
+                       row.schedule.empty() ? "" : "  schedule " + row.schedule);
   for (const auto& m : mismatches) out += "  mismatch " + m + "\n";
   if (skipped) {
     out += fmt::format("not checked: {} GEMMs\n", skipped);
     for (const auto& s : skip_reasons) out += "  " + s + "\n";
   }
+  if (interrupted) out += fmt::format("interrupted: {} of {} GEMMs checked\n", checked, gemms);
   out += fmt::format("{} passed, {} failed\n", passed, failed);
   return out;
 }
@@ -170,37 +180,54 @@ std::string ManifestReport::table() const {
 
 namespace rpsim::sim {
 
-ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options) {
+ManifestInferReport infer_gemm_manifest(const GemmManifest& manifest, const InferOptions& options,
+                                        const std::function<void(const std::string&)>& on_line,
+                                        const std::function<bool()>& stop) {
   ManifestInferReport r;
+  const auto say = [&](const std::string& line) {
+    r.text += line;
+    if (on_line) on_line(line);
+  };
   std::map<std::size_t, bool> seen;  // call -> searched (the first kept batch element stands for the call)
-  for (const ManifestGemm& g : manifest.gemms) {
+  for (const ManifestGemm& g : manifest.gemms) seen[g.call] = false;
+  r.calls = seen.size();
+  for (std::size_t index = 0; index < manifest.gemms.size(); ++index) {
+    const ManifestGemm& g = manifest.gemms[index];
     if (seen[g.call]) continue;
+    if (stop && stop()) {
+      r.interrupted = true;
+      break;
+    }
     seen[g.call] = true;
+    ++r.searched;
     GemmDump dump = load_gemm_dump({manifest.dir / g.file}, DumpFormat::numpy);
+    check_manifest_file(dump, g, index);
     if (g.beta == 0.0) dump.c.reset();
     const std::string head =
         fmt::format("{:>5}  {}  {}  {}->{}  {}", g.call, g.op, shape_of(g, 0), g.a_dtype, g.d_dtype, g.file);
     if (g.alpha != 1.0 || (g.beta != 0.0 && g.beta != 1.0)) {
-      r.text += head + ": not searched (an alpha/beta epilogue is outside the schedule space)\n";
+      say(head + ": not searched (an alpha/beta epilogue is outside the schedule space)\n");
       ++r.skipped;
       continue;
     }
     const InferResult found = infer_schedule(dump, options);
     if (!found.exact.empty()) {
       ++r.passed;
-      r.text += fmt::format("{}: {} schedule(s) reproduce it, first {}{}\n", head, found.exact.size(),
-                            found.exact.front().spec,
-                            found.presets.empty() ? "" : " (preset " + found.presets.front() + ")");
+      say(fmt::format("{}: {} schedule(s) reproduce it, first {}{}{}\n", head, found.exact.size(),
+                      found.exact.front().spec,
+                      found.exact.front().family.empty() ? "" : " [" + found.exact.front().family + "]",
+                      found.presets.empty() ? "" : " (preset " + found.presets.front() + ")"));
     } else {
       ++r.failed;
-      r.text += found.best.empty()
-                    ? head + ": no schedule found\n"
-                    : fmt::format("{}: none reproduces it; best {}/{} {}\n", head, found.best.front().passed,
-                                  found.best.front().total, found.best.front().spec);
+      say(found.best.empty()
+              ? head + ": no schedule found\n"
+              : fmt::format("{}: none reproduces it; best {}/{} {}\n", head, found.best.front().passed,
+                            found.best.front().total, found.best.front().spec));
     }
   }
-  if (r.skipped) r.text += fmt::format("not searched: {} calls\n", r.skipped);
-  r.text += fmt::format("{} passed, {} failed\n", r.passed, r.failed);
+  if (r.skipped) say(fmt::format("not searched: {} calls\n", r.skipped));
+  if (r.interrupted) say(fmt::format("interrupted: {} of {} calls searched\n", r.searched, r.calls));
+  say(fmt::format("{} passed, {} failed\n", r.passed, r.failed));
   return r;
 }
 

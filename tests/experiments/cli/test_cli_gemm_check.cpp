@@ -52,6 +52,8 @@ TEST_CASE("cli gemm-check --infer: the schedule of a measured tf32 slice", "[cli
                       "kernel:h100:tf32:binary32:stored=binary32:split_k=8:split_tile=32\n") !=
         std::string::npos);
   CHECK(r.output.find("named preset reproducing it: cublas:h100:tf32:binary32") != std::string::npos);
+  // Issue #40: the kernel family is named.
+  CHECK(r.output.find("family: split-K 8 x 32-k tiles, binary32 workspace") != std::string::npos);
   CHECK(r.output.find("256 passed, 0 failed") != std::string::npos);
 }
 

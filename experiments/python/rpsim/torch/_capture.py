@@ -126,6 +126,34 @@ def _write_atomic(path, write):
         raise OSError(e.errno, f"capture_gemms: writing {path} failed: {e.strerror or e}") from e
 
 
+def _on_cuda(args):
+    return any(isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in args)
+
+
+def _launched(func, args, kwargs):
+    """func(*args, **kwargs) run under the profiler: (its result, the CUDA kernels it launched as
+    [{"name", "grid"}], or None and why not). The kernel name says the family (nvjet, cutlass, gemv ...)
+    and the grid what no heuristic attribute does (a cutlass split-K kernel's grid.z)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = func(*args, **kwargs)
+            torch.cuda.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                events = json.load(f).get("traceEvents", [])
+        finally:
+            os.unlink(path)
+        kernels = [{"name": e.get("name", ""), "grid": list(e.get("args", {}).get("grid", []))}
+                   for e in events if e.get("cat") in ("kernel", "Kernel")]
+        return out, kernels, None
+    except Exception as e:  # the profiler is optional: the record says why it is missing
+        return None, None, f"{type(e).__name__}: {e}"
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, capture):
         super().__init__()
@@ -133,10 +161,16 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
+        kernels = why = None
+        if name in GEMM_OPS and self.capture.record_schedule and _on_cuda(args):
+            out, kernels, why = _launched(func, args, kwargs)
+            if kernels is None:
+                out = func(*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
         if name in GEMM_OPS or name in HIDDEN_GEMM_OPS:
-            self.capture._record(name, args, kwargs, out)
+            self.capture._record(name, args, kwargs, out, (kernels, why))
         return out
 
 
@@ -150,10 +184,14 @@ class capture_gemms:
     elements, drawn with `seed`; the rest are counted as skipped. max_gemms: later GEMMs beyond
     this many files are skipped. model: an accumulation model spec recorded in the manifest for
     `rpsim gemm-check` (needed for CPU captures, where no cuBLAS preset applies).
+    record_schedule (CUDA only): each GEMM's "cublas" entry holds how cuBLAS computed it: cuBLASLt's
+    heuristic answer for the call (algorithm, tile, stages, SPLITK_NUM, REDUCTION_SCHEME; _cublaslt.py,
+    ctypes) and the kernels it launched (names and grids, from the profiler), which `rpsim gemm-check`
+    uses before any guess; a failed query is recorded with its reason.
     After the block, .manifest holds what was written (also in DIR/manifest.json)."""
 
     def __init__(self, directory, *, overwrite=False, max_elements=1 << 22, batch_sample=2, max_gemms=2000,
-                 model=None, seed=0):
+                 model=None, seed=0, record_schedule=True):
         for key, v in (("max_elements", max_elements), ("batch_sample", batch_sample), ("max_gemms", max_gemms)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"capture_gemms: {key}={v!r} must be a positive integer")
@@ -162,6 +200,8 @@ class capture_gemms:
         self.directory = os.fspath(directory)
         self.overwrite, self.max_elements, self.batch_sample = overwrite, max_elements, batch_sample
         self.max_gemms, self.model = max_gemms, model
+        self.record_schedule = bool(record_schedule)
+        self._cublaslt = None  # a _cublaslt.CublasLt, or the reason there is none, made at the first CUDA GEMM
         self._rng = np.random.default_rng(seed)
         self.manifest = None
 
@@ -202,7 +242,34 @@ class capture_gemms:
     def _skip(self, call, name, shape, reason, count=1):
         self._skipped.append({"call": call, "op": name, "shape": shape, "reason": reason, "gemms": count})
 
-    def _record(self, name, args, kwargs, out):
+    def _heuristic(self, info, a, b, cm, d, scales):
+        """cuBLASLt's answer for this call ({"error": why} when it cannot be asked)."""
+        from . import _cublaslt
+        if self._cublaslt is None:
+            try:
+                self._cublaslt = _cublaslt.CublasLt()
+            except Exception as e:
+                self._cublaslt = f"{type(e).__name__}: {e}"
+        if isinstance(self._cublaslt, str):
+            return {"error": self._cublaslt}
+        flags = info["flags"]
+        rpr = flags.get("allow_bf16_reduced_precision_reduction" if info["a_dtype"] == "bfloat16"
+                        else "allow_fp16_reduced_precision_reduction")
+        aligned = {"a": b, "b": a, "c": cm if cm is not None else d, "d": d}  # cuBLAS's A is torch's B
+        try:
+            q = _cublaslt.torch_query(
+                info["m"], info["n"], info["k"], info["a_dtype"], info["b_dtype"], info["d_dtype"],
+                a_transposed=info["transposed"]["a"], b_transposed=info["transposed"]["b"], batch=info["batch"],
+                allow_tf32=flags["allow_tf32"], reduced_precision_reduction=rpr,
+                fast_accum=info.get("use_fast_accum", False), c_dtype=info["c_dtype"],
+                alignments={k: _cublaslt._alignment(t.data_ptr()) for k, t in aligned.items()},
+                scale_pointers=[t.data_ptr() for t in scales if t is not None])
+            return dict(self._cublaslt.heuristic(q), query={k: q[k] for k in ("m", "n", "k", "transa", "transb",
+                                                                               "compute", "workspace")})
+        except Exception as e:
+            return {"error": f"{type(e).__name__}: {e}"}
+
+    def _record(self, name, args, kwargs, out, launched=(None, None)):
         call, self._calls = self._calls, self._calls + 1
         if name in HIDDEN_GEMM_OPS:
             self._skip(call, name, [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
@@ -240,6 +307,13 @@ class capture_gemms:
             # reading only the keywords recorded False for every call of the H200 captures.
             fast = _scaled_arg(args, kwargs, "use_fast_accum", 7)
             info["use_fast_accum"] = bool(fast) if fast is not None else False
+        if self.record_schedule and d.device.type == "cuda":
+            kernels, why = launched
+            scales = [_scaled_arg(args, kwargs, key, i) for i, key in ((2, "scale_a"), (3, "scale_b"))] \
+                if name == "_scaled_mm" else []
+            info["cublas"] = {"heuristic": self._heuristic(info, a, b, cm, d, scales), "kernels": kernels}
+            if why:
+                info["cublas"]["kernels_error"] = why
         for i in picks:
             if len(self._gemms) >= self.max_gemms:
                 self._skip(call, name, shape, f"max_gemms={self.max_gemms} reached")

@@ -10,16 +10,29 @@
 //      rne, rna or rtz; identity when they are values of it already);
 //   2. K is cut into `split_k` slices (split-K): each slice is
 //      ceil(ceil(K / split_tile) / split_k) tiles of split_tile k, from k = 0,
-//      the last one shorter (cuBLAS's rule, /work/scratch/cublas/REPORT.md);
+//      the last one shorter (cuBLAS's rule, /work/scratch/cublas/REPORT.md;
+//      the same as CUTLASS's gemm_k_size = round_up(ceil(K / S), split_tile));
+//      with `residue_tile` R > 0 (CUTLASS kernels on a K that is not a whole
+//      number of their k-tiles), a slice of L products first runs L % R of
+//      them as a partial tile cut into instructions from its start, then the
+//      rest: the short instruction sits at index floor((L % R) / terms) of the
+//      first tile, not at the slice's end;
 //   3. each slice is cut into chunks of `promotion` instructions (0: one
 //      chunk); a chunk is a chain of instructions (tensor_core_dot's chain)
 //      over its k-blocks in `k_order`, starting from zero; the chunk results
 //      are added into a binary32 accumulator in order, each add rounded with
 //      `promotion_rounding` (FP8 two-level accumulation: CUTLASS's
 //      mma_promotion_interval, cuBLAS without fast accumulation);
-//   4. the slices' partial results are converted to `reduction_format` and
-//      reduced in `reduction` order, each add rounded to that format with
-//      `reduction_rounding`;
+//   4. the slices' partial results are merged as `merge` says (cuBLASLt's
+//      REDUCTION_SCHEME): `workspace` converts them to `reduction_format` and
+//      reduces them in `reduction` order, each add rounded to that format with
+//      `reduction_rounding`, the sum starting at partial 0 (not at a zero,
+//      which would turn a -0 partial into +0); `output_partials` rounds each
+//      partial to the output format first (an output-typed workspace), then
+//      the same sum; `serial` keeps the running total in the output format
+//      between slices (CUTLASS GemmSplitKSerial: each slice adds its binary32
+//      partial to the previous slices' D, rounds to the output, with C joining
+//      at slice 0);
 //   5. C: with c_placement = epilogue (cuBLAS's beta*C) added to the reduced
 //      result in the reduction format (a C of +0 is no C: beta = 0); with
 //      accumulator, the starting value of the first chunk of slice 0;
@@ -59,11 +72,41 @@ enum class KOrder : std::uint8_t { increasing, decreasing };
 enum class Reduction : std::uint8_t { sequential, reverse, pairwise, exact };
 enum class CPlacement : std::uint8_t { epilogue, accumulator };
 enum class ScaleEpilogue : std::uint8_t { product, a_then_b, fused, b_then_a };
+// How split-K partials are merged: cuBLASLt's CUBLASLT_REDUCTION_SCHEME
+// COMPUTE_TYPE (a binary32 workspace, splitKreduce), OUTPUT_TYPE (partials
+// stored in the output type first) and NONE (GemmSplitKSerial: the slices
+// take turns on D). bitequiv (facebookexperimental/triton, bitequiv/
+// cublas_equiv_gemm.py) measured all three on non-aligned split-K shapes
+// (12% / 17% / 70%) and reads the scheme off REDUCTION_SCHEME.
+enum class SplitKMerge : std::uint8_t { workspace, output_partials, serial };
+// cuBLAS's CUDA-core (SIMT) kernels for thin shapes: one binary32 FMA chain
+// per thread, no Tensor Core (kernel_simt.cpp has each order and where it
+// comes from). none: the Tensor Core chain of `instruction`.
+//   gemmsn       gemmSN / magma_sgemmEx: simt_threads threads per output, each
+//                a contiguous ceil(L / threads) of the slice, in sub-blocks of
+//                simt_sub (0: one) each chained from zero, the sub-block sums
+//                added into the thread's sum, the threads' sums added in order;
+//   gemv         gemv2T / gemv2N: simt_threads lanes, lane l taking the
+//                simt_vector products at l * V of every tile of V * lanes,
+//                simt_sub tiles a chunk (each chained from zero, the chunks
+//                added in order), the lanes combined in order or by a
+//                count-down butterfly (simt_combine);
+//   gemv_slices  gemv2N with contiguous lanes: lane l the ceil(L / lanes)
+//                products from l * ceil(L / lanes), in chunks of simt_sub;
+//   dot          dot_kernel + reduce_1Block: split_k blocks own the tiles of
+//                V * 128 products in turn (strided), each of 128 threads V
+//                chains; the 128 threads by a count-down butterfly; the
+//                blocks' partials by reduce_1Block<128>.
+enum class SimtOrder : std::uint8_t { none, gemmsn, gemv, gemv_slices, dot };
+enum class LaneCombine : std::uint8_t { sequential, butterfly };
 
 // A consecutive range of K accumulated as one chain from zero; `slice` is its
-// split-K slice.
+// split-K slice; `lead` > 0: its first `lead` products are a partial tile
+// whose instructions are cut from `begin`, the rest's from begin + lead
+// (residue_tile).
 struct KChunk {
-  int begin = 0, end = 0, slice = 0;
+  int begin = 0, end = 0, slice = 0, lead = 0;
+  bool operator==(const KChunk&) const = default;
 };
 
 struct KernelSchedule {
@@ -77,14 +120,19 @@ struct KernelSchedule {
   RoundingMode input_rounding = RoundingMode::nearest_even;
   int split_k = 1;
   int split_tile = 64;
-  int promotion = 0;  // instructions per promoted chunk; 0: none
+  int residue_tile = 0;  // k-tile whose residue leads each slice (CUTLASS); 0: none
+  int promotion = 0;     // instructions per promoted chunk; 0: none
   RoundingMode promotion_rounding = RoundingMode::nearest_even;
   KOrder k_order = KOrder::increasing;
   Reduction reduction = Reduction::sequential;
+  SplitKMerge merge = SplitKMerge::workspace;
   Format reduction_format = formats::binary32();
   RoundingMode reduction_rounding = RoundingMode::nearest_even;
   CPlacement c_placement = CPlacement::epilogue;
   ScaleEpilogue scale_epilogue = ScaleEpilogue::product;  // how _scaled_mm's scales are applied
+  SimtOrder simt = SimtOrder::none;  // a CUDA-core kernel's order instead of the instruction's chain
+  int simt_threads = 1, simt_sub = 0, simt_vector = 1;
+  LaneCombine simt_combine = LaneCombine::sequential;
   Format output = formats::binary32();
   RoundingMode output_rounding = RoundingMode::nearest_even;
 
@@ -98,6 +146,19 @@ struct KernelSchedule {
   // True when the schedule is one plain instruction chain (of_instruction).
   bool is_plain_chain() const;
 };
+
+// Steps 4 to 6 on given slice partials (values of binary32, slice 0 first):
+// the merge, C in the epilogue (+0: none), the output conversion; what a
+// GEMM under `s` does with its slices' results.
+double merge_partials(const KernelSchedule& s, std::vector<double> partials, double c = 0);
+
+// The kernel family a schedule describes for a K-long dot product, in words
+// ("one Tensor Core chain", "split-K 3 x 64-k tiles, binary32 workspace",
+// "CUDA-core gemmSN (4 threads, sub-blocks of 128)", ...): what --infer and
+// gemm-check name.
+std::string schedule_family(const KernelSchedule& s, int k);
+
+struct KernelPresetRow;
 
 // A named preset: a rule choosing the schedule from the GEMM's shape, for
 // one input and output format (`cublas:h100:IN:OUT[:rpr=R]`).
@@ -114,8 +175,17 @@ struct KernelPreset {
   // (1 x N): the epilogue of that path (scales=row). gemm() sets it itself
   // when it is given such scales.
   bool row_scales = false;
-  // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K).
+  // Its table row, found once by kernel_preset() (issue #38: for_shape
+  // searched the table by name at every call); null: looked up by name.
+  const KernelPresetRow* row = nullptr;
+  // The schedule for an M x N x K GEMM (a dot product is 1 x 1 x K). The last
+  // four shapes' schedules are kept per thread, so a loop of dot products or
+  // GEMMs of one shape picks it once.
   KernelSchedule for_shape(long m, long n, long k) const;
+  // Where that schedule's slices come from: "cuBLASLt heuristic table FILE
+  // (...)" or "guess: ..." (no table for the GPU, or the table's kernel is
+  // one no schedule models).
+  std::string source(long m, long n, long k) const;
 };
 
 // One row of the kernel-preset table.
@@ -125,6 +195,7 @@ struct KernelPresetRow {
   // Builds the schedule; throws std::invalid_argument for formats the row
   // does not take.
   KernelSchedule (*schedule)(const KernelPreset& p, long m, long n, long k);
+  std::string (*source)(const KernelPreset& p, long m, long n, long k);
 };
 const std::vector<KernelPresetRow>& kernel_presets();
 // "cublas:h100 ..." for error messages and help.

@@ -67,6 +67,9 @@ struct GemmMismatch {
 struct GemmCheckResult {
   std::string model;     // the model's spec
   std::string schedule;  // the concrete schedule a preset chose for this shape ("" otherwise)
+  // Where that schedule's slices come from (KernelPreset::source): a cuBLASLt
+  // heuristic table or the guess.
+  std::string schedule_source;
   std::size_t total = 0, passed = 0;
   double max_ulps = 0, mean_ulps = 0;  // of |got - expected|, output format
   std::vector<GemmMismatch> first;     // in row-major order

@@ -51,6 +51,9 @@ struct InferredSchedule {
   // A plain model's conditions: "K in decreasing order", "inputs rounded to
   // tf32 (rne)", "the binary32 sum rounded to binary16 (rne)"; "" for none.
   std::string note;
+  // The kernel family (schedule_family: "split-K 3 x 64-k tiles, binary32
+  // workspace", "CUDA-core gemmSN ..."), or "plain accumulation model".
+  std::string family;
 };
 
 // Ranking: more bit-exact elements first, then the smaller max ulps, then

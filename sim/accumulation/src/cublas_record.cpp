@@ -1,0 +1,192 @@
+// A recorded cuBLAS call read into a kernel schedule (cublas_record.hpp).
+//
+// One rule per kernel family, each with where it comes from:
+//  - nvjet (cuBLAS's own Hopper kernels): one Tensor Core chain, or with
+//    "splitK" in the name SPLITK_NUM slices of the name's k-tile (its second
+//    MxN field: nvjet_sm90_hss_64x32_64x16_... slices of 64): the H100 grid
+//    (693 shapes a kind, fp16 and bf16, sim/accumulation/fit) and bitequiv
+//    (grain 64 for fp16/bf16, 128 for FP8; SPLITK_NUM read from
+//    cublasLtMatmulAlgoGetHeuristic: 131,533 FP8 shapes, no counterexample);
+//  - cutlass_80_* (mma.sync kernels, K or N not 8-aligned and tf32): the MMA
+//    in the name gives the products per instruction (s1688: 8, s16816 and
+//    s161616: 16), the tile's k its residue tile (bitequiv: the partial MMA
+//    at floor(RES / KPD) of the first tile, 1,806 non-aligned fp16 shapes);
+//    SPLITK_NUM (else grid.z, the H100 tf32 grid's reading) slices of
+//    CUTLASS's grain: 128 bytes of elements when they divide K, else 16
+//    bytes (kAlignK; gemm_k_size = round_up(ceil(K / S), grain));
+//  - sm90_xmma without segment-K: one chain (the H100 tf32 grid); with
+//    segment-K on: no schedule models it (33 H100 grid shapes fit none);
+//  - magma_sgemmEx (ALGO_ID 16): one binary32 FFMA chain (bitequiv);
+//    gemmSN, gemv, dot: CUDA-core kernels whose thread counts and lane layouts
+//    are not known for this GPU (kernel_simt.cpp): named, not modelled;
+//  - the merge: REDUCTION_SCHEME (NONE serial, COMPUTE_TYPE workspace,
+//    OUTPUT_TYPE output partials; bitequiv: 119 shapes, no mixing); else a
+//    splitKreduce kernel (the H100 grid: binary32 workspace at every fp16,
+//    bf16 and tf32 split, fp16 and bf16 outputs included), else none launched
+//    (the slices merge inside the GEMM kernel: serial).
+#include "rpsim/accumulation/cublas_record.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <stdexcept>
+
+namespace rpsim::sim {
+
+namespace {
+
+bool has(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The first cutlass_... or nvjet_... token of a (possibly demangled) name:
+// a demangled symbol repeats the kernel name.
+std::string core_name(const std::string& name) {
+  static const std::regex core(R"((cutlass_|nvjet_)[A-Za-z0-9_]+)");
+  std::smatch m;
+  return std::regex_search(name, m, core) ? m.str(0) : name;
+}
+
+// The k of the second MxN field (nvjet's k-tile, cutlass's threadblock k).
+int second_tile_k(const std::string& core) {
+  static const std::regex tile(R"(_(\d+)x(\d+)(?=_|$))");
+  int seen = 0;
+  for (auto it = std::sregex_iterator(core.begin(), core.end(), tile); it != std::sregex_iterator(); ++it)
+    if (++seen == 2) return std::stoi((*it)[1].str());
+  return 0;
+}
+
+// Products per MMA of a cutlass_*_s<MMA>gemm name; 0: not one we know.
+int mma_k(const std::string& core) {
+  static const std::regex mma(R"(_s(\d+)gemm)");
+  struct Row {
+    const char* shape;
+    int k;
+  };
+  static constexpr Row kMma[] = {{"1688", 8}, {"16816", 16}, {"161616", 16}, {"884", 4}, {"16832", 32}};
+  std::smatch m;
+  if (!std::regex_search(core, m, mma)) return 0;
+  for (const auto& r : kMma)
+    if (m[1].str() == r.shape) return r.k;
+  return 0;
+}
+
+int stored_bytes(const KernelSchedule& s) {
+  return std::max(1, s.stored.bits / 8);
+}
+
+struct Merge {
+  std::optional<SplitKMerge> merge;
+  std::string why;
+};
+
+Merge merge_of(const CublasRecord& r) {
+  if (r.reduction_scheme) switch (*r.reduction_scheme) {
+      case cublas_reduction_none: return {SplitKMerge::serial, ""};
+      case cublas_reduction_compute_type: return {SplitKMerge::workspace, ""};
+      case cublas_reduction_output_type: return {SplitKMerge::output_partials, ""};
+      case cublas_reduction_inplace:
+        return {std::nullopt, "REDUCTION_SCHEME INPLACE: atomic adds, in no fixed order"};
+      default:
+        return {std::nullopt,
+                fmt::format("REDUCTION_SCHEME {} is not one cuBLASLt documents", *r.reduction_scheme)};
+    }
+  for (const auto& k : r.kernels)
+    if (has(k.name, "splitKreduce")) return {SplitKMerge::workspace, ""};
+  return {SplitKMerge::serial, ""};
+}
+
+const char* merge_words(SplitKMerge m) {
+  constexpr const char* words[] = {"binary32 workspace", "partials in the output format",
+                                   "serial in the output format"};
+  return words[static_cast<int>(m)];
+}
+
+RecordedSchedule not_modelled(std::string family, std::string why) {
+  return {std::nullopt, std::move(family), std::move(why)};
+}
+
+// Slices and merge over `s` (split_tile set); the family text gains them.
+RecordedSchedule sliced(KernelSchedule s, int split, const CublasRecord& r, std::string family) {
+  s.split_k = std::max(1, split);
+  if (s.split_k > 1) {
+    const Merge m = merge_of(r);
+    if (!m.merge) return not_modelled(family, m.why);
+    s.merge = *m.merge;
+    family += fmt::format(", split-K {} x {}-k tiles, {}", s.split_k, s.split_tile, merge_words(s.merge));
+  }
+  try {
+    s.validate();
+  } catch (const std::invalid_argument& e) {
+    return not_modelled(family, e.what());
+  }
+  return {s, family, ""};
+}
+
+RecordedSchedule nvjet(KernelSchedule s, const std::string& core, const CublasRecord& r) {
+  const bool split = has(core, "splitK") || r.splitk_num.value_or(1) > 1;
+  const int grain = second_tile_k(core);
+  s.split_tile = grain > 0 ? grain : s.stored.bits <= 8 ? 128 : 64;
+  if (split && !r.splitk_num)
+    return not_modelled("nvjet splitK", "the slice count is cuBLASLt's SPLITK_NUM, which was not recorded");
+  return sliced(s, split ? *r.splitk_num : 1, r, "nvjet");
+}
+
+RecordedSchedule cutlass(KernelSchedule s, const std::string& core, const CublasRecord& r, long k,
+                         const CublasKernel& main) {
+  const int kpd = mma_k(core), block_k = second_tile_k(core);
+  if (kpd == 0) return not_modelled("cutlass " + core, "its MMA shape is not one the rules know");
+  if (kpd != s.instruction.instruction_terms()) {
+    s.instruction.terms_per_step = kpd;
+    s.instruction.terms_per_instruction = 0;
+  }
+  s.residue_tile = block_k;
+  const int line = 128 / stored_bytes(s), align = std::max(1, 16 / stored_bytes(s));
+  s.split_tile = k % line == 0 ? line : align;
+  const long split = r.splitk_num ? *r.splitk_num : std::max(1L, main.grid[2]);
+  return sliced(s, static_cast<int>(split), r,
+                fmt::format("cutlass ({} products per MMA, k-tile {})", kpd, block_k));
+}
+
+}  // namespace
+
+RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& r) {
+  KernelSchedule s = base;
+  s.split_k = 1;
+  s.residue_tile = 0;
+  s.merge = SplitKMerge::workspace;
+  const auto main = std::find_if(r.kernels.begin(), r.kernels.end(), [](const CublasKernel& x) {
+    return !has(x.name, "splitKreduce") && !has(x.name, "reduce_1Block");
+  });
+  if (main == r.kernels.end()) {
+    if (!r.splitk_num) return not_modelled("nothing recorded", "neither kernels nor SPLITK_NUM");
+    // The heuristic alone: its slices over the preset's tile (bitequiv's
+    // static tier; which kernel ran is not known).
+    return sliced(s, *r.splitk_num, r, "heuristic only (kernels not recorded)");
+  }
+  const std::string& name = main->name;
+  const std::string core = core_name(name);
+  if (has(name, "nvjet")) return nvjet(s, core, r);
+  if (has(name, "cutlass")) return cutlass(s, core, r, k, *main);
+  if (has(name, "xmma")) {
+    if (has(name, "segment_k_on"))
+      return not_modelled("sm90_xmma segment-K", "segment-K kernels cut each output tile's K their own way");
+    if (r.splitk_num.value_or(1) > 1)
+      return not_modelled("sm90_xmma split-K", "no xmma split-K kernel was measured");
+    return sliced(s, 1, r, "sm90_xmma");
+  }
+  if (has(name, "magma_sgemmEx")) {
+    s.simt = SimtOrder::gemmsn;
+    s.simt_threads = 1;
+    s.simt_sub = 0;
+    return sliced(s, 1, r, "CUDA-core magma_sgemmEx (one FFMA chain)");
+  }
+  for (const char* simt : {"gemmSN", "gemv", "dot_kernel"})
+    if (has(name, simt))
+      return not_modelled(fmt::format("CUDA-core {}", simt),
+                          "its threads and lanes per output are not measured on this GPU (owed)");
+  return not_modelled(name.substr(0, 60), "a kernel the record rules do not know");
+}
+
+}  // namespace rpsim::sim
