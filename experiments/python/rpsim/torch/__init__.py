@@ -36,10 +36,12 @@ from ._scaler import GradScaler  # noqa: E402
 from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
 from ._tables import policy  # noqa: E402
 from ._unsupported import UnsupportedError  # noqa: E402
+from ._run_files import OutputDirError  # noqa: E402
 from ._trainer import Trainer  # noqa: E402
 from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa: E402
 
 __all__ = ["capture_gemms", "Telemetry", "TelemetryError",
            "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "policy",
-           "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError"]
+           "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError",
+           "OutputDirError"]

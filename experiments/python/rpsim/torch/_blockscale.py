@@ -190,12 +190,10 @@ def backward(ctx, grad):
         flushed = cast if r.get("hadamard", 0) else flushed | cast
         wt = quantize(b.transpose(1, 2), cfg.compute, r, 0, st.stats["w"], tiles=r.get("weight_2d", False))
         da = _ops._cast(gemm(rows, wt, cfg, 2), cfg.output).to(ctx.dtypes[0])
-    if cfg.log is not None:  # the casts of dy (either blocking) that flushed a nonzero entry
-        _ops._count(cfg, "activation", int(flushed.sum()))
+    _ops.output_grad_flushed(cfg, flushed)  # the casts of dy (either blocking) that flushed a nonzero entry
     if ctx.needs_input_grad[1]:
         raw = gemm(xt, cols, cfg, 1)
         db = _ops._cast(raw, cfg.output)
-        if cfg.log is not None:
-            _ops._count(cfg, "weight", _ops._flushed(raw, db))
+        _ops.b_grad_flushed(cfg, raw, db)
         db = db.to(ctx.dtypes[1])
     return da, db, None, None

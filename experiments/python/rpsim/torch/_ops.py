@@ -5,7 +5,6 @@ as rpsim.gemm on the same operands, which tests/experiments/python/test_torch_op
 import copy
 
 import torch
-import torch.nn.functional as F
 
 from .. import _core
 from . import _blockscale, _fp8
@@ -14,29 +13,30 @@ from ._quantize import check_tensor, round_tensor
 from ._unsupported import no_double_backward
 
 
-def _flushed(before, after):
-    return int(((before != 0) & (after == 0)).sum())
+def output_grad_flushed(cfg, mask):
+    """Telemetry: the entries of the output gradient that its cast for the backward GEMMs flushed."""
+    if getattr(cfg, "on_output_grad_flush", None) is not None:
+        cfg.on_output_grad_flush(mask)
 
 
-def _count(cfg, key, n):
-    if cfg.log is not None:
-        cfg.log[key] = cfg.log.get(key, 0) + n
+def _host(t):
+    """t's values as a NumPy array the C++ core reads: float16 and bfloat16 widened to float32
+    (exact; NumPy has no bfloat16: torch's .numpy() refused a bfloat16 model's weights)."""
+    t = t.detach()
+    return (t.float() if t.dtype in (torch.float16, torch.bfloat16) else t).numpy()
 
 
-def _gemm3(a, b, c, cfg, which, dtype, log_key=None, on_flush=None, on_raw=None):
+def _gemm3(a, b, c, cfg, which, dtype, on_flush=None, on_raw=None):
     """a (B, m, k) @ b (B, k, n) (+ c) under cfg as a tensor of `dtype`; on_flush gets the mask of
     the entries the output rounding flushed to zero."""
     stream = cfg.stream + which if (cfg.seed or cfg.stream) else 0
-    d = _core._torch_gemm(a.detach().numpy(), b.detach().numpy(), None if c is None else c.detach().numpy(),
-                          cfg.model, cfg.seed, stream)
+    d = _core._torch_gemm(_host(a), _host(b), None if c is None else _host(c), cfg.model, cfg.seed, stream)
     out = torch.from_numpy(d)
     # A bias epilogue follows the forward GEMM: the output rounding comes after it (add_bias).
     if cfg.output and not (which == 0 and getattr(cfg, "epilogue", False)):
         raw, out = out, round_tensor(out, cfg.output)
         if on_raw is not None:
             on_raw(raw)
-        if log_key and cfg.log is not None:
-            _count(cfg, log_key, _flushed(raw, out))
         if on_flush is not None:
             on_flush((raw != 0) & (out == 0))
     return out.to(dtype)
@@ -51,7 +51,8 @@ class _Gemm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b, c, cfg):
-        dtype = torch.promote_types(a.dtype, b.dtype)
+        # At least binary32: a half or bfloat16 model's GEMM output may hold a wider format.
+        dtype = torch.promote_types(torch.promote_types(a.dtype, b.dtype), torch.float32)
         if getattr(cfg, "epilogue", False):
             # The bias epilogue adds to the accumulator's values (binary64 holds every
             # accumulation format): a cast to float32 first would round twice (a binary64
@@ -77,8 +78,7 @@ class _Gemm(torch.autograd.Function):
         if cfg.fp8 is not None:
             return _fp8_backward(ctx, ac, bc, grad)
         g = _cast(grad.contiguous(), cfg.backward or cfg.compute)
-        if cfg.log is not None:
-            _count(cfg, "activation", _flushed(grad, g))
+        output_grad_flushed(cfg, (grad != 0) & (g == 0))
         da = db = None
         if ctx.needs_input_grad[0]:
             holder = getattr(cfg, "raw_input_grad", None)
@@ -86,9 +86,16 @@ class _Gemm(torch.autograd.Function):
                         on_flush=getattr(cfg, "on_input_grad_flush", None),
                         on_raw=None if holder is None else holder.append)
         if ctx.needs_input_grad[1]:
-            db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1], "weight")
+            db = _gemm3(ac.transpose(1, 2).contiguous(), g, None, cfg, 1, ctx.dtypes[1],
+                        on_flush=getattr(cfg, "on_b_grad_flush", None))
         dc = grad if ctx.has_c and ctx.needs_input_grad[2] else None
         return da, db, dc, None
+
+
+def b_grad_flushed(cfg, raw, rounded):
+    """Telemetry: the entries of B's gradient (the weight's) that its output rounding flushed."""
+    if getattr(cfg, "on_b_grad_flush", None) is not None:
+        cfg.on_b_grad_flush((raw != 0) & (rounded == 0))
 
 
 def _fmax(fmt):
@@ -118,8 +125,7 @@ def _fp8_backward(ctx, aq, bq, grad):
     fmax = _fmax(fmt)
     sg = _fp8.scale_of(grad, fmax, cfg.fp8, "dy")
     gq = _fp8.quantize_scaled(grad.contiguous(), fmt, fmax, sg, cfg.fp8.stats["dy"])
-    if cfg.log is not None:  # the cast of dy to e5m2 (disjoint from flushes upstream: dy != 0 here)
-        _count(cfg, "activation", _flushed(grad, gq))
+    output_grad_flushed(cfg, (grad != 0) & (gq == 0))  # the cast of dy to e5m2
     da = db = None
     if ctx.needs_input_grad[0]:
         da = _fp8.dequantize(_gemm3(gq, bq.transpose(1, 2).contiguous(), None, _plain(cfg), 2, torch.float64),
@@ -129,8 +135,7 @@ def _fp8_backward(ctx, aq, bq, grad):
         raw = _fp8.dequantize(_gemm3(aq.transpose(1, 2).contiguous(), gq, None, _plain(cfg), 1, torch.float64),
                               sa, sg, cfg.accumulation_format)
         db = _cast(raw, cfg.output)
-        if cfg.log is not None:
-            _count(cfg, "weight", _flushed(raw, db))
+        b_grad_flushed(cfg, raw, db)
         db = db.to(ctx.dtypes[1])
     return da, db, None, None
 
@@ -249,8 +254,8 @@ class _Bias(torch.autograd.Function):
         db = torch.from_numpy(_core._torch_gemm(ones.numpy(), g.double().numpy(), None,
                                                 f"sequential:{ctx.acc_format}:rne")).reshape(-1)
         dbo = _cast(db, cfg.output)
-        if cfg.log is not None:
-            _count(cfg, "weight", _flushed(db, dbo))
+        if getattr(cfg, "on_bias_grad_flush", None) is not None:
+            cfg.on_bias_grad_flush((db != 0) & (dbo == 0))
         return grad.to(ctx.y_dtype), dbo.to(ctx.bias_dtype), None, None, None
 
 
@@ -264,6 +269,36 @@ def _with_epilogue(cfg, bias):
     return c
 
 
+def _telemetry(cfg, weight, b_to_weight, out_to_output=None):
+    """cfg for one GEMM of an op whose B is `weight` seen through b_to_weight (a (1, k, n) mask to the
+    weight's shape) and whose output reaches the op's through out_to_output (None: a reshape): the
+    emulation's callbacks on_param_grad_flush(tensor, mask) and on_output_grad_flush(mask) get masks
+    in the shapes of the tensors they are about. cfg itself where neither is set."""
+    on_param, on_out = getattr(cfg, "on_param_grad_flush", None), getattr(cfg, "on_output_grad_flush", None)
+    if on_param is None and (on_out is None or out_to_output is None):
+        return cfg
+    c = copy.copy(cfg)
+    if on_param is not None:
+        c.on_b_grad_flush = lambda m: on_param(weight, b_to_weight(m))
+    if on_out is not None and out_to_output is not None:
+        c.on_output_grad_flush = lambda m: on_out(out_to_output(m))
+    return c
+
+
+def _bias_telemetry(cfg, bias):
+    on_param = getattr(cfg, "on_param_grad_flush", None)
+    if on_param is None:
+        return cfg
+    c = copy.copy(cfg)
+    c.on_bias_grad_flush = lambda m: on_param(bias, m)
+    return c
+
+
+def _out_dtype(x, weight):
+    """The op's result dtype: at least float32 (a half model's output may hold a binary32 format)."""
+    return torch.promote_types(torch.promote_types(x.dtype, weight.dtype), torch.float32)
+
+
 def linear(x, weight, bias=None, model=None, *, config=None):
     """F.linear(x, weight, bias) = x @ weight^T (+ bias), x of any leading shape; without bias the
     same bits as rpsim.gemm(x, weight.T); the bias as add_bias's epilogue."""
@@ -271,105 +306,11 @@ def linear(x, weight, bias=None, model=None, *, config=None):
     cfg = _config(model, config)
     lead = x.shape[:-1]
     y = _Gemm.apply(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), None,
-                    _with_epilogue(cfg, bias)).reshape(*lead, -1)
+                    _telemetry(_with_epilogue(cfg, bias), weight, lambda m: m[0].t())).reshape(*lead, -1)
     if bias is not None:
-        y = add_bias(y, bias, cfg, cfg.accumulation_format, torch.promote_types(x.dtype, weight.dtype))
+        y = add_bias(y, bias, _bias_telemetry(cfg, bias), cfg.accumulation_format, _out_dtype(x, weight))
     return y
 
 
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def _col2im(cols, size, kernel, dilation, padding, stride):
-    """F.fold's sums with each pixel's terms in the order rpsim's Conv2d adds them: output
-    positions in increasing order, i.e. kernel offsets in decreasing order (binary64 sums of
-    binary64 terms depend on it; F.fold adds the offsets increasing)."""
-    n, (h, w), (kh, kw) = cols.shape[0], size, kernel
-    hp, wp = h + 2 * padding[0], w + 2 * padding[1]
-    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    g = cols.reshape(n, -1, kh, kw, oh, ow)
-    dx = torch.zeros(n, g.shape[1], hp, wp, dtype=cols.dtype)
-    for ky in reversed(range(kh)):
-        for kx in reversed(range(kw)):
-            y0, x0 = ky * dilation[0], kx * dilation[1]
-            dx[:, :, y0:y0 + stride[0] * (oh - 1) + 1:stride[0], x0:x0 + stride[1] * (ow - 1) + 1:stride[1]] += \
-                g[:, :, ky, kx]
-    return dx[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w]
-
-
-class _Unfold(torch.autograd.Function):
-    """F.unfold (N, C * kh * kw, L) whose backward, col2im, sums the overlapping patches in
-    binary64 and rounds once to the input's format (x_format; None: its dtype's), as rpsim
-    train's Conv2d does."""
-
-    @staticmethod
-    def forward(ctx, x, geometry, x_format, telemetry=None):
-        ctx.geometry, ctx.x_format, ctx.size, ctx.dtype = geometry, x_format, x.shape[-2:], x.dtype
-        ctx.telemetry = telemetry  # (list the GEMM appends its raw input gradient to, count)
-        kernel, dilation, padding, stride = geometry
-        return F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
-
-    @staticmethod
-    def backward(ctx, grad):
-        no_double_backward("conv2d's col2im")
-        dx = _col2im(grad.double(), ctx.size, *ctx.geometry)
-        if ctx.x_format is not None:
-            dx = round_tensor(dx, ctx.x_format)
-        if ctx.telemetry is not None and ctx.telemetry[0]:
-            # Flushed: nonzero in the col2im of the GEMM's unrounded result, zero after the roundings.
-            raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2)
-            ctx.telemetry[1](((_col2im(raw, ctx.size, *ctx.geometry) != 0) & (dx == 0)), dx.shape)
-        return dx.to(ctx.dtype), None, None, None
-
-
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
-    """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
-    transpose, one emulated GEMM per group, plus add_bias's epilogue; the input gradient's col2im
-    as _Unfold's backward."""
-    _check(("input", x), ("weight", weight), ("bias", bias))
-    if isinstance(padding, str):
-        raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
-    cfg = _config(model, config)
-    unbatched = x.dim() == 3
-    if unbatched:
-        x = x.unsqueeze(0)
-    n, _, h, w = x.shape
-    oc, cg, kh, kw = weight.shape
-    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    outs = []
-    ocg = oc // groups
-    for g in range(groups):
-        xg = x[:, g * cg:(g + 1) * cg]
-        telemetry = None
-        if groups == 1 and getattr(cfg, "on_col2im_flush", None) is not None:
-            cfg = copy.copy(cfg)
-            cfg.raw_input_grad = []
-            telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
-        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), getattr(cfg, "x_format", None), telemetry)
-        a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
-        wg = weight[g * ocg:(g + 1) * ocg].reshape(ocg, -1)
-        outs.append(_Gemm.apply(a, wg.t().unsqueeze(0), None, _with_epilogue(cfg, bias)).reshape(n, oh * ow, ocg))
-    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
-    if bias is not None:
-        y = add_bias(y, bias, cfg, cfg.accumulation_format, torch.promote_types(x.dtype, weight.dtype))
-    y = y.transpose(1, 2).reshape(n, oc, oh, ow)
-    return y.squeeze(0) if unbatched else y
-
-
-def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
-    """F.conv1d as conv2d over a height of 1."""
-    if isinstance(padding, str):
-        raise ValueError(f"conv1d: padding '{padding}': give the padding as a number")
-    unbatched = x.dim() == 2
-    x4 = x.unsqueeze(-2) if not unbatched else x.unsqueeze(0).unsqueeze(-2)
-    y = conv2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)), (1, _one(dilation)),
-               groups, model, config=config).squeeze(-2)
-    return y.squeeze(0) if unbatched else y
-
-
-def _one(v):
-    return v if isinstance(v, int) else v[0]
+# The convolutions (im2col and col2im) live beside: the op table's kernels, from here as before.
+from ._conv import conv1d, conv2d  # noqa: E402,F401

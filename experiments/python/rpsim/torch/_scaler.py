@@ -40,7 +40,7 @@ class GradScaler:
 
     def _reset_step(self):
         self._unscaled = {}  # id(optimizer) -> found_inf
-        self.flushed = {}  # id(parameter) -> entries unscale_ flushed to zero
+        self.flushed = {}  # id(parameter) -> mask of the entries unscale_ flushed to zero
         self._stepped = False
 
     @property
@@ -90,7 +90,7 @@ class GradScaler:
                         p.grad.copy_((p.grad.double() * inv).to(p.grad.dtype))
                     # Gradients the unscale flushed to zero (rpsim.torch.Trainer's underflow columns).
                     if nonzero is not None:
-                        self.flushed[id(p)] = int((nonzero & (p.grad == 0)).sum())
+                        self.flushed[id(p)] = nonzero & (p.grad == 0)
                 # A sum over a tensor holding inf or NaN is never finite: one reduction without a
                 # mask tensor; only a finite tensor whose sum overflows needs the exact check.
                 found = found or (not math.isfinite(float(p.grad.sum()))
