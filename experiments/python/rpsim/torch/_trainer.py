@@ -132,6 +132,8 @@ class Trainer(TrainerCells):
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
         check_batch(x, y)
+        if self._progress is None and not self.quiet:  # the clock of the rate starts with the first step
+            self._progress = ProgressLine(f"rpsim.torch.Trainer {self.name}")
         step = self.step_index
         if self.lr_schedule is not None:
             lr = self.lr_schedule(step, step - self.skipped_steps)
@@ -181,12 +183,9 @@ class Trainer(TrainerCells):
         self._report(float(loss), scale)
         return float(loss)
 
-    def _report(self, loss, scale, total=None):
-        if self.quiet:
-            return
-        if self._progress is None:
-            self._progress = ProgressLine(f"rpsim.torch.Trainer {self.name}")
-        self._progress.update(self.step_index, total or self.total_steps, f"loss {loss:.4f}, scale {scale:g}")
+    def _report(self, loss, scale):
+        if self._progress is not None:
+            self._progress.update(self.step_index, self.total_steps, f"loss {loss:.4f}, scale {scale:g}")
 
     # -- evaluation and files --------------------------------------------------------------------
     def evaluate(self, batches, epoch=0):
@@ -295,6 +294,7 @@ class Trainer(TrainerCells):
         """Writes the four files to `out` (or the constructor's), each atomically; returns meta."""
         if self._progress is not None:
             self._progress.finish()
+            self._progress = None
         if out is not None and out != self.out:
             out = ensure_writable_dir(out, _WHO)
         out = out or self.out
