@@ -33,6 +33,8 @@ def test_an_empty_or_mismatched_batch_is_named():
     one_line(e)
     with pytest.raises(ValueError, match=r"Trainer.step: x holds 4 samples \(shape \(4, 8\)\) but y 3"):
         t.step(torch.zeros(4, 8), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"x holds 2 samples .* but y 8 .*one target per token of x"):
+        t.step(torch.zeros(2, 3, 8), torch.zeros(8, dtype=torch.long))  # 2 * 3 tokens, not 8
     with pytest.raises(ValueError, match=r"Trainer.evaluate: y of shape \(0,\) holds no sample"):
         t.evaluate([(torch.zeros(2, 8), torch.zeros(0, dtype=torch.long))])
     assert t.step_index == 0

@@ -141,9 +141,11 @@ def check_batch(x, y, who="Trainer.step"):
         if t.dim() == 0 or t.numel() == 0:
             raise ValueError(f"{who}: {name} of shape {tuple(t.shape)} holds no sample; a batch is at least "
                              "one sample along its first dimension")
-    if x.shape[0] != y.shape[0]:
+    per_token = y.dim() == 1 and x.dim() >= 2 and y.numel() == x.shape[0] * x.shape[1]  # (the CLI's gpt batches)
+    if x.shape[0] != y.shape[0] and not per_token:
         raise ValueError(f"{who}: x holds {x.shape[0]} samples (shape {tuple(x.shape)}) but y {y.shape[0]} "
-                         f"(shape {tuple(y.shape)}); the first dimension is the batch")
+                         f"(shape {tuple(y.shape)}); the first dimension is the batch (or y holds one target per "
+                         "token of x, flattened)")
 
 
 def check_output(out, who="Trainer.step"):
