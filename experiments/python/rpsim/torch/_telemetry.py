@@ -12,9 +12,9 @@
 It writes steps.csv / histograms.csv / meta.json with `rpsim train`'s columns (and per-format
 columns of its own), and with dump_steps=(N,) grads_step<N>.npz, which `rpsim grads` reads.
 The out= folder is checked when Telemetry is made; each recorded step's rows are written as the
-step ends, so a loop stopped by Ctrl-C or an error keeps every step it finished (meta.json says
-"closed": false until close()). Detached (close()), no hook remains: the loop runs as it would
-without it.
+step ends, so a loop stopped by Ctrl-C or an error keeps every step it finished (meta.json, replaced
+at most once a second and at exit, says "closed": false until close()). Detached (close()), no
+hook remains: the loop runs as it would without it.
 """
 import json
 import math
@@ -25,7 +25,7 @@ import torch
 
 from ._functional import attach_functional
 from ._gradstats import TensorStats, Thresholds, sample_flat
-from ._run_files import append_text, ensure_writable_dir, write_atomic
+from ._run_files import RunningMeta, append_text, ensure_writable_dir, write_atomic
 
 HEAD = ["step", "epoch", "loss_emulated_nats", "loss_fp64_nats", "loss_scale", "skipped", "overflow_found",
         "grad_norm"]
@@ -80,6 +80,7 @@ class Telemetry:
         if out is not None:  # before the first step, not after the run (OutputDirError)
             self.out = ensure_writable_dir(out, "rpsim.torch.Telemetry")
         self._written = None  # (steps rows, histogram rows) on disk; None: no file written yet
+        self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         named = dict(model.named_modules())
         # A model naming its layers (rpsim_layers: rpsim train's gpt) is hooked by them, each with every
         # parameter inside it, so its layer columns are the CLI's.
@@ -255,6 +256,10 @@ class Telemetry:
         append_text(os.path.join(self.out, "histograms.csv"), self._histogram_text(self.histogram_rows[hist:]),
                     "rpsim.torch.Telemetry")
         self._written = (len(self.rows), len(self.histogram_rows))
+        if self._meta.due():
+            self._write_meta(closed=False)
+
+    def _write_running_meta(self):
         self._write_meta(closed=False)
 
     def flush(self, closed=None):
@@ -269,6 +274,8 @@ class Telemetry:
                      + self._histogram_text(self.histogram_rows), who)
         self._written = (len(self.rows), len(self.histogram_rows))
         self._write_meta(closed)
+        self._meta.due()  # (the clock of the next replacement)
+        self._meta.done = closed
 
     def _write_meta(self, closed):
         meta = {"source": "rpsim.torch.Telemetry", "torch_version": torch.__version__,

@@ -13,7 +13,7 @@ from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
 from ._progress import ProgressLine
 from ._reference import RpsimLoss
-from ._run_files import append_text, ensure_writable_dir, num, write_atomic
+from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_output, check_trainer_args
@@ -50,6 +50,7 @@ class Trainer(TrainerCells):
         # The folder before step 0, as rpsim train checks it: not after the whole run (issue #36).
         out = ensure_writable_dir(out, _WHO) if out is not None else None
         self.quiet, self.total_steps, self._progress, self._written = quiet, total_steps, None, None
+        self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
@@ -273,10 +274,16 @@ class Trainer(TrainerCells):
         write_atomic(os.path.join(out, "meta.json"), json.dumps(self.meta(running), indent=2) + "\n", _WHO)
         if out == self.out:
             self._written = (len(self.steps_rows), len(self.histogram_rows))
+            self._meta.due()  # (the clock of the next replacement)
+            self._meta.done = not running
+
+    def _write_running_meta(self):
+        write_atomic(os.path.join(self.out, "meta.json"), json.dumps(self.meta(True), indent=2) + "\n", _WHO)
 
     def _write_new_rows(self):
         """The step's rows added to steps.csv and histograms.csv (the first step: the four files made
-        afresh) and meta.json replaced: a Ctrl-C between or inside steps leaves every finished step."""
+        afresh), meta.json replaced at RunningMeta's cadence: a Ctrl-C between or inside steps leaves
+        every finished step in steps.csv."""
         if self.out is None:
             return
         if self._written is None:
@@ -288,7 +295,8 @@ class Trainer(TrainerCells):
             append_text(os.path.join(self.out, "histograms.csv"),
                         "".join(r + "\n" for r in self.histogram_rows[hist:]), _WHO)
         self._written = (len(self.steps_rows), len(self.histogram_rows))
-        write_atomic(os.path.join(self.out, "meta.json"), json.dumps(self.meta(True), indent=2) + "\n", _WHO)
+        if self._meta.due():
+            self._write_running_meta()
 
     def finish(self, out=None):
         """Writes the four files to `out` (or the constructor's), each atomically; returns meta."""
