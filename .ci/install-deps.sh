@@ -12,7 +12,8 @@ packages=(
   dataset-fashion-mnist fortunes
   python3-matplotlib python3-pandas jupyter-nbconvert python3-ipykernel
   python3-dev python3-numpy pybind11-dev python3-pybind11 python3-pytest python3-hypothesis
-  python3-torch
+  python3-torch python3-torchvision
+  libopenblas0-pthread
 )
 
 missing=()

@@ -139,7 +139,7 @@ class PyGemmOp {
 
   py::dict backward(const Saved& saved, const py::handle& dy_in, bool need_a, bool need_b, bool need_bias,
                     std::uint64_t seed, std::uint64_t stream, const py::object& layer,
-                    const py::object& b_grad, bool raw) {
+                    const py::object& b_grad, bool raw, bool masks) {
     std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
     if (dy.size() != saved.items.size()) throw py::value_error("dY's batch differs from forward's");
     const Keys keys = keys_arg(seed, stream, layer);
@@ -150,7 +150,7 @@ class PyGemmOp {
       for (std::size_t i = 0; i < dy.size(); ++i)
         g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg);
     }
-    return grads_dict(g, need_a, need_b, need_bias, raw);
+    return grads_dict(g, need_a, need_b, need_bias, raw, masks);
   }
 
   py::dict fp8_stats() const {
@@ -165,46 +165,59 @@ class PyGemmOp {
 
  private:
   static py::dict grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                             bool raw);
+                             bool raw, bool masks);
   train::GemmOp op_;
 };
 
-std::int64_t flushed_count(const sim::Matrix& raw, const sim::Matrix& rounded) {
-  return (raw.array() != 0 && rounded.array() == 0).count();
-}
-
+// The gradients, and with `masks` the entries each rounding flushed to zero
+// (nonzero before, zero after): dA's and dB's output roundings, the bias
+// gradient's, and dY's cast (telemetry; each in its tensor's shape).
 py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                              bool raw) {
+                              bool raw, bool masks) {
   py::dict d;
   std::vector<sim::Matrix> da, db, da_raw;
-  std::vector<train::Mask> da_flushed, dy_cast;
-  std::int64_t b_flushed = 0, bias_flushed = 0, cast = 0;
+  std::vector<train::Mask> da_flushed, db_flushed, dy_cast;
+  train::Mask bias_flushed;
   sim::Matrix dbias;
+  const auto flushed = [](const sim::Matrix& before, const sim::Matrix& after) -> train::Mask {
+    return before.array() != 0 && after.array() == 0;
+  };
   for (auto& x : g) {
     if (need_a) {
-      da_flushed.push_back(x.da_raw.array() != 0 && x.da.array() == 0);
+      if (masks) da_flushed.push_back(flushed(x.da_raw, x.da));
       if (raw) da_raw.push_back(std::move(x.da_raw));
       da.push_back(std::move(x.da));
     }
     if (need_b) {
-      b_flushed += flushed_count(x.db_raw, x.db);
+      if (masks) db_flushed.push_back(flushed(x.db_raw, x.db));
       db.push_back(std::move(x.db));
     }
     if (need_bias) {
-      bias_flushed += flushed_count(x.dbias_raw, x.dbias);
+      if (masks) {
+        const train::Mask m = flushed(x.dbias_raw, x.dbias);
+        bias_flushed = bias_flushed.size() ? train::Mask(bias_flushed || m) : m;
+      }
       dbias = dbias.size() ? sim::Matrix(dbias + x.dbias) : x.dbias;
     }
-    cast += x.dy_cast_flushed.size() ? std::int64_t(x.dy_cast_flushed.count()) : 0;
-    dy_cast.push_back(x.dy_cast_flushed.size() ? std::move(x.dy_cast_flushed) : train::Mask());
+    if (masks) dy_cast.push_back(std::move(x.dy_cast_flushed));  // every path casts dY
   }
+  const auto mask_or_none = [&](bool on, const std::vector<train::Mask>& m) {
+    return on && masks ? py::object(stacked_mask(m)) : py::none();
+  };
   d["da"] = need_a ? py::object(stacked(da)) : py::none();
-  d["da_flushed"] = need_a ? py::object(stacked_mask(da_flushed)) : py::none();
   d["da_raw"] = need_a && raw ? py::object(stacked(da_raw)) : py::none();
   d["db"] = need_b ? py::object(stacked(db)) : py::none();
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
-  d["db_flushed"] = b_flushed;
-  d["bias_flushed"] = bias_flushed;
-  d["dy_cast_flushed"] = cast;
+  d["da_flushed"] = mask_or_none(need_a, da_flushed);
+  d["db_flushed"] = mask_or_none(need_b, db_flushed);
+  d["dy_cast_flushed"] = mask_or_none(true, dy_cast);
+  if (need_bias && masks) {
+    py::array_t<bool> b(bias_flushed.size());
+    for (Eigen::Index j = 0; j < bias_flushed.size(); ++j) b.mutable_data()[j] = bias_flushed(j);
+    d["bias_flushed"] = b;
+  } else {
+    d["bias_flushed"] = py::none();
+  }
   return d;
 }
 
@@ -305,9 +318,13 @@ void bind_op_core(py::module_& m) {
            "(epilogue(A B (+ C)) as float64 (batch, m, n), saved) for A (batch, m, k), B (batch, k, n).")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
-           arg("b_grad_format") = py::none(), arg("raw") = false,
-           "{da, db, bias, da_flushed, da_raw (raw=True), db_flushed, bias_flushed, dy_cast_flushed} of the "
-           "forward call that made `saved`.")
+           arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,
+           "{da, db, bias, da_raw (raw=True); with masks=True the masks of the entries flushed to zero: "
+           "da_flushed, db_flushed, bias_flushed, dy_cast_flushed} of the forward call that made `saved`.")
+      // A deep copy of an emulated model copies its emulation: the op with its scaling state.
+      .def("__copy__", [](const PyGemmOp& o) { return PyGemmOp(o); })
+      .def(
+          "__deepcopy__", [](const PyGemmOp& o, const py::dict&) { return PyGemmOp(o); }, arg("memo"))
       .def("fp8_stats", &PyGemmOp::fp8_stats, "{x, w, dy: statistics} of the op's quantisations this step.")
       .def(
           "output_format",

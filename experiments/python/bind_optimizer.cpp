@@ -34,6 +34,14 @@ class PyOptimizer {
     optimizer_ = std::make_unique<train::Optimizer>(std::move(config), *policy_, 0);
   }
 
+  PyOptimizer(const PyOptimizer& o)
+      : policy_(std::make_unique<train::PrecisionPolicy>(*o.policy_)),
+        optimizer_(std::make_unique<train::Optimizer>(*o.optimizer_)),
+        params_(o.params_) {
+    optimizer_->set_policy(*policy_);
+  }
+  PyOptimizer(PyOptimizer&&) = default;
+
   // One update of every parameter whose gradient is not None (the others
   // keep their state untouched); values, grads: float32/float64 arrays of
   // the same shape each, values written in place.
@@ -129,6 +137,8 @@ void bind_optimizer(py::module_& m) {
            arg("kahan") = false,
            "rpsim train's optimizer (type sgd, adam, adamw) in the arithmetic format `compute`, its state "
            "stored in `state`, with Kahan-compensated updates stored in `storage` when kahan.")
+      .def(
+          "__deepcopy__", [](const PyOptimizer& o, const py::dict&) { return PyOptimizer(o); }, arg("memo"))
       .def("step", &PyOptimizer::step, arg("values"), arg("grads"), arg("decay"), arg("lr"),
            "One update of the parameters (in place) from their gradients (None: skipped).");
 }

@@ -20,13 +20,13 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rpsim.torch as rt  # noqa: E402
+from rpsim.torch._run_files import write_atomic  # noqa: E402
 import llama_style  # noqa: E402
 
 STUDY = "llama-block-scaled"
@@ -100,10 +100,8 @@ def _table(columns, rows):
 
 
 def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Replaced at once, with the umask's mode (0644 under 022), as the CLI's files."""
+    write_atomic(path, text, "llama_study")
 
 
 def _float(s):

@@ -9,9 +9,14 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
   emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
-  UnsupportedError                        (a ValueError) what emulate cannot carry: an LSTM, a custom
-                                          autograd Function, a GPU model, a double backward ...
-  Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files
+  UnsupportedError                        (a ValueError) what emulate cannot carry: a transposed
+                                          convolution, einsum, a custom autograd Function, a GPU model,
+                                          a double backward ... (nn.LSTM / GRU / RNN and
+                                          nn.MultiheadAttention run as the ops they are made of)
+  Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files,
+                                          written as the steps end (a Ctrl-C keeps them)
+  OutputDirError                          (an OSError) an out= folder that cannot hold the files,
+                                          raised when Trainer or Telemetry is made
   from_config, RpsimLoss, SGD, AdamW,     a config's run in PyTorch (mlp, cnn, and gpt as a plain torch
   lr_schedule                             GPT), byte-identical to rpsim train
 
@@ -36,10 +41,12 @@ from ._scaler import GradScaler  # noqa: E402
 from ._emulate import Emulation, emulate, ops, policies  # noqa: E402
 from ._tables import policy  # noqa: E402
 from ._unsupported import UnsupportedError  # noqa: E402
+from ._run_files import OutputDirError  # noqa: E402
 from ._trainer import Trainer  # noqa: E402
 from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa: E402
 
 __all__ = ["capture_gemms", "Telemetry", "TelemetryError",
            "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "policy",
-           "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError"]
+           "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError",
+           "OutputDirError"]

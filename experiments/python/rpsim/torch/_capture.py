@@ -15,6 +15,9 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import accumulation_spec
+from ._run_files import write_atomic
+
 # dtype -> how the .npz stores it: every value exactly (bf16 and FP8 widened to float32, as
 # experiments/python/dump_gemm.py does); what rpsim's array reader takes.
 _STORED = {torch.float16: np.float16, torch.bfloat16: np.float32, torch.float32: np.float32,
@@ -115,15 +118,7 @@ def _write_atomic(path, write):
     """`write(f)` into a temporary file beside `path`, then renamed onto it: a full disk leaves
     neither a partial file nor the temporary (np.savez straight into the folder left a truncated
     g*.npz that the manifest did not list), and the OSError names `path`."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except OSError as e:
-        os.unlink(tmp)
-        raise OSError(e.errno, f"capture_gemms: writing {path} failed: {e.strerror or e}") from e
+    write_atomic(path, write, "capture_gemms")
 
 
 def _on_cuda(args):
@@ -197,6 +192,11 @@ class capture_gemms:
                 raise ValueError(f"capture_gemms: {key}={v!r} must be a positive integer")
         if model is not None and not isinstance(model, str):
             raise TypeError(f"capture_gemms: model must be a model spec string, not {type(model).__name__}")
+        if model is not None:  # checked here, not at `rpsim gemm-check` after the capture
+            try:
+                accumulation_spec(model)
+            except ValueError as e:
+                raise ValueError(f"capture_gemms: {e}") from None
         self.directory = os.fspath(directory)
         self.overwrite, self.max_elements, self.batch_sample = overwrite, max_elements, batch_sample
         self.max_gemms, self.model = max_gemms, model

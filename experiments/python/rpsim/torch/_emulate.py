@@ -1,7 +1,7 @@
 """rpsim.torch.emulate: a user's nn.Module under one of `rpsim train`'s precision policies.
 
 The policy rows and the op table's autocast classes come from the C++ tables (rpsim._core
-._torch_policy / _torch_ops), the ones the CLI reads. Three paths per op, listed by summary():
+._torch_policy / _torch_ops), the ones the CLI reads. The paths an op takes, listed by summary():
   rpsim kernel   linear, conv1d/conv2d, matmul/mm/bmm/addmm/baddbmm: rpsim's GEMMs under the op's
                  rule (compute, output, backward formats, accumulation model), as `rpsim train`;
                  layer_norm and gelu on the CLI's C++ layers where they express the call (_layers);
@@ -9,13 +9,17 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
                  its output (and the gradient arriving at it) rounded to the format its autocast
                  class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
                  promoted format of its inputs (neither list), as torch.autocast does;
-  layout         views, copies and shape ops: no arithmetic, the format of the input kept.
-What none of the paths can carry (an LSTM's fused GEMMs, a custom autograd Function, a GPU tensor, a
-second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps its rounding.
+  layout         views, copies and shape ops: no arithmetic, the format of the input kept;
+  decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells: run as the linear,
+                 matmul and elementwise ops they are made of (_decompose), each on the paths above.
+What none of the paths can carry (a transposed convolution, a custom autograd Function, a GPU
+tensor, a second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps
+its rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
+(model.half() under fp16-pure, model.bfloat16() under bf16-pure): its parameters are the storage,
+PyTorch's ops run on float32 copies of its values (exact), results stay at least float32.
 """
 import collections
 import copy
-import functools
 
 import torch
 from torch import nn
@@ -23,56 +27,19 @@ from torch.overrides import TorchFunctionMode
 
 from .. import _core
 from . import _blockscale, _layers, _ops
+from ._decompose import DECOMPOSED
+from ._flushes import Flushes, LayerOutput, follow, upstream_flush
+from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
+    name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
-from ._unsupported import FUSED_GEMMS, check_device, check_emulate_args, check_functions, check_not_emulated, \
-    refuse_fused
-from ._tables import KERNELS, LAYOUT, MODULE_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies, \
-    supported  # noqa: F401
+from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
+    check_modules, check_not_emulated, refuse_fused
+from ._tables import KERNELS, LAYOUT, MODULE_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
-_WIDE = {"binary32", "binary64"}
-
-
-def _format_of(t, default):
-    return getattr(t, "_rpsim_format", default)
-
-
-def _mark(t, fmt):
-    if isinstance(t, torch.Tensor) and t.is_floating_point():
-        try:
-            t._rpsim_format = fmt
-        except (AttributeError, RuntimeError):
-            pass
-    return t
-
-
-@functools.lru_cache(maxsize=None)
-def _promote(a, b):
-    """PyTorch's type promotion over the formats rpsim tracks: the op core's rule (the one that holds
-    the other, else binary32, else binary64), as rpsim train's layers promote."""
-    return a if a == b else _core._promote_formats(a, b)
-
-
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o)
-
-
-def _map_tensors(fn, obj):
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(fn, o) for o in obj)
-    return obj
-
-
-def _name(func):
-    return getattr(func, "__name__", None) or str(func)
+# Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
+# transposed) returns that layer output for the activation columns (_flushes.Flushes.claim).
+_VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
+          "unsqueeze", "view_as", "reshape_as", "movedim"}
 
 
 class Emulation(TorchFunctionMode):
@@ -86,16 +53,14 @@ class Emulation(TorchFunctionMode):
         # The C++ kernels read host memory: parameters, buffers and batches on the CPU.
         check_device(model.named_parameters(), "model parameter")
         check_device(model.named_buffers(), "model buffer")
+        check_modules(model)  # what no path carries, refused here rather than at the first step
         self._functions_checked = False
         self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
         scaling = self.policy.get("fp8", {}).get("scaling")
         if scaling not in (None, "none", "delayed", "current") + _blockscale.SCALINGS:
             raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
                              f"rpsim.torch (delayed, current, mx and nvfp4 are; run it with `rpsim train`)")
-        narrow = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float64})
-        if self.policy["weights"] == "binary64" and narrow:
-            raise ValueError(f"policy {self.policy['name']} stores binary64 weights, which a model of "
-                             f"{', '.join(narrow)} parameters cannot hold: call model.double() first")
+        check_dtypes(model, self.policy['name'], self._storage())
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
         self.layer_ops = {}  # layer -> its _GemmOp (FP8 scaling state and statistics persist per layer)
         self.table = ops()
@@ -103,29 +68,38 @@ class Emulation(TorchFunctionMode):
         self.base = self.policy["data"]
         self.accumulation = accumulation
         self.counts = {"rpsim kernel": collections.Counter(), "binary32": collections.Counter(),
-                       "layout": collections.Counter()}
+                       "layout": collections.Counter(), "decomposed": collections.Counter()}
         self.calls = 0
         self.step = 0
         containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
         self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
                                     and type(m) not in MODULE_OPS and not isinstance(m, containers)})
         self._configs = {}
-        # Telemetry: per layer (the module owning a parameter), the entries roundings flushed.
-        # (the root module's own parameters under its type name, as Trainer names the layer)
+        # Per layer (the module owning a parameter; the root's own parameters under its type name, as
+        # Trainer names the layer): FP8 state, and in telemetry the entries roundings flushed.
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
-        self.flush_log = collections.defaultdict(dict)
+        self.flushes = Flushes()
         self.embedding_tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
         self.telemetry = False
         # The mode is active inside the model's forward only, and left even when forward raises.
         self._forward = model.forward
         model.forward = self._emulated_forward
-        self._hooks = []
+        self._hooks, self._hooked = [], set()
         self._store_parameters()
+        self._hook_gradients()
         for p in model.parameters():
-            self._hooks.append(p.register_hook(self._gradient_hook(p)))
             p._rpsim_grad_format = self.policy["gradients"]  # GradScaler.unscale_ rounds to it
+        for name, m in model.named_modules():  # a layer's output: what its module returns (_flushes)
+            if any(True for _ in m.parameters(recurse=False)):
+                self._hooks.append(m.register_forward_hook(self._claim(name or type(model).__name__)))
+
+    def _claim(self, layer):
+        def hook(module, inputs, output):
+            if self.telemetry:
+                self.flushes.claim(layer, output)
+        return hook
 
     # -- formats ---------------------------------------------------------------------------------
     def rule(self, op):
@@ -173,13 +147,14 @@ class Emulation(TorchFunctionMode):
         self.calls = 0
         # The input batch in the policy's data format (bf16-pure: bfloat16).
         args = _map_tensors(self._round_input, args)
+        self._hook_gradients()  # (a parameter unfrozen since the last step gets its hook now)
         with self:
             out = self._forward(*args, **kwargs)
         if not self._functions_checked and torch.is_grad_enabled():
             # A custom autograd Function's forward ops run under the mode, its backward after it (in
             # PyTorch's arithmetic): found on the first training forward's graph.
             self._functions_checked = True
-            check_functions(list(_tensors(out)), supported())
+            check_functions(list(_tensors(out)))
         return out
 
     def _round_input(self, t):
@@ -203,58 +178,95 @@ class Emulation(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _name(func)
+        if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention: their ops, each under this mode
+            self.counts["decomposed"][name] += 1
+            with self:
+                return DECOMPOSED[name](*args, **kwargs)
         if name in FUSED_GEMMS:
-            refuse_fused(name, self.unclassified, supported())
+            refuse_fused(name)
         if name in KERNELS:
-            op = KERNELS[name]
-            inputs = list(_tensors(args))
-            fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
-            weight = args[1] if len(args) > 1 else kwargs.get("weight")
-            if name == "linear" and id(weight) in self.embedding_tables:
-                op = "lm_head"  # an output projection tied to an embedding table (GPT's lm_head)
-            self.counts["rpsim kernel"][name if op != "lm_head" else "linear (lm_head)"] += 1
-            cfg = self.gemm_config(op, fmt)
-            if name in ("linear", "conv2d", "conv1d") and id(weight) in self.param_layer:
-                cfg = self._layer_config(cfg, op, name, self.param_layer[id(weight)], args)
-            out = self._kernel(name, cfg, args, kwargs)
-            if cfg.log is not None:
-                out._rpsim_layer = self.param_layer[id(weight)]
-                out._rpsim_flush_log = cfg.log
-            return _mark(out, cfg.op.output_format(fmt))
+            return self._gemm(name, args, kwargs)
         if name in _layers.LAYER_KERNELS:  # layer_norm, gelu: the C++ layers, where they express the call
             out = _layers.run(self, name, args, kwargs, _format_of(args[0], self.base))
             if out is not None:
                 self.counts["rpsim kernel"][name] += 1
                 weight = _layers._arg(args, kwargs, 2, "weight") if name == "layer_norm" else None
                 if self.telemetry and id(weight) in self.param_layer:  # a GEMM's input-gradient flushes count here
-                    out._rpsim_layer = self.param_layer[id(weight)]
+                    out._rpsim_output = LayerOutput(out.shape)
                 return _mark(out, self.op_format(name, [args[0]]))
+        table = None
         if name == "embedding":  # its weight gradient in the rule's output format before a tied sum
+            table = self._parameter_of(args[1]) if len(args) > 1 else None
             args = _layers.embedding_args(self, args)
-        out = func(*args, **kwargs)
+        out = run_widened(func, args, kwargs)
+        if table is not None and self.telemetry and isinstance(out, torch.Tensor):
+            out._rpsim_output = LayerOutput(out.shape)  # a layer's output: the rows its table gave
         floats = [t for t in _tensors(out) if t.is_floating_point()]
         if not floats:
             return out
         inputs = [t for t in _tensors(args) if isinstance(t, torch.Tensor)] + list(_tensors(kwargs))
         if name in LAYOUT or name.rstrip("_") in LAYOUT:
-            self.counts["layout"][name] += 1
-            fmt = self.promoted(inputs)
-            if self.telemetry and name in ("relu", "relu_") and isinstance(out, torch.Tensor) and inputs:
-                out._rpsim_src = (inputs[0], ("relu", (out > 0).detach()))  # telemetry: _upstream_flush
-            if self.telemetry and name == "max_pool2d" and isinstance(out, torch.Tensor) and inputs \
-                    and inputs[0].dim() == 4:
-                _, idx = func(*args, **{**kwargs, "return_indices": True})
-                out._rpsim_src = (inputs[0], ("pool", (idx, inputs[0].shape)))
-            return _map_tensors(lambda t: _mark(t, fmt), out)
+            return self._layout(name, func, args, kwargs, inputs, out)
         self.counts["binary32"][name] += 1
         fmt = self.op_format(name, inputs)
-        if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor) and fmt not in _WIDE:
-            # In place (x.mul_(y)): the rounded value goes back into x, which the caller keeps.
-            return _mark(out.copy_(self._output(out, fmt)), fmt)
+        if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor):
+            for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):  # no longer a layer's output
+                out.__dict__.pop(key, None)
+            if fmt not in _WIDE:
+                # In place (x.mul_(y)): the rounded value goes back into x, which the caller keeps.
+                return _mark(out.copy_(self._output(out, fmt)), fmt)
         return _map_tensors(lambda t: self._output(t, fmt), out)
 
+    def _gemm(self, name, args, kwargs):
+        op = KERNELS[name]
+        inputs = list(_tensors(args))
+        fmt = _promote(*[_format_of(t, self.base) for t in inputs[:2]]) if len(inputs) >= 2 else self.base
+        weight = args[1] if len(args) > 1 else kwargs.get("weight")
+        param = self._parameter_of(weight)
+        if name == "linear" and param in self.embedding_tables:
+            op = "lm_head"  # an output projection tied to an embedding table (GPT's lm_head)
+        self.counts["rpsim kernel"][name if op != "lm_head" else "linear (lm_head)"] += 1
+        cfg = self.gemm_config(op, fmt)
+        mark = None
+        if name in ("linear", "conv2d", "conv1d") and param in self.param_layer:
+            cfg = self._layer_config(cfg, op, name, self.param_layer[param], args)
+            if self.telemetry:
+                mark = LayerOutput(())
+                cfg.on_output_grad_flush = mark.add_mask
+        out = self._kernel(name, cfg, args, kwargs)
+        if mark is not None:
+            mark.shape = tuple(out.shape)
+            out._rpsim_output = mark
+        return _mark(out, cfg.op.output_format(fmt))
+
+    def _parameter_of(self, t):
+        """id of the parameter t is, or is a view of (nn.MultiheadAttention's q, k, v rows); None."""
+        if not isinstance(t, torch.Tensor):
+            return None
+        if id(t) in self.param_layer:
+            return id(t)
+        base = t._base
+        return id(base) if base is not None and id(base) in self.param_layer else None
+
+    def _layout(self, name, func, args, kwargs, inputs, out):
+        self.counts["layout"][name] += 1
+        fmt = self.promoted(inputs)
+        if self.telemetry and isinstance(out, torch.Tensor) and inputs:
+            x = inputs[0]
+            if name in ("relu", "relu_"):
+                follow(x, out, ("relu", (out > 0).detach()))  # in place: out is x
+            elif name == "max_pool2d" and x.dim() == 4:
+                _, idx = run_widened(func, args, {**kwargs, "return_indices": True})
+                follow(x, out, ("pool", (idx, x.shape)))
+            elif name in _VIEWS and out.numel() == x.numel():
+                view_of = getattr(x, "_rpsim_output", None) or getattr(x, "_rpsim_view_of", None)
+                if view_of is not None:
+                    out._rpsim_view_of = view_of
+        return _map_tensors(lambda t: _mark(t, fmt), out)
+
     def _layer_config(self, cfg, op, name, layer, args):
-        """cfg for one layer's GEMM: its FP8 state (fp8 policies), and with telemetry its flush log."""
+        """cfg for one layer's GEMM: its FP8 state (fp8 policies), and with telemetry the callbacks
+        that record the entries its roundings flush (_flushes)."""
         fp8 = (self.rule(op) or {}).get("scaled_inputs")
         if not (fp8 or self.telemetry or name != "linear"):
             return cfg
@@ -271,41 +283,14 @@ class Emulation(TorchFunctionMode):
             # cfg.seed (the emulation's) keys the Hadamard signs, as the run's seed does.
             cfg.layer = (layer, self.step)
         if self.telemetry:
-            cfg.log = self.flush_log[layer]
-            count = self._upstream_flush(args[0])
+            cfg.on_param_grad_flush = self.flushes.param
+            count = upstream_flush(args[0])
             if name == "linear" and count is not None:
                 x_shape = args[0].shape
                 cfg.on_input_grad_flush = lambda mask: count(mask, x_shape)
             elif name == "conv2d" and count is not None:
                 cfg.on_col2im_flush = count
         return cfg
-
-    def _upstream_flush(self, x):
-        """Where the flushes of this layer's input gradient count: the layer whose output reached x
-        through ReLUs and max-pools, as that layer's activation_grad underflow. rpsim's
-        Tensor::flushed passes a ReLU where its input is positive and a max-pool at each window's
-        argmax. None where x came another way."""
-        steps = []
-        while hasattr(x, "_rpsim_src"):
-            x, step = x._rpsim_src
-            steps.append(step)
-        layer = getattr(x, "_rpsim_layer", None)
-        if layer is None:
-            return None
-        log, shape = self.flush_log[layer], x.shape
-
-        def count(mask, mask_shape):
-            mask = mask.reshape(mask_shape)
-            for kind, data in steps:
-                if kind == "relu":
-                    mask = mask & data
-                else:  # max-pool: each output's flag to its window's argmax
-                    idx, in_shape = data
-                    flat = torch.zeros(in_shape[0], in_shape[1], in_shape[2] * in_shape[3], dtype=torch.bool)
-                    flat.scatter_(2, idx.flatten(2), mask.flatten(2))
-                    mask = flat.reshape(in_shape)
-            log["activation"] = log.get("activation", 0) + int(mask.reshape(shape).sum())
-        return count
 
     def _kernel(self, name, cfg, args, kwargs):
         if name == "__matmul__":
@@ -328,16 +313,23 @@ class Emulation(TorchFunctionMode):
                     p.copy_(r if t is p else r.t())
                 _mark(p, fmt)
 
+    def _hook_gradients(self):
+        """Each trainable parameter's gradient rounded to the policy's gradient format (a frozen one has
+        no gradient and takes no hook: PyTorch refuses one; it gets its hook once unfrozen)."""
+        for p in self.model.parameters():
+            if p.requires_grad and id(p) not in self._hooked:
+                self._hooked.add(id(p))
+                self._hooks.append(p.register_hook(self._gradient_hook(p)))
+
     def _gradient_hook(self, p):
         fmt = self.policy["gradients"]
-        log = self.flush_log[self.param_layer[id(p)]]
 
         def hook(grad):
             if fmt in _WIDE:
                 return grad
             out = round_tensor(grad, fmt)
             if self.telemetry:
-                log["weight"] = log.get("weight", 0) + int(((grad != 0) & (out == 0)).sum())
+                self.flushes.param(p, (grad != 0) & (out == 0))
             return out
         return hook
 
@@ -367,6 +359,7 @@ class Emulation(TorchFunctionMode):
         self.model.forward = self._forward
         for h in self._hooks:
             h.remove()
+        self._hooks, self._hooked = [], set()
         for p in self.model.parameters():
             p.__dict__.pop("_rpsim_grad_format", None)
 

@@ -22,17 +22,18 @@ class GemmConfig:
     Hadamard signs, as the run's seed does in rpsim train."""
 
     def __init__(self, model=DEFAULT_MODEL, compute=None, backward=None, output=None, seed=0, stream=0,
-                 log=None, recipe=None, layer=None, *, op=None):
+                 recipe=None, layer=None, *, op=None):
         self.model, self.compute, self.backward, self.output = model, compute, backward, output
         self.seed, self.stream = seed, stream
         if layer is not None and not (isinstance(layer, tuple) and len(layer) == 2 and isinstance(layer[0], str)
                                       and isinstance(layer[1], int) and layer[1] >= 0):
             raise TypeError(f"layer: {layer!r} is not a (name, step) pair (a layer name and a step >= 0)")
         self.layer = layer
-        # Telemetry (rpsim.torch.Trainer): a dict the backward GEMMs add the entries their roundings
-        # flush to zero to, under "weight" (the weight gradient) and "activation" (the output
-        # gradient's cast); None: not counted.
-        self.log = log
+        # Telemetry (rpsim.torch.Trainer, _flushes): called with the masks of the entries roundings
+        # flushed to zero: on_param_grad_flush(parameter, mask) for a weight's or bias's gradient,
+        # on_output_grad_flush(mask) for the output gradient's cast; None: not counted.
+        self.on_param_grad_flush = None
+        self.on_output_grad_flush = None
         if op is None:
             if recipe is not None:
                 self.compute, self.backward = _blockscale.recipe_state(recipe, model, compute, backward)

@@ -27,16 +27,15 @@ def params(module):
     return list(module.parameters(recurse=getattr(module, "_rpsim_group", False)))
 
 
-def logged(log, layer, kind):
-    """Entries flushed in `layer` (log: Emulation.flush_log): a grouped layer's weight gradients
-    sum over the modules inside it; its activation gradient is its own output's."""
-    if kind == "weight":
-        return sum(v.get(kind, 0) for k, v in log.items() if k == layer or k.startswith(layer + "."))
-    return log.get(layer, {}).get(kind, 0)
+def trainable(module):
+    """A layer's parameters that train (requires_grad): a frozen one has no gradient to count."""
+    return [p for p in params(module) if p.requires_grad]
 
 
 class Grabber:
-    """The gradient arriving at each tracked layer's output (its activation gradient)."""
+    """The gradient arriving at each tracked layer's output (its activation gradient): the module's
+    output, or the first item of a tuple it returns (nn.MultiheadAttention, nn.LSTM); a module called
+    several times in a step (a shared layer) gives one gradient per call, taken together."""
 
     def __init__(self, layers):
         self.grads = {}
@@ -44,10 +43,19 @@ class Grabber:
 
     def _hook(self, name):
         def fwd(module, args, out):
+            out = out[0] if isinstance(out, (tuple, list)) and out else out
             if isinstance(out, torch.Tensor) and out.requires_grad:
                 fmt = getattr(out, "_rpsim_format", None) if getattr(module, "_rpsim_group", False) else None
-                out.register_hook(lambda g: self.grads.__setitem__(name, _as_arriving(fmt, g)))
+                out.register_hook(lambda g: self.grads.setdefault(name, []).append(_as_arriving(fmt, g)))
         return fwd
+
+    def get(self, name):
+        """The layer's activation gradient this step (None: none arrived): one call's as it is, several
+        calls' flattened and joined."""
+        grads = self.grads.get(name)
+        if not grads:
+            return None
+        return grads[0] if len(grads) == 1 else torch.cat([g.reshape(-1) for g in reversed(grads)])
 
 
 def _as_arriving(fmt, g):

@@ -14,22 +14,27 @@ from ._unsupported import no_double_backward
 LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax"}
 
 
+def _at_least_float32(dtype):
+    """A result's dtype: a half or bfloat16 input's output may hold a wider format (binary32)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 class _Layer(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, fmt, kernel, log, *params):
-        ctx.kernel, ctx.shape, ctx.dtype, ctx.log = kernel, x.shape, x.dtype, log
+    def forward(ctx, x, fmt, kernel, on_counts, *params):
+        ctx.kernel, ctx.shape, ctx.dtype, ctx.on_counts = kernel, x.shape, x.dtype, on_counts
         ctx.param_shapes = [(p.shape, p.dtype) for p in params]
         flat = x.detach().reshape(-1, x.shape[-1]).double().numpy()
         y, ctx.y_format = kernel.forward(flat, fmt, [p.detach().double().reshape(1, -1).numpy() for p in params])
-        return torch.from_numpy(y).reshape(x.shape).to(x.dtype)
+        return torch.from_numpy(y).reshape(x.shape).to(_at_least_float32(x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
         no_double_backward("rpsim's C++ layer_norm / gelu")
         dx, flushed, grads, grads_flushed = ctx.kernel.backward(
             grad.detach().reshape(-1, ctx.shape[-1]).double().numpy(), ctx.y_format)
-        if ctx.log is not None:  # telemetry: the parameters' gradient roundings that flushed entries
-            ctx.log["weight"] = ctx.log.get("weight", 0) + sum(grads_flushed)
+        if ctx.on_counts is not None:  # telemetry: the parameters' gradient roundings that flushed entries
+            ctx.on_counts(grads_flushed)
         out = [torch.from_numpy(g).reshape(s).to(d) for g, (s, d) in zip(grads, ctx.param_shapes)]
         return (torch.from_numpy(dx).reshape(ctx.shape).to(ctx.dtype), None, None, None, *out)
 
@@ -41,7 +46,7 @@ class _Softmax(torch.autograd.Function):
         s = x.detach().reshape(-1, x.shape[-1]).double().numpy()
         p = round_tensor(torch.from_numpy(_core._torch_softmax(s, compute)), out_fmt)
         ctx.saved = (p.numpy(), s)
-        return p.reshape(x.shape).to(x.dtype)
+        return p.reshape(x.shape).to(_at_least_float32(x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
@@ -83,9 +88,12 @@ def run(emulation, name, args, kwargs, fmt):
             return None
         params = [w, b]
     kernel = _core._TorchLayer(LAYER_KERNELS[name], emulation.policy_spec, x.shape[-1])
-    log = emulation.flush_log[emulation.param_layer[id(params[0])]] \
-        if params and emulation.telemetry and id(params[0]) in emulation.param_layer else None
-    return _Layer.apply(x, fmt, kernel, log, *params)
+    on_counts = None
+    if params and emulation.telemetry:
+        def on_counts(counts):
+            for p, n in zip(params, counts):
+                emulation.flushes.param_count(p, n)
+    return _Layer.apply(x, fmt, kernel, on_counts, *params)
 
 
 def embedding_args(emulation, args):

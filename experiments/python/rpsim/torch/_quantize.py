@@ -23,11 +23,16 @@ def check_tensor(x, what="x"):
         raise TypeError(f"{what}: dtype {x.dtype} is not supported; rpsim.torch takes {_ACCEPTED_TEXT}")
 
 
+_OWN_FORMAT = {torch.float64: "binary64", torch.float32: "binary32"}
+
+
 def round_tensor(x, fmt, rounding="rne", seed=0, stream=0, **options):
     """x (no autograd) rounded to `fmt`, a new tensor of x's dtype; the core's keywords in options
     (stochastic_bits, ftz, daz, saturate)."""
     check_tensor(x)
     src = x.detach()
+    if _OWN_FORMAT.get(src.dtype) == fmt and not any(options.values()):
+        return src.clone()  # binary64 of a float64 tensor (the shadow's every rounding): each value itself
     wide = src.dtype in (torch.float16, torch.bfloat16)
     if wide:
         src = src.float()

@@ -15,8 +15,8 @@ from ._unsupported import no_double_backward
 
 class _Loss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, labels, kernel, fmt, log):
-        ctx.kernel, ctx.dtype, ctx.log = kernel, logits.dtype, log
+    def forward(ctx, logits, labels, kernel, fmt, mark):
+        ctx.kernel, ctx.dtype, ctx.mark = kernel, logits.dtype, mark
         return torch.tensor(kernel.forward(logits.detach().double().numpy(), fmt, labels.tolist()),
                             dtype=logits.dtype)
 
@@ -25,8 +25,8 @@ class _Loss(torch.autograd.Function):
         no_double_backward("rpsim's loss kernel")
         # GradScaler.scale(loss) makes grad the loss scale (exact): rpsim seeds its backward with it.
         values, flushed = ctx.kernel.backward(float(grad))
-        if ctx.log is not None:  # the logits' layer's activation_grad underflow (Trainer)
-            ctx.log["activation"] = ctx.log.get("activation", 0) + flushed
+        if ctx.mark is not None:  # the logits' layer's activation_grad underflow (Trainer, _flushes)
+            ctx.mark.add_count(flushed)
         return torch.from_numpy(values).to(ctx.dtype), None, None, None, None
 
 
@@ -40,10 +40,22 @@ class RpsimLoss:
         self._kernel = _core._TorchLoss(op, policy)
 
     def __call__(self, logits, labels):
+        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() != 2:
+            raise TypeError(f"RpsimLoss({self.op!r}): logits must be a 2-D floating tensor (rows, classes), not "
+                            + (f"shape {tuple(logits.shape)} {logits.dtype}" if isinstance(logits, torch.Tensor)
+                               else type(logits).__name__))
+        if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.is_complex() \
+                or labels.dim() != 1:
+            what = f"shape {tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) \
+                else type(labels).__name__
+            raise TypeError(f"RpsimLoss({self.op!r}): labels ({what}) must be one class index per row (a 1-D "
+                            f"integer tensor): rpsim's {self.op} kernel scores the logits against the labels' "
+                            "classes (mse_loss: against their one-hot vectors), as `rpsim train`; for float "
+                            "regression targets use torch.nn.functional.mse_loss (emulated on the binary32 path)")
         default = "binary64" if logits.dtype == torch.float64 else "binary32"
         fmt = getattr(logits, "_rpsim_format", default)
-        log = getattr(logits, "_rpsim_flush_log", None)
-        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt, log)
+        mark = getattr(logits, "_rpsim_output", None)
+        return _Loss.apply(logits, labels, _core._TorchLoss(self.op, self.policy), fmt, mark)
 
 
 class SGD(torch.optim.Optimizer):

@@ -49,7 +49,7 @@ class GradScaler:
 
     def _reset_step(self):
         self._unscaled = {}  # id(optimizer) -> found_inf
-        self.flushed = {}  # id(parameter) -> entries unscale_ flushed to zero
+        self.flushed = {}  # id(parameter) -> mask of the entries unscale_ flushed to zero
         self._stepped = False
 
     @property
@@ -83,14 +83,15 @@ class GradScaler:
         # gradient multiplied by it and rounded once to its stored format, the inf/NaN check after.
         params = list(_grads(optimizer))
         with torch.no_grad():
+            nonzero = [p.grad != 0 for p in params] if self.count_flushed else None
             views = [_writable(p.grad) for p in params]
             formats = [getattr(p, "_rpsim_grad_format", None) or _dtype_format(p.grad) for p in params]
-            flushed, found = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats)
-            for (v, back), p, n in zip(views, params, flushed):
+            _, found = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats)
+            for i, ((v, back), p) in enumerate(zip(views, params)):
                 if back:
                     p.grad.copy_(v)
-                if self.count_flushed:
-                    self.flushed[id(p)] = n
+                if nonzero is not None:  # gradients the unscale flushed (rpsim.torch.Trainer's underflow columns)
+                    self.flushed[id(p)] = nonzero[i] & (p.grad == 0)
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):

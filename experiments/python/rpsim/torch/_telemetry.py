@@ -11,18 +11,21 @@
 
 It writes steps.csv / histograms.csv / meta.json with `rpsim train`'s columns (and per-format
 columns of its own), and with dump_steps=(N,) grads_step<N>.npz, which `rpsim grads` reads.
-Detached (close()), no hook remains: the loop runs as it would without it.
+The out= folder is checked when Telemetry is made; each recorded step's rows are written as the
+step ends, so a loop stopped by Ctrl-C or an error keeps every step it finished (meta.json, replaced
+at most once a second and at exit, says "closed": false until close()). Detached (close()), no
+hook remains: the loop runs as it would without it.
 """
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 import torch
 
 from ._functional import attach_functional
 from ._gradstats import TensorStats, Thresholds, sample_flat
+from ._run_files import RunningMeta, append_text, ensure_writable_dir, write_atomic
 
 HEAD = ["step", "epoch", "loss_emulated_nats", "loss_fp64_nats", "loss_scale", "skipped", "overflow_found",
         "grad_norm"]
@@ -35,13 +38,6 @@ PER_FORMAT = ["underflow_fraction", "subnormal_fraction", "overflow_fraction"]
 
 class TelemetryError(RuntimeError):
     """Telemetry used out of order (a step with no gradients yet, a step after close())."""
-
-
-def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix="." + os.path.basename(path), suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _num(v):
@@ -81,6 +77,10 @@ class Telemetry:
         self.scale_source = (f"{type(scaler).__module__}.{type(scaler).__name__}.get_scale()" if scaler is not None
                              else "argument loss_scale" if loss_scale is not None else "none (scale 1)")
         self.out, self.dump_steps = out, set(dump_steps)
+        if out is not None:  # before the first step, not after the run (OutputDirError)
+            self.out = ensure_writable_dir(out, "rpsim.torch.Telemetry")
+        self._written = None  # (steps rows, histogram rows) on disk; None: no file written yet
+        self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         named = dict(model.named_modules())
         # A model naming its layers (rpsim_layers: rpsim train's gpt) is hooked by them, each with every
         # parameter inside it, so its layer columns are the CLI's.
@@ -164,6 +164,7 @@ class Telemetry:
             self._write_dump()
         self._act, self._dump, self._in_grad = {}, {}, None
         self._step += 1
+        self._write_new_rows()
 
     def _tensor_keys(self):
         keys = []
@@ -226,36 +227,65 @@ class Telemetry:
     def _write_dump(self):
         if self.out is None:
             return
-        os.makedirs(self.out, exist_ok=True)
         arrays = {}
         for name, parts in self._dump.items():
             group = "act_grad" if name in self._act else "param_grad"
             arrays[f"{group}/{name}"] = np.concatenate(parts).astype(np.float32)
-        path = os.path.join(self.out, f"grads_step{self._step}.npz")
-        fd, tmp = tempfile.mkstemp(dir=self.out, suffix=".npz")
-        os.close(fd)
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+        write_atomic(os.path.join(self.out, f"grads_step{self._step}.npz"), lambda f: np.savez(f, **arrays),
+                     "rpsim.torch.Telemetry")
 
     # -- files -----------------------------------------------------------------------------------
-    def flush(self):
-        """Writes steps.csv, histograms.csv and meta.json (atomically) when out= was given."""
+    def _steps_text(self, rows):
+        return "".join(",".join(_num(c) for c in r) + "\n" for r in rows)
+
+    def _histogram_text(self, rows):
+        return "".join(",".join(str(c) for c in r) + "\n" for r in rows)
+
+    def _write_new_rows(self):
+        """The rows recorded since the last write, added to steps.csv and histograms.csv (the first
+        time: both files made afresh), and meta.json rewritten: what a Ctrl-C leaves is every step
+        finished so far."""
         if self.out is None:
             return
-        os.makedirs(self.out, exist_ok=True)
+        if self._written is None:
+            self.flush(closed=False)
+            return
+        steps, hist = self._written
+        append_text(os.path.join(self.out, "steps.csv"), self._steps_text(self.rows[steps:]),
+                    "rpsim.torch.Telemetry")
+        append_text(os.path.join(self.out, "histograms.csv"), self._histogram_text(self.histogram_rows[hist:]),
+                    "rpsim.torch.Telemetry")
+        self._written = (len(self.rows), len(self.histogram_rows))
+        if self._meta.due():
+            self._write_meta(closed=False)
+
+    def _write_running_meta(self):
+        self._write_meta(closed=False)
+
+    def flush(self, closed=None):
+        """Writes steps.csv, histograms.csv and meta.json (each atomically) when out= was given."""
+        if self.out is None:
+            return
+        closed = self._handles is None if closed is None else closed
         cols = self.columns or list(HEAD)
-        _write_atomic(os.path.join(self.out, "steps.csv"),
-                      ",".join(cols) + "\n" + "".join(",".join(_num(c) for c in r) + "\n" for r in self.rows))
-        _write_atomic(os.path.join(self.out, "histograms.csv"), "step,layer,tensor,arithmetic,log2_abs_bin,count\n"
-                      + "".join(",".join(str(c) for c in r) + "\n" for r in self.histogram_rows))
+        who = "rpsim.torch.Telemetry"
+        write_atomic(os.path.join(self.out, "steps.csv"), ",".join(cols) + "\n" + self._steps_text(self.rows), who)
+        write_atomic(os.path.join(self.out, "histograms.csv"), "step,layer,tensor,arithmetic,log2_abs_bin,count\n"
+                     + self._histogram_text(self.histogram_rows), who)
+        self._written = (len(self.rows), len(self.histogram_rows))
+        self._write_meta(closed)
+        self._meta.due()  # (the clock of the next replacement)
+        self._meta.done = closed
+
+    def _write_meta(self, closed):
         meta = {"source": "rpsim.torch.Telemetry", "torch_version": torch.__version__,
                 "formats": [f.name for f in self.formats], "every": self.every, "sample": self.sample,
                 "loss_scale_source": self.scale_source, "modules": self.module_names,
-                "steps_seen": self._step, "steps_recorded": len(self.rows),
+                "steps_seen": self._step, "steps_recorded": len(self.rows), "closed": closed,
                 "layer_underflow_format": self.formats[0].name,
                 "notes": "fractions of the non-zero finite values (rpsim grads' definitions); *_zero_fraction: "
                          "entries already zero (flushed or exactly zero) before the cast; histograms unscaled"}
-        _write_atomic(os.path.join(self.out, "meta.json"), json.dumps(meta, indent=2) + "\n")
+        write_atomic(os.path.join(self.out, "meta.json"), json.dumps(meta, indent=2) + "\n", "rpsim.torch.Telemetry")
 
     def close(self):
         """Removes every hook (the model runs as without telemetry) and writes the files."""

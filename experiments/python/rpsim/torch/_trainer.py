@@ -9,32 +9,48 @@ import signal
 import torch
 from torch import nn
 
-from .. import _core
 from ._emulate import emulate
-from ._layer_groups import Grabber as _Grabber, layers as _layers, logged as _logged, params as _params
+from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
+from ._progress import ProgressLine
 from ._reference import RpsimLoss
-from ._run_files import _flat, _histogram, _nonfinite, _write_atomic, _zero_vs, num
-from ._scaler import GradScaler, _writable
-from ._unsupported import check_batch, check_not_emulated, check_trainer_args
+from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
+from ._scaler import GradScaler
+from ._trainer_cells import TrainerCells
+from ._unsupported import check_batch, check_not_emulated, check_output, check_trainer_args
+
+_WHO = "rpsim.torch.Trainer"
 
 
-class Trainer:
+class Trainer(TrainerCells):
     """Trainer(model, policy="fp16-amp", optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
     loss=torch.nn.functional.cross_entropy, scaler=None, shadow=True, accumulation=None, out=None, ...)
 
     step(x, y) runs one step of the emulated model and, with shadow, of a float64 copy (its GEMMs
     on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch; evaluate(batches)
-    scores both; finish() writes steps.csv, histograms.csv, evaluations.csv and meta.json to out
-    (atomically). scaler: a policy name of the loss-scaler table, a GradScaler, or None for the
-    policy's default ("dynamic" means PyTorch's). max_grad_norm > 0 clips as rpsim does (its norm,
-    coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr per step
-    (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and the files
-    say partial."""
+    scores both. out: the run's folder, checked (made, written to) here, before any step
+    (OutputDirError); each step's rows are written as the step ends (steps.csv, histograms.csv
+    appended, meta.json and evaluations.csv replaced atomically), so a loop stopped by Ctrl-C or
+    an error keeps every finished step (meta.json: "partial": true until finish()); finish()
+    writes the four files whole. scaler: a policy name of the loss-scaler table, a GradScaler, or
+    None for the policy's default ("dynamic" means PyTorch's). max_grad_norm > 0 clips as rpsim does
+    (its norm, coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr
+    per step (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and
+    the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
+    scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
+    y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
+    dtype: float64 for the shadow)."""
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
-                 lr_schedule=None):
-        check_trainer_args(model, optimizer, loss, scaler, histogram_steps)
+                 lr_schedule=None, quiet=False, total_steps=None):
+        check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm)
+        if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
+                                        or total_steps < 1):
+            raise ValueError(f"total_steps: {total_steps!r} is not a positive number of steps (None: unknown)")
+        # The folder before step 0, as rpsim train checks it: not after the whole run (issue #36).
+        out = ensure_writable_dir(out, _WHO) if out is not None else None
+        self.quiet, self.total_steps, self._progress, self._written = quiet, total_steps, None, None
+        self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
@@ -108,19 +124,24 @@ class Trainer:
     def _forward_loss(self, model, x, y, dtype):
         x = x.to(dtype) if x.is_floating_point() else x
         out = model(x)
+        check_output(out)
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
+        if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
+            return fn(out, y.to(out.dtype))
         return fn(out.flatten(0, -2) if out.dim() > 2 else out, y.flatten() if out.dim() > 2 else y)
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
         check_batch(x, y)
+        if self._progress is None and not self.quiet:  # the clock of the rate starts with the first step
+            self._progress = ProgressLine(f"rpsim.torch.Trainer {self.name}")
         step = self.step_index
         if self.lr_schedule is not None:
             lr = self.lr_schedule(step, step - self.skipped_steps)
             for opt in (self.optimizer, getattr(self, "shadow_optimizer", None)):
                 for group in opt.param_groups if opt is not None else ():
                     group["lr"] = lr
-        self.emulation.flush_log.clear()
+        self.emulation.flushes.clear()
         self._grab.grads.clear()
         self.optimizer.zero_grad(set_to_none=True)
         scale = self.scaler.get_scale()
@@ -129,10 +150,13 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         found = self.scaler.found_inf()
         params = [p for p in self.model.parameters() if p.grad is not None]
+        for p in params:  # the entries the unscale flushed (masks: counted once with the others)
+            if id(p) in self.scaler.flushed:
+                self.emulation.flushes.param(p, self.scaler.flushed[id(p)])
         grad_norm = float("nan")  # not computed on an overflow step, as the CLI writes it
         if not found:
             grad_norm = self._grad_norm(params)
-            self._clip(params, grad_norm, self._norm_format(), self.policy["gradients"], self.scaler.flushed)
+            self._clip(params, grad_norm, self._norm_format(), self.policy["gradients"], self.emulation.flushes)
         before = [p.detach().clone() for _, m in self.layers for p in _params(m)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
@@ -156,130 +180,18 @@ class Trainer:
                 num(scale), "1" if skipped else "0", "1" if found else "0", num(grad_norm)]
         self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped) + self._fp8_cells()))
         self.step_index += 1
+        self._write_new_rows()
+        self._report(float(loss), scale)
         return float(loss)
 
-    def _fp8_layer(self, module):
-        op = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d"}.get(type(module))
-        rule = self.emulation.rule(op) if op else None
-        return bool(rule and rule.get("scaled_inputs"))
-
-    def _fp8_cells(self):
-        out = []
-        for ln in self.fp8_layers:
-            op = self.emulation.layer_ops.get(ln)
-            stats = op.fp8_stats() if op is not None else {}
-            for tensor in ("x", "w", "dy"):
-                s = stats.get(tensor, {})
-                n = s.get("entries", 0)
-                # Per-tensor scaling records its scale as scale_min (telemetry.cpp's fp8_cells).
-                scales = (s.get("scale_min", float("nan")), s.get("scale_max", float("nan"))) \
-                    if self.block_scaled else (s.get("scale_min", float("nan")),)
-                out += [num(s.get("amax", 0.0))] + [num(v) for v in scales] + \
-                    [num(s.get("saturated", 0) / n if n else 0), num(s.get("flushed", 0) / n if n else 0)]
-        return out
-
-    def _norm_format(self):
-        c = self.policy["optimizer_compute"]
-        return c if c in ("binary32", "binary64") else "binary32"
-
-    def _clip(self, params, norm, c, gradients, flushed):
-        """rpsim's clip_grad_norm (the op core's): coef = max_norm / (norm + 1e-6) in c; below 1, each
-        gradient times coef rounded once to the gradients' format (flushed entries added to `flushed`)."""
-        if self.max_grad_norm <= 0:
-            return
-        coef = _core._clip_coefficient(self.max_grad_norm, norm, c)
-        if coef >= 1.0:
-            return
-        with torch.no_grad():
-            views = [_writable(p.grad) for p in params]
-            counts = _core._scale_gradients([v.numpy() for v, _ in views], coef, [gradients] * len(params))
-            for (v, back), p, n in zip(views, params, counts):
-                if back:
-                    p.grad.copy_(v)
-                if flushed is not None:
-                    flushed[id(p)] = flushed.get(id(p), 0) + n
-
-    def _cli_order(self, p, t):
-        """t (p or its gradient) with its entries in the order the CLI holds p's: an embedding
-        table (vocabulary x width) column by column (Eigen's order), so that sums over it (the
-        norm's, the distance's) add in the CLI's order; nn.Linear's (out, in) rows already are
-        the columns of the CLI's in x out weight."""
-        return t.t() if id(p) in self._column_major else t
-
-    def _grad_norm(self, params, c=None):
-        """The gradients' L2 norm as rpsim's clip_grad_norm computes it (the op core's): in the
-        optimizer's arithmetic (at least binary32), each tensor's squares summed in the CLI's element
-        order, the tensors' sums added in parameter order, one rounding per operation."""
-        c = c or self._norm_format()
-        grads = [self._cli_order(p, p.grad).detach().double().contiguous().numpy() for p in params]
-        return _core._grad_norm(grads, c)
-
-    def _measure(self):
-        cells = []
-        shadow = dict(self.shadow_layers)
-        for ln, m in self.layers:
-            ps = _params(m)
-            grads = _flat([p.grad for p in ps])
-            n = grads.numel()
-            under = _logged(self.emulation.flush_log, ln, "weight")
-            under += sum(self.scaler.flushed.get(id(p), 0) for p in ps)
-            sm = shadow.get(ln)
-            # Per tensor, weighted by its size, then over the layer's entries: telemetry.cpp's sums.
-            zero_vs = None
-            if sm:
-                z = sum(_zero_vs(_flat([p.grad]), _flat([q.grad])) * p.numel()
-                        for p, q in zip(ps, _params(sm)))
-                zero_vs = z / n if n else 0.0
-            nonfinite = sum(_nonfinite(_flat([p.grad])) * p.numel() for p in ps)
-            nonfinite = nonfinite / n if n else 0.0
-            dy = self._grab.grads.get(ln)
-            a_under = _logged(self.emulation.flush_log, ln, "activation")
-            a_n = dy.numel() if dy is not None else 0
-            sdy = self._shadow_grab.grads.get(ln) if self._shadow_grab else None
-            a_zero = _zero_vs(dy.reshape(-1) / self.scaler.get_scale(), sdy.reshape(-1)) \
-                if dy is not None and sdy is not None else None
-            cells.append([under / n if n else 0, nonfinite, a_under / a_n if a_n else 0,
-                          _nonfinite(dy) if dy is not None else 0, zero_vs, a_zero])
-        return cells
-
-    def _layer_cells(self, measured, before, skipped):
-        out, k = [], 0
-        shadow = dict(self.shadow_layers)
-        for (ln, m), c in zip(self.layers, measured):
-            ps = _params(m)
-            we = _flat([self._cli_order(p, p) for p in ps])
-            dist = ""
-            if ln in shadow:
-                ws = _flat([self._cli_order(p, p) for p in _params(shadow[ln])])
-                dist = num(_core._torch_rel_distance(we.numpy(), ws.numpy()))
-            stalled = 0
-            for p in ps:
-                if not skipped and p.grad is not None:
-                    stalled += int(((p.grad != 0) & (p.detach() == before[k])).sum())
-                k += 1
-            entries = sum(p.numel() for p in ps)
-            out += [num(c[0]), num(c[1]), num(c[2]), num(c[3]), dist, "" if c[4] is None else num(c[4]),
-                    "" if c[5] is None else num(c[5]), num(stalled / entries if entries else 0)]
-        return out
-
-    def _histograms(self, step, scale):
-        shadow = dict(self.shadow_layers)
-        for ln, m in self.layers:
-            for arith, mod, grads, unscale in (("emulated", m, self._grab.grads, 1.0 / scale),
-                                               ("fp64", shadow.get(ln), self._shadow_grab.grads
-                                                if self._shadow_grab else {}, 1.0)):
-                if mod is None:
-                    continue
-                dy = grads.get(ln)
-                if dy is not None:
-                    _histogram(self.histogram_rows, f"{step},{ln},activation_grad,{arith},", dy, unscale)
-                g = _flat([p.grad for p in _params(mod)])
-                _histogram(self.histogram_rows, f"{step},{ln},weight_grad,{arith},", g, 1.0)
+    def _report(self, loss, scale):
+        if self._progress is not None:
+            self._progress.update(self.step_index, self.total_steps, f"loss {loss:.4f}, scale {scale:g}")
 
     # -- evaluation and files --------------------------------------------------------------------
     def evaluate(self, batches, epoch=0):
-        """Test loss (nats, mean over batches weighted by size) and accuracy (% of argmax hits) of
-        the emulated model and the shadow on `batches` of (x, y)."""
+        """Test loss (nats, mean over batches weighted by size) and accuracy (% of argmax hits; nan
+        for float regression targets) of the emulated model and the shadow on `batches` of (x, y)."""
         def score(model, dtype):
             loss_fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
             loss = hits = count = 0.0
@@ -287,7 +199,13 @@ class Trainer:
             model.eval()  # BatchNorm's running statistics, no dropout
             with torch.no_grad():
                 for x, y in batches:
+                    check_batch(x, y, "Trainer.evaluate")
                     out = model(x.to(dtype) if x.is_floating_point() else x)
+                    check_output(out, "Trainer.evaluate")
+                    if y.is_floating_point():
+                        loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
+                        hits, count = float("nan"), count + y.shape[0]
+                        continue
                     out, yy = (out.flatten(0, -2), y.flatten()) if out.dim() > 2 else (out, y)
                     loss += float(loss_fn(out, yy)) * yy.numel()
                     hits += float((out.argmax(-1) == yy).sum())
@@ -299,12 +217,16 @@ class Trainer:
         self.evaluations.append({"step": self.step_index, "epoch": epoch, "test_loss_nats": e[0],
                                  "test_accuracy_percent": e[1], "shadow_test_loss_nats": s[0],
                                  "shadow_test_accuracy_percent": s[1]})
+        if self.out is not None:
+            write_atomic(os.path.join(self.out, "evaluations.csv"), self.evaluations_csv(), _WHO)
         return self.evaluations[-1]
 
     def run(self, batches, epochs=1):
         """step() over `batches` (x, y) for `epochs`; Ctrl-C stops at a step boundary (partial)."""
         stop = []
         previous = signal.signal(signal.SIGINT, lambda *_: stop.append(True))
+        if self.total_steps is None and hasattr(batches, "__len__"):  # the progress lines' ETA
+            self.total_steps = self.step_index + len(batches) * epochs
         try:
             for epoch in range(epochs):
                 for x, y in batches:
@@ -326,12 +248,14 @@ class Trainer:
                         f"{num(e['shadow_test_accuracy_percent']) if sh else ''}")
         return "\n".join(rows) + "\n"
 
-    def meta(self):
+    def meta(self, running=False):
+        """meta.json's content; running: written during the run, "partial" until finish()."""
         return {"front_end": "rpsim.torch", "name": self.name, "seed": self.seed, "policy": self.policy,
                 "loss_scaler": {"policy": self.scaler.policy, "final_scale": self.scaler.get_scale(),
                                 "state": self.scaler.state()},
-                "parameters": sum(p.numel() for p in self.model.parameters()), "steps": self.step_index,
-                "partial": self.partial, "skipped_steps": self.skipped_steps,
+                "parameters": sum(p.numel() for p in self.model.parameters()),
+                "trainable_parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+                "steps": self.step_index, "partial": self.partial or running, "skipped_steps": self.skipped_steps,
                 "shadow": self.shadow_model is not None, "evaluations": self.evaluations,
                 "ops": self.emulation.summary()}
 
@@ -343,14 +267,46 @@ class Trainer:
     def histograms_csv(self):
         return "\n".join(self.histogram_rows) + "\n"
 
+    def _write_files(self, out, running):
+        write_atomic(os.path.join(out, "steps.csv"), self.steps_csv, _WHO)
+        write_atomic(os.path.join(out, "histograms.csv"), self.histograms_csv, _WHO)
+        write_atomic(os.path.join(out, "evaluations.csv"), self.evaluations_csv(), _WHO)
+        write_atomic(os.path.join(out, "meta.json"), json.dumps(self.meta(running), indent=2) + "\n", _WHO)
+        if out == self.out:
+            self._written = (len(self.steps_rows), len(self.histogram_rows))
+            self._meta.due()  # (the clock of the next replacement)
+            self._meta.done = not running
+
+    def _write_running_meta(self):
+        write_atomic(os.path.join(self.out, "meta.json"), json.dumps(self.meta(True), indent=2) + "\n", _WHO)
+
+    def _write_new_rows(self):
+        """The step's rows added to steps.csv and histograms.csv (the first step: the four files made
+        afresh), meta.json replaced at RunningMeta's cadence: a Ctrl-C between or inside steps leaves
+        every finished step in steps.csv."""
+        if self.out is None:
+            return
+        if self._written is None:
+            self._write_files(self.out, running=True)
+            return
+        steps, hist = self._written
+        append_text(os.path.join(self.out, "steps.csv"), "".join(r + "\n" for r in self.steps_rows[steps:]), _WHO)
+        if len(self.histogram_rows) > hist:
+            append_text(os.path.join(self.out, "histograms.csv"),
+                        "".join(r + "\n" for r in self.histogram_rows[hist:]), _WHO)
+        self._written = (len(self.steps_rows), len(self.histogram_rows))
+        if self._meta.due():
+            self._write_running_meta()
+
     def finish(self, out=None):
         """Writes the four files to `out` (or the constructor's), each atomically; returns meta."""
+        if self._progress is not None:
+            self._progress.finish()
+            self._progress = None
+        if out is not None and out != self.out:
+            out = ensure_writable_dir(out, _WHO)
         out = out or self.out
         meta = self.meta()
         if out:
-            os.makedirs(out, exist_ok=True)
-            _write_atomic(os.path.join(out, "steps.csv"), self.steps_csv)
-            _write_atomic(os.path.join(out, "histograms.csv"), self.histograms_csv)
-            _write_atomic(os.path.join(out, "evaluations.csv"), self.evaluations_csv())
-            _write_atomic(os.path.join(out, "meta.json"), json.dumps(meta, indent=2) + "\n")
+            self._write_files(out, running=False)
         return meta

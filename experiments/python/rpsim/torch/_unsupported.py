@@ -1,35 +1,62 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
-PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (an LSTM's
-gate GEMMs, a transposed convolution, einsum), a custom autograd Function (its backward runs after
-the forward, outside the emulation), an in-place op whose result the emulation would round (the
-rounded value cannot replace the tensor the caller keeps), a model or batch off the CPU (the C++
-kernels read host memory), and a second derivative through rpsim's kernels (their backward is
-computed outside autograd)."""
+PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a transposed
+or 3-D convolution, einsum), a custom autograd Function (its backward runs after the forward,
+outside the emulation), a model or batch off the CPU (the C++ kernels read host memory), and a second
+derivative through rpsim's kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU,
+nn.RNN, their cells and nn.MultiheadAttention are emulated as the ops they are made of (_decompose).
+Each message is a line or two: what, and what to write instead; rpsim.torch.ops() and an Emulation's
+summary() list what is emulated."""
+import math
+
 import torch
+from torch import nn
 
 
 class UnsupportedError(ValueError):
-    """A model, op or use that rpsim.torch does not emulate: the message names it and lists what is
-    emulated (the op table's rows and the torch functions on rpsim's kernels)."""
+    """A model, op or use that rpsim.torch does not emulate: the message names it and says what to
+    write instead."""
 
 
 # Torch functions with GEMMs inside one fused kernel, which a TorchFunctionMode sees whole (what
 # the message suggests instead). PyTorch's autocast casts them as one op (autocast_mode.cpp).
 FUSED_GEMMS = {
-    "lstm": "a loop of linear layers and elementwise gates", "gru": "a loop of linear layers",
-    "rnn_tanh": "a loop of linear layers", "rnn_relu": "a loop of linear layers",
-    "lstm_cell": "linear layers and elementwise gates", "gru_cell": "linear layers and elementwise gates",
-    "rnn_tanh_cell": "a linear layer and tanh", "rnn_relu_cell": "a linear layer and relu",
     "conv_transpose1d": "an upsampling and conv1d", "conv_transpose2d": "an upsampling and conv2d",
     "conv_transpose3d": "an upsampling and conv2d", "conv3d": "conv2d over slices",
     "bilinear": "matmul", "einsum": "matmul / bmm", "tensordot": "matmul", "chain_matmul": "matmul",
-    "addbmm": "baddbmm and a sum", "multi_head_attention_forward": "linear, matmul and softmax "
-    "(nanoGPT's explicit attention, as rpsim.torch._gpt)", "scaled_dot_product_attention": "matmul and softmax",
+    "addbmm": "baddbmm and a sum", "scaled_dot_product_attention": "matmul and softmax",
     "mv": "matmul", "addmv": "addmm", "dot": "matmul", "vdot": "matmul", "inner": "matmul", "kron": "matmul",
 }
+# Module types whose forward is one of them: refused when emulate() is called, not at the first step.
+FUSED_MODULES = {nn.ConvTranspose1d: "conv_transpose1d", nn.ConvTranspose2d: "conv_transpose2d",
+                 nn.ConvTranspose3d: "conv_transpose3d", nn.Conv3d: "conv3d", nn.Bilinear: "bilinear"}
+_LISTS = "rpsim.torch.ops() lists the op table, an Emulation's summary() the path each op took"
 
 # rpsim.torch's own autograd Functions: their backward is rpsim's (the others' is not).
 OWN_MODULE = "rpsim."
+
+
+def check_modules(model):
+    """UnsupportedError naming the first module of `model` whose forward is a fused-GEMM op."""
+    for name, m in model.named_modules():
+        op = FUSED_MODULES.get(type(m))
+        if op is not None:
+            raise UnsupportedError(f"rpsim.torch.emulate: module {name or type(m).__name__} ({type(m).__name__}) "
+                                   f"runs torch {op}, whose GEMMs are one PyTorch kernel, out of reach of rpsim's "
+                                   f"accumulation models; write it with {FUSED_GEMMS[op]}")
+
+
+def check_dtypes(model, policy_name, fmt):
+    """ValueError naming the parameter dtypes of `model` that cannot hold the policy's weight format
+    `fmt` (a float32 model under fp64, a float16 one under fp16-amp's binary32 master weights)."""
+    from ._marks import holds
+    bad = sorted({str(p.dtype) for p in model.parameters() if not holds(p.dtype, fmt)})
+    if not bad:
+        return
+    fix = "model.double()" if fmt == "binary64" else "model.float()"
+    raise ValueError(f"policy {policy_name} stores {fmt} weights, which a model of {', '.join(bad)} parameters "
+                     f"cannot hold: call {fix} first" + ("" if fmt == "binary64" else "; a float16 model runs under "
+                                                         "fp16-pure, a bfloat16 one under bf16-pure, whose weights "
+                                                         "those dtypes hold"))
 
 
 def check_device(tensors, what):
@@ -41,7 +68,7 @@ def check_device(tensors, what):
                                    f"capture_gemms watch a run on the GPU)")
 
 
-def check_functions(outputs, supported):
+def check_functions(outputs):
     """UnsupportedError naming the autograd Functions outside rpsim.torch in the graph behind `outputs`."""
     seen, found, todo = set(), set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor)]
     while todo:
@@ -56,14 +83,12 @@ def check_functions(outputs, supported):
     if found:
         raise UnsupportedError(f"rpsim.torch.emulate: custom autograd Function {', '.join(sorted(found))} in the "
                                f"model's forward: its backward would run outside the emulation, in PyTorch's "
-                               f"arithmetic; write it with torch ops ({supported})")
+                               f"arithmetic; write it with torch ops ({_LISTS})")
 
 
-def refuse_fused(name, unclassified, supported):
+def refuse_fused(name):
     raise UnsupportedError(f"rpsim.torch.emulate: torch {name} runs its GEMMs inside one PyTorch kernel, out of "
-                           f"reach of rpsim's accumulation models; write it with {FUSED_GEMMS[name]} (module types "
-                           f"of this model without a row of the op table: {', '.join(unclassified) or 'none'}). "
-                           f"{supported}")
+                           f"reach of rpsim's accumulation models; write it with {FUSED_GEMMS[name]} ({_LISTS})")
 
 
 def no_double_backward(what):
@@ -75,9 +100,9 @@ def no_double_backward(what):
                                f"derivative of its own; take higher derivatives without emulate")
 
 
-def check_trainer_args(model, optimizer, loss, scaler, histogram_steps):
-    """TypeError naming Trainer's argument of the wrong kind (what it takes, the scaler table's names)."""
-    from torch import nn
+def check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm=0.0):
+    """TypeError naming Trainer's argument of the wrong kind (what it takes, the scaler table's names),
+    ValueError for one of the right kind out of range."""
     from .. import _core
     from ._scaler import GradScaler
     if not isinstance(model, nn.Module):
@@ -98,19 +123,41 @@ def check_trainer_args(model, optimizer, loss, scaler, histogram_steps):
         steps = [histogram_steps]
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
         raise TypeError(f"histogram_steps: {histogram_steps!r} is not a collection of step numbers (int)")
+    if isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, (int, float)):
+        raise TypeError(f"max_grad_norm: {max_grad_norm!r} is not a number (> 0: clip to that norm; 0: no clipping)")
+    if not (math.isfinite(max_grad_norm) and max_grad_norm >= 0):
+        raise ValueError(f"max_grad_norm: {max_grad_norm!r} is not a finite number >= 0 (> 0: clip to that norm, "
+                         "as rpsim train's optimizer.max_grad_norm; 0: no clipping)")
 
 
-def check_batch(x, y):
-    """TypeError naming a batch half that is not a tensor; UnsupportedError for one off the CPU."""
+def check_batch(x, y, who="Trainer.step"):
+    """TypeError naming a batch half that is not a tensor, ValueError for an empty batch or halves of
+    different sizes; UnsupportedError for one off the CPU."""
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"Trainer.step: {name} is a {type(t).__name__}, not a torch.Tensor")
-    check_device([("x", x), ("y", y)], "Trainer.step's batch")
+            raise TypeError(f"{who}: {name} is a {type(t).__name__}, not a torch.Tensor")
+    check_device([("x", x), ("y", y)], f"{who}'s batch")
+    for name, t in (("x", x), ("y", y)):
+        if t.dim() == 0 or t.numel() == 0:
+            raise ValueError(f"{who}: {name} of shape {tuple(t.shape)} holds no sample; a batch is at least "
+                             "one sample along its first dimension")
+    per_token = y.dim() == 1 and x.dim() >= 2 and y.numel() == x.shape[0] * x.shape[1]  # (the CLI's gpt batches)
+    if x.shape[0] != y.shape[0] and not per_token:
+        raise ValueError(f"{who}: x holds {x.shape[0]} samples (shape {tuple(x.shape)}) but y {y.shape[0]} "
+                         f"(shape {tuple(y.shape)}); the first dimension is the batch (or y holds one target per "
+                         "token of x, flattened)")
+
+
+def check_output(out, who="Trainer.step"):
+    """TypeError naming a model output Trainer cannot hand its loss (a tuple, a dict)."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{who}: the model returned a {type(out).__name__}, not a tensor; Trainer passes "
+                        "model(x) to the loss as its first argument: return the logits (a wrapper module "
+                        "whose forward returns model(x)[0], say)")
 
 
 def check_emulate_args(model, policy, seed, policy_names):
     """TypeError naming emulate's argument of the wrong kind (a policy: the table's names)."""
-    from torch import nn
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
     if not isinstance(policy, (str, dict)):

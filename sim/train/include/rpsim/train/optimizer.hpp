@@ -49,6 +49,9 @@ class Optimizer {
   // The learning rate of the next step (binary64; rounded to the optimizer's
   // arithmetic format inside step()).
   void set_lr(double lr) { lr_ = lr; }
+  // The policy whose formats the updates round to (a copy of the optimizer
+  // with its state, re-pointed at a copy of its policy).
+  void set_policy(const PrecisionPolicy& policy) { policy_ = &policy; }
   // Buffers per parameter (momentum: 1, Adam: 2) plus Kahan compensation.
   int state_buffers_per_parameter() const;
   const OptimizerConfig& config() const { return config_; }

@@ -1,0 +1,104 @@
+"""Emulated conv1d and conv2d: im2col patches (F.unfold: a copy) times the weight on the op core's
+GEMM op (_ops), each group's slice of the bias in its epilogue, with the input gradient's col2im the
+op core's (rpsim train's order, rounded once to the input's format)."""
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from .. import _core
+from ._ops import _bias_telemetry, _check, _config, _gemm, _np, _telemetry
+from ._unsupported import no_double_backward
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class _Unfold(torch.autograd.Function):
+    """F.unfold (N, C * kh * kw, L) whose backward is the op core's col2im: the overlapping patches
+    summed in binary64 in rpsim train's Conv2d order and rounded once to the input's format
+    (x_format; None: its dtype's). telemetry: (list the GEMM appends its raw input gradient to,
+    the count to call with the flushed mask)."""
+
+    @staticmethod
+    def forward(ctx, x, geometry, x_format, telemetry=None):
+        ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
+        ctx.telemetry = telemetry
+        kernel, dilation, padding, stride = geometry
+        return F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
+
+    @staticmethod
+    def backward(ctx, grad):
+        no_double_backward("conv2d's col2im")
+        raw = None
+        if ctx.telemetry is not None and ctx.telemetry[0]:
+            raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2).contiguous()
+        kernel, dilation, padding, stride = ctx.geometry
+        dx, flushed = _core._col2im(_np(grad).astype("float64", copy=False), tuple(ctx.shape[-2:]), ctx.shape[1],
+                                    kernel, dilation, padding, stride, ctx.x_format,
+                                    None if raw is None else raw.numpy())
+        if flushed is not None:
+            ctx.telemetry[1](torch.from_numpy(flushed), ctx.shape)
+        return torch.from_numpy(dx).to(ctx.dtype), None, None, None
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
+    """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
+    transpose, one emulated GEMM per group with its slice of the bias in the GEMM's epilogue; the
+    input gradient's col2im as _Unfold's backward."""
+    _check(("input", x), ("weight", weight), ("bias", bias))
+    if isinstance(padding, str):
+        raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
+    cfg = _config(model, config)
+    unbatched = x.dim() == 3
+    if unbatched:
+        x = x.unsqueeze(0)
+    n, _, h, w = x.shape
+    oc, cg, kh, kw = weight.shape
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    outs = []
+    ocg = oc // groups
+    for g in range(groups):
+        xg = x[:, g * cg:(g + 1) * cg]
+        telemetry = None
+        if groups == 1 and cfg.on_col2im_flush is not None:
+            cfg = copy.copy(cfg)
+            cfg.raw_input_grad = []
+            telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
+        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry)
+        a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
+        ws = weight[g * ocg:(g + 1) * ocg]
+        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
+        gcfg = _bias_telemetry(_telemetry(cfg, ws, lambda m, s=ws.shape: m[0].t().reshape(s),
+                                          lambda m, g=g: _conv_output_mask(m, (n, oc, oh, ow), g * ocg)), bg)
+        outs.append(_gemm(a, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg).reshape(n, oh * ow, ocg))
+    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
+    y = y.transpose(1, 2).reshape(n, oc, oh, ow)
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv_output_mask(m, shape, first_channel):
+    """A group's GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W)."""
+    n, _, oh, ow = shape
+    full = torch.zeros(shape, dtype=torch.bool)
+    part = m.reshape(n, oh * ow, -1).transpose(1, 2).reshape(n, -1, oh, ow)
+    full[:, first_channel:first_channel + part.shape[1]] = part
+    return full
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
+    """F.conv1d as conv2d over a height of 1."""
+    if isinstance(padding, str):
+        raise ValueError(f"conv1d: padding '{padding}': give the padding as a number")
+    unbatched = x.dim() == 2
+    x4 = x.unsqueeze(-2) if not unbatched else x.unsqueeze(0).unsqueeze(-2)
+    y = conv2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)), (1, _one(dilation)),
+               groups, model, config=config).squeeze(-2)
+    return y.squeeze(0) if unbatched else y
+
+
+def _one(v):
+    return v if isinstance(v, int) else v[0]

@@ -1,0 +1,7 @@
+"""The torch functions rpsim.torch.emulate runs as the ops they are made of (one table): PyTorch runs
+each as one fused kernel that the emulation would reach whole; in its place it runs the function
+here, under its mode, with the same arguments (the module's own parameters)."""
+from ._attention import multi_head_attention_forward
+from ._recurrent import RECURRENT
+
+DECOMPOSED = {"multi_head_attention_forward": multi_head_attention_forward, **RECURRENT}

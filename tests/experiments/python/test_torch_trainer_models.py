@@ -1,0 +1,182 @@
+"""rpsim.torch.Trainer on the models users bring (issue #36): an in-place ReLU (nn.ReLU(inplace=True),
+F.relu(..., inplace=True): the first step never finished), frozen parameters (emulate and Trainer
+crashed), a regression loss (float targets were not cast for the FP64 shadow), nn.MultiheadAttention
+and nn.LSTM / nn.GRU (refused before; now emulated), and torchvision's ResNet-18 as it ships. Each
+trains 2 steps under Trainer with the FP64 shadow, and every fraction column it writes lies in
+[0, 1]. A step that hangs fails after a deadline instead of hanging CI."""
+import contextlib
+import math
+import signal
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rpsim = pytest.importorskip("rpsim")
+rt = pytest.importorskip("rpsim.torch")
+nn = torch.nn
+F = torch.nn.functional
+
+
+@contextlib.contextmanager
+def deadline(seconds):
+    """TimeoutError if the block runs longer (SIGALRM: the hang was a Python loop, which a signal
+    interrupts between bytecodes)."""
+    def fire(*_):
+        raise TimeoutError(f"still running after {seconds} s: a hang")
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def rows(trainer):
+    lines = trainer.steps_csv.splitlines()
+    head = lines[0].split(",")
+    return [dict(zip(head, line.split(","))) for line in lines[1:]]
+
+
+def check_fractions(trainer):
+    """Every *_fraction cell is empty (nothing to measure) or a number in [0, 1]."""
+    seen = 0
+    for row in rows(trainer):
+        for key, cell in row.items():
+            if key.endswith("_fraction") and cell != "":
+                assert 0.0 <= float(cell) <= 1.0, (key, cell)
+                seen += 1
+    assert seen > 0
+
+
+def two_steps(model, x, y, policy="fp16-amp", **kw):
+    t = rt.Trainer(model, policy, quiet=True, **kw)
+    with deadline(300):
+        losses = [t.step(x, y) for _ in range(2)]
+    assert all(math.isfinite(v) for v in losses)
+    assert t.shadow_model is not None
+    assert all(r["loss_fp64_nats"] not in ("", "nan") for r in rows(t))
+    check_fractions(t)
+    return t
+
+
+class FunctionalInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x), inplace=True))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(inplace=True), nn.Linear(8, 4)),
+    FunctionalInPlace,
+])
+def test_an_in_place_relu_trains_and_gives_the_out_of_place_bits(make):
+    torch.manual_seed(0)
+    model = make()
+    plain = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+    plain.load_state_dict({k.replace("fc1", "0").replace("fc2", "2"): v for k, v in model.state_dict().items()})
+    x, y = torch.randn(4, 8) * 1e-3, torch.randint(0, 4, (4,))
+    a = two_steps(model, x, y)
+    b = two_steps(plain, x, y)
+    # The in-place ReLU is the same op: the same losses, weights and telemetry, the flushes behind the
+    # ReLU counted for fc1 as rpsim's Tensor::flushed passes them (fp16-amp, tiny inputs, scale 2^16).
+    assert [list(r.values()) for r in rows(a)] == [list(r.values()) for r in rows(b)]
+    for p, q in zip(model.parameters(), plain.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_frozen_parameters_train_stored_in_the_policy_format():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+    for p in model[0].parameters():
+        p.requires_grad_(False)  # the first layer frozen, as fine-tuning does
+    model[2].weight.requires_grad_(False)  # and one weight of a layer whose bias trains
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    t = two_steps(model, x, y, "bf16-pure")
+    for n, p in model.named_parameters():
+        v = p.detach().double().numpy()
+        assert np.array_equal(v, rpsim.round(v, "bfloat16")), n  # every weight stored in bfloat16
+        if n in frozen:  # ... and a frozen one only rounded, never stepped
+            assert torch.equal(p, torch.from_numpy(rpsim.round(frozen[n].double().numpy(), "bfloat16")).float())
+    assert [p.requires_grad for p in t.shadow_model.parameters()] == [p.requires_grad for p in model.parameters()]
+    assert all(torch.equal(p, frozen[n].double()) for n, p in t.shadow_model.named_parameters() if n in frozen)
+    for r in rows(t):
+        # layer 0 has nothing that trains: its weight-gradient columns are empty, not 0
+        for c in ("weight_grad_underflow", "weight_grad_nonfinite", "weight_grad_zero_vs_fp64",
+                  "weight_update_stalled"):
+            assert r[f"0_{c}_fraction"] == "", c
+        assert r["0_weight_rel_distance_from_fp64"] != ""
+        assert r["2_weight_grad_underflow_fraction"] != ""  # its bias trains
+    # emulate alone, and a parameter unfrozen later gets its gradient rounded from then on
+    m = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 4))
+    m[0].weight.requires_grad_(False)
+    rt.emulate(m, "fp16-pure")
+    m[0].weight.requires_grad_(True)
+    m(torch.randn(3, 8)).sum().backward()
+    g = m[0].weight.grad.double().numpy()
+    assert np.array_equal(g, rpsim.round(g, "binary16"))
+
+
+def test_a_regression_loss_trains_against_the_shadow():
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    x, y = torch.randn(4, 8), torch.randn(4, 4)
+    t = two_steps(model, x, y, "bf16-amp", loss=F.mse_loss)
+    r = rows(t)[0]
+    assert abs(float(r["loss_emulated_nats"]) - float(r["loss_fp64_nats"])) < 0.05
+    e = t.evaluate([(x, y)])
+    assert math.isfinite(e["test_loss_nats"]) and math.isnan(e["test_accuracy_percent"])
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y, _ = self.attn(x, x, x, need_weights=False)
+        return self.head(y)
+
+
+class Recurrent(nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn, self.head = rnn, nn.Linear(rnn.hidden_size * (2 if rnn.bidirectional else 1), 5)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0])
+
+
+@pytest.mark.parametrize("make", [
+    Attention,
+    lambda: Recurrent(nn.LSTM(8, 6, num_layers=2, batch_first=True)),
+    lambda: Recurrent(nn.GRU(8, 6, batch_first=True, bidirectional=True)),
+], ids=["multihead_attention", "lstm", "gru"])
+def test_attention_and_recurrent_modules_train(make):
+    torch.manual_seed(3)
+    model = make()
+    t = two_steps(model, torch.randn(2, 5, 8), torch.randint(0, 5, (2, 5)))
+    summary = t.emulation.summary()
+    assert "decomposed: " in summary and "rpsim kernel: linear" in summary
+    first = next(iter(dict(model.named_children())))  # attn, rnn: its output is the tuple's first item
+    for r in rows(t):
+        for layer in (first, "head"):
+            assert r[f"{layer}_activation_grad_nonfinite_fraction"] == "0", layer
+            assert r[f"{layer}_weight_grad_nonfinite_fraction"] == "0", layer
+
+
+def test_torchvision_resnet18_trains_as_it_ships():
+    torchvision = pytest.importorskip("torchvision", reason="python3-torchvision is not installed")
+    torch.manual_seed(4)
+    model = torchvision.models.resnet18(num_classes=3)
+    assert any(isinstance(m, nn.ReLU) and m.inplace for m in model.modules())
+    t = two_steps(model, torch.randn(2, 3, 32, 32), torch.randint(0, 3, (2,)))
+    kernel, binary32, layout = t.emulation.summary().splitlines()[1:4]
+    assert "conv2d x40" in kernel and "linear x2" in kernel  # 20 convolutions a step, the fc layer
+    assert "batch_norm x40" in binary32 and "relu x" in layout
