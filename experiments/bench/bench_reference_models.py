@@ -16,6 +16,10 @@ named at run time; an absent one is reported as absent and its row is left out.
   OCTAVE         the Octave binary (default: octave on PATH; Debian: apt-get install octave)
 
   PYTHONPATH=build/python /usr/bin/python3 experiments/bench/bench_reference_models.py [--count N]
+
+MMA-Sim runs on NumPy and the MATLAB models on Octave, both of which call the libblas.so.3 this
+process maps: it is stated, and on the reference BLAS the ratios are refused unless
+--allow-reference-blas (bench_blas.py), as users run both on an optimised one.
 """
 import argparse
 import os
@@ -27,6 +31,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import bench_blas
 
 # One row per instruction: rpsim's model spec, MMA-Sim's (arch, family, qualifier), the MATLAB
 # model and its format names, K and the numpy types of the operands and of C / D.
@@ -187,9 +193,11 @@ def main():
     p.add_argument("--instruction", default="h100-fp16-fp32", choices=sorted(INSTRUCTIONS))
     p.add_argument("--count", type=int, default=10000, help="dot products (default 10^4)")
     p.add_argument("--seed", type=int, default=1)
+    bench_blas.add_argument(p)
     args = p.parse_args()
     if args.count < 1:
         p.error(f"--count: must be at least 1, got {args.count}")
+    bench_blas.check(args.allow_reference_blas, numpy=np)
     row = INSTRUCTIONS[args.instruction]
     a, b, c = make_cases(row, args.count, args.seed)
     d, t_rpsim, t_call = run_rpsim(row, a, b, c)

@@ -23,6 +23,7 @@ void rpsim_bench_cpfloat_free(void* options);
 int rpsim_bench_cpfloat(double* out, const double* in, std::size_t n, void* options);
 int rpsim_bench_cpfloatf(float* out, const float* in, std::size_t n, void* options);
 int rpsim_bench_cpfloat_pcg(void);
+long rpsim_bench_cpfloat_openmp_threshold(void);
 }
 #endif
 
@@ -133,8 +134,16 @@ inline std::string range(const std::vector<double>& v) {
 // filter: run only the cases whose name contains it ("" for all).
 inline void print_table(std::size_t n, int rounds, const std::string& filter) {
 #if defined(RPSIM_HAVE_CPFLOAT)
-  std::printf("\nround_values against CPFloat (%s, stochastic bits from %s, -O3 -march=native) and memcpy,\n",
-              RPSIM_CPFLOAT_DIR, rpsim_bench_cpfloat_pcg() ? "PCG" : "rand()");
+  // As CPFloat's Makefile builds it (bench_round.cmake); its OpenMP loop at one thread.
+  const long threshold = rpsim_bench_cpfloat_openmp_threshold();
+  std::printf(
+      "\nround_values against CPFloat (%s, stochastic bits from %s, -O3 -march=native -std=gnu99 %s)\n",
+      RPSIM_CPFLOAT_DIR, rpsim_bench_cpfloat_pcg() ? "PCG" : "rand()",
+      threshold < 0
+          ? "WITHOUT OpenMP: its sequential loop, not as its Makefile builds it"
+          : ("-fopenmp: its OpenMP loop from " + std::to_string(threshold) + " values on, run by one thread")
+                .c_str());
+  std::printf("and memcpy,\n");
 #else
   std::printf(
       "\nCPFloat comparison: NOT BUILT (configure with -DCPFLOAT_DIR=<a CPFloat checkout>, or CPFLOAT_DIR "

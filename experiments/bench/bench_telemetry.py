@@ -2,7 +2,9 @@
 """The cost of rpsim.torch.Telemetry in a CPU training loop, as a ratio to the same loop without
 it, in one process (rounds interleaved, the median of each): a small GPT-style model (token
 embedding, pre-norm attention blocks, MLP, tied-free head) trained with AdamW under
-torch.autocast(bfloat16).
+torch.autocast(bfloat16). The loop's matmuls run on PyTorch's BLAS: it is stated, and on the
+reference BLAS (a slow baseline that makes the telemetry look cheap) the ratios are refused
+unless --allow-reference-blas (bench_blas.py).
 
     PYTHONPATH=build/python python3 experiments/bench/bench_telemetry.py [--rounds 5 --steps 20]
 """
@@ -12,6 +14,7 @@ import time
 
 import torch
 
+import bench_blas
 import rpsim.torch as rt
 
 
@@ -72,8 +75,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    bench_blas.add_argument(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    blas = bench_blas.check(args.allow_reference_blas, torch=torch)
     configs = {"without telemetry": None,
                "every=1 sample=4096": {"every": 1, "sample": 4096},
                "every=1 sample=1024": {"every": 1, "sample": 1024},
@@ -85,7 +90,8 @@ def main():
         for name, kw in configs.items():
             times[name].append(run(args.steps, kw))
     base = statistics.median(times["without telemetry"])
-    print(f"GPT-style model, {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), torch {torch.__version__}")
+    print(f"GPT-style model, {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), torch {torch.__version__}"
+          + (", against the REFERENCE BLAS" if blas == "reference" else ""))
     for name, t in times.items():
         med = statistics.median(t)
         print(f"  {name:34s} {1000 * med / args.steps:8.2f} ms/step  {med / base:6.3f}x")

@@ -14,6 +14,8 @@ run of N, over N, so the set-up every run pays once is not charged. PyTorch and 
 time N steps on one fixed batch after a warm-up. Each figure is the minimum over --repeats (the
 machine is shared; the minimum is the least disturbed). The -march=native step comes from
 build/bench/libbench_native_steps.so (experiments/bench/native/); without it its columns say so.
+PyTorch's BLAS is stated; on the reference BLAS the ratios are refused unless
+--allow-reference-blas (bench_blas.py).
 """
 import argparse
 import ctypes
@@ -23,6 +25,7 @@ import time
 
 import torch
 
+import bench_blas
 import rpsim
 
 MLP_BATCH = 128
@@ -155,14 +158,6 @@ def torch_gpt_step(vocabulary):
     return step, sum(p.numel() for p in net.parameters())
 
 
-def blas_library():
-    """The BLAS PyTorch's linear layers call here (Debian's torch takes whatever libblas.so.3 is)."""
-    torch.rand(2, 2) @ torch.rand(2, 2)
-    with open("/proc/self/maps") as maps:
-        names = {os.path.basename(line.split()[-1]) for line in maps if "blas" in line.split()[-1].lower()}
-    return ", ".join(sorted(names)) or "none found"
-
-
 def load_native(path):
     if not os.path.exists(path):
         return None
@@ -182,10 +177,12 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="the minimum over this many")
     ap.add_argument("--native-lib", default=os.path.join(here, "..", "..", "bench", "libbench_native_steps.so"))
     ap.add_argument("--only", choices=["mlp", "gpt"], help="one model")
+    bench_blas.add_argument(ap)
     a = ap.parse_args()
     if a.steps < 1 or a.repeats < 1:
         ap.error("--steps and --repeats must be >= 1")
     torch.set_num_threads(1)
+    blas = bench_blas.check(a.allow_reference_blas, torch=torch)
     native = load_native(a.native_lib)
     rows = []
     for model in ("mlp", "gpt"):
@@ -212,19 +209,16 @@ def main():
             emulated = rpsim_seconds_per_step(config, "fp16-amp", shadow, a.steps, a.repeats)
             rows.append((f"{label} `fp16-amp` {'with the FP64 shadow' if shadow else 'without the shadow'}",
                          torch_s, emulated, native_s, aim))
-    print(f"\n| training step (1 thread, CPU time, N={a.steps}) | PyTorch fp32 ms | rpsim ms | x PyTorch | aim "
-          f"| native -march=native ms | x native |")
+    marked = " (REFERENCE BLAS)" if blas == "reference" else ""
+    print(f"\n| training step (1 thread, CPU time, N={a.steps}) | PyTorch fp32 ms{marked} | rpsim ms | x PyTorch "
+          f"| aim | native -march=native ms | x native |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, torch_s, emulated, native_s, aim in rows:
         nat = (f"{1e3 * native_s:.2f} | {emulated / native_s:.2f}x" if native_s else "NOT BUILT | -")
         print(f"| {label} | {1e3 * torch_s:.2f} | {1e3 * emulated:.2f} | {emulated / torch_s:.2f}x | "
               f"<= {aim:g}x | {nat} |")
-    print(f"(PyTorch {torch.__version__}, {torch.get_num_threads()} thread, BLAS {blas_library()}; native: "
-          + (native.rpsim_bench_native_flags().decode() if native else f"no {a.native_lib}") + ")")
-    if "openblas" not in blas_library() and "mkl" not in blas_library():
-        print("NOTE: PyTorch here calls the reference BLAS (Debian's default libblas.so.3 alternative, about 15x "
-              "slower than OpenBLAS on these matmuls), so the ratios flatter rpsim. Install libopenblas0-pthread "
-              "(or put its openblas-pthread folder on LD_LIBRARY_PATH) for the baseline users run.")
+    print(f"(PyTorch {torch.__version__}, {torch.get_num_threads()} thread; {bench_blas.describe(torch=torch)}; "
+          "native: " + (native.rpsim_bench_native_flags().decode() if native else f"no {a.native_lib}") + ")")
 
 
 if __name__ == "__main__":

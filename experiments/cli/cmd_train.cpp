@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "rpsim/config/config.hpp"
 #include "rpsim/config/config_loader.hpp"
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/config/policy_json.hpp"
 #include "rpsim/config/run_plan.hpp"
 #include "rpsim/io/process.hpp"
@@ -146,7 +147,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--threads", a->threads, "OpenMP threads (0: default; at most 4 per core)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->add_flag("--plan", a->plan, "print what would run (and the time estimate), then stop");
-  cmd->footer(keys_help());
+  cmd->footer(keys_help() + "\n" + sim::config::framework_vocabularies_help());
   cmd->callback([a, &action] { action = [a] { return train(*a); }; });
 }
 

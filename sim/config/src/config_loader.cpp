@@ -31,7 +31,7 @@ LoadedConfig load(const json& raw, const std::string& where, const std::vector<S
     l.raw = resolve_extends(raw, "");
     // The vocabulary is the file's, before any override: a key of the other
     // vocabulary given with --set is then an unknown key with a hint.
-    l.vocabulary = looks_like_deepspeed(l.raw) ? "deepspeed" : "rpsim";
+    l.vocabulary = recognise_vocabulary(l.raw).name;
     for (const auto& s : settings) apply(l.raw, s);
     KeyReport report(l.vocabulary);
     Translation t;

@@ -1,4 +1,4 @@
-// Internal to framework_config.cpp: DeepSpeed's three batch fields and
+// Internal to the DeepSpeed row (deepspeed_config.cpp): DeepSpeed's three batch fields and
 // data_types.grad_accum_dtype, checked and translated into batch_size,
 // gradient_accumulation_steps and grad_accum_format.
 #pragma once

@@ -1,5 +1,6 @@
-// Framework names inside rpsim's own vocabulary: Keras policy names,
-// PyTorch GradScaler keywords, Transformer Engine DelayedScaling fields.
+// The rows of the vocabulary table that lend names to rpsim's own
+// vocabulary: Keras policy names, PyTorch GradScaler keywords, Transformer
+// Engine DelayedScaling fields.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "rpsim/config/framework_config.hpp"
 #include "rpsim/scaling/loss_scaler.hpp"
 #include "rpsim/train/config_error.hpp"
+#include "vocabulary_rows.hpp"
 
 namespace rpsim::sim::config {
 
@@ -62,19 +64,31 @@ std::vector<std::string> grad_scaler_fields() {
   return out;
 }
 
-void translate_keras(Translation& t) {
+// The policy name (a string, or an object's "name") the config gives, or null.
+template <class Json>
+Json* policy_name(Json& c) {
+  if (!c.is_object() || !c.contains("policy")) return nullptr;
+  Json& name = c["policy"].is_object() && c["policy"].contains("name") ? c["policy"]["name"] : c["policy"];
+  return name.is_string() ? &name : nullptr;
+}
+
+// The Keras row the config's policy names, or null.
+const KerasPolicy* keras_policy(const json& c) {
+  const json* name = policy_name(c);
+  for (const auto& k : kKeras)
+    if (name && name->get<std::string>() == k.keras) return &k;
+  return nullptr;
+}
+
+void translate_keras(Translation& t, KeyReport&) {
   json& c = t.config;
-  if (!c.contains("policy")) return;
-  json& name = c["policy"].is_object() && c["policy"].contains("name") ? c["policy"]["name"] : c["policy"];
-  if (!name.is_string()) return;
-  for (const auto& k : kKeras) {
-    if (name.get<std::string>() != k.keras) continue;
-    name = k.rpsim;
-    t.notes.push_back(fmt::format("policy {} (Keras) -> policy {}", k.keras, k.rpsim));
-    if (k.scaler && !c.contains("loss_scaler") && !c.contains("grad_scaler")) {
-      c["loss_scaler"] = {{"policy", k.scaler}};
-      t.notes.push_back(fmt::format("policy {} -> loss_scaler {} ({})", k.keras, k.scaler, k.why));
-    }
+  const KerasPolicy* k = keras_policy(c);
+  if (!k) return;
+  *policy_name(c) = k->rpsim;
+  t.notes.push_back(fmt::format("policy {} (Keras) -> policy {}", k->keras, k->rpsim));
+  if (k->scaler && !c.contains("loss_scaler") && !c.contains("grad_scaler")) {
+    c["loss_scaler"] = {{"policy", k->scaler}};
+    t.notes.push_back(fmt::format("policy {} -> loss_scaler {} ({})", k->keras, k->scaler, k->why));
   }
 }
 
@@ -169,34 +183,82 @@ void translate_recipe(Translation& t, KeyReport& report) {
   c["policy"] = policy;
 }
 
+bool has_keras_policy(const json& c) {
+  return keras_policy(c) != nullptr;
+}
+
+std::vector<FieldName> grad_scaler_names() {
+  // GradScaler keywords are rpsim's loss_scaler fields under PyTorch's names.
+  return {{"grad_scaler", "loss_scaler"}};
+}
+
+const RefusedFields kRecipeRefused[] = {{"fp8_recipe", kRecipeIgnored}};
+
 }  // namespace
 
-void ignore_unsimulated(const json& block, const std::string& path, std::span<const UnsimulatedField> fields,
-                        Translation& t) {
-  for (const auto& f : fields) {
-    if (!block.is_object() || !block.contains(f.name)) continue;
-    const std::string key = join(path, f.name);
-    const json& v = block[f.name];
-    if (f.neutral) {
-      const bool on = v.is_object() ? v.contains("enabled") && boolean(v["enabled"], join(key, "enabled"))
-                                    : boolean(v, key);
-      if (on != *f.neutral)
-        fail(v.is_object() ? join(key, "enabled") : key,
-             fmt::format("{} is not simulated: {}; only {} is", on, f.why, *f.neutral));
-    }
-    t.ignored.push_back(key);
-  }
+const FrameworkVocabulary& keras_vocabulary() {
+  static const FrameworkVocabulary row{
+      .name = "keras",
+      .framework = "Keras",
+      .scope = VocabularyScope::inside,
+      .read_as = "",
+      .notes_heading = "",
+      .recognised_by =
+          "\"policy\" names a keras.mixed_precision.Policy (mixed_float16, mixed_bfloat16, float16, "
+          "bfloat16, float32, float64)",
+      .help =
+          "the Keras policy becomes rpsim's (mixed_float16 -> fp16-amp with Keras 3's LossScaleOptimizer, "
+          "float16 -> fp16-pure unscaled, ...)",
+      .recognise = has_keras_policy,
+      .translate = translate_keras,
+      .field_names = nullptr,
+      .extension_keys = nullptr,
+      .ignored = {},
+      .refused = {},
+  };
+  return row;
 }
 
-const std::vector<std::string>& framework_extension_keys() {
-  static const std::vector<std::string> keys{"grad_scaler", "fp8_recipe"};
-  return keys;
+const FrameworkVocabulary& grad_scaler_vocabulary() {
+  static const FrameworkVocabulary row{
+      .name = "pytorch-gradscaler",
+      .framework = "PyTorch",
+      .scope = VocabularyScope::inside,
+      .read_as = "",
+      .notes_heading = "",
+      .recognised_by = "a \"grad_scaler\" block: torch.amp.GradScaler(...)'s keyword arguments",
+      .help =
+          "grad_scaler becomes loss_scaler pytorch with the same fields (enabled false: no scaling; device "
+          "ignored); give it or loss_scaler, not both",
+      .recognise = [](const json& c) { return c.is_object() && c.contains("grad_scaler"); },
+      .translate = translate_grad_scaler,
+      .field_names = grad_scaler_names,
+      .extension_keys = [] { return std::vector<std::string>{"grad_scaler"}; },
+      .ignored = {},
+      .refused = {},
+  };
+  return row;
 }
 
-void translate_framework_names(Translation& t, KeyReport& report) {
-  translate_keras(t);
-  if (t.config.contains("grad_scaler")) translate_grad_scaler(t, report);
-  if (t.config.contains("fp8_recipe")) translate_recipe(t, report);
+const FrameworkVocabulary& fp8_recipe_vocabulary() {
+  static const FrameworkVocabulary row{
+      .name = "transformer-engine",
+      .framework = "Transformer Engine",
+      .scope = VocabularyScope::inside,
+      .read_as = "",
+      .notes_heading = "",
+      .recognised_by = "an \"fp8_recipe\" block: transformer_engine.common.recipe.DelayedScaling's fields",
+      .help =
+          "fp8_recipe becomes policy fp8 with delayed scaling (fp8_format E4M3 or HYBRID, amax_history_len, "
+          "amax_compute_algo, margin); give it or policy, not both",
+      .recognise = [](const json& c) { return c.is_object() && c.contains("fp8_recipe"); },
+      .translate = translate_recipe,
+      .field_names = nullptr,
+      .extension_keys = [] { return std::vector<std::string>{"fp8_recipe"}; },
+      .ignored = {},
+      .refused = kRecipeRefused,
+  };
+  return row;
 }
 
 }  // namespace rpsim::sim::config

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <variant>
 
+#include "rpsim/config/framework_config.hpp"
 #include "rpsim/io/progress.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/data.hpp"
@@ -205,8 +206,8 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   auto line = [&s](const char* item, const std::string& text) {
     s += fmt::format("  {:<10} {}\n", item, text);
   };
-  line("config", fmt::format("{}, read as {}", l.where,
-                             l.vocabulary == "deepspeed" ? "a DeepSpeed config" : "an rpsim config"));
+  const FrameworkVocabulary& vocabulary = framework_vocabulary(l.vocabulary);
+  line("config", fmt::format("{}, read as {}", l.where, vocabulary.read_as));
   line("model", model_text(c, plan) + given(l, "model"));
   line("data", fmt::format("{}: {} train, {} test samples{}", plan.data_source, plan.train_samples,
                            plan.test_samples, given(l, "data")));
@@ -232,7 +233,7 @@ std::string describe_run(const LoadedConfig& l, const Config& c, const RunPlan& 
   line("output", out_dir.empty() ? std::string("none")
                                  : out_dir + "/ (steps.csv, histograms.csv, evaluations.csv, meta.json)");
   if (!l.notes.empty()) {
-    s += l.vocabulary == "deepspeed" ? "  from the DeepSpeed config:\n" : "  framework names translated:\n";
+    s += fmt::format("  {}:\n", vocabulary.notes_heading);
     for (const auto& n : l.notes) s += "    " + n + "\n";
   }
   if (!l.ignored.empty())

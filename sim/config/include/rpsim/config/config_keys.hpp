@@ -27,8 +27,9 @@ using train::nearest_names;
 // The problems found in one configuration. ConfigError lists them all.
 class KeyReport {
  public:
-  // The vocabulary the config is written in ("rpsim" or "deepspeed"): a key
-  // of the other one gets a hint naming this one's key.
+  // The vocabulary the config is written in (a file row of
+  // framework_vocabularies(), rpsim's own by default): a key of another one
+  // gets a hint naming this one's key.
   explicit KeyReport(std::string vocabulary = "rpsim") : vocabulary_(std::move(vocabulary)) {}
 
   // `path` is the dotted key, `known` the names allowed beside it.

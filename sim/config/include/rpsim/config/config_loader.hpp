@@ -22,7 +22,7 @@ namespace rpsim::sim::config {
 
 struct LoadedConfig {
   std::string where;                 // the file, or what the JSON is ("sweep base")
-  std::string vocabulary = "rpsim";  // as the file was written: "rpsim" or "deepspeed"
+  std::string vocabulary = "rpsim";  // as the file was written: a file row of framework_vocabularies()
   nlohmann::json raw;                // as written, with the overrides applied
   nlohmann::json config;             // in rpsim's vocabulary: parse_config's input
   std::vector<std::string> ignored;  // framework fields without meaning here (with why)
