@@ -122,15 +122,17 @@ RecipeFileCheck check_recipe_file(const std::filesystem::path& path, std::size_t
   in.seekg(0);
   std::string line;
   std::vector<float> x(rows * cols);
+  // The fields of a line: the input and what the recipe makes of it.
+  const Quantized shape = quantize(spec, x, rows, cols);
+  const std::size_t want = x.size() + shape.codes.size() + shape.scales.size() + shape.amax.size();
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
     const std::string where = fmt::format("{}:{}", file, number);
     Fields f{split(line), 0, where};
-    for (std::size_t i = 0; i < x.size() && i < f.f.size(); ++i) x[i] = recipe::f32_from_bits(f.read(8, "x", i));
-    const Quantized q = quantize(spec, x, rows, cols);
-    const std::size_t want = x.size() + q.codes.size() + q.scales.size() + q.amax.size();
     if (f.f.size() != want)
       throw std::invalid_argument(fmt::format("{}: {} fields, the recipe's outputs make {}", where, f.f.size(), want));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = recipe::f32_from_bits(f.read(8, "x", i));
+    const Quantized q = quantize(spec, x, rows, cols);
     Case c{fmt::format("line {}", number), {}};
     compare(q, f, c);
     if (c.failure.empty()) {
