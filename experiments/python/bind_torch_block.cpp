@@ -1,5 +1,5 @@
 // rpsim.torch's block-scaled GEMM operands (rpsim/torch/_blockscale.py): rpsim
-// train's block_quantize under the mx and nvfp4 recipes (1D blocks or 2D
+// train's block_quantize_recipe under the mx and nvfp4 recipes (1D blocks or 2D
 // tiles, NVFP4's per-tensor scale, stochastic rounding keyed as the trainer
 // keys it), the random Hadamard transform on the weight-gradient GEMM's
 // inputs, the trainer's per-layer, per-step random stream, and its GEMM of
@@ -29,8 +29,10 @@ train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
     r.scaling = train::Fp8Scaling::mx;
   else if (scaling == "nvfp4")
     r.scaling = train::Fp8Scaling::nvfp4;
+  else if (scaling == "blockwise")
+    r.scaling = train::Fp8Scaling::blockwise;
   else
-    throw py::value_error(fmt::format("scaling: '{}' is not a block-scaled recipe (mx nvfp4)", scaling));
+    throw py::value_error(fmt::format("scaling: '{}' is not a block-scaled recipe (mx nvfp4 blockwise)", scaling));
   if (block < 1) throw py::value_error(fmt::format("block: {} (a block holds at least 1 entry)", block));
   r.block_size = block;
   return r;
@@ -50,9 +52,14 @@ py::tuple block_quantize_py(py::handle x, const std::string& format, const std::
   train::Fp8Stats s;
   double tensor_scale = 1;
   train::Matrix scales;
-  const train::Matrix q =
-      train::block_quantize(m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr},
-                            &s, &tensor_scale, &scales);
+  train::Matrix q;
+  try {
+    q = train::block_quantize_recipe(m, format_arg(format), r,
+                                     train::BlockLayout{axis, tiles, sr ? &stream : nullptr}, &s, &tensor_scale,
+                                     &scales);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
   return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale, to_numpy(scales));
 }
 
