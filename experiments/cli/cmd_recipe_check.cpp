@@ -21,11 +21,14 @@ std::string options_text(const RecipeOptions& options) {
 
 void add_recipe_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
-      "recipe-check", "Check the quantisation recipes against reference vectors (a file or a folder of *.txt)");
+      "recipe-check",
+      "Check the quantisation recipes against reference vectors (a file or a folder of *.txt)");
   auto path = std::make_shared<std::string>();
   auto show = std::make_shared<std::size_t>(3);
   cmd->add_option("PATH", *path, "vector file, or a folder of them (../shared/recipes)")->required();
-  cmd->add_option("--show", *show, "mismatches to print per file")->capture_default_str()->check(non_negative());
+  cmd->add_option("--show", *show, "mismatches to print per file")
+      ->capture_default_str()
+      ->check(non_negative());
   cmd->callback([=, &action] {
     action = [=]() -> int {
       std::size_t passed = 0, failed = 0;

@@ -83,12 +83,13 @@ void bind_blockscale(py::module_& m) {
         "OCP MX v1.0 block quantisation along the last axis: E8M0 scale 2^(floor(log2 amax) - emax), "
         "elements rounded to nearest even with saturation. Returns a dict: elements (values of the element "
         "format), scales, scale_codes (E8M0), tensor_scale (1), block; x ~ elements * scales (per block).");
-  m.def("nvfp4_quantize", &nvfp4_py, py::arg("x"), py::arg("block") = 16,
-        "NVFP4 quantisation along the last axis as Transformer Engine's reference computes it (the te-nvfp4 "
-        "recipe, formula te-2026-03; rpsim.quantize has its other options): e2m1 elements in blocks of 16, an "
-        "E4M3 scale per block under the per-tensor FP32 encode scale ges = min(2688/amax, FLT_MAX). Returns a "
-        "dict: elements, scales (E4M3 values), scale_codes, tensor_scale (1/ges), block; x ~ elements * "
-        "scales * tensor_scale.");
+  m.def(
+      "nvfp4_quantize", &nvfp4_py, py::arg("x"), py::arg("block") = 16,
+      "NVFP4 quantisation along the last axis as Transformer Engine's reference computes it (the te-nvfp4 "
+      "recipe, formula te-2026-03; rpsim.quantize has its other options): e2m1 elements in blocks of 16, an "
+      "E4M3 scale per block under the per-tensor FP32 encode scale ges = min(2688/amax, FLT_MAX). Returns a "
+      "dict: elements, scales (E4M3 values), scale_codes, tensor_scale (1/ges), block; x ~ elements * "
+      "scales * tensor_scale.");
 }
 
 }  // namespace rpsim::python

@@ -71,7 +71,8 @@ BlockQuantized nvfp4_quantize(std::span<const double> values, std::size_t block,
 
 std::vector<double> dequantize(const BlockQuantized& q) {
   std::vector<double> out(q.elements.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = q.elements[i] * q.scales[i / q.block] * q.tensor_scale;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = q.elements[i] * q.scales[i / q.block] * q.tensor_scale;
   return out;
 }
 

@@ -44,8 +44,10 @@ RecipeOptions nvfp4_call(const json& o) {
   r["formula"] = version == "head" ? "te-2026-03" : "te-2026-02";
   if (call_option(o, "pow_2_scales", false).get<bool>())
     unsupported(f, "pow_2_scales", true, "the reference's MXFP4 mode raises at both commits");
-  if (call_option(o, "eps", 0.0).get<double>() != 0.0) unsupported(f, "eps", o.at("eps"), "the reference ignores it");
-  const bool rowwise = call_option(o, "rowwise", true).get<bool>(), columnwise = call_option(o, "columnwise", true).get<bool>();
+  if (call_option(o, "eps", 0.0).get<double>() != 0.0)
+    unsupported(f, "eps", o.at("eps"), "the reference ignores it");
+  const bool rowwise = call_option(o, "rowwise", true).get<bool>(),
+             columnwise = call_option(o, "columnwise", true).get<bool>();
   if (rowwise == columnwise) unsupported(f, "rowwise", rowwise, "one of rowwise and columnwise per file");
   r["direction"] = rowwise ? "rowwise" : "columnwise";
   r["tile"] = call_tile(call_option(o, "quant_tile_shape", json::array({1, 16})));
@@ -68,9 +70,9 @@ RecipeOptions mx_call(const json& o) {
   const std::string f = "ao_mx";
   const std::string dtype = o.at("elem_dtype").get<std::string>();
   std::string element;
-  for (const auto& [ao, ours] : {std::pair{"float8_e4m3fn", "e4m3"}, std::pair{"float8_e5m2", "e5m2"},
-                                 std::pair{"fp6_e2m3", "e2m3"}, std::pair{"fp6_e3m2", "e3m2"},
-                                 std::pair{"float4_e2m1fn_x2", "e2m1"}})
+  for (const auto& [ao, ours] :
+       {std::pair{"float8_e4m3fn", "e4m3"}, std::pair{"float8_e5m2", "e5m2"}, std::pair{"fp6_e2m3", "e2m3"},
+        std::pair{"fp6_e3m2", "e3m2"}, std::pair{"float4_e2m1fn_x2", "e2m1"}})
     if (dtype == ao) element = ours;
   if (element.empty()) unsupported(f, "elem_dtype", dtype, "not an MX element dtype");
   if (call_option(o, "is_swizzled_scales", false).get<bool>())

@@ -66,8 +66,9 @@ void compare(const Quantized& q, Fields& in, Case& c) {
     const std::uint32_t want = in.read(fp8 ? 8 : 2, "s", i);
     want_scales.push_back(want);
     const std::uint32_t got = fp8 ? recipe::f32_bits(q.scales[i]) : q.scale_codes[i];
-    const bool equal = got == want || (fp8 ? f32_nan(got) && f32_nan(want)
-                                           : !mx && code_nan(ElementKind::e4m3, got) && code_nan(ElementKind::e4m3, want));
+    const bool equal =
+        got == want || (fp8 ? f32_nan(got) && f32_nan(want)
+                            : !mx && code_nan(ElementKind::e4m3, got) && code_nan(ElementKind::e4m3, want));
     if (!equal) c.differ("s", i, got, want);
   }
   for (std::size_t i = 0; i < q.amax.size(); ++i) {
@@ -76,7 +77,8 @@ void compare(const Quantized& q, Fields& in, Case& c) {
   }
   const std::size_t end = in.next;
   in.next = first_code;
-  const std::size_t tw = s.tile_cols ? std::size_t(s.tile_cols) : q.cols, th = s.tile_rows ? std::size_t(s.tile_rows) : q.rows;
+  const std::size_t tw = s.tile_cols ? std::size_t(s.tile_cols) : q.cols,
+                    th = s.tile_rows ? std::size_t(s.tile_rows) : q.rows;
   for (std::size_t i = 0; i < q.codes.size(); ++i) {
     const std::uint32_t want = in.read(code_width, "q", i), got = q.codes[i];
     const std::size_t tile = (i / q.cols / th) * q.scale_cols + (i % q.cols) / tw;
@@ -130,7 +132,8 @@ RecipeFileCheck check_recipe_file(const std::filesystem::path& path, std::size_t
     const std::string where = fmt::format("{}:{}", file, number);
     Fields f{split(line), 0, where};
     if (f.f.size() != want)
-      throw std::invalid_argument(fmt::format("{}: {} fields, the recipe's outputs make {}", where, f.f.size(), want));
+      throw std::invalid_argument(
+          fmt::format("{}: {} fields, the recipe's outputs make {}", where, f.f.size(), want));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = recipe::f32_from_bits(f.read(8, "x", i));
     const Quantized q = quantize(spec, x, rows, cols);
     Case c{fmt::format("line {}", number), {}};

@@ -67,16 +67,17 @@ void fp8_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& 
   });
 }
 
-void nvfp4_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts, Quantized& q,
-                const ElementRounding* r) {
+void nvfp4_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts,
+                Quantized& q, const ElementRounding* r) {
   const float vec_max = detail::tile_amax(t, tile);
   const std::uint8_t code = e4m3fn_from_f32(nvfp4_scale_argument(vec_max, ts.encode, s.formula));
   const float enc = nvfp4_encode_scale(element_value(ElementKind::e4m3, code), ts.decode);
   q.scale_codes.push_back(code);
   q.scales.push_back(element_value(ElementKind::e4m3, code));
   tile.each(t, [&](std::size_t i, float x) {
-    q.codes[i] = stochastic(r) ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_rn(x, enc), -6.0f, 6.0f), *r, i)
-                               : nvfp4_element(x, enc);
+    q.codes[i] = stochastic(r)
+                     ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_rn(x, enc), -6.0f, 6.0f), *r, i)
+                     : nvfp4_element(x, enc);
   });
 }
 
@@ -93,7 +94,8 @@ std::vector<float> nvfp4_amax(const Tensor& t, bool per_row) {
 
 void check_spec(const QuantSpec& s) {
   if (s.tile_rows < 0 || s.tile_cols < 0)
-    throw std::invalid_argument(fmt::format("quantize: tile {}x{} (sizes must be >= 0)", s.tile_rows, s.tile_cols));
+    throw std::invalid_argument(
+        fmt::format("quantize: tile {}x{} (sizes must be >= 0)", s.tile_rows, s.tile_cols));
   const bool fp8 = is_fp8(s.element);
   if (s.family == ScaleFamily::nvfp4 && s.element != ElementKind::e2m1)
     throw std::invalid_argument("quantize: NVFP4 quantises to e2m1 elements");
@@ -131,7 +133,8 @@ Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t 
     q.amax = nvfp4_amax(t, spec.row_scaled);
     if (!amax.empty()) {
       if (amax.size() != q.amax.size())
-        throw std::invalid_argument(fmt::format("quantize: {} amax values for {}", amax.size(), q.amax.size()));
+        throw std::invalid_argument(
+            fmt::format("quantize: {} amax values for {}", amax.size(), q.amax.size()));
       q.amax.assign(amax.begin(), amax.end());
     }
     const float e = spec.four_over_six == FourOverSix::off ? 448.0f : float(spec.e4m3_max);
@@ -149,7 +152,8 @@ Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t 
         fp8_tile(t, tile, spec, q, rounding);
       } else if (spec.four_over_six != FourOverSix::off) {
         if (stochastic(rounding)) throw std::invalid_argument("quantize: 4over6 rounds to nearest only");
-        detail::four_over_six_tile(t, tile, spec, ts[spec.row_scaled ? i : 0], q.amax[spec.row_scaled ? i : 0], q);
+        detail::four_over_six_tile(t, tile, spec, ts[spec.row_scaled ? i : 0],
+                                   q.amax[spec.row_scaled ? i : 0], q);
       } else {
         nvfp4_tile(t, tile, spec, ts[spec.row_scaled ? i : 0], q, rounding);
       }

@@ -46,7 +46,8 @@ QuantSpec te_nvfp4(const RowOptions& o) {
   QuantSpec s;
   s.family = ScaleFamily::nvfp4;
   s.element = ElementKind::e2m1;
-  s.formula = o["formula"] == "te-2026-02" ? recipe::Nvfp4Formula::te_2026_02 : recipe::Nvfp4Formula::te_2026_03;
+  s.formula =
+      o["formula"] == "te-2026-02" ? recipe::Nvfp4Formula::te_2026_02 : recipe::Nvfp4Formula::te_2026_03;
   s.tile_rows = o["tile"] == "16x16" ? 16 : 1;
   s.tile_cols = 16;
   s.columnwise = o["direction"] == "columnwise";
@@ -114,7 +115,8 @@ constexpr RecipeOptionInfo kTorchaoMxOptions[] = {
     {"element", "e4m3|e5m2|e3m2|e2m3|e2m1", "e4m3", "element format"},
     {"block", "integer", "32", "entries per block along the last axis"},
     {"scale_rule", "floor|rceil|ceil|even", "floor",
-     "E8M0 scale: floor (OCP), rceil (cvt.rp of amax / max), ceil, even (amax rounded to the element's bits)"},
+     "E8M0 scale: floor (OCP), rceil (cvt.rp of amax / max), ceil, even (amax rounded to the element's "
+     "bits)"},
 };
 constexpr RecipeOptionInfo kOcpMxOptions[] = {
     {"element", "e4m3|e5m2|e3m2|e2m3|e2m1|int8", "e4m3", "element format (int8: MXINT8, 2^-6 fixed point)"},
@@ -160,7 +162,8 @@ const Row kRows[] = {
       kFp8BlockOptions},
      [](const RowOptions& o) { return te_fp8(o, true); }},
     {{"te-fp8-current",
-      "NVIDIA/TransformerEngine d0067d0da6cb01811b8072a7d304f0e00344ce2b tests/pytorch/references/ref_per_tensor_cs.py "
+      "NVIDIA/TransformerEngine d0067d0da6cb01811b8072a7d304f0e00344ce2b "
+      "tests/pytorch/references/ref_per_tensor_cs.py "
       "ref_per_tensor_cs_cast",
       "FP8 per-tensor current scaling: one binary32 scale from the tensor's amax", kFp8TensorOptions},
      [](const RowOptions& o) { return te_fp8(o, false); }},
@@ -183,7 +186,8 @@ void check_value(std::string_view row, const RecipeOptionInfo& o, const std::str
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != v.size()) refuse(row, fmt::format("option {}: '{}' is not an integer", o.name, v));
+    if (used == 0 || used != v.size())
+      refuse(row, fmt::format("option {}: '{}' is not an integer", o.name, v));
     return;
   }
   std::string_view rest = o.values;
@@ -207,7 +211,8 @@ std::span<const RecipeInfo> recipes() {
 }
 
 QuantSpec recipe_spec(std::string_view name, const RecipeOptions& options) {
-  const auto row = std::find_if(std::begin(kRows), std::end(kRows), [&](const Row& r) { return r.info.name == name; });
+  const auto row =
+      std::find_if(std::begin(kRows), std::end(kRows), [&](const Row& r) { return r.info.name == name; });
   if (row == std::end(kRows)) {
     std::vector<std::string_view> names;
     for (const auto& r : kRows) names.push_back(r.info.name);

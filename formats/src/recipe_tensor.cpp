@@ -28,7 +28,8 @@ std::vector<float> te_hadamard_rows(std::span<const float> x, std::size_t rows, 
   if (cols % n != 0)
     throw std::invalid_argument(
         fmt::format("Hadamard transform: rows of {} entries (must be a multiple of {})", cols, n));
-  if (signs.size() != n) throw std::invalid_argument(fmt::format("Hadamard transform: {} signs (16)", signs.size()));
+  if (signs.size() != n)
+    throw std::invalid_argument(fmt::format("Hadamard transform: {} signs (16)", signs.size()));
   if (x.size() != rows * cols)
     throw std::invalid_argument(fmt::format("Hadamard transform: {} values for {}x{}", x.size(), rows, cols));
   // The reference's x_mat @ (H / 4), H = diag(signs) Sylvester H16:

@@ -43,7 +43,8 @@ TEST_CASE("recipe arith: c10 float8 casts (nearest even; E4M3FN NaN past 448, E5
   }
 }
 
-TEST_CASE("recipe arith: TE's E2M1 ladder, torchao's saturating FP6/FP4 casts and MXINT8", "[formats][recipes]") {
+TEST_CASE("recipe arith: TE's E2M1 ladder, torchao's saturating FP6/FP4 casts and MXINT8",
+          "[formats][recipes]") {
   CHECK(e2m1_te_ladder(-0.0f) == 0);  // TE: x >= 0.0 holds for -0.0
   CHECK(e2m1_te_ladder(-0.25f) == 8);
   CHECK(e2m1_te_ladder(0.25f) == 0);
@@ -55,9 +56,9 @@ TEST_CASE("recipe arith: TE's E2M1 ladder, torchao's saturating FP6/FP4 casts an
   CHECK(minifloat_sat_from_f32(-0.0f, 2, 1) == 0x8);  // torchao keeps the sign of zero
   CHECK(minifloat_sat_from_f32(100.0f, 3, 2) == 0x1f);
   CHECK(minifloat_sat_from_f32(-std::numeric_limits<float>::infinity(), 2, 3) == 0x3f);
-  CHECK(minifloat_sat_from_f32(0.0625f, 2, 3) == 0x00);   // half the least E2M3 subnormal 0.125: even, 0
-  CHECK(minifloat_sat_from_f32(0.1875f, 2, 3) == 0x02);   // 1.5 * 0.125 ties to even 0.25
-  CHECK(minifloat_sat_from_f32(0.3125f, 3, 2) == 0x05);   // E3M2: 0.3125 = 1.25 * 2^-2
+  CHECK(minifloat_sat_from_f32(0.0625f, 2, 3) == 0x00);  // half the least E2M3 subnormal 0.125: even, 0
+  CHECK(minifloat_sat_from_f32(0.1875f, 2, 3) == 0x02);  // 1.5 * 0.125 ties to even 0.25
+  CHECK(minifloat_sat_from_f32(0.3125f, 3, 2) == 0x05);  // E3M2: 0.3125 = 1.25 * 2^-2
   // MXINT8: k / 64, ties to even, saturated to +-127/64.
   CHECK(mxint8_from_f32(1.0f) == 64);
   CHECK(mxint8_from_f32(-1.0f) == 0xc0);
@@ -67,7 +68,8 @@ TEST_CASE("recipe arith: TE's E2M1 ladder, torchao's saturating FP6/FP4 casts an
   CHECK(element_value(ElementKind::int8, 0x81) == -127.0f / 64);
 }
 
-TEST_CASE("recipe arith: E8M0 casts, the RCEIL boundaries of torchao's _f32_to_e8m0_rceil", "[formats][recipes]") {
+TEST_CASE("recipe arith: E8M0 casts, the RCEIL boundaries of torchao's _f32_to_e8m0_rceil",
+          "[formats][recipes]") {
   const std::pair<std::uint32_t, int> rceil[] = {
       {0x00000000, 0},   {0x00000001, 0},   {0x00400000, 0},   {0x00400001, 1},   {0x007fffff, 1},
       {0x00800000, 1},   {0x1f800000, 63},  {0x1f800001, 64},  {0x3f7fffff, 127}, {0x3f800000, 127},
@@ -128,10 +130,10 @@ TEST_CASE("recipe arith: torchao's MXFP8 semantic cases under FLOOR and RCEIL", 
       {"mixed_positive_underflow", fill(1, sub), 119, 119, bytes(0x78, 0), bytes(0x78, 0)},
       {"mixed_negative_underflow", fill(1, -sub), 119, 119, bytes(0x78, 0x80), bytes(0x78, 0x80)},
       {"mixed_saturation_and_underflow", fill(1, max), 246, 247, bytes(0, 0x7e), bytes(0, 0x78)},
-      {"rceil_premature_bf16_lowers_scale", fill(bits(0x40600001), bits(0x40600001)), 120, 121, bytes(0x7e, 0x7e),
-       bytes(0x76, 0x76)},
-      {"floor_premature_bf16_raises_scale", fill(bits(0x43ffffff), bits(0x43ffffff)), 127, 128, bytes(0x7e, 0x7e),
-       bytes(0x78, 0x78)},
+      {"rceil_premature_bf16_lowers_scale", fill(bits(0x40600001), bits(0x40600001)), 120, 121,
+       bytes(0x7e, 0x7e), bytes(0x76, 0x76)},
+      {"floor_premature_bf16_raises_scale", fill(bits(0x43ffffff), bits(0x43ffffff)), 127, 128,
+       bytes(0x7e, 0x7e), bytes(0x78, 0x78)},
       {"all_nan", fill(nan, nan), 255, 255, bytes(0x7f, 0x7f), bytes(0x7f, 0x7f)},
       {"positive_satfinite", fill(480, 480), 127, 128, bytes(0x7e, 0x7e), bytes(0x77, 0x77)},
       {"negative_satfinite", fill(-480, -480), 127, 128, bytes(0xfe, 0xfe), bytes(0xf7, 0xf7)},

@@ -59,8 +59,8 @@ TEST_CASE("recipe-check: the te-2026-02 lines fail under te-2026-03, and a chang
   // The excerpt's first 8 lines are where TE aad3512's formula gives other
   // scales than TE's head: read as the head's call, exactly those fail.
   const std::string old = read(excerpts() / "te-aad3512__nvfp4__1x16.rowwise.txt");
-  const RecipeFileCheck head =
-      check_recipe_file(scratch("head.txt", replace_first(old, "\"version\": \"aad3512\"", "\"version\": \"head\"")));
+  const RecipeFileCheck head = check_recipe_file(
+      scratch("head.txt", replace_first(old, "\"version\": \"aad3512\"", "\"version\": \"head\"")));
   CHECK(head.options.at("formula") == "te-2026-03");
   CHECK(head.failed == 8);
   CHECK(head.passed == 2);
@@ -80,21 +80,22 @@ TEST_CASE("recipe-check: bad files are named with their line", "[formats][recipe
   CHECK_THROWS_WITH(check_recipe_file(scratch("nocall.txt", "# recipe: x\n00\n")),
                     Catch::Contains("nocall.txt") && Catch::Contains("no '# call: ' line"));
   CHECK_THROWS_WITH(
-      check_recipe_file(scratch("family.txt", "# call: {\"family\": \"mx_ms\", \"shape\": [1, 2], \"options\": {}}\n")),
+      check_recipe_file(
+          scratch("family.txt", "# call: {\"family\": \"mx_ms\", \"shape\": [1, 2], \"options\": {}}\n")),
       Catch::Contains("family 'mx_ms'"));
   const std::string good = read(excerpts() / "te-d0067d0__fp8tensor__e5m2.txt");
   CHECK_THROWS_WITH(check_recipe_file(scratch("short.txt", good + "3f800000 00\n")),
                     Catch::Contains("short.txt:") && Catch::Contains("fields"));
-  CHECK_THROWS_WITH(check_recipe_file(scratch("pow2.txt", replace_first(read(excerpts() /
-                                                                              "te-d0067d0__nvfp4__1x16.rowwise.txt"),
-                                                                         "\"pow_2_scales\": false",
-                                                                         "\"pow_2_scales\": true"))),
+  CHECK_THROWS_WITH(check_recipe_file(scratch(
+                        "pow2.txt", replace_first(read(excerpts() / "te-d0067d0__nvfp4__1x16.rowwise.txt"),
+                                                  "\"pow_2_scales\": false", "\"pow_2_scales\": true"))),
                     Catch::Contains("pow_2_scales"));
 }
 
 TEST_CASE("recipe-check: every file of ../shared/recipes at 100%", "[formats][recipes]") {
   const auto dir = test::shared_dir() / "recipes";
-  if (!std::filesystem::is_directory(dir)) RPSIM_SKIP("no " << dir.string() << " (the shared recipe vectors)");
+  if (!std::filesystem::is_directory(dir))
+    RPSIM_SKIP("no " << dir.string() << " (the shared recipe vectors)");
   std::size_t passed = 0;
   for (const auto& f : recipe_files(dir)) {
     const RecipeFileCheck r = check_recipe_file(f);

@@ -33,12 +33,14 @@ std::vector<float> wide(std::size_t n, std::uint32_t seed, int lo = -30, int hi 
 TEST_CASE("recipes: the rows, their options and the errors naming them", "[formats][recipes]") {
   std::vector<std::string> names;
   for (const auto& r : recipes()) names.emplace_back(r.name);
-  CHECK(names == std::vector<std::string>{"te-nvfp4", "torchao-mx", "ocp-mx", "te-fp8-block", "te-fp8-current"});
+  CHECK(names ==
+        std::vector<std::string>{"te-nvfp4", "torchao-mx", "ocp-mx", "te-fp8-block", "te-fp8-current"});
   for (const auto& r : recipes()) {
     CHECK_FALSE(r.reference.empty());
     CHECK_NOTHROW(recipe_spec(r.name));  // the defaults make a spec
   }
-  CHECK_THROWS_WITH(recipe_spec("nvfp4"), Catch::Contains("unknown recipe 'nvfp4'") && Catch::Contains("te-nvfp4"));
+  CHECK_THROWS_WITH(recipe_spec("nvfp4"),
+                    Catch::Contains("unknown recipe 'nvfp4'") && Catch::Contains("te-nvfp4"));
   CHECK_THROWS_WITH(recipe_spec("te-nvfp4", {{"formla", "x"}}),
                     Catch::Contains("unknown option 'formla'") && Catch::Contains("formula"));
   CHECK_THROWS_WITH(recipe_spec("te-nvfp4", {{"formula", "te-2025"}}),
@@ -49,8 +51,10 @@ TEST_CASE("recipes: the rows, their options and the errors naming them", "[forma
                     Catch::Contains("te-2026-02"));
   CHECK_THROWS_WITH(recipe_spec("te-nvfp4", {{"e4m3_max", "256"}}), Catch::Contains("four_over_six"));
   CHECK_THROWS_WITH(recipe_spec("ocp-mx", {{"scale_rule", "rceil"}}), Catch::Contains("unknown option"));
-  const QuantSpec s = recipe_spec("te-fp8-block", {{"tile", "128x128"}, {"pow2", "true"}, {"element", "e5m2"}});
-  CHECK((s.tile_rows == 128 && s.tile_cols == 128 && s.pow2_scales && s.element == recipe::ElementKind::e5m2));
+  const QuantSpec s =
+      recipe_spec("te-fp8-block", {{"tile", "128x128"}, {"pow2", "true"}, {"element", "e5m2"}});
+  CHECK(
+      (s.tile_rows == 128 && s.tile_cols == 128 && s.pow2_scales && s.element == recipe::ElementKind::e5m2));
   CHECK_THROWS_WITH(quantize(recipe_spec("te-nvfp4", {{"direction", "columnwise"}, {"rht", "true"}}),
                              std::vector<float>(8 * 4), 8, 4),
                     Catch::Contains("multiple of 16"));
@@ -85,7 +89,8 @@ TEST_CASE("recipes: a NaN anywhere in a tensor is never encoded as a finite valu
     }
 }
 
-TEST_CASE("recipes: NVFP4 tensors of tiny, zero and infinite amax, -0 and NaN as TE has them", "[formats][recipes]") {
+TEST_CASE("recipes: NVFP4 tensors of tiny, zero and infinite amax, -0 and NaN as TE has them",
+          "[formats][recipes]") {
   const QuantSpec nv = recipe_spec("te-nvfp4");
   // amax 1e-37 < 2688 / FLT_MAX: ges is clamped at FLT_MAX, the blocks keep
   // non-zero scales and codes, and the tensor does not decode to zeros.
@@ -131,7 +136,8 @@ TEST_CASE("recipes: NVFP4 columnwise quantises x^T with its own amax; row-scaled
   const Quantized rs = quantize(recipe_spec("te-nvfp4", {{"row_scaled", "true"}}), x, 16, 32);
   REQUIRE(rs.amax.size() == 16);
   for (std::size_t r = 0; r < 16; ++r) {
-    const Quantized one = quantize(recipe_spec("te-nvfp4"), std::span<const float>(x).subspan(r * 32, 32), 1, 32);
+    const Quantized one =
+        quantize(recipe_spec("te-nvfp4"), std::span<const float>(x).subspan(r * 32, 32), 1, 32);
     CHECK(rs.amax[r] == one.amax[0]);
     CHECK(std::equal(one.codes.begin(), one.codes.end(), rs.codes.begin() + long(r) * 32));
   }
@@ -151,17 +157,19 @@ TEST_CASE("recipes: FP8 block tiles 1x128 and 128x128 (zero-padded), per-tensor 
   // A power-of-two scale of amax 448 + 1 ulp: 448 / amax rounds to just
   // below 1, frexp exponent 0, scale 2^-1.
   const float over = std::nextafter(448.0f, 1000.0f);
-  const Quantized p = quantize(recipe_spec("te-fp8-current", {{"pow2", "true"}}), std::vector<float>{over, 1.0f}, 1, 2);
+  const Quantized p =
+      quantize(recipe_spec("te-fp8-current", {{"pow2", "true"}}), std::vector<float>{over, 1.0f}, 1, 2);
   CHECK(p.scales[0] == 2.0f);
   CHECK(p.codes[0] == 0x76);  // 224
 }
 
-TEST_CASE("recipes: MXINT8 (ocp-mx element=int8): scale 2^floor(log2 amax), elements k/64", "[formats][recipes]") {
+TEST_CASE("recipes: MXINT8 (ocp-mx element=int8): scale 2^floor(log2 amax), elements k/64",
+          "[formats][recipes]") {
   std::vector<float> x(32, 0.0f);
-  x[0] = 3.0f;     // floor(log2 3) = 1: X = 2
-  x[1] = -0.75f;   // -0.375 * 64 = -24
-  x[2] = 0.01f;    // 0.005 * 64 = 0.32 -> 0
-  x[3] = 3.999f;   // 1.9995 * 64 = 127.97 -> 128, saturated to 127
+  x[0] = 3.0f;    // floor(log2 3) = 1: X = 2
+  x[1] = -0.75f;  // -0.375 * 64 = -24
+  x[2] = 0.01f;   // 0.005 * 64 = 0.32 -> 0
+  x[3] = 3.999f;  // 1.9995 * 64 = 127.97 -> 128, saturated to 127
   const Quantized q = quantize(recipe_spec("ocp-mx", {{"element", "int8"}}), x, 1, 32);
   CHECK(q.scale_codes[0] == 128);
   CHECK(q.codes[0] == 96);
@@ -170,11 +178,13 @@ TEST_CASE("recipes: MXINT8 (ocp-mx element=int8): scale 2^floor(log2 amax), elem
   CHECK(q.codes[3] == 127);
   CHECK(dequantize(q)[1] == -0.75);
   // FLT_MAX: the exponent 127 with emax 0 reaches E8M0's largest scale.
-  const Quantized m = quantize(recipe_spec("ocp-mx", {{"element", "int8"}}), std::vector<float>(32, 3.4e38f), 1, 32);
+  const Quantized m =
+      quantize(recipe_spec("ocp-mx", {{"element", "int8"}}), std::vector<float>(32, 3.4e38f), 1, 32);
   CHECK(m.scale_codes[0] == 254);
 }
 
-TEST_CASE("recipes: ocp-mx (mx_quantize) against the OCP rule in binary64 on binary32 values", "[formats][mx]") {
+TEST_CASE("recipes: ocp-mx (mx_quantize) against the OCP rule in binary64 on binary32 values",
+          "[formats][mx]") {
   // The rule written independently: X = 2^clamp(floor(log2 amax) - emax,
   // -127, 127), P = V / X exactly, clamped to +-max, rounded to nearest even.
   for (const char* name : {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}) {

@@ -223,8 +223,8 @@ const Row<Fp8Recipe> kFp8[] = {
     {{"scale_rule", K::text, "mx: E8M0 scale rule floor (OCP), rceil, ceil or even (torchao)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.scale_rule = named_option(v, p, f, Fp8Scaling::mx, mx_scale_rule_name,
-                                   {recipe::MxScaleRule::floor, recipe::MxScaleRule::rceil, recipe::MxScaleRule::ceil,
-                                    recipe::MxScaleRule::even});
+                                   {recipe::MxScaleRule::floor, recipe::MxScaleRule::rceil,
+                                    recipe::MxScaleRule::ceil, recipe::MxScaleRule::even});
      }},
     {{"nvfp4_formula", K::text, "nvfp4: TE's block-scale formula te-2026-03 or te-2026-02"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
@@ -233,7 +233,8 @@ const Row<Fp8Recipe> kFp8[] = {
      }},
     {{"pow2_scales", K::flag, "blockwise: power-of-two scales (false: binary32 max / amax)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
-       if (f.scaling != Fp8Scaling::blockwise) fail(p, "applies to the blockwise scaling (fp8-blockwise) only");
+       if (f.scaling != Fp8Scaling::blockwise)
+         fail(p, "applies to the blockwise scaling (fp8-blockwise) only");
        f.pow2_scales = boolean(v, p);
      }},
 };

@@ -286,12 +286,9 @@ const OpRule& PrecisionPolicy::rule(const std::string& op) const {
 }
 
 std::span<const Fp8ScalingName> fp8_scaling_names() {
-  static const Fp8ScalingName rows[] = {{Fp8Scaling::none, "none"},
-                                        {Fp8Scaling::delayed, "delayed"},
-                                        {Fp8Scaling::current, "current"},
-                                        {Fp8Scaling::mx, "mx"},
-                                        {Fp8Scaling::nvfp4, "nvfp4"},
-                                        {Fp8Scaling::blockwise, "blockwise"}};
+  static const Fp8ScalingName rows[] = {
+      {Fp8Scaling::none, "none"}, {Fp8Scaling::delayed, "delayed"}, {Fp8Scaling::current, "current"},
+      {Fp8Scaling::mx, "mx"},     {Fp8Scaling::nvfp4, "nvfp4"},     {Fp8Scaling::blockwise, "blockwise"}};
   return rows;
 }
 

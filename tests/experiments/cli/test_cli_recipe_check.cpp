@@ -25,7 +25,8 @@ TEST_CASE("recipe-check: passed/total per file and N passed, 0 failed on the exc
   const auto r = run_cli("recipe-check '" + excerpts().string() + "'");
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK_THAT(r.output, Catch::Contains("8/8 te-d0067d0__fp8tensor__e5m2.txt (te-fp8-current element=e5m2 pow2=false)"));
+  CHECK_THAT(r.output,
+             Catch::Contains("8/8 te-d0067d0__fp8tensor__e5m2.txt (te-fp8-current element=e5m2 pow2=false)"));
   CHECK_THAT(r.output, Catch::Contains("te-aad3512__nvfp4__1x16.rowwise.txt (te-nvfp4") &&
                            Catch::Contains("formula=te-2026-02"));
   std::smatch m;
@@ -33,7 +34,8 @@ TEST_CASE("recipe-check: passed/total per file and N passed, 0 failed on the exc
   CHECK(std::stoi(m[1]) > 100);
 }
 
-TEST_CASE("recipe-check: a wrong output exits 1 with the mismatch, a missing path exits 2", "[cli][recipes]") {
+TEST_CASE("recipe-check: a wrong output exits 1 with the mismatch, a missing path exits 2",
+          "[cli][recipes]") {
   const fs::path dir = fs::temp_directory_path() / ("rpsim-recipe-check-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ifstream in(excerpts() / "te-d0067d0__fp8tensor__e5m2.txt");
@@ -41,7 +43,7 @@ TEST_CASE("recipe-check: a wrong output exits 1 with the mismatch, a missing pat
   s << in.rdbuf();
   std::string text = s.str();
   const auto first = text.find("\n", text.rfind("# ")) + 1;  // the first case line
-  const auto scale = text.find('\n', first) - 8;              // its scale_inv, the last field
+  const auto scale = text.find('\n', first) - 8;             // its scale_inv, the last field
   text.replace(scale, 8, "3f800000");
   std::ofstream(dir / "changed.txt") << text;
   const auto r = run_cli("recipe-check '" + (dir / "changed.txt").string() + "'");

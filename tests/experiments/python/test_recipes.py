@@ -88,3 +88,39 @@ def test_bad_input_raises_named_errors():
         rpsim.recipe_check(str(EXCERPTS / "missing.txt"))
     with pytest.raises(ValueError, match="E8M0 cast"):
         rpsim.e8m0_cast(np.ones(2), "round")
+
+
+def test_quantize_and_recipe_effect_give_the_what_if_fractions():
+    # 1, 1e-30, 2^-14 in one block (tests/experiments/cli/test_cli_grads_recipes.cpp works them out).
+    x = np.zeros(32)
+    x[0], x[1], x[2] = 1.0, 1e-30, 2.0**-14
+    assert rpsim.recipe_effect(x, "mxfp8")["underflow"] == pytest.approx(1 / 3)
+    nv = rpsim.recipe_effect(x, "nvfp4")
+    assert nv["underflow"] == pytest.approx(2 / 3) and nv["saturated"] == 0 and nv["nonzero"] == 3
+    assert rpsim.recipe_effect(x, "fp8-blockwise")["underflow"] == pytest.approx(1 / 3)
+    q = rpsim.quantize(x.reshape(1, 32), "torchao-mx", element="e5m2")
+    assert q["effect"]["underflow"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="does not block-scale"):
+        rpsim.recipe_effect(x, "fp8")
+
+
+def test_torch_block_quantize_takes_the_policy_recipe_object():
+    # The recipe options reach rpsim.torch's quantiser through the fp8 object (480: floor scale 1,
+    # rceil scale 2), and fp8-blockwise's operands fold per 128-long k tile in _torch_block_gemm.
+    from rpsim import _core
+    x = np.full((1, 32), 480.0)
+    floor = _core._torch_block_quantize(x, "e4m3", {"scaling": "mx", "block_size": 32}, 1)
+    rceil = _core._torch_block_quantize(x, "e4m3", {"scaling": "mx", "block_size": 32, "scale_rule": "rceil"}, 1)
+    assert floor[3][0, 0] == 1.0 and rceil[3][0, 0] == 2.0
+    with pytest.raises(ValueError, match="scale_rule"):
+        _core._torch_block_quantize(x, "e4m3", {"scaling": "nvfp4", "block_size": 16, "scale_rule": "rceil"}, 1)
+    recipe = _core._torch_policy("fp8-blockwise")["fp8"]
+    a = np.linspace(-2, 3, 4 * 256).reshape(4, 256)
+    b = np.linspace(1, -1, 256 * 3).reshape(256, 3)
+    qa = _core._torch_block_quantize(a, "e4m3", recipe, 1)
+    qb = _core._torch_block_quantize(b, "e4m3", recipe, 0, tiles=True)
+    ref = rpsim.quantize(a, "te-fp8-block", pow2=True)
+    assert (qa[0] == ref["values"]).all()
+    d = _core._torch_block_gemm(qa[0][None], qa[3][None], "e4m3", qb[0][None], qb[3][None], "e4m3",
+                                "sequential:fp32:rne", blockwise_block=128, b_tiles=True)[0]
+    assert np.allclose(d, a @ b, rtol=0.05, atol=0.5)

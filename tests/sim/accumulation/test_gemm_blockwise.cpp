@@ -52,18 +52,27 @@ TEST_CASE("gemm_blockwise: fma(fl32(P * sa), sb, y) per k tile; 2Dx1D scales B f
         CHECK(d(i, j) == double(y));
       }
   }
-  // The orders differ somewhere on these scales.
-  s.a_2d = s.b_2d = false;
-  const Matrix one = gemm_blockwise(kFp32, a, b, s, formats::binary32());
-  s.a_2d = true;
-  CHECK(one != gemm_blockwise(kFp32, a, b, s, formats::binary32()));
+  // The orders differ: P = 3 * 7 = 21, sa = fl(1/3), sb = fl(1/7): A first
+  // fl(21 sa) = 7, fma(7, sb, 0) = 1; B first fl(21 sb) = 3 + 2^-22,
+  // fma(that, sa, 0) = 1 + 2^-23.
+  Matrix a1 = Matrix::Zero(1, 128), b1 = Matrix::Zero(128, 1);
+  a1(0, 0) = 3;
+  b1(0, 0) = 7;
+  BlockwiseScales one;
+  one.sa = Matrix::Constant(1, 1, double(1.0f / 3));
+  one.sb = Matrix::Constant(1, 1, double(1.0f / 7));
+  CHECK(gemm_blockwise(kFp32, a1, b1, one, formats::binary32())(0, 0) == 1.0);
+  one.a_2d = true;
+  CHECK(gemm_blockwise(kFp32, a1, b1, one, formats::binary32())(0, 0) == 1.0 + std::ldexp(1.0, -23));
 }
 
-TEST_CASE("gemm_blockwise: C joins after the conversion to the output format; shapes are checked", "[accumulation]") {
+TEST_CASE("gemm_blockwise: C joins after the conversion to the output format; shapes are checked",
+          "[accumulation]") {
   const Matrix a = Matrix::Constant(1, 128, 1.0), b = Matrix::Constant(128, 1, 1.0);
   BlockwiseScales s;
   s.sa = Matrix::Constant(1, 1, 1.0);
-  s.sb = Matrix::Constant(1, 1, double(1.0f + std::ldexp(1.0f, -10)) / 128);  // y = 1 + 2^-10 - a bf16 tie's neighbour
+  s.sb = Matrix::Constant(
+      1, 1, double(1.0f + std::ldexp(1.0f, -10)) / 128);  // y = 1 + 2^-10 - a bf16 tie's neighbour
   const Matrix c = Matrix::Constant(1, 1, std::ldexp(1.0, -8));
   const Matrix d = gemm_blockwise(kFp32, a, b, s, formats::bfloat16(), &c);
   // bf16(y) = 1 (2^-10 is below half of bf16's 2^-7 step), then 1 + 2^-8 in

@@ -46,7 +46,8 @@ TEST_CASE("train: block_quantize_recipe gives block_quantize's bits for mx floor
   for (const char* name : {"mxfp8", "mxfp4", "nvfp4"}) {
     const PrecisionPolicy p = named_policy(name);
     const Format& f = *p.rule("linear").compute;
-    for (const BlockLayout layout : {BlockLayout{1}, BlockLayout{0}, BlockLayout{0, true}, BlockLayout{1, false, &sr}}) {
+    for (const BlockLayout layout :
+         {BlockLayout{1}, BlockLayout{0}, BlockLayout{0, true}, BlockLayout{1, false, &sr}}) {
       INFO(name << " axis " << layout.axis << " tiles " << layout.tiles << " sr " << (layout.sr != nullptr));
       Fp8Stats s1, s2;
       double t1 = 0, t2 = 0;
@@ -63,7 +64,8 @@ TEST_CASE("train: block_quantize_recipe gives block_quantize's bits for mx floor
 }
 
 TEST_CASE("train: fp8.scale_rule, fp8.nvfp4_formula and fp8.pow2_scales in a policy object", "[train]") {
-  CHECK(pol(R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})").fp8.scale_rule == recipe::MxScaleRule::rceil);
+  CHECK(pol(R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})").fp8.scale_rule ==
+        recipe::MxScaleRule::rceil);
   CHECK(pol(R"({"name": "nvfp4", "fp8": {"nvfp4_formula": "te-2026-02"}})").fp8.nvfp4_formula ==
         recipe::Nvfp4Formula::te_2026_02);
   CHECK_FALSE(pol(R"({"name": "fp8-blockwise", "fp8": {"pow2_scales": false}})").fp8.pow2_scales);
@@ -80,8 +82,8 @@ TEST_CASE("train: fp8.scale_rule, fp8.nvfp4_formula and fp8.pow2_scales in a pol
   Matrix x = Matrix::Constant(1, 32, 480.0);
   Matrix s1, s2;
   block_quantize_recipe(x, formats::e4m3(), named_policy("mxfp8").fp8, {1}, nullptr, nullptr, &s1);
-  block_quantize_recipe(x, formats::e4m3(), pol(R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})").fp8, {1},
-                        nullptr, nullptr, &s2);
+  block_quantize_recipe(x, formats::e4m3(), pol(R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})").fp8,
+                        {1}, nullptr, nullptr, &s2);
   CHECK(s1(0, 0) == 1.0);
   CHECK(s2(0, 0) == 2.0);
 }
@@ -106,7 +108,8 @@ TEST_CASE("train: the fp8-blockwise row quantises as te-fp8-block, 1x128 and 128
     for (Eigen::Index r = 0; r < x.rows(); ++r)
       for (Eigen::Index c = 0; c < x.cols(); ++c) {
         const std::size_t i = std::size_t(r * x.cols() + c);
-        const double scale = q.scales[(std::size_t(r) / (tiles ? 128 : 1)) * q.scale_cols + std::size_t(c) / 128];
+        const double scale =
+            q.scales[(std::size_t(r) / (tiles ? 128 : 1)) * q.scale_cols + std::size_t(c) / 128];
         same = same && o.scales(r, c) == scale &&
                o.values(r, c) == double(recipe::element_value(q.spec.element, q.codes[i])) * scale;
         same = same && float(o.values(r, c)) == float(d[i]);  // the dequantised value, in binary32
@@ -119,7 +122,8 @@ TEST_CASE("train: the fp8-blockwise row quantises as te-fp8-block, 1x128 and 128
 TEST_CASE("train: fp8-blockwise GEMMs fold each 128-long k tile's product with its scales", "[train]") {
   const PrecisionPolicy p = named_policy("fp8-blockwise");
   const Matrix x = wide_matrix(6, 300, 5), w = wide_matrix(300, 5, 6);
-  const BlockOperand a = block_operand(x, formats::e4m3(), p.fp8, {1}), b = block_operand(w, formats::e4m3(), p.fp8, {0, true});
+  const BlockOperand a = block_operand(x, formats::e4m3(), p.fp8, {1}),
+                     b = block_operand(w, formats::e4m3(), p.fp8, {0, true});
   const sim::AccumulationModel model = p.rule("linear").accumulation;
   const Matrix d = block_matmul(a, b, model, {});
   // The same fold written out: P_t over k in [128 t, 128 t + 128), then

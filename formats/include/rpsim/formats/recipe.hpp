@@ -48,14 +48,14 @@ struct QuantSpec {
   // The tile sharing one scale, rows x columns of the quantised tensor; 0
   // spans the whole dimension (per-tensor scaling: 0 x 0).
   int tile_rows = 1, tile_cols = 32;
-  recipe::MxScaleRule scale_rule = recipe::MxScaleRule::floor;        // mx
+  recipe::MxScaleRule scale_rule = recipe::MxScaleRule::floor;      // mx
   recipe::Nvfp4Formula formula = recipe::Nvfp4Formula::te_2026_03;  // nvfp4
-  bool columnwise = false;  // quantise x^T (TE's columnwise usage)
+  bool columnwise = false;                                          // quantise x^T (TE's columnwise usage)
   bool rht = false;         // x^T's rows times TE's 16-point random Hadamard transform first
   bool row_scaled = false;  // one per-tensor scale per row (TE row_scaled_nvfp4)
   FourOverSix four_over_six = FourOverSix::off;
-  bool fast_math = false;  // 4over6's error on the kernel's FP16 products
-  int e4m3_max = 448;      // the E4M3 maximum NVFP4's global scale assumes (4over6: 448 or 256)
+  bool fast_math = false;    // 4over6's error on the kernel's FP16 products
+  int e4m3_max = 448;        // the E4M3 maximum NVFP4's global scale assumes (4over6: 448 or 256)
   bool pow2_scales = false;  // fp8: scales rounded down to powers of two
   bool clamp = true;         // fp8: clamp to +-max before the cast (TE's block reference; per-tensor: no)
 };
@@ -66,9 +66,9 @@ struct Quantized {
   std::vector<std::uint8_t> codes;             // element codes, row-major (FP4/FP6: unpacked, low bits)
   std::size_t scale_rows = 0, scale_cols = 0;  // the grid of tiles, one scale each
   std::vector<std::uint8_t> scale_codes;       // MX: E8M0; NVFP4: E4M3; FP8: none
-  std::vector<float> scales;                   // each tile's decode multiplier (MX 2^k, NVFP4 E4M3, FP8 scale_inv)
-  std::vector<float> amax;                     // NVFP4: the tensor's amax, or one per row when row-scaled
-  std::vector<float> tensor_encode;            // NVFP4: the global encode scale ges of each amax
+  std::vector<float> scales;         // each tile's decode multiplier (MX 2^k, NVFP4 E4M3, FP8 scale_inv)
+  std::vector<float> amax;           // NVFP4: the tensor's amax, or one per row when row-scaled
+  std::vector<float> tensor_encode;  // NVFP4: the global encode scale ges of each amax
 };
 
 // Quantises x (rows x cols, row-major binary32) under `spec`. `rounding`,
@@ -85,6 +85,17 @@ Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t 
 // decode: fp32(fp32(fp32(q * s) * amax) / fp32(6 E)), how TE's reference
 // decodes in its 4over6 error and its GEMM's alpha), row-major as codes.
 std::vector<double> dequantize(const Quantized& q);
+
+// What a recipe does to a tensor's entries (the what-if counts of TE's
+// LogFp8TensorStats): of the finite entries of x (the tensor `q` quantised,
+// not columnwise), the non-zero ones that decode to zero (underflow), those
+// beyond the largest value their block can hold (saturated: the element is
+// the format's largest and decodes below |x|), and the non-zero ones whose
+// element is a subnormal of the element format.
+struct RecipeEffect {
+  std::size_t entries = 0, nonzero = 0, nonfinite = 0, underflow = 0, saturated = 0, subnormal = 0;
+};
+RecipeEffect recipe_effect(const Quantized& q, std::span<const float> x);
 
 // TE's fixed sign vector of the weight-gradient Hadamard transform
 // (reference_nvfp4.py get_wgrad_sign_vector): +1 or -1 for each of 16.

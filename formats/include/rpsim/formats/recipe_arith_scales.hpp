@@ -56,7 +56,8 @@ RPSIM_HD_INLINE std::uint8_t encode_element(ElementKind k, float v) {
 // The value of a code of a binary format (sign above ebits + mbits bits);
 // `nan_all_ones`: the all-ones magnitude is NaN (E4M3FN), `ieee`: the top
 // exponent is infinity / NaN (E5M2).
-RPSIM_HD_INLINE float minifloat_value(std::uint32_t code, int ebits, int mbits, bool nan_all_ones, bool ieee) {
+RPSIM_HD_INLINE float minifloat_value(std::uint32_t code, int ebits, int mbits, bool nan_all_ones,
+                                      bool ieee) {
   const std::uint32_t mag = code & ((1u << (ebits + mbits)) - 1u), field = mag >> mbits;
   const std::uint32_t frac = mag & ((1u << mbits) - 1u);
   const bool negative = (code >> (ebits + mbits)) & 1u;

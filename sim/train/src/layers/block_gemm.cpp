@@ -81,8 +81,10 @@ Matrix blockwise_matmul(const BlockOperand& a, const BlockOperand& b, const Accu
     throw std::invalid_argument(
         fmt::format("matmul: inner dimensions differ ({} vs {})", a.values.cols(), b.values.rows()));
   if (!a.blockwise || !b.blockwise || a.block != b.block || a.block < 1)
-    throw std::invalid_argument(fmt::format("blockwise matmul: both operands need FP8 block scales of one block "
-                                            "size (given {} and {})", a.block, b.block));
+    throw std::invalid_argument(
+        fmt::format("blockwise matmul: both operands need FP8 block scales of one block "
+                    "size (given {} and {})",
+                    a.block, b.block));
   const int kTile = a.block;
   const Eigen::Index k = a.values.cols(), tiles = (k + kTile - 1) / kTile;
   BlockwiseScales s;
@@ -131,9 +133,10 @@ void check_block_instruction(const PrecisionPolicy& p, const OpRule& rule, const
                     "mxfp4 nvfp4 fp8-blockwise)",
                     where, rule.accumulation.spec()));
   if (p.fp8.scaling == Fp8Scaling::blockwise)
-    throw ConfigError(fmt::format("{}: '{}' multiplies E8M0 / E4M3 block-scaled operands; FP8 block scaling "
-                                  "(binary32 scales per 128-long k tile) runs on an unscaled FP8 GEMM",
-                                  where, rule.accumulation.spec()));
+    throw ConfigError(
+        fmt::format("{}: '{}' multiplies E8M0 / E4M3 block-scaled operands; FP8 block scaling "
+                    "(binary32 scales per 128-long k tile) runs on an unscaled FP8 GEMM",
+                    where, rule.accumulation.spec()));
   const bool nv = p.fp8.scaling == Fp8Scaling::nvfp4;
   const char* want = nv ? "ue4m3" : "ue8m0";
   if (std::string(scale_name(*tc->scale)) != want)

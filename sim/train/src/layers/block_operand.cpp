@@ -13,6 +13,7 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
+#include "rpsim/train/config_error.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
 
 namespace rpsim::sim::train {
@@ -25,7 +26,8 @@ recipe::ElementKind element_kind(const Format& f, Fp8Scaling scaling) {
     if (f == rpsim::format(names[i])) return static_cast<recipe::ElementKind>(i);
   throw std::invalid_argument(fmt::format("{} quantises to {} elements, the op rule names {}",
                                           scaling == Fp8Scaling::nvfp4 ? "nvfp4" : "block scaling",
-                                          scaling == Fp8Scaling::blockwise ? "e4m3 or e5m2" : "OCP MX", f.name));
+                                          scaling == Fp8Scaling::blockwise ? "e4m3 or e5m2" : "OCP MX",
+                                          f.name));
 }
 
 // The group (a line, or a tile read row by row) of (gi, gj): f(row, col).
@@ -34,8 +36,12 @@ void each(const Matrix& x, const BlockLayout& layout, int block, Eigen::Index gi
   const bool tiles = layout.tiles;
   const Eigen::Index r0 = tiles ? gi * block : layout.axis == 1 ? gi : 0;
   const Eigen::Index c0 = tiles ? gj * block : layout.axis == 1 ? 0 : gj;
-  const Eigen::Index r1 = tiles ? std::min<Eigen::Index>(x.rows(), r0 + block) : layout.axis == 1 ? r0 + 1 : x.rows();
-  const Eigen::Index c1 = tiles ? std::min<Eigen::Index>(x.cols(), c0 + block) : layout.axis == 1 ? x.cols() : c0 + 1;
+  const Eigen::Index r1 = tiles              ? std::min<Eigen::Index>(x.rows(), r0 + block)
+                          : layout.axis == 1 ? r0 + 1
+                                             : x.rows();
+  const Eigen::Index c1 = tiles              ? std::min<Eigen::Index>(x.cols(), c0 + block)
+                          : layout.axis == 1 ? x.cols()
+                                             : c0 + 1;
   for (Eigen::Index r = r0; r < r1; ++r)
     for (Eigen::Index c = c0; c < c1; ++c) f(r, c);
 }
@@ -83,8 +89,16 @@ QuantSpec block_spec(const Fp8Recipe& recipe, const Format& f, std::size_t block
   return s;
 }
 
-Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                             Fp8Stats* stats, double* tensor_scale, Matrix* scales) {
+QuantSpec gradient_spec(const PrecisionPolicy& p) {
+  if (!block_scaled(p.fp8.scaling))
+    throw ConfigError(
+        fmt::format("policy '{}' does not block-scale (mxfp8 mxfp6 mxfp4 nvfp4 fp8-blockwise)", p.name));
+  return block_spec(p.fp8, *p.rule("linear").backward_compute, std::size_t(p.fp8.block_size));
+}
+
+Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
+                             const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale,
+                             Matrix* scales) {
   const int block = recipe.block_size;
   const Eigen::Index rows = layout.tiles ? (x.rows() + block - 1) / block : layout.axis == 1 ? x.rows() : 1;
   const Eigen::Index cols = layout.tiles ? (x.cols() + block - 1) / block : layout.axis == 1 ? 1 : x.cols();
@@ -133,7 +147,8 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
       });
       // The scale range over blocks with a nonzero amax.
       for (std::size_t i = 0; i < q.scales.size(); ++i)
-        if (nonzero[i] && q.scales[i] > 0 && std::isfinite(q.scales[i])) widen(s, 1.0 / (q.scales[i] * decode));
+        if (nonzero[i] && q.scales[i] > 0 && std::isfinite(q.scales[i]))
+          widen(s, 1.0 / (q.scales[i] * decode));
     }
   s.entries = x.size();
   if (stats) add_stats(*stats, s);
@@ -141,7 +156,8 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
 }
 
 Matrix te_hadamard_transform(int n) {
-  if (n != 16) throw std::invalid_argument(fmt::format("TE's Hadamard sign vector has 16 entries, not {}", n));
+  if (n != 16)
+    throw std::invalid_argument(fmt::format("TE's Hadamard sign vector has 16 entries, not {}", n));
   // T = diag(signs) H16 / 4 applied to a column of 16: (T m)_k = sum_j
   // s_j H_jk m_j / 4, so T = (diag(s) H16)^T / 4 (TE's x_mat @ (H / 4) on
   // rows is this on columns).

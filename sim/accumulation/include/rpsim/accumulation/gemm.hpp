@@ -78,8 +78,9 @@ struct BlockwiseScales {
   bool a_2d = false, b_2d = false;  // 128x128 tiles rather than 1x128 blocks
   int tile_k = 128;
 };
-Matrix gemm_blockwise(const AccumulationModel& model, const Matrix& a, const Matrix& b, const BlockwiseScales& s,
-                      const Format& output, const Matrix* c = nullptr, const GemmOptions& options = {});
+Matrix gemm_blockwise(const AccumulationModel& model, const Matrix& a, const Matrix& b,
+                      const BlockwiseScales& s, const Format& output, const Matrix* c = nullptr,
+                      const GemmOptions& options = {});
 
 // D under each kernel schedule of `group`, schedules that run the same chunk
 // chains (instruction, input conversion, chunks, K order, C placement) and

@@ -38,14 +38,21 @@ BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& re
 // recipe has no row for.
 QuantSpec block_spec(const Fp8Recipe& recipe, const Format& f, std::size_t block);
 
+// The quantiser a block-scaled policy runs on output gradients: block_spec of
+// its linear rule's backward_compute format and its block, 1-D blocks (the
+// what-if counts of `rpsim grads --recipes` and rpsim.recipe_effect). Throws
+// ConfigError naming a policy that does not block-scale.
+QuantSpec gradient_spec(const PrecisionPolicy& p);
+
 // Block-scaled quantisation of a GEMM input under any block-scaled recipe
 // (mx, nvfp4, blockwise): block_quantize's contract (layers/fp8.hpp: groups,
 // stochastic-rounding keys, tensor_scale, statistics, scales), each group
 // quantised by block_spec's recipe row. The same bits as block_quantize for
 // mx under the floor rule and nvfp4 under te-2026-03 on finite tensors (NVFP4's
 // tensor amax is NaN here when an entry is, as in TE).
-Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                             Fp8Stats* stats = nullptr, double* tensor_scale = nullptr, Matrix* scales = nullptr);
+Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
+                             const BlockLayout& layout, Fp8Stats* stats = nullptr,
+                             double* tensor_scale = nullptr, Matrix* scales = nullptr);
 
 // TE's weight-gradient Hadamard transform as hadamard_rows takes it (n = 16):
 // T = (diag(s) H16)^T / 4 with TE's fixed sign vector s (reference_nvfp4.py
