@@ -42,8 +42,8 @@ train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
 // (values, stats, tensor_scale, scales): block_quantize of a 2-D array, with
 // each entry's block scale; `sr` (seed, stream) rounds the elements
 // stochastically.
-py::tuple quantize_with(py::handle x, const std::string& format, const train::Fp8Recipe& r, int axis, bool tiles,
-                        std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
+py::tuple quantize_with(py::handle x, const std::string& format, const train::Fp8Recipe& r, int axis,
+                        bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
   if (axis != 0 && axis != 1)
     throw py::value_error(fmt::format("axis: {} (0: down columns, 1: along rows)", axis));
   const train::Matrix m = matrix_arg(x, "x");
@@ -95,7 +95,8 @@ train::Matrix item(const F64& a, py::ssize_t i) {
 // multiplied, keyed (seed, stream + i) unless both are 0, as _torch_gemm.
 py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_format, py::handle b_in,
                         py::handle sb_in, const std::string& b_format, const py::object& model_spec,
-                        std::uint64_t seed, std::uint64_t stream, int blockwise_block, bool a_tiles, bool b_tiles) {
+                        std::uint64_t seed, std::uint64_t stream, int blockwise_block, bool a_tiles,
+                        bool b_tiles) {
   const sim::AccumulationModel model = model_arg(model_spec);
   const F64 a = batched_array(a_in, "A"), sa = batched_array(sa_in, "SA"), b = batched_array(b_in, "B"),
             sb = batched_array(sb_in, "SB");
@@ -186,14 +187,15 @@ void bind_torch_block(py::module_& m) {
         arg("axis"), arg("tiles") = false, arg("sr") = py::none(),
         "rpsim train's block quantisation (mx or nvfp4) of a 2-D array: (values, stats, tensor_scale, "
         "scales), scales one per entry (its block's).");
-  m.def("_torch_block_quantize", &block_quantize_recipe_py, arg("x"), arg("format"), arg("recipe"), arg("axis"),
-        arg("tiles") = false, arg("sr") = py::none(),
+  m.def("_torch_block_quantize", &block_quantize_recipe_py, arg("x"), arg("format"), arg("recipe"),
+        arg("axis"), arg("tiles") = false, arg("sr") = py::none(),
         "The same with the policy's fp8 recipe object (scaling, block_size and the recipe options).");
   m.def("_torch_block_gemm", &block_gemm_py, arg("A"), arg("SA"), arg("a_format"), arg("B"), arg("SB"),
         arg("b_format"), arg("model"), arg("seed") = 0, arg("stream") = 0, arg("blockwise_block") = 0,
         arg("a_tiles") = false, arg("b_tiles") = false,
         "rpsim train's GEMM of block-quantised operands over a batch (block_matmul; blockwise_block > 0: FP8 "
-        "block scaling's fold per k tile of that size, a_tiles / b_tiles for 128x128 operands): on a block-scaled "
+        "block scaling's fold per k tile of that size, a_tiles / b_tiles for 128x128 operands): on a "
+        "block-scaled "
         "instruction the block scales go in as SFA / SFB.");
   m.def("_torch_high_precision_model", &high_precision_model_py, arg("model"), arg("input"),
         "The same GPU's unscaled instruction (a spec) for a block-scaled one, else None.");
