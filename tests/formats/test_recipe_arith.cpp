@@ -23,7 +23,7 @@ float bits(std::uint32_t b) {
 
 }  // namespace
 
-TEST_CASE("recipe arith: c10 float8 casts (nearest even; E4M3FN NaN past 448, E5M2 infinity past 57344)",
+TEST_CASE("recipe arith: c10 float8 casts (nearest even, E4M3FN NaN past 448, E5M2 infinity past 57344)",
           "[formats][recipes]") {
   CHECK(e4m3fn_from_f32(448.0f) == 0x7e);
   CHECK(e4m3fn_from_f32(464.0f) == 0x7e);  // the tie between 448 and 480 goes to even 448

@@ -122,7 +122,7 @@ TEST_CASE("recipes: NVFP4 tensors of tiny, zero and infinite amax, -0 and NaN as
   CHECK(i.codes[3] == 7);
 }
 
-TEST_CASE("recipes: NVFP4 columnwise quantises x^T with its own amax; row-scaled has one amax per row",
+TEST_CASE("recipes: NVFP4 columnwise quantises x^T with its own amax, row-scaled has one amax per row",
           "[formats][recipes]") {
   const std::vector<float> x = wide(16 * 32, 3);
   const Quantized col = quantize(recipe_spec("te-nvfp4", {{"direction", "columnwise"}}), x, 16, 32);

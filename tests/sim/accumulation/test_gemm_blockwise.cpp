@@ -26,7 +26,7 @@ const AccumulationModel kFp32 = AccumulationModel::parse("sequential:fp32:rne");
 
 }  // namespace
 
-TEST_CASE("gemm_blockwise: fma(fl32(P * sa), sb, y) per k tile; 2Dx1D scales B first; 2Dx2D one product",
+TEST_CASE("gemm_blockwise: fma(fl32(P * sa), sb, y) per k tile, 2Dx1D scales B first, 2Dx2D one product",
           "[accumulation]") {
   const Matrix a = elements(2, 256, 1), b = elements(256, 3, 2);
   BlockwiseScales s;
@@ -66,7 +66,7 @@ TEST_CASE("gemm_blockwise: fma(fl32(P * sa), sb, y) per k tile; 2Dx1D scales B f
   CHECK(gemm_blockwise(kFp32, a1, b1, one, formats::binary32())(0, 0) == 1.0 + std::ldexp(1.0, -23));
 }
 
-TEST_CASE("gemm_blockwise: C joins after the conversion to the output format; shapes are checked",
+TEST_CASE("gemm_blockwise: C joins after the conversion to the output format, shapes are checked",
           "[accumulation]") {
   const Matrix a = Matrix::Constant(1, 128, 1.0), b = Matrix::Constant(128, 1, 1.0);
   BlockwiseScales s;
