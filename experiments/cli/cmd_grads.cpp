@@ -5,6 +5,10 @@
 // the zero bin (Micikevicius et al. 2018, Fig. 3's form); and the static
 // scales at which nothing overflows and the fewest values underflow. The
 // counting is sim/scaling's (gradient_report.hpp); this file reads and writes.
+// With --recipes, what each block-scaled policy's gradient quantiser would do
+// to each tensor at this step (TE's LogFp8TensorStats what-if): the fractions
+// of non-zero entries that underflow to zero, saturate, or land on a
+// subnormal element (formats recipe_effect).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -12,15 +16,20 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "rpsim/formats/recipe.hpp"
 #include "rpsim/io/npy.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/scaling/gradient_report.hpp"
+#include "rpsim/train/config_error.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
+#include "rpsim/train/policy.hpp"
 
 namespace rpsim::cli {
 namespace {
 
 struct GradsArgs {
   std::string file, out = "results/grads", formats = "binary16,bfloat16,e4m3,e5m2";
+  std::string recipes = "mxfp8,nvfp4,fp8-blockwise";
   int min_log2 = -8, max_log2 = 32;
 };
 
@@ -43,6 +52,46 @@ std::vector<const Format*> format_list(const std::string& text) {
   return out;
 }
 
+// recipes.csv: per tensor and block-scaled policy, what the policy's
+// gradient quantiser (its backward element format, 1-D blocks along the
+// tensor's flattened order) does to the tensor's entries.
+std::string recipes_csv(const std::string& list, const std::vector<sim::scaling::NamedValues>& tensors,
+                        std::vector<std::string>& findings) {
+  std::string csv =
+      "tensor,recipe,element,block,entries,nonzero,underflow_fraction,saturated_fraction,subnormal_"
+      "fraction\n";
+  std::stringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    sim::train::PrecisionPolicy p;
+    QuantSpec spec;
+    try {
+      p = sim::train::named_policy(name);
+      spec = sim::train::gradient_spec(p);
+    } catch (const sim::train::ConfigError& e) {
+      throw UsageError(fmt::format("--recipes: {}", e.what()));
+    }
+    const Format& f = *p.rule("linear").backward_compute;
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& t : tensors) {
+      const std::vector<float> x(t.values.begin(), t.values.end());
+      const RecipeEffect e = recipe_effect(quantize(spec, x, 1, x.size()), x);
+      const double n = e.nonzero ? double(e.nonzero) : 1.0;
+      csv += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g}\n", t.name, name, f.name, p.fp8.block_size,
+                         e.entries, e.nonzero, e.underflow / n, e.saturated / n, e.subnormal / n);
+      if (e.underflow / n >= worst) {
+        worst = e.underflow / n;
+        worst_name = t.name;
+      }
+    }
+    findings.push_back(
+        fmt::format("{} ({} gradients, blocks of {}): at most {:.3g} of a tensor's non-zero entries "
+                    "underflow ({})",
+                    name, f.name, p.fp8.block_size, worst, worst_name));
+  }
+  return csv;
+}
+
 int run_grads(const GradsArgs& a) {
   if (a.out.empty()) throw UsageError("--out '': an empty folder name");
   // Checked before any work: an existing file where the folder should be
@@ -59,15 +108,18 @@ int run_grads(const GradsArgs& a) {
   std::vector<sim::scaling::NamedValues> tensors;
   for (const auto& arr : arrays) tensors.push_back({arr.name, arr.values});
   if (tensors.empty()) throw UsageError(fmt::format("'{}' holds no arrays", a.file));
-  const auto report = sim::scaling::gradient_report(tensors, formats, a.min_log2, a.max_log2);
+  auto report = sim::scaling::gradient_report(tensors, formats, a.min_log2, a.max_log2);
+  const std::string recipes = a.recipes.empty() ? "" : recipes_csv(a.recipes, tensors, report.findings);
   const std::filesystem::path dir(a.out);
   io::ensure_writable_dir(dir);  // IoError (exit 2) naming the folder
   io::write_atomic(dir / "fractions.csv", report.fractions_csv);
   io::write_atomic(dir / "histogram.csv", report.histogram_csv);
   io::write_atomic(dir / "scale_range.csv", report.scale_range_csv);
+  if (!recipes.empty()) io::write_atomic(dir / "recipes.csv", recipes);
   fmt::print("{}: {} tensors, scales 2^{}..2^{}\n", a.file, tensors.size(), a.min_log2, a.max_log2);
   for (const auto& line : report.findings) fmt::print("  {}\n", line);
-  fmt::print("wrote fractions.csv, histogram.csv, scale_range.csv to {}\n", a.out);
+  fmt::print("wrote fractions.csv, histogram.csv, scale_range.csv{} to {}\n",
+             recipes.empty() ? "" : ", recipes.csv", a.out);
   return 0;
 }
 
@@ -82,6 +134,11 @@ void add_grads(CLI::App& app, Action& action) {
   cmd->add_option("--min-log2-scale", a->min_log2, "smallest loss scale tried, as log2")
       ->capture_default_str();
   cmd->add_option("--max-log2-scale", a->max_log2, "largest loss scale tried, as log2")
+      ->capture_default_str();
+  cmd->add_option(
+         "--recipes", a->recipes,
+         "block-scaled policies whose gradient quantiser's underflow, saturation and subnormal fractions "
+         "go to recipes.csv ('' for none)")
       ->capture_default_str();
   cmd->add_option("-o,--out", a->out, "output directory")->capture_default_str();
   cmd->callback([=, &action] { action = [=] { return run_grads(*a); }; });

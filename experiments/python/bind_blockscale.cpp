@@ -65,8 +65,11 @@ py::dict mx_py(py::handle x, const std::string& element, std::size_t block) {
 
 py::dict nvfp4_py(py::handle x, std::size_t block) {
   const Rows r = rows_of(x, block);
+  // The whole array's amax, NaN if any entry is (TE's torch.max): a NaN
+  // makes every block's scale NaN.
   double amax = 0;
-  for (py::ssize_t i = 0; i < r.a.size(); ++i) amax = std::max(amax, std::fabs(r.a.data()[i]));
+  for (py::ssize_t i = 0; i < r.a.size(); ++i)
+    amax = std::isnan(amax) || std::isnan(r.a.data()[i]) ? NAN : std::max(amax, std::fabs(r.a.data()[i]));
   std::vector<BlockQuantized> q;
   for (std::size_t i = 0; i < r.rows; ++i)
     q.push_back(nvfp4_quantize(std::span<const double>(r.a.data() + i * r.cols, r.cols), block, amax));
@@ -80,10 +83,13 @@ void bind_blockscale(py::module_& m) {
         "OCP MX v1.0 block quantisation along the last axis: E8M0 scale 2^(floor(log2 amax) - emax), "
         "elements rounded to nearest even with saturation. Returns a dict: elements (values of the element "
         "format), scales, scale_codes (E8M0), tensor_scale (1), block; x ~ elements * scales (per block).");
-  m.def("nvfp4_quantize", &nvfp4_py, py::arg("x"), py::arg("block") = 16,
-        "NVFP4 quantisation along the last axis: e2m1 elements in blocks of 16, an E4M3 scale of amax/6 "
-        "per block under the per-tensor FP32 scale 6*448/amax. Returns a dict: elements, scales (E4M3 "
-        "values), scale_codes, tensor_scale (1/s_enc), block; x ~ elements * scales * tensor_scale.");
+  m.def(
+      "nvfp4_quantize", &nvfp4_py, py::arg("x"), py::arg("block") = 16,
+      "NVFP4 quantisation along the last axis as Transformer Engine's reference computes it (the te-nvfp4 "
+      "recipe, formula te-2026-03; rpsim.quantize has its other options): e2m1 elements in blocks of 16, an "
+      "E4M3 scale per block under the per-tensor FP32 encode scale ges = min(2688/amax, FLT_MAX). Returns a "
+      "dict: elements, scales (E4M3 values), scale_codes, tensor_scale (1/ges), block; x ~ elements * "
+      "scales * tensor_scale.");
 }
 
 }  // namespace rpsim::python

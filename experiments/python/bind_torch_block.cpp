@@ -1,5 +1,5 @@
 // rpsim.torch's block-scaled GEMM operands (rpsim/torch/_blockscale.py): rpsim
-// train's block_quantize under the mx and nvfp4 recipes (1D blocks or 2D
+// train's block_quantize_recipe under the mx and nvfp4 recipes (1D blocks or 2D
 // tiles, NVFP4's per-tensor scale, stochastic rounding keyed as the trainer
 // keys it), the random Hadamard transform on the weight-gradient GEMM's
 // inputs, the trainer's per-layer, per-step random stream, and its GEMM of
@@ -29,8 +29,11 @@ train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
     r.scaling = train::Fp8Scaling::mx;
   else if (scaling == "nvfp4")
     r.scaling = train::Fp8Scaling::nvfp4;
+  else if (scaling == "blockwise")
+    r.scaling = train::Fp8Scaling::blockwise;
   else
-    throw py::value_error(fmt::format("scaling: '{}' is not a block-scaled recipe (mx nvfp4)", scaling));
+    throw py::value_error(
+        fmt::format("scaling: '{}' is not a block-scaled recipe (mx nvfp4 blockwise)", scaling));
   if (block < 1) throw py::value_error(fmt::format("block: {} (a block holds at least 1 entry)", block));
   r.block_size = block;
   return r;
@@ -39,21 +42,44 @@ train::Fp8Recipe block_recipe(const std::string& scaling, int block) {
 // (values, stats, tensor_scale, scales): block_quantize of a 2-D array, with
 // each entry's block scale; `sr` (seed, stream) rounds the elements
 // stochastically.
-py::tuple block_quantize_py(py::handle x, const std::string& format, const std::string& scaling, int block,
-                            int axis, bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
+py::tuple quantize_with(py::handle x, const std::string& format, const train::Fp8Recipe& r, int axis,
+                        bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
   if (axis != 0 && axis != 1)
     throw py::value_error(fmt::format("axis: {} (0: down columns, 1: along rows)", axis));
-  const train::Fp8Recipe r = block_recipe(scaling, block);
   const train::Matrix m = matrix_arg(x, "x");
   train::RandomStream stream;
   if (sr) stream = train::RandomStream{sr->first, sr->second};
   train::Fp8Stats s;
   double tensor_scale = 1;
   train::Matrix scales;
-  const train::Matrix q =
-      train::block_quantize(m, format_arg(format), r, train::BlockLayout{axis, tiles, sr ? &stream : nullptr},
-                            &s, &tensor_scale, &scales);
+  train::Matrix q;
+  try {
+    q = train::block_quantize_recipe(m, format_arg(format), r,
+                                     train::BlockLayout{axis, tiles, sr ? &stream : nullptr}, &s,
+                                     &tensor_scale, &scales);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
   return py::make_tuple(to_numpy(q), fp8_stats_dict(s), tensor_scale, to_numpy(scales));
+}
+
+py::tuple block_quantize_py(py::handle x, const std::string& format, const std::string& scaling, int block,
+                            int axis, bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
+  return quantize_with(x, format, block_recipe(scaling, block), axis, tiles, sr);
+}
+
+// The same with the policy's whole fp8 recipe (its "fp8" object as
+// _torch_policy writes it), so the recipe options (scale_rule,
+// nvfp4_formula, pow2_scales) reach the quantiser; read by the config parser.
+py::tuple block_quantize_recipe_py(py::handle x, const std::string& format, const py::dict& recipe, int axis,
+                                   bool tiles, std::optional<std::pair<std::uint64_t, std::uint64_t>> sr) {
+  py::dict spec;
+  spec["name"] = "fp8";
+  spec["fp8"] = recipe;
+  const train::Fp8Recipe r = policy_arg(spec).fp8;
+  if (!train::block_scaled(r.scaling))
+    throw py::value_error("recipe: its scaling is not a block-scaled recipe (mx nvfp4 blockwise)");
+  return quantize_with(x, format, r, axis, tiles, sr);
 }
 
 train::Matrix item(const F64& a, py::ssize_t i) {
@@ -69,7 +95,8 @@ train::Matrix item(const F64& a, py::ssize_t i) {
 // multiplied, keyed (seed, stream + i) unless both are 0, as _torch_gemm.
 py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_format, py::handle b_in,
                         py::handle sb_in, const std::string& b_format, const py::object& model_spec,
-                        std::uint64_t seed, std::uint64_t stream) {
+                        std::uint64_t seed, std::uint64_t stream, int blockwise_block, bool a_tiles,
+                        bool b_tiles) {
   const sim::AccumulationModel model = model_arg(model_spec);
   const F64 a = batched_array(a_in, "A"), sa = batched_array(sa_in, "SA"), b = batched_array(b_in, "B"),
             sb = batched_array(sb_in, "SB");
@@ -89,7 +116,9 @@ py::array block_gemm_py(py::handle a_in, py::handle sa_in, const std::string& a_
   try {
     py::gil_scoped_release release;
     for (py::ssize_t i = 0; i < batch; ++i) {
-      const train::BlockOperand oa{item(a, i), item(sa, i), &fa}, ob{item(b, i), item(sb, i), &fb};
+      const bool bw = blockwise_block > 0;
+      const train::BlockOperand oa{item(a, i), item(sa, i), &fa, bw, a_tiles, blockwise_block},
+          ob{item(b, i), item(sb, i), &fb, bw, b_tiles, blockwise_block};
       Eigen::Map<RowMajor>(dst + i * m * n, m, n) = train::block_matmul(
           oa, ob, model,
           keyed ? train::RandomStream{seed, stream + std::uint64_t(i)} : train::RandomStream{});
@@ -158,9 +187,15 @@ void bind_torch_block(py::module_& m) {
         arg("axis"), arg("tiles") = false, arg("sr") = py::none(),
         "rpsim train's block quantisation (mx or nvfp4) of a 2-D array: (values, stats, tensor_scale, "
         "scales), scales one per entry (its block's).");
+  m.def("_torch_block_quantize", &block_quantize_recipe_py, arg("x"), arg("format"), arg("recipe"),
+        arg("axis"), arg("tiles") = false, arg("sr") = py::none(),
+        "The same with the policy's fp8 recipe object (scaling, block_size and the recipe options).");
   m.def("_torch_block_gemm", &block_gemm_py, arg("A"), arg("SA"), arg("a_format"), arg("B"), arg("SB"),
-        arg("b_format"), arg("model"), arg("seed") = 0, arg("stream") = 0,
-        "rpsim train's GEMM of block-quantised operands over a batch (block_matmul): on a block-scaled "
+        arg("b_format"), arg("model"), arg("seed") = 0, arg("stream") = 0, arg("blockwise_block") = 0,
+        arg("a_tiles") = false, arg("b_tiles") = false,
+        "rpsim train's GEMM of block-quantised operands over a batch (block_matmul; blockwise_block > 0: FP8 "
+        "block scaling's fold per k tile of that size, a_tiles / b_tiles for 128x128 operands): on a "
+        "block-scaled "
         "instruction the block scales go in as SFA / SFB.");
   m.def("_torch_high_precision_model", &high_precision_model_py, arg("model"), arg("input"),
         "The same GPU's unscaled instruction (a spec) for a block-scaled one, else None.");

@@ -32,6 +32,7 @@ void bind_scaling(py::module_& m);       // scaler_trajectory
 void bind_train(py::module_& m);         // train (the C++ half)
 void bind_bench(py::module_& m);         // _time_round_values: the C++ array path timed in C++
 void bind_blockscale(py::module_& m);    // mx_quantize, nvfp4_quantize
+void bind_recipes(py::module_& m);       // quantize, recipes, recipe_check, e8m0_cast
 void bind_torch(py::module_& m);         // _torch_gemm, _torch_ops, _torch_policy, _LossScaler (rpsim.torch)
 void bind_torch_train(py::module_& m);   // _torch_train_setup, _TorchLoss (rpsim.torch against rpsim train)
 void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamard_rows (rpsim.torch mx, nvfp4)

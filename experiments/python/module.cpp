@@ -18,6 +18,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_train(m);
   python::bind_bench(m);
   python::bind_blockscale(m);
+  python::bind_recipes(m);
   python::bind_torch(m);
   python::bind_torch_train(m);
   python::bind_torch_block(m);

@@ -43,10 +43,11 @@ TEST_CASE("mx_quantize: E8M0 scale floor(log2 amax) - emax, elements RNE with sa
 TEST_CASE("mx_quantize: scale range, zero blocks, NaN blocks, a short last block and bad input",
           "[formats][mx]") {
   const Format e5m2 = parse_format("e5m2");
-  // 2^200: shared_exp 200 - 15 = 185 clamps to 127; elements saturate at 57344.
-  auto q = mx_quantize(e5m2, std::vector<double>{std::ldexp(1.0, 200), 0.0, 0.0}, 2);
+  // 2^127: shared_exp 127 - 15 = 112 (code 239); 1.75 * 2^127 / 2^112 =
+  // 57344 exactly.
+  auto q = mx_quantize(e5m2, std::vector<double>{std::ldexp(1.75, 127), 0.0, 0.0}, 2);
   REQUIRE(q.scales.size() == 2);  // the last block holds one value
-  CHECK(q.scale_codes[0] == 254);
+  CHECK(q.scale_codes[0] == 239);
   CHECK(q.elements[0] == 57344.0);
   // An all-zero block takes the least scale 2^-127 (code 0).
   CHECK(q.scale_codes[1] == 0);
@@ -54,6 +55,12 @@ TEST_CASE("mx_quantize: scale range, zero blocks, NaN blocks, a short last block
   q = mx_quantize(e5m2, std::vector<double>{1.0, std::numeric_limits<double>::quiet_NaN()}, 2);
   CHECK(q.scale_codes[0] == 0xff);
   CHECK(std::isnan(dequantize(q)[0]));
+  // The values are read as binary32, as the references read them: 2^200
+  // becomes infinity, and its block decodes to NaN (MXINT8 reaches the
+  // clamp at 127 with binary32 inputs: ocp-mx's tests).
+  q = mx_quantize(e5m2, std::vector<double>{std::ldexp(1.0, 200), 1.0}, 2);
+  CHECK(q.scale_codes[0] == 0xff);
+  CHECK(std::isnan(dequantize(q)[1]));
   CHECK_THROWS_WITH(mx_quantize(parse_format("binary16"), std::vector<double>{1.0}, 32),
                     Catch::Contains("'binary16' is not an OCP MX element format"));
   CHECK_THROWS_WITH(mx_quantize(e5m2, std::vector<double>{1.0}, 0), Catch::Contains("block size"));
@@ -90,4 +97,20 @@ TEST_CASE("nvfp4_quantize: E4M3 block scale of amax/6 under the FP32 tensor scal
   const auto z = nvfp4_quantize(std::vector<double>(16, 0.0));
   CHECK(z.scale_codes == std::vector<std::uint8_t>{0});
   CHECK(z.elements == std::vector<double>(16, 0.0));
+}
+
+TEST_CASE("nvfp4_quantize: a NaN is never lost, a tiny amax does not decode to zeros (TE's FLT_MAX clamp)",
+          "[formats][nvfp4]") {
+  // Before the te-nvfp4 row, a NaN rounded to E2M1 code 0 under a finite
+  // scale (decoding to 0), and amax 1e-37 made s_enc = fp32(2688 / amax) = inf,
+  // tensor_scale 0: the whole tensor decoded to zeros.
+  std::vector<double> v(32, 0.25);
+  v[20] = std::numeric_limits<double>::quiet_NaN();
+  const auto q = nvfp4_quantize(v);
+  for (double d : dequantize(q)) CHECK(std::isnan(d));  // TE: a NaN amax makes every scale NaN
+  std::vector<double> tiny(16, 0.0);
+  tiny[0] = 1e-37;
+  const auto t = nvfp4_quantize(tiny);
+  CHECK(t.tensor_scale > 0.0);
+  CHECK(dequantize(t)[0] > 0.0);
 }

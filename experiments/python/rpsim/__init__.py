@@ -5,11 +5,12 @@ NumPy arrays in and out; the GIL is released during long calls and the C++ core 
 OpenMP threads. Bad formats, roundings, keys or values raise ValueError naming them; arrays of
 the wrong dtype raise TypeError.
 """
-from ._core import (accumulation_kinds, accumulation_spec, decode, encode, explain, format_info, formats, gemm,
-                    kernel_preset_schedule, mx_quantize, nvfp4_quantize, round, round_scalar, scaler_trajectory)
+from ._core import (accumulation_kinds, accumulation_spec, decode, e8m0_cast, encode, explain, format_info, formats,
+                    gemm, kernel_preset_schedule, mx_quantize, nvfp4_quantize, quantize, recipe_check, recipe_effect,
+                    recipes, round, round_scalar, scaler_trajectory)
 from ._gemm import GemmCheckResult, gemm_check
 from ._train import TrainResult, train
 
 __all__ = ["round", "encode", "decode", "round_scalar", "formats", "format_info", "explain", "gemm", "gemm_check",
            "GemmCheckResult", "scaler_trajectory", "train", "TrainResult", "mx_quantize", "nvfp4_quantize",
-           "accumulation_kinds", "accumulation_spec", "kernel_preset_schedule"]
+           "quantize", "recipes", "recipe_check", "recipe_effect", "e8m0_cast", "accumulation_kinds", "accumulation_spec", "kernel_preset_schedule"]

@@ -164,6 +164,23 @@ void read_ops(const json& ops, const std::string& path, PolicyRead& r) {
   }
 }
 
+// A recipe option read by name, for the one scaling it applies to.
+template <class E>
+E named_option(const json& v, const std::string& path, const Fp8Recipe& f, Fp8Scaling applies,
+               const char* (*name)(E), std::initializer_list<E> values) {
+  const char* scaling = "";
+  for (const auto& [s, n] : fp8_scaling_names())
+    if (s == applies) scaling = n;
+  if (f.scaling != applies) fail(path, fmt::format("applies to the {} scaling only", scaling));
+  const std::string s = string(v, path);
+  std::string known;
+  for (E e : values) {
+    if (s == name(e)) return e;
+    known += (known.empty() ? "" : ", ") + std::string(name(e));
+  }
+  fail(path, "expected one of " + known + ", got \"" + s + "\"");
+}
+
 const Row<Fp8Recipe> kFp8[] = {
     {{"scaling", K::text, "delayed, current, block, ... (the FP8 scaling table)"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
@@ -202,6 +219,23 @@ const Row<Fp8Recipe> kFp8[] = {
     {{"high_precision_last", K::integer, "last N layers kept in high precision"},
      [](const json& v, const std::string& p, Fp8Recipe& f) {
        f.high_precision_last = int_in(v, p, 0, 1 << 20);
+     }},
+    {{"scale_rule", K::text, "mx: E8M0 scale rule floor (OCP), rceil, ceil or even (torchao)"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       f.scale_rule = named_option(v, p, f, Fp8Scaling::mx, mx_scale_rule_name,
+                                   {recipe::MxScaleRule::floor, recipe::MxScaleRule::rceil,
+                                    recipe::MxScaleRule::ceil, recipe::MxScaleRule::even});
+     }},
+    {{"nvfp4_formula", K::text, "nvfp4: TE's block-scale formula te-2026-03 or te-2026-02"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       f.nvfp4_formula = named_option(v, p, f, Fp8Scaling::nvfp4, nvfp4_formula_name,
+                                      {recipe::Nvfp4Formula::te_2026_03, recipe::Nvfp4Formula::te_2026_02});
+     }},
+    {{"pow2_scales", K::flag, "blockwise: power-of-two scales (false: binary32 max / amax)"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       if (f.scaling != Fp8Scaling::blockwise)
+         fail(p, "applies to the blockwise scaling (fp8-blockwise) only");
+       f.pow2_scales = boolean(v, p);
      }},
 };
 

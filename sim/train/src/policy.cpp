@@ -176,6 +176,13 @@ const BlockRecipe kMxfp4{Fp8Scaling::mx, "e2m1", "e2m1", 32};
 // rounding of gradients, and a few last layers in BF16 (the paper: about 16%
 // of the linear layers; here the last one, 1 of the demo GPT's 8).
 const BlockRecipe kNvfp4{Fp8Scaling::nvfp4, "e2m1", "e2m1", 16, true, 16, true, 1};
+// DeepSeek-V3 (arXiv 2412.19437, Sec. 3.3.2) and Transformer Engine's
+// Float8BlockScaling (Megatron's --fp8-recipe blockwise): e4m3 in both passes,
+// activations and gradients in 1x128 blocks along K, weights in 128x128
+// tiles, a binary32 scale each (power-of-two by default, as TE's recipe:
+// fp8.pow2_scales), the GEMM folding each 128-long k tile's product with its
+// scales (sim gemm_blockwise).
+const BlockRecipe kFp8Blockwise{Fp8Scaling::blockwise, "e4m3", "e4m3", 128, true};
 
 }  // namespace
 
@@ -236,6 +243,10 @@ const std::vector<PolicyInfo>& table() {
        "NVIDIA's NVFP4 recipe (arXiv 2509.25149): e2m1, 1x16 blocks with E4M3 scales under an FP32 tensor "
        "scale, 16x16 weight blocks, 16x16 RHT on wgrad inputs, SR gradients, last linear in bf16",
        [](const std::string& n) { return block_policy(n, kNvfp4); }},
+      {"fp8-blockwise",
+       "FP8 block scaling (DeepSeek-V3, TE Float8BlockScaling): e4m3 forward and backward, 1x128 blocks, "
+       "128x128 weight tiles, power-of-two binary32 scales folded per k tile",
+       [](const std::string& n) { return block_policy(n, kFp8Blockwise); }},
   };
   return rows;
 }
@@ -275,12 +286,24 @@ const OpRule& PrecisionPolicy::rule(const std::string& op) const {
 }
 
 std::span<const Fp8ScalingName> fp8_scaling_names() {
-  static const Fp8ScalingName rows[] = {{Fp8Scaling::none, "none"},
-                                        {Fp8Scaling::delayed, "delayed"},
-                                        {Fp8Scaling::current, "current"},
-                                        {Fp8Scaling::mx, "mx"},
-                                        {Fp8Scaling::nvfp4, "nvfp4"}};
+  static const Fp8ScalingName rows[] = {
+      {Fp8Scaling::none, "none"}, {Fp8Scaling::delayed, "delayed"}, {Fp8Scaling::current, "current"},
+      {Fp8Scaling::mx, "mx"},     {Fp8Scaling::nvfp4, "nvfp4"},     {Fp8Scaling::blockwise, "blockwise"}};
   return rows;
+}
+
+const char* mx_scale_rule_name(recipe::MxScaleRule r) {
+  switch (r) {
+    case recipe::MxScaleRule::floor: return "floor";
+    case recipe::MxScaleRule::ceil: return "ceil";
+    case recipe::MxScaleRule::even: return "even";
+    case recipe::MxScaleRule::rceil: break;
+  }
+  return "rceil";
+}
+
+const char* nvfp4_formula_name(recipe::Nvfp4Formula f) {
+  return f == recipe::Nvfp4Formula::te_2026_02 ? "te-2026-02" : "te-2026-03";
 }
 
 nlohmann::json PrecisionPolicy::to_json() const {
@@ -325,6 +348,13 @@ nlohmann::json PrecisionPolicy::to_json() const {
       j["fp8"]["gradient_sr"] = fp8.gradient_sr;
       j["fp8"]["high_precision_last"] = fp8.high_precision_last;
     }
+    // The recipe options, where they apply (meta.json of the rows that had
+    // none before keeps its keys unless an option is set).
+    if (fp8.scaling == Fp8Scaling::mx && fp8.scale_rule != recipe::MxScaleRule::floor)
+      j["fp8"]["scale_rule"] = mx_scale_rule_name(fp8.scale_rule);
+    if (fp8.scaling == Fp8Scaling::nvfp4 && fp8.nvfp4_formula != recipe::Nvfp4Formula::te_2026_03)
+      j["fp8"]["nvfp4_formula"] = nvfp4_formula_name(fp8.nvfp4_formula);
+    if (fp8.scaling == Fp8Scaling::blockwise) j["fp8"]["pow2_scales"] = fp8.pow2_scales;
   }
   return j;
 }

@@ -17,8 +17,11 @@ namespace rpsim::sim::train {
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                            const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale) {
   BlockOperand o;
-  o.values = block_quantize(x, f, recipe, layout, stats, tensor_scale, &o.scales);
+  o.values = block_quantize_recipe(x, f, recipe, layout, stats, tensor_scale, &o.scales);
   o.format = &f;
+  o.blockwise = recipe.scaling == Fp8Scaling::blockwise;
+  o.tiles = layout.tiles;
+  o.block = recipe.block_size;
   return o;
 }
 
@@ -69,8 +72,36 @@ Matrix block_scales(const BlockOperand& o, int block, Eigen::Index blocks, bool 
 
 }  // namespace
 
+namespace {
+
+// FP8 block scaling: the elements and their binary32 scales per 128-long k
+// tile through sim's blockwise GEMM (cuBLAS's fold order), in binary32.
+Matrix blockwise_matmul(const BlockOperand& a, const BlockOperand& b, const AccumulationModel& model) {
+  if (a.values.cols() != b.values.rows())
+    throw std::invalid_argument(
+        fmt::format("matmul: inner dimensions differ ({} vs {})", a.values.cols(), b.values.rows()));
+  if (!a.blockwise || !b.blockwise || a.block != b.block || a.block < 1)
+    throw std::invalid_argument(
+        fmt::format("blockwise matmul: both operands need FP8 block scales of one block "
+                    "size (given {} and {})",
+                    a.block, b.block));
+  const int kTile = a.block;
+  const Eigen::Index k = a.values.cols(), tiles = (k + kTile - 1) / kTile;
+  BlockwiseScales s;
+  s.sa = k ? block_scales(a, kTile, tiles, true) : Matrix(a.values.rows(), 0);
+  s.sb = k ? block_scales(b, kTile, tiles, false) : Matrix(0, b.values.cols());
+  s.a_2d = a.tiles;
+  s.b_2d = b.tiles;
+  s.tile_k = kTile;
+  return gemm_blockwise(model, elements(a, k, true), elements(b, k, false), s, formats::binary32(), nullptr,
+                        GemmOptions{omp_get_max_threads()});
+}
+
+}  // namespace
+
 Matrix block_matmul(const BlockOperand& a, const BlockOperand& b, const AccumulationModel& model,
                     RandomStream random) {
+  if (a.blockwise || b.blockwise) return blockwise_matmul(a, b, model);
   const TensorCoreModel* tc = block_instruction(model);
   if (!tc) return matmul(a.values, b.values, model, random);
   if (a.values.cols() != b.values.rows())
@@ -99,7 +130,12 @@ void check_block_instruction(const PrecisionPolicy& p, const OpRule& rule, const
     throw ConfigError(
         fmt::format("{}: '{}' multiplies block-scaled operands, but the policy does not "
                     "block-scale this op's inputs (a block-scaled policy: mxfp8 mxfp6 "
-                    "mxfp4 nvfp4)",
+                    "mxfp4 nvfp4 fp8-blockwise)",
+                    where, rule.accumulation.spec()));
+  if (p.fp8.scaling == Fp8Scaling::blockwise)
+    throw ConfigError(
+        fmt::format("{}: '{}' multiplies E8M0 / E4M3 block-scaled operands; FP8 block scaling "
+                    "(binary32 scales per 128-long k tile) runs on an unscaled FP8 GEMM",
                     where, rule.accumulation.spec()));
   const bool nv = p.fp8.scaling == Fp8Scaling::nvfp4;
   const char* want = nv ? "ue4m3" : "ue8m0";

@@ -58,6 +58,30 @@ void check_gemm_scales(const AccumulationModel& model, Eigen::Index m, Eigen::In
 Matrix gemm(const AccumulationModel& model, const Matrix& a, const Matrix& b, const Matrix& c,
             const GemmScales& scales, const GemmOptions& options = {});
 
+// FP8 block scaling's GEMM (DeepSeek-V3; Transformer Engine's
+// Float8BlockScaling on cuBLAS's blockwise FP8 GEMM): A and B hold the FP8
+// elements; `sa` (M x T) and `sb` (T x N) the binary32 dequantisation scales
+// (scale_inv) of each 128-long k tile t (A's 1x128 blocks along its rows, or
+// its 128x128 tiles with the tile's scale repeated over the tile's rows; B's
+// along its columns). Each tile's product P_t = A_t B_t is the model's, from
+// zero; the P_t are folded into a binary32 accumulator y (from +0) in tile
+// order with one fused multiply-add each, in the order TE's cuBLAS reference
+// (tests/pytorch/references/blockwise_fp8_gemm_reference.py) gives:
+//   A 1D (1x128), B 1D or 2D:  y = fma(fl32(P_t * sa), sb, y)
+//   A 2D, B 1D:                y = fma(fl32(P_t * sb), sa, y)
+//   A 2D, B 2D:                y = fma(P_t, fl32(sa * sb), y)
+// Then y is converted to `output`, and C (when given) is added after that
+// conversion, in binary32 and rounded to `output` again (cuBLAS converts
+// before it accumulates C). Throws std::invalid_argument naming a shape.
+struct BlockwiseScales {
+  Matrix sa, sb;
+  bool a_2d = false, b_2d = false;  // 128x128 tiles rather than 1x128 blocks
+  int tile_k = 128;
+};
+Matrix gemm_blockwise(const AccumulationModel& model, const Matrix& a, const Matrix& b,
+                      const BlockwiseScales& s, const Format& output, const Matrix* c = nullptr,
+                      const GemmOptions& options = {});
+
 // D under each kernel schedule of `group`, schedules that run the same chunk
 // chains (instruction, input conversion, chunks, K order, C placement) and
 // differ only in how the chunk results are folded (promotion and reduction

@@ -14,6 +14,7 @@
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/formats/format.hpp"
+#include "rpsim/formats/recipe_arith_scales.hpp"
 #include "rpsim/formats/rounding.hpp"
 #include "rpsim/scaling/fp8_scaling.hpp"
 #include "rpsim/train/ops.hpp"
@@ -23,10 +24,13 @@ namespace rpsim::sim::train {
 
 // FP8 tensor scaling (Micikevicius et al. 2022; NVIDIA Transformer Engine's
 // DelayedScaling recipe) and block scaling of the matmul inputs: OCP MX v1.0
-// (E8M0 scale per block) and NVFP4 (E4M3 scale per block under a per-tensor
-// FP32 scale; NVIDIA, arXiv 2509.25149). The element formats are the op
-// rule's compute (forward) and backward_compute (gradient) formats.
-enum class Fp8Scaling { none, delayed, current, mx, nvfp4 };
+// (E8M0 scale per block), NVFP4 (E4M3 scale per block under a per-tensor
+// FP32 scale; NVIDIA, arXiv 2509.25149) and FP8 block scaling (DeepSeek-V3;
+// TE's Float8BlockScaling: a binary32 scale per 1x128 block or 128x128
+// tile). The quantisers are formats' recipe rows (recipe.hpp): torchao-mx,
+// te-nvfp4, te-fp8-block. The element formats are the op rule's compute
+// (forward) and backward_compute (gradient) formats.
+enum class Fp8Scaling { none, delayed, current, mx, nvfp4, blockwise };
 struct Fp8Recipe {
   Fp8Scaling scaling = Fp8Scaling::none;
   int amax_history_len = 16;
@@ -48,9 +52,15 @@ struct Fp8Recipe {
   // instead (2509.25149: selective high-precision
   // layers, the last blocks kept in BF16).
   int high_precision_last = 0;
+  // mx: the E8M0 scale rule (torchao ScaleCalculationMode; floor is OCP MX's).
+  recipe::MxScaleRule scale_rule = recipe::MxScaleRule::floor;
+  // nvfp4: TE's block decode-scale formula (te-2026-03, or te-2026-02 before TE 523801d).
+  recipe::Nvfp4Formula nvfp4_formula = recipe::Nvfp4Formula::te_2026_03;
+  // blockwise: scales rounded down to powers of two (TE Float8BlockScaling's default).
+  bool pow2_scales = true;
 };
 inline bool block_scaled(Fp8Scaling s) {
-  return s == Fp8Scaling::mx || s == Fp8Scaling::nvfp4;
+  return s == Fp8Scaling::mx || s == Fp8Scaling::nvfp4 || s == Fp8Scaling::blockwise;
 }
 
 struct OpRule {
@@ -96,7 +106,7 @@ struct PrecisionPolicy {
 
 // The named policies, one row each (policy.cpp): fp32 fp64 fp16-amp bf16-amp
 // fp16-pure bf16-pure bf16-kahan fp8 fp8-delayed fp8-current fp8-mx mxfp8
-// mxfp6 mxfp4 nvfp4.
+// mxfp6 mxfp4 nvfp4 fp8-blockwise.
 struct PolicyInfo {
   std::string name;
   std::string description;
@@ -113,6 +123,10 @@ struct Fp8ScalingName {
   const char* name;
 };
 std::span<const Fp8ScalingName> fp8_scaling_names();
+// The names configs give the recipe options: floor rceil ceil even;
+// te-2026-03 te-2026-02.
+const char* mx_scale_rule_name(recipe::MxScaleRule r);
+const char* nvfp4_formula_name(recipe::Nvfp4Formula f);
 // A policy read from a config: policy_from_json in the config layer (sim/config).
 
 }  // namespace rpsim::sim::train

@@ -10,21 +10,55 @@
 #include <string>
 
 #include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/formats/recipe.hpp"
 #include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/policy.hpp"
 
 namespace rpsim::sim::train {
 
-// A block-quantised GEMM operand: block_quantize's values (each element
-// times its block's decoding scale), each entry's block scale, and the
-// element format.
+// A block-quantised GEMM operand: block_quantize_recipe's values (each
+// element times its block's decoding scale), each entry's block scale, the
+// element format, and for FP8 block scaling (binary32 scales, folded per k
+// tile by the blockwise GEMM) whether the blocks are 2-D tiles.
 struct BlockOperand {
   Matrix values, scales;
   const Format* format = nullptr;
+  bool blockwise = false;  // FP8 block scaling: binary32 scale_inv per 1x128 block or 128x128 tile
+  bool tiles = false;      // 2-D tiles (blockwise: the fold order of gemm_blockwise)
+  int block = 0;           // blockwise: entries per block along K (the GEMM's k tile)
 };
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                            const BlockLayout& layout, Fp8Stats* stats = nullptr,
                            double* tensor_scale = nullptr);
+
+// The formats recipe (recipe.hpp) a block-scaled policy's recipe runs on
+// one group of `block` entries: torchao-mx with fp8.scale_rule (floor: the
+// OCP rule), te-nvfp4 with fp8.nvfp4_formula, te-fp8-block with
+// fp8.pow2_scales. Throws std::invalid_argument for an element format the
+// recipe has no row for.
+QuantSpec block_spec(const Fp8Recipe& recipe, const Format& f, std::size_t block);
+
+// The quantiser a block-scaled policy runs on output gradients: block_spec of
+// its linear rule's backward_compute format and its block, 1-D blocks (the
+// what-if counts of `rpsim grads --recipes` and rpsim.recipe_effect). Throws
+// ConfigError naming a policy that does not block-scale.
+QuantSpec gradient_spec(const PrecisionPolicy& p);
+
+// Block-scaled quantisation of a GEMM input under any block-scaled recipe
+// (mx, nvfp4, blockwise): block_quantize's contract (layers/fp8.hpp: groups,
+// stochastic-rounding keys, tensor_scale, statistics, scales), each group
+// quantised by block_spec's recipe row. The same bits as block_quantize for
+// mx under the floor rule and nvfp4 under te-2026-03 on finite tensors (NVFP4's
+// tensor amax is NaN here when an entry is, as in TE).
+Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
+                             const BlockLayout& layout, Fp8Stats* stats = nullptr,
+                             double* tensor_scale = nullptr, Matrix* scales = nullptr);
+
+// TE's weight-gradient Hadamard transform as hadamard_rows takes it (n = 16):
+// T = (diag(s) H16)^T / 4 with TE's fixed sign vector s (reference_nvfp4.py
+// get_wgrad_sign_vector), so T applied to a column of 16 is TE's x_mat @ H / 4
+// on that row of x^T.
+Matrix te_hadamard_transform(int n);
 
 // The block-scaled Tensor Core instruction `model` is, or null.
 const TensorCoreModel* block_instruction(const AccumulationModel& model);

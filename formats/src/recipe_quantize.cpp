@@ -1,0 +1,187 @@
+// The block-quantiser mechanism (recipe.hpp): the tensor a recipe
+// quantises (x, or x^T and its Hadamard transform), its tiles, each tile's
+// amax, scale and elements. The arithmetic of one block is
+// recipe_arith*.hpp; only the loops are here.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "recipe_internal.hpp"
+#include "rpsim/formats/format.hpp"
+#include "rpsim/formats/random.hpp"
+#include "rpsim/formats/recipe.hpp"
+
+namespace rpsim {
+
+namespace {
+
+using namespace recipe;
+using detail::Tensor;
+using detail::Tile;
+
+const Format& element_format(ElementKind k) {
+  static const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
+  if (k == ElementKind::int8)
+    throw std::invalid_argument("stochastic rounding: MXINT8 elements are rounded to nearest only");
+  return rpsim::format(names[static_cast<int>(k)]);
+}
+
+// v (already scaled, clamped where the recipe clamps) rounded stochastically
+// into the element format, saturating, as the element code; NaN keeps the
+// format's NaN rule (E4M3 NaN, +0 for FP4 / FP6).
+std::uint8_t stochastic_code(ElementKind k, float v, const ElementRounding& r, std::size_t i) {
+  const Format& f = element_format(k);
+  Rounding rounding;
+  rounding.mode = RoundingMode::stochastic;
+  rounding.random_bits = counter_random(r.seed, r.stream, i);
+  Flags flags = 0;
+  const double max = f.max_finite();
+  const double clamped = is_nan(v) ? double(v) : std::clamp(double(v), -max, max);
+  return encode_element(k, float(to_double(f, round_double(f, clamped, rounding, flags))));
+}
+
+bool stochastic(const ElementRounding* r) {
+  return r && r->mode == RoundingMode::stochastic;
+}
+
+void mx_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& q, const ElementRounding* r) {
+  const std::uint8_t code = mx_scale_code(detail::tile_amax(t, tile), s.scale_rule, element_info(s.element));
+  q.scale_codes.push_back(code);
+  q.scales.push_back(e8m0_value(code));
+  tile.each(t, [&](std::size_t i, float x) {
+    if (!stochastic(r)) {
+      q.codes[i] = mx_element(x, code, s.scale_rule, s.element);
+      return;
+    }
+    q.codes[i] = stochastic_code(s.element, mul_rn(x, e8m0_reciprocal(code)), *r, i);
+  });
+}
+
+void fp8_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& q, const ElementRounding* r) {
+  const Fp8Scale sc = te_fp8_scale(detail::tile_amax(t, tile), element_info(s.element).max, s.pow2_scales);
+  q.scales.push_back(sc.scale_inv);
+  tile.each(t, [&](std::size_t i, float x) {
+    q.codes[i] = stochastic(r) ? stochastic_code(s.element, mul_rn(x, sc.scale), *r, i)
+                               : fp8_element(x, sc.scale, s.element, s.clamp);
+  });
+}
+
+void nvfp4_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts,
+                Quantized& q, const ElementRounding* r) {
+  const float vec_max = detail::tile_amax(t, tile);
+  const std::uint8_t code = e4m3fn_from_f32(nvfp4_scale_argument(vec_max, ts.encode, s.formula));
+  const float enc = nvfp4_encode_scale(element_value(ElementKind::e4m3, code), ts.decode);
+  q.scale_codes.push_back(code);
+  q.scales.push_back(element_value(ElementKind::e4m3, code));
+  tile.each(t, [&](std::size_t i, float x) {
+    q.codes[i] = stochastic(r)
+                     ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_rn(x, enc), -6.0f, 6.0f), *r, i)
+                     : nvfp4_element(x, enc);
+  });
+}
+
+// NVFP4's per-tensor amax (or one per row), NaN if any entry is (torch.max).
+std::vector<float> nvfp4_amax(const Tensor& t, bool per_row) {
+  std::vector<float> amax(per_row ? t.rows : 1, 0.0f);
+  for (std::size_t r = 0; r < t.rows; ++r)
+    for (std::size_t c = 0; c < t.cols; ++c) {
+      float& a = amax[per_row ? r : 0];
+      a = nan_max(a, abs_f32(t.v[r * t.cols + c]));
+    }
+  return amax;
+}
+
+void check_spec(const QuantSpec& s) {
+  if (s.tile_rows < 0 || s.tile_cols < 0)
+    throw std::invalid_argument(
+        fmt::format("quantize: tile {}x{} (sizes must be >= 0)", s.tile_rows, s.tile_cols));
+  const bool fp8 = is_fp8(s.element);
+  if (s.family == ScaleFamily::nvfp4 && s.element != ElementKind::e2m1)
+    throw std::invalid_argument("quantize: NVFP4 quantises to e2m1 elements");
+  if (s.family == ScaleFamily::fp8 && !fp8)
+    throw std::invalid_argument("quantize: FP8 scaling quantises to e4m3 or e5m2 elements");
+  if (s.family == ScaleFamily::nvfp4 && s.e4m3_max != 448 && s.e4m3_max != 256)
+    throw std::invalid_argument(fmt::format("quantize: e4m3_max {} (448 or 256)", s.e4m3_max));
+  if (s.four_over_six != FourOverSix::off && !(s.tile_cols == 16 && (s.tile_rows == 1 || s.tile_rows == 16)))
+    throw std::invalid_argument("quantize: 4over6 takes 1x16 or 16x16 tiles");
+  if ((s.rht || s.columnwise || s.row_scaled) && s.family != ScaleFamily::nvfp4)
+    throw std::invalid_argument("quantize: columnwise, rht and row_scaled are NVFP4 options");
+  if (s.row_scaled && s.tile_rows != 1)
+    throw std::invalid_argument("quantize: row-scaled NVFP4 takes 1x16 blocks");
+}
+
+}  // namespace
+
+Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t rows, std::size_t cols,
+                   const ElementRounding* rounding, std::span<const float> amax) {
+  check_spec(spec);
+  if (x.size() != rows * cols)
+    throw std::invalid_argument(fmt::format("quantize: {} values for a {}x{} tensor", x.size(), rows, cols));
+  const Tensor t = detail::quantised_tensor(spec, x, rows, cols);
+  Quantized q;
+  q.spec = spec;
+  q.rows = t.rows;
+  q.cols = t.cols;
+  q.codes.assign(t.rows * t.cols, 0);
+  const std::size_t th = spec.tile_rows ? std::size_t(spec.tile_rows) : std::max<std::size_t>(t.rows, 1);
+  const std::size_t tw = spec.tile_cols ? std::size_t(spec.tile_cols) : std::max<std::size_t>(t.cols, 1);
+  q.scale_rows = (t.rows + th - 1) / th;
+  q.scale_cols = (t.cols + tw - 1) / tw;
+  std::vector<Nvfp4TensorScale> ts;
+  if (spec.family == ScaleFamily::nvfp4) {
+    q.amax = nvfp4_amax(t, spec.row_scaled);
+    if (!amax.empty()) {
+      if (amax.size() != q.amax.size())
+        throw std::invalid_argument(
+            fmt::format("quantize: {} amax values for {}", amax.size(), q.amax.size()));
+      q.amax.assign(amax.begin(), amax.end());
+    }
+    const float e = spec.four_over_six == FourOverSix::off ? 448.0f : float(spec.e4m3_max);
+    for (float a : q.amax) {
+      ts.push_back(nvfp4_tensor_scale(a, e));
+      q.tensor_encode.push_back(ts.back().encode);
+    }
+  }
+  for (std::size_t i = 0; i < q.scale_rows; ++i)
+    for (std::size_t j = 0; j < q.scale_cols; ++j) {
+      const Tile tile{i * th, j * tw, th, tw};
+      if (spec.family == ScaleFamily::mx) {
+        mx_tile(t, tile, spec, q, rounding);
+      } else if (spec.family == ScaleFamily::fp8) {
+        fp8_tile(t, tile, spec, q, rounding);
+      } else if (spec.four_over_six != FourOverSix::off) {
+        if (stochastic(rounding)) throw std::invalid_argument("quantize: 4over6 rounds to nearest only");
+        detail::four_over_six_tile(t, tile, spec, ts[spec.row_scaled ? i : 0],
+                                   q.amax[spec.row_scaled ? i : 0], q);
+      } else {
+        nvfp4_tile(t, tile, spec, ts[spec.row_scaled ? i : 0], q, rounding);
+      }
+    }
+  return q;
+}
+
+std::vector<double> dequantize(const Quantized& q) {
+  const std::size_t th = q.scale_rows ? (q.rows + q.scale_rows - 1) / q.scale_rows : 1;
+  const std::size_t tw = q.scale_cols ? (q.cols + q.scale_cols - 1) / q.scale_cols : 1;
+  const std::size_t sth = q.spec.tile_rows ? std::size_t(q.spec.tile_rows) : th;
+  const std::size_t stw = q.spec.tile_cols ? std::size_t(q.spec.tile_cols) : tw;
+  const bool nv = q.spec.family == ScaleFamily::nvfp4;
+  const float e = q.spec.four_over_six == FourOverSix::off ? 448.0f : float(q.spec.e4m3_max);
+  std::vector<double> out(q.codes.size());
+  for (std::size_t r = 0; r < q.rows; ++r)
+    for (std::size_t c = 0; c < q.cols; ++c) {
+      const std::size_t i = r * q.cols + c;
+      const float s = q.scales[(r / sth) * q.scale_cols + c / stw];
+      const float v = element_value(q.spec.element, q.codes[i]);
+      if (!nv) {
+        out[i] = mul_rn(v, s);  // in binary32, as torchao's to_dtype and TE's dequantize multiply
+        continue;
+      }
+      const float amax = q.amax[q.spec.row_scaled ? r : 0];
+      out[i] = div_rn(mul_rn(mul_rn(v, s), amax), mul_rn(6.0f, e));
+    }
+  return out;
+}
+
+}  // namespace rpsim
