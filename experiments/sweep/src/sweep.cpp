@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -290,13 +291,31 @@ std::size_t execute(const Sweep& s, const std::vector<const Run*>& runs, int par
   return todo.size();
 }
 
+// The columns of each run's results after the grid's keys. One that a grid
+// key also names (a grid over "steps") is written result.<name>: the header
+// was run_id,seed,steps,steps,... and pandas read the second as "steps.1".
+constexpr const char* kResultColumns[] = {"steps",
+                                          "skipped_steps",
+                                          "final_loss",
+                                          "final_loss_scale",
+                                          "test_accuracy_percent",
+                                          "fp64_test_accuracy_percent",
+                                          "accuracy_gap_to_fp64_points",
+                                          "underflow_fraction_mean",
+                                          "nonfinite_fraction_mean",
+                                          "weight_rel_distance_mean",
+                                          "synthetic_data",
+                                          "wall_time_s"};
+
 std::string merge(const Sweep& s) {
   std::string csv = "run_id";
   for (const Axis& a : s.axes) csv += fmt::format(",{}", csv_field(a.key));
-  csv +=
-      ",steps,skipped_steps,final_loss,final_loss_scale,test_accuracy_percent,fp64_test_accuracy_percent,"
-      "accuracy_gap_to_fp64_points,underflow_fraction_mean,nonfinite_fraction_mean,weight_rel_distance_mean,"
-      "synthetic_data,wall_time_s\n";
+  for (const std::string name : kResultColumns) {
+    const bool taken =
+        std::any_of(s.axes.begin(), s.axes.end(), [&](const Axis& a) { return a.key == name; });
+    csv += fmt::format(",{}{}", taken ? "result." : "", name);
+  }
+  csv += "\n";
   for (const Run& r : s.runs) {
     const auto file = s.out_dir / r.id / "sweep_run.json";
     if (!run_complete(s, r))
