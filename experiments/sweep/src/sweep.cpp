@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/config_loader.hpp"
+#include "rpsim/io/json_keys.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
@@ -26,11 +28,17 @@ namespace {
 nlohmann::ordered_json read_json(const std::filesystem::path& file, const std::string& what) {
   std::ifstream in(file);
   if (!in) throw std::invalid_argument(fmt::format("{} '{}': cannot open", what, file.string()));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  nlohmann::ordered_json j;
   try {
-    return nlohmann::ordered_json::parse(in);
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("{} '{}': not valid JSON: {}", what, file.string(), e.what()));
   }
+  if (const std::string key = io::duplicate_json_key(text); !key.empty())
+    throw std::invalid_argument(
+        fmt::format("{} '{}': {}", what, file.string(), io::duplicate_json_key_message(key)));
+  return j;
 }
 
 std::string value_text(const nlohmann::json& v) {
