@@ -35,7 +35,7 @@ if [ -n "${RPSIM_RUN:-}" ]; then
 fi
 # Notebooks that compute live import the module rpsim from the build tree
 # (or from where `cmake --install` put it, already on the path).
-python_dir=${RPSIM_PYTHONPATH:-$here/../build/python}
+python_dir=$(realpath -m "${RPSIM_PYTHONPATH:-$here/../build/python}")  # from the caller's folder too
 if [ -d "$python_dir/rpsim" ]; then export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"; fi
 notebooks=()
 if [ $# -eq 0 ]; then
