@@ -84,7 +84,7 @@ void prepare_out(const sim::train::Config& config, const sim::config::RunPlan& p
   try {
     io::ensure_writable_dir(out);
   } catch (const io::IoError& e) {
-    throw UsageError(fmt::format("--out {}: {}", out.string(), e.what()));
+    throw UsageError(e.what());  // "cannot create the output folder 'OUT' (why)"
   }
   try {
     check_disk_room(config, plan, out);

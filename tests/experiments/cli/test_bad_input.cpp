@@ -249,7 +249,7 @@ const BadInput kCases[] = {
     {"tc-validate", "tc-validate {data}/tc_duplicate_key/H100", "conventions.json: \"sets.fp16/fp32.c\" is given twice"},
     {"gemm-check", "gemm-check {data}/manifest_duplicate_key", "manifest.json: \"model\" is given twice"},
     // --- issue 36: messages that named the wrong cause or no option
-    {"train", "train {source}/experiments/configs/mlp-fp32.json --set steps=2 --out /proc/rpsim-no-such/out", "--out /proc/rpsim-no-such/out: cannot create the output folder"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set steps=2 --out /proc/rpsim-no-such/out", "cannot create the output folder '/proc/rpsim-no-such/out' (No such file or directory)"},
     {"grads", "grads {data}/gemm_ok.npz --min-log2-scale -100000 --out {tmp}/out", "--min-log2-scale -100000"},
     {"grads", "grads {data}/gemm_ok.npz --min-log2-scale 9 --max-log2-scale 8 --out {tmp}/out", "--min-log2-scale 9 is above --max-log2-scale 8"},
     {"tc-validate", "tc-validate {data}/tc_bad_gpu/H100", "conventions.json: \"gpu\": \"H10\" names no file of fp16/ (no a_H10_fp16.txt); \"gpu\" is the GPU name in the file names, here one of: H100"},
