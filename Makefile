@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   install what is missing, build (Release), run the default study
-#               suite and render the figures into results/figures/
+#               suite and render the figures into results/figures/ (QUICK=1: the
+#               same steps at tiny sizes, as .ci/run does on a fresh clone)
 #   make test   install what is missing, build with -Werror, pass every test
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -18,7 +19,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	bash experiments/demo.sh $(BUILD)
+	bash experiments/demo.sh $(BUILD) $(if $(QUICK),--quick)
 
 test: build
 	cd $(BUILD) && OMP_NUM_THREADS=2 ctest --output-on-failure -j $(JOBS) --timeout 1200

@@ -117,8 +117,16 @@ summary"""),
     ("code", """fig, axes = plt.subplots(1, 2, figsize=(15, 4.8), gridspec_kw={"width_ratios": [2, 1]})
 ax = axes[0]
 injected = meta["config"]["train"].get("inject_overflow_steps", [])
+first = {}  # a trajectory (steps, scales, skips) -> the first scaler drawn with it
 for name, g in trace.groupby("scaler", sort=False):
-    ax.step(g.step, g.loss_scale, where="post", label=name)
+    same = first.setdefault((tuple(g.step), tuple(g.loss_scale), tuple(g.skipped)), name)
+    if same == name:
+        ax.step(g.step, g.loss_scale, where="post", label=name)
+    else:
+        # PyTorch's and Apex's scalers (Keras' and TF2's) move identically here: dashed over the
+        # first one's line, so that both colours show and neither hides the other.
+        ax.step(g.step, g.loss_scale, where="post", ls=(0, (3, 3)), lw=2.2, label=f"{name} (= {same}, dashed)")
+        print(f"{name}: the same loss scale and skipped steps as {same} at every step")
     sk = g[g.skipped == 1]
     ax.plot(sk.step, sk.loss_scale, "x", color="k", ms=4)
 for s in meta["config"]["train"].get("inject_overflow_steps", []):

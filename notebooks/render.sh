@@ -21,9 +21,21 @@ mkdir -p "$results/figures"
 out=$(mktemp -d "$results/figures/.render.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 export RPSIM_RESULTS="$results" MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1
+# The notebooks run in notebooks/: each folder of RPSIM_RUN is made absolute here, from the folder
+# render.sh was called in, as RESULTS_DIR is (`RPSIM_RUN=results/your-model notebooks/render.sh
+# results 03` from the repository root read notebooks/results/your-model: issue #36).
+if [ -n "${RPSIM_RUN:-}" ]; then
+  runs=""
+  IFS=: read -r -a run_folders <<<"$RPSIM_RUN"
+  for f in "${run_folders[@]}"; do
+    [ -n "${f// /}" ] || continue
+    runs="${runs:+$runs:}$(realpath -m "${f/#\~/$HOME}")"
+  done
+  if [ -n "$runs" ]; then export RPSIM_RUN="$runs"; fi  # else user_runs.py says it is empty
+fi
 # Notebooks that compute live import the module rpsim from the build tree
 # (or from where `cmake --install` put it, already on the path).
-python_dir=${RPSIM_PYTHONPATH:-$here/../build/python}
+python_dir=$(realpath -m "${RPSIM_PYTHONPATH:-$here/../build/python}")  # from the caller's folder too
 if [ -d "$python_dir/rpsim" ]; then export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"; fi
 notebooks=()
 if [ $# -eq 0 ]; then

@@ -73,30 +73,43 @@ if fp8 is None:
     print("no fp8.csv: " + ("no run folder has FP8 columns (<layer>.<x|w|dy>_fp8_amax)" if RUN_MODE
                             else "the study config runs no FP8 policy"))
 else:
+    if "scale_min" not in fp8:  # the study's fp8.csv: per-tensor scales only
+        fp8["scale_min"] = fp8["scale_max"] = fp8["scale"]
     tensors = list(dict.fromkeys(fp8.tensor))
-    colours = dict(zip(tensors, plt.cm.tab10.colors))
-    styles = dict(zip(dict.fromkeys(fp8.run), ["-", "--", ":", "-."]))
+    # One colour per tensor, however many a model quantises (tab10 has 10; a GPT block alone has 12).
+    palette = (plt.cm.tab10.colors if len(tensors) <= 10 else plt.cm.tab20.colors if len(tensors) <= 20
+               else [tuple(c) for c in plt.cm.turbo(np.linspace(0, 1, len(tensors)))])
+    colours = dict(zip(tensors, palette))
+    dashes = ["-", "--", ":", "-."]
+    styles = {run: dashes[i % len(dashes)] for i, run in enumerate(dict.fromkeys(fp8.run))}
+    # A block-scaled run (MX, NVFP4) has no one scale per tensor: its smallest and largest block scale.
+    blocks = fp8.groupby(["run", "tensor"], sort=False).scale.apply(lambda v: v.isna().all())
     fig, axes = plt.subplots(2, 2, figsize=(15, 9), sharex=True)
     panels = [("amax", "amax (max |entry|)", "(a) amax per step"),
-              ("scale", "scale in use (x * scale is quantised)", "(b) per-tensor scale"),
+              ("scale", "scale in use (x * scale is quantised)",
+               "(b) per-tensor scale" + ("; block-scaled: largest block scale, shaded down to the smallest"
+                                         if blocks.any() else "")),
               ("saturated_fraction", "entries clamped at max finite (floor 1e-7)", "(c) saturated fraction"),
               ("flushed_fraction", "nonzero entries quantised to 0 (floor 1e-7)", "(d) flushed fraction")]
     for ax, (col, ylabel, title) in zip(axes.flat, panels):
         for (run, tensor), g in fp8.groupby(["run", "tensor"], sort=False):
-            y = g[col] if col in ("amax", "scale") else g[col].clip(lower=1e-7)
+            block = col == "scale" and blocks[(run, tensor)]
+            y = g.scale_max if block else g[col] if col in ("amax", "scale") else g[col].clip(lower=1e-7)
             ax.plot(g.step, y, styles[run], color=colours[tensor], lw=1.2, marker="o", ms=2)
-        ax.set_yscale("log"); ax.set_ylabel(ylabel); ax.set_title(title)
+            if block:
+                ax.fill_between(g.step, g.scale_min, g.scale_max, color=colours[tensor], alpha=0.15, lw=0)
+        ax.set_yscale("log"); ax.set_ylabel(ylabel); ax.set_title(title, fontsize=9 if col == "scale" else None)
     for ax in axes[1]:
         ax.set_xlabel("step")
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], color=colours[t], label=t) for t in tensors]
     handles += [Line2D([], [], color="k", ls=ls, label=run) for run, ls in styles.items()]
-    fig.legend(handles=handles, fontsize=8, loc="center right")
-    fig.suptitle("FP8 telemetry: delayed vs current per-tensor scaling")
-    fig.tight_layout(rect=(0, 0, 0.88, 1))
+    fig.legend(handles=handles, fontsize=8, loc="center right", ncol=1 + len(handles) // 40)
+    fig.suptitle("FP8 telemetry: " + (", ".join(styles) if RUN_MODE else "delayed vs current per-tensor scaling"))
+    fig.tight_layout(rect=(0, 0, 0.88 - 0.08 * (len(handles) // 40), 1))
     fig.savefig(FIGURE.with_name(FIGURE.stem + "-fp8.png"), dpi=120, bbox_inches="tight")
     print("saved", FIGURE.with_name(FIGURE.stem + "-fp8.png"))
-    summary_fp8 = fp8.groupby(["run", "tensor"], sort=False)[["amax", "scale", "saturated_fraction", "flushed_fraction"]].agg(["min", "max"])
+    summary_fp8 = fp8.groupby(["run", "tensor"], sort=False)[["amax", "scale", "scale_min", "scale_max", "saturated_fraction", "flushed_fraction"]].agg(["min", "max"])
     display(summary_fp8)"""),
     ("md", "## Measured next to published"),
     ("code", COMPARE + """

@@ -102,12 +102,16 @@ class Run:
 def load(spec):
     """The run folders of RPSIM_RUN (separated by os.pathsep), each labelled by its folder name
     (with its parent's where two share a name)."""
-    paths = [pathlib.Path(p).expanduser().resolve() for p in str(spec).split(os.pathsep) if p.strip()]
+    given = [pathlib.Path(p).expanduser() for p in str(spec).split(os.pathsep) if p.strip()]
+    paths = [p.resolve() for p in given]
     if not paths:
         raise RunFolderError("RPSIM_RUN is empty: give one run folder, or several separated by ':'")
-    for p in paths:
+    for g, p in zip(given, paths):
         if not p.is_dir():
-            raise RunFolderError(f"RPSIM_RUN: {p} is not a folder")
+            # A notebook runs in notebooks/: a relative folder is read from there (render.sh reads it
+            # from the folder it is called in).
+            where = "" if g.is_absolute() else f" ({g} read from {pathlib.Path.cwd()}: give an absolute path)"
+            raise RunFolderError(f"RPSIM_RUN: {p} is not a folder{where}")
     names = [p.name for p in paths]
     labels = [p.name if names.count(p.name) == 1 else f"{p.parent.name}/{p.name}" for p in paths]
     return [Run(p, label) for p, label in zip(paths, labels)]
@@ -244,14 +248,23 @@ def _last_eval(run, column):
 
 def _fp8_rows(run):
     """fp8.csv rows of one run: per step and FP8-quantised tensor (<layer>.<x|w|dy>), the columns
-    <tensor>_fp8_amax / _scale / _saturated_fraction / _flushed_fraction of steps.csv."""
+    <tensor>_fp8_amax / _saturated_fraction / _flushed_fraction of steps.csv and its scale: a
+    per-tensor run's <tensor>_fp8_scale (scale_min = scale_max = scale), a block-scaled run's (MX,
+    NVFP4) smallest and largest block scale <tensor>_fp8_scale_min / _scale_max (scale empty)."""
     rows, s = [], run.steps
     for col in s.columns:
         if not col.endswith("_fp8_amax"):
             continue
         t = col[:-len("_fp8_amax")]
+        if t + "_fp8_scale" in s:
+            scale = lo = hi = s[t + "_fp8_scale"]
+        elif t + "_fp8_scale_min" in s and t + "_fp8_scale_max" in s:
+            scale, lo, hi = pd.Series(math.nan, index=s.index), s[t + "_fp8_scale_min"], s[t + "_fp8_scale_max"]
+        else:
+            raise RunFolderError(f"RPSIM_RUN: {run.path}/steps.csv has {col} but neither {t}_fp8_scale nor "
+                                 f"{t}_fp8_scale_min and {t}_fp8_scale_max")
         for i in s.index:
-            rows.append((run.label, run.policy, int(s.step[i]), t, s.at[i, col], s.at[i, t + "_fp8_scale"],
+            rows.append((run.label, run.policy, int(s.step[i]), t, s.at[i, col], scale[i], lo[i], hi[i],
                          s.at[i, t + "_fp8_saturated_fraction"], s.at[i, t + "_fp8_flushed_fraction"]))
     return rows
 
@@ -289,7 +302,8 @@ def accuracy_tables(runs):
     }
     if fp8:
         tables["fp8.csv"] = pd.DataFrame(fp8, columns=["run", "policy", "step", "tensor", "amax", "scale",
-                                                       "saturated_fraction", "flushed_fraction"])
+                                                       "scale_min", "scale_max", "saturated_fraction",
+                                                       "flushed_fraction"])
     return tables
 
 

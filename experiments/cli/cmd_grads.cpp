@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "commands.hpp"
 #include "rpsim/formats/recipe.hpp"
@@ -98,6 +99,14 @@ int run_grads(const GradsArgs& a) {
   // was a filesystem_error (exit 3) after the whole report was computed.
   if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
     throw UsageError(fmt::format("--out '{}': exists and is not a folder", a.out));
+  // Each scale 2^k must be a binary64 number other than 0: --min-log2-scale
+  // -100000 was "loss scale 0.000000 is not a positive finite number".
+  for (const auto& [option, k] :
+       {std::pair{"--min-log2-scale", a.min_log2}, {"--max-log2-scale", a.max_log2}})
+    if (k < -1074 || k > 1023)
+      throw UsageError(fmt::format("{} {}: 2^{} is no binary64 number (from -1074 to 1023)", option, k, k));
+  if (a.min_log2 > a.max_log2)
+    throw UsageError(fmt::format("--min-log2-scale {} is above --max-log2-scale {}", a.min_log2, a.max_log2));
   const auto formats = format_list(a.formats);
   std::vector<io::NumericArray> arrays;
   try {

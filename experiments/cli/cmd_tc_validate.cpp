@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "commands.hpp"
 #include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
+#include "rpsim/io/results_io.hpp"
 #include "rpsim/validation/mma_sim_vectors.hpp"
 #include "rpsim/validation/tensor_core_golden.hpp"
 
@@ -53,12 +55,26 @@ std::vector<sim::GoldenSet> load(const Options& o) {
   }
 }
 
+// Ctrl-C or SIGTERM stop the check between two files (sets): every line
+// printed is whole, and stderr says how far it got (exit 130). Killed by the
+// signal, it left its last line cut in half in a pipe's buffer.
+int interrupted(const char* what, std::size_t done, std::size_t total, std::size_t passed,
+                std::size_t failed) {
+  std::fflush(stdout);
+  fmt::print(stderr,
+             "rpsim tc-validate: interrupted after {} of {} {}: {} passed, {} failed so far (no summary)\n",
+             done, total, what, passed, failed);
+  return 130;
+}
+
 // MMA-Sim files: each checked with the preset its header names; files with
 // no preset row are counted and listed, never passed.
 int run_mma_sim(const Options& o, const std::vector<std::filesystem::path>& files) {
   std::size_t passed = 0, failed = 0, full = 0, checked = 0;
   std::vector<std::string> no_preset;
   for (const auto& path : files) {
+    if (io::interrupted())
+      return interrupted("files", checked + no_preset.size(), files.size(), passed, failed);
     sim::MmaSimFile f;
     try {
       f = sim::load_mma_sim_file(path);
@@ -88,6 +104,7 @@ int run_mma_sim(const Options& o, const std::vector<std::filesystem::path>& file
 }
 
 int run(const Options& o) {
+  io::install_interrupt_handler();
   // An MMA-Sim file, or a folder of them, rather than a tc-golden GPU folder.
   std::vector<std::filesystem::path> mma_files;
   try {
@@ -106,7 +123,9 @@ int run(const Options& o) {
   const auto sets = load(o);
   std::size_t passed = 0, failed = 0;
   std::vector<std::string> skipped;
-  for (const auto& set : sets) {
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    const auto& set = sets[i];
+    if (io::interrupted()) return interrupted("sets", i, sets.size(), passed, failed);
     sim::TensorCoreModel m;
     try {
       m = sim::golden_model(set, o.model);

@@ -72,6 +72,29 @@ void check_disk_room(const sim::train::Config& config, const sim::config::RunPla
                     out.string(), need / 1e6, plan.total_steps, double(space.available) / 1e6));
 }
 
+// The output folder, created and written to before the disk is asked for
+// room: a folder that cannot be created (--out /proc/x) was reported as a
+// disk with "0 MB free". Created here, it is removed again when the room is
+// short, so a refused run leaves nothing behind.
+void prepare_out(const sim::train::Config& config, const sim::config::RunPlan& plan, const fs::path& out) {
+  std::error_code ec;
+  fs::path created;  // the outermost folder this creates
+  for (fs::path p = fs::absolute(out, ec); !ec && !fs::exists(p, ec) && p != p.parent_path();
+       p = p.parent_path())
+    created = p;
+  try {
+    io::ensure_writable_dir(out);
+  } catch (const io::IoError& e) {
+    throw UsageError(e.what());  // "cannot create the output folder 'OUT' (why)"
+  }
+  try {
+    check_disk_room(config, plan, out);
+  } catch (const UsageError&) {
+    if (!created.empty()) fs::remove_all(created, ec);
+    throw;
+  }
+}
+
 int train(const TrainArgs& a) {
   sim::config::LoadedConfig loaded;
   sim::train::Config config;
@@ -89,12 +112,7 @@ int train(const TrainArgs& a) {
   // The plan checks the batch against the data and the memory against the
   // machine's (ConfigError: exit 2) before any folder is created.
   const sim::config::RunPlan plan = sim::config::plan_run(config);
-  if (!a.plan) check_disk_room(config, plan, options.out_dir);
-  try {
-    if (!a.plan) io::ensure_writable_dir(options.out_dir);  // --plan creates nothing
-  } catch (const io::IoError& e) {
-    throw UsageError(e.what());
-  }
+  if (!a.plan) prepare_out(config, plan, options.out_dir);  // --plan creates nothing
   fmt::print("rpsim train {}: what will run\n{}", config.name,
              sim::config::describe_run(loaded, config, plan, options.out_dir.string()));
   std::fflush(stdout);

@@ -37,4 +37,8 @@ struct Registrar {
 // In registration order sorted by name, so `rpsim --help` is stable.
 std::vector<std::pair<std::string, AddCommand>>& registry();
 
+// Removes the OMP_WAIT_POLICY=PASSIVE that openmp_wait.cpp set before libgomp
+// read it (when the user had set neither it nor GOMP_SPINCOUNT).
+void restore_openmp_environment();
+
 }  // namespace rpsim::cli

@@ -53,6 +53,7 @@ std::string unknown_command(int argc, char** argv, const std::vector<std::string
 }  // namespace
 
 int main(int argc, char** argv) {
+  rpsim::cli::restore_openmp_environment();  // libgomp has read it by now
   rpsim::io::keep_freed_memory();
   CLI::App app{"rpsim: bit-exact simulation of reduced-precision arithmetic in deep learning"};
   app.require_subcommand(1);

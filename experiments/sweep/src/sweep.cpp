@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/config_loader.hpp"
+#include "rpsim/io/json_keys.hpp"
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/trainer.hpp"
@@ -25,11 +28,17 @@ namespace {
 nlohmann::ordered_json read_json(const std::filesystem::path& file, const std::string& what) {
   std::ifstream in(file);
   if (!in) throw std::invalid_argument(fmt::format("{} '{}': cannot open", what, file.string()));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  nlohmann::ordered_json j;
   try {
-    return nlohmann::ordered_json::parse(in);
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("{} '{}': not valid JSON: {}", what, file.string(), e.what()));
   }
+  if (const std::string key = io::duplicate_json_key(text); !key.empty())
+    throw std::invalid_argument(
+        fmt::format("{} '{}': {}", what, file.string(), io::duplicate_json_key_message(key)));
+  return j;
 }
 
 std::string value_text(const nlohmann::json& v) {
@@ -290,13 +299,31 @@ std::size_t execute(const Sweep& s, const std::vector<const Run*>& runs, int par
   return todo.size();
 }
 
+// The columns of each run's results after the grid's keys. One that a grid
+// key also names (a grid over "steps") is written result.<name>: the header
+// was run_id,seed,steps,steps,... and pandas read the second as "steps.1".
+constexpr const char* kResultColumns[] = {"steps",
+                                          "skipped_steps",
+                                          "final_loss",
+                                          "final_loss_scale",
+                                          "test_accuracy_percent",
+                                          "fp64_test_accuracy_percent",
+                                          "accuracy_gap_to_fp64_points",
+                                          "underflow_fraction_mean",
+                                          "nonfinite_fraction_mean",
+                                          "weight_rel_distance_mean",
+                                          "synthetic_data",
+                                          "wall_time_s"};
+
 std::string merge(const Sweep& s) {
   std::string csv = "run_id";
   for (const Axis& a : s.axes) csv += fmt::format(",{}", csv_field(a.key));
-  csv +=
-      ",steps,skipped_steps,final_loss,final_loss_scale,test_accuracy_percent,fp64_test_accuracy_percent,"
-      "accuracy_gap_to_fp64_points,underflow_fraction_mean,nonfinite_fraction_mean,weight_rel_distance_mean,"
-      "synthetic_data,wall_time_s\n";
+  for (const std::string name : kResultColumns) {
+    const bool taken =
+        std::any_of(s.axes.begin(), s.axes.end(), [&](const Axis& a) { return a.key == name; });
+    csv += fmt::format(",{}{}", taken ? "result." : "", name);
+  }
+  csv += "\n";
   for (const Run& r : s.runs) {
     const auto file = s.out_dir / r.id / "sweep_run.json";
     if (!run_complete(s, r))

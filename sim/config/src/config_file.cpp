@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rpsim/io/json_keys.hpp"
 #include "rpsim/train/config_error.hpp"
 
 namespace rpsim::sim::config {
@@ -60,12 +61,16 @@ json read_json_file(const std::filesystem::path& file) {
   if (!in) throw ConfigError(where + ": cannot open the config file");
   std::stringstream text;
   text << in.rdbuf();
+  json j;
   try {
-    return json::parse(text.str());
+    j = json::parse(text.str());
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for a number such as 1e999.
     throw ConfigError(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
+  if (const std::string key = io::duplicate_json_key(text.str()); !key.empty())
+    throw ConfigError(fmt::format("{}: {}", where, io::duplicate_json_key_message(key)));
+  return j;
 }
 
 json resolve_extends(json j, const std::filesystem::path& file) {

@@ -7,6 +7,7 @@
 #include "rpsim/config/config_file.hpp"
 #include "rpsim/config/config_keys.hpp"
 #include "rpsim/config/framework_config.hpp"
+#include "rpsim/io/json_keys.hpp"
 #include "rpsim/train/config_error.hpp"
 
 namespace rpsim::sim::config {
@@ -83,6 +84,8 @@ std::pair<std::string, json> parse_assignment(const std::string& assignment) {
   } catch (const json::exception&) {
     value = text;
   }
+  if (const std::string key = io::duplicate_json_key(text); !key.empty())
+    throw ConfigError("--set " + assignment.substr(0, eq) + ": " + io::duplicate_json_key_message(key));
   return {assignment.substr(0, eq), value};
 }
 

@@ -14,6 +14,7 @@
 
 #include "count_where.hpp"
 #include "native_matmul.hpp"
+#include "parallel_work.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
@@ -172,7 +173,7 @@ Matrix matmul_grid(const Matrix& a, const Matrix& b, const Format& fmt) {
   for (Eigen::Index p = 0; p < k; ++p)
     for (Eigen::Index j = 0; j < n; ++j) b_rows[std::size_t(p) * width + std::size_t(j)] = b(p, j);
   Matrix c(m, n);
-#pragma omp parallel
+#pragma omp parallel num_threads(detail::threads_for_product(m, n, k))
   {
     const ValueRounding& round = nearest(fmt);
     std::vector<double> acc(width), product(width);
@@ -257,7 +258,7 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
     if (*acc != formats::binary32() && *acc != formats::binary64() && grid_accumulator(*acc) &&
         all_binary32(a) && all_binary32(b))
       return matmul_grid(a, b, *acc);
-  const sim::GemmOptions options{omp_get_max_threads()};
+  const sim::GemmOptions options{detail::threads_for_product(a.rows(), b.cols(), a.cols())};
   // A Tensor Core instruction or a kernel schedule over one reads values of
   // its input format (a schedule: the format A and B are stored in, binary32
   // for tf32, which it converts itself): the operands are cast to it, as a

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "gemm_manifest_record.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/io/json_keys.hpp"
 
 namespace rpsim::sim {
 
@@ -147,12 +149,15 @@ GemmManifest load_gemm_manifest(const std::filesystem::path& dir_or_file) {
   }
   std::ifstream in(path);
   if (!in) throw GemmDumpError(fmt::format("{}: cannot read the manifest", path.string()));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw GemmDumpError(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
   }
+  if (const std::string key = io::duplicate_json_key(text); !key.empty())
+    throw GemmDumpError(fmt::format("{}: {}", path.string(), io::duplicate_json_key_message(key)));
   if (!j.is_object() || !j.contains("gemms") || !j.at("gemms").is_array())
     throw GemmDumpError(fmt::format("{}: no \"gemms\" list (not a capture_gemms manifest)", path.string()));
   if (j.contains("model") && j.at("model").is_string()) m.model = j.at("model").get<std::string>();

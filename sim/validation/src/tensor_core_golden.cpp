@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +18,7 @@
 
 #include "rpsim/accumulation/tensor_core_operands.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/io/json_keys.hpp"
 
 namespace rpsim::sim {
 
@@ -140,12 +142,15 @@ Convention read_set_convention(const fs::path& path, const std::string& key, con
 Conventions read_conventions(const fs::path& path) {
   std::ifstream in(path);
   if (!in) throw GoldenDataError(fmt::format("cannot open '{}'", path.string()));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw GoldenDataError(fmt::format("{}: not JSON: {}", path.string(), e.what()));
   }
+  if (const std::string key = io::duplicate_json_key(text); !key.empty())
+    throw GoldenDataError(fmt::format("{}: {}", path.string(), io::duplicate_json_key_message(key)));
   if (!j.is_object() || !j.contains("sets") || !j["sets"].is_object())
     throw GoldenDataError(fmt::format("{}: no \"sets\" object", path.string()));
   Conventions out;
@@ -248,6 +253,26 @@ void load_folder(const fs::path& gpu_dir, const std::string& gpu, const std::str
   if (!any_d)
     throw GoldenDataError(fmt::format("'{}': no d_{}_fp32.txt or d_{}_fp16.txt", dir.string(), gpu, gpu));
 }
+// conventions.json's "gpu" is the name the files carry (a_<gpu>_<folder>.txt):
+// one that names no file of a folder (a typo) was reported as a missing file.
+void check_gpu_name(const fs::path& gpu_dir, const std::string& gpu, const std::string& folder) {
+  if (fs::exists(gpu_dir / folder / fmt::format("a_{}_{}.txt", gpu, folder))) return;
+  std::vector<std::string> named;  // the <gpu> of the folder's a_<gpu>_<folder>.txt files
+  const std::string tail = "_" + folder + ".txt";
+  for (const auto& e : fs::directory_iterator(gpu_dir / folder)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 2 + tail.size() && n.starts_with("a_") && n.ends_with(tail))
+      named.push_back(n.substr(2, n.size() - 2 - tail.size()));
+  }
+  std::sort(named.begin(), named.end());
+  throw GoldenDataError(fmt::format(
+      "{}: \"gpu\": \"{}\" names no file of {}/ (no a_{}_{}.txt); \"gpu\" is the GPU name in the file names, "
+      "here {}",
+      (gpu_dir / "conventions.json").string(), gpu, folder, gpu, folder,
+      named.empty() ? std::string("none: the folder has no a_<GPU>_" + folder + ".txt")
+                    : "one of: " + fmt::format("{}", fmt::join(named, " "))));
+}
+
 }  // namespace
 
 std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
@@ -280,7 +305,10 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
                     gpu_dir.string(), gpu, fmt::join(known, " ")));
   }
   std::vector<GoldenSet> sets;
-  for (const auto& folder : folders) load_folder(gpu_dir, gpu, folder, conventions, sets);
+  for (const auto& folder : folders) {
+    if (conventions && !conventions->gpu.empty()) check_gpu_name(gpu_dir, gpu, folder);
+    load_folder(gpu_dir, gpu, folder, conventions, sets);
+  }
   return sets;
 }
 

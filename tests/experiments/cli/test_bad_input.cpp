@@ -241,6 +241,18 @@ const BadInput kCases[] = {
     // --- issue 26: a layers model sized from its specs (was built, then std::bad_alloc)
     {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model={\"type\":\"layers\",\"layers\":[{\"op\":\"linear\",\"out\":100000},{\"op\":\"relu\"},{\"op\":\"linear\",\"out\":100000},{\"op\":\"linear\",\"out\":10}]}' --out {tmp}/out", "the run needs about"},
     {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'model={\"type\":\"layers\",\"layers\":[{\"op\":\"linear\",\"out\":100000},{\"op\":\"relu\"},{\"op\":\"linear\",\"out\":100000},{\"op\":\"linear\",\"out\":10}]}' --plan", "the run needs about"},
+    // --- issue 36: duplicate JSON keys (a reader keeps the last without a word), in every JSON read
+    {"train", "train {data}/train_duplicate_key.json --out {tmp}/out", "train_duplicate_key.json: \"policy\" is given twice"},
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set 'optimizer={\"type\":\"sgd\",\"lr\":1,\"lr\":2}' --out {tmp}/out", "--set optimizer: \"lr\" is given twice"},
+    {"study", "study summation --quick --config {data}/train_duplicate_key.json --out {tmp}/out", "train_duplicate_key.json: \"policy\" is given twice"},
+    {"sweep", "sweep {data}/sweep_duplicate_key.json --out {tmp}/out", "sweep_duplicate_key.json': \"grid.seed\" is given twice"},
+    {"tc-validate", "tc-validate {data}/tc_duplicate_key/H100", "conventions.json: \"sets.fp16/fp32.c\" is given twice"},
+    {"gemm-check", "gemm-check {data}/manifest_duplicate_key", "manifest.json: \"model\" is given twice"},
+    // --- issue 36: messages that named the wrong cause or no option
+    {"train", "train {source}/experiments/configs/mlp-fp32.json --set steps=2 --out /proc/rpsim-no-such/out", "cannot create the output folder '/proc/rpsim-no-such/out' (No such file or directory)"},
+    {"grads", "grads {data}/gemm_ok.npz --min-log2-scale -100000 --out {tmp}/out", "--min-log2-scale -100000"},
+    {"grads", "grads {data}/gemm_ok.npz --min-log2-scale 9 --max-log2-scale 8 --out {tmp}/out", "--min-log2-scale 9 is above --max-log2-scale 8"},
+    {"tc-validate", "tc-validate {data}/tc_bad_gpu/H100", "conventions.json: \"gpu\": \"H10\" names no file of fp16/ (no a_H10_fp16.txt); \"gpu\" is the GPU name in the file names, here one of: H100"},
 };
 // clang-format on
 

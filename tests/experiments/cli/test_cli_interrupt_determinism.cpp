@@ -147,3 +147,47 @@ TEST_CASE("rpsim study: same config and seed give identical tables on rerun and 
   }
   fs::remove_all(dir);
 }
+
+// Issue #36: Ctrl-C killed tc-validate mid-print, its last line cut in half
+// ("...binary16->b"); it stops between two files now, every line whole, and
+// says where it stopped (exit 130). The MMA-Sim files of ../shared, each 8
+// times (symbolic links), are far more than can be checked before the signal.
+TEST_CASE("rpsim tc-validate: SIGINT stops between files and every line is whole", "[cli][interrupt]") {
+  const fs::path mma = rpsim::test::shared_dir() / "mma-sim";
+  if (!fs::is_directory(mma)) RPSIM_SKIP("skipped: no MMA-Sim vectors at " + mma.string());
+  const fs::path dir = scratch("interrupt-tc-validate");
+  fs::create_directories(dir / "files");
+  for (const auto& e : fs::directory_iterator(mma))
+    if (e.path().extension() == ".txt")
+      for (int i = 0; i < 8; ++i) {
+        std::ostringstream name;  // not "c" + to_string(i) + ...: GCC 12's -Wrestrict false positive
+        name << 'c' << i << '_' << e.path().filename().string();
+        fs::create_symlink(e.path(), dir / "files" / name.str());
+      }
+  // Job control (set -m): a background job then receives SIGINT as from a terminal.
+  const fs::path out = dir / "out.txt";
+  const auto r = run_shell("bash -c 'set -m; " + rpsim::test::rpsim_binary() + " tc-validate " +
+                           (dir / "files").string() + " >" + out.string() +
+                           " 2>&1 & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo exit=$?'");
+  INFO(r.output);
+  CHECK(r.output.find("exit=130") != std::string::npos);
+  const std::string text = slurp(out);
+  INFO(text);
+  REQUIRE(!text.empty());
+  CHECK(text.back() == '\n');
+  std::istringstream lines(text);
+  std::string line;
+  std::size_t files = 0, stopped = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("rpsim tc-validate: interrupted after ", 0) == 0) {
+      ++stopped;
+      continue;
+    }
+    CHECK(line.find(".txt: ") != std::string::npos);
+    CHECK(line.back() == ')');  // "NAME.txt: 2000/2000 (model ...)"
+    ++files;
+  }
+  CHECK(stopped == 1);
+  CHECK(files > 0);
+  fs::remove_all(dir);
+}

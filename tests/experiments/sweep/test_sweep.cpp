@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "rpsim/config/config.hpp"
@@ -59,5 +60,32 @@ TEST_CASE("sweep: the base may extend a config file, named relative to its own f
   CHECK(o.runs[0].parsed.steps == 3);
   CHECK(o.runs[0].parsed.batch_size == 32);
   CHECK(o.runs[0].parsed.optimizer.lr == 0.05);
+  std::filesystem::remove_all(d);
+}
+
+// Issue #36: a grid over "steps" wrote the header run_id,seed,steps,steps,...
+// (the grid's key and the steps each run trained); the results' column is
+// result.steps then, and every column name is unique.
+TEST_CASE("sweep: a grid key named like a result column leaves the header's names unique", "[sweep]") {
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / ("rpsim-sweep-steps-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  std::ofstream(d / "s.json") << R"({"name": "s", "base": {"seed": 0, "policy": "fp32",
+    "model": {"type": "mlp", "hidden": [4]},
+    "data": {"name": "synthetic", "synthetic_train_size": 32, "synthetic_test_size": 16},
+    "optimizer": {"type": "sgd", "lr": 0.05}, "batch_size": 16},
+    "grid": {"seed": [0], "steps": [1, 2]}})";
+  sweep::Sweep s = sweep::load(d / "s.json");
+  s.out_dir = d / "out";
+  REQUIRE(s.runs.size() == 2);
+  sweep::execute(s, sweep::shard(s, 0, 1), 1, nullptr);
+  const std::string csv = sweep::merge(s);
+  const std::string header = csv.substr(0, csv.find('\n'));
+  CHECK(header.rfind("run_id,seed,steps,result.steps,skipped_steps,", 0) == 0);
+  std::istringstream rows(csv);
+  std::string line;
+  std::getline(rows, line);
+  std::getline(rows, line);
+  CHECK(line.find(",0,1,1,0,") != std::string::npos);  // seed 0, grid steps 1, 1 step trained, 0 skipped
   std::filesystem::remove_all(d);
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "../parallel_work.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/train/config_error.hpp"
@@ -115,7 +116,7 @@ Matrix block_matmul(const BlockOperand& a, const BlockOperand& b, const Accumula
   s.sfb = block_scales(b, block, blocks, false);
   const Matrix zero = Matrix::Zero(a.values.rows(), b.values.cols());
   return gemm(AccumulationModel(m), elements(a, blocks * block, true), elements(b, blocks * block, false),
-              zero, s, GemmOptions{omp_get_max_threads()});
+              zero, s, GemmOptions{detail::threads_for_product(a.values.rows(), b.values.cols(), k)});
 }
 
 AccumulationModel high_precision_model(const AccumulationModel& model, const Format& input) {

@@ -24,10 +24,10 @@ class IoError : public std::runtime_error {
 inline void ensure_writable_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError("output directory '" + dir.string() + "': " + ec.message());
+  if (ec) throw IoError("cannot create the output folder '" + dir.string() + "' (" + ec.message() + ")");
   const auto probe = dir / (".rpsim-write-test-" + std::to_string(::getpid()));
   std::ofstream out(probe);
-  if (!out) throw IoError("output directory '" + dir.string() + "' is not writable");
+  if (!out) throw IoError("cannot write in the output folder '" + dir.string() + "'");
   out.close();
   std::filesystem::remove(probe, ec);
 }
