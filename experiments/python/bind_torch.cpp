@@ -92,6 +92,33 @@ const char* autocast_name(train::AutocastClass c) {
   }
 }
 
+py::list words(const char* text) {
+  py::list out;
+  std::string w;
+  for (const char* c = text;; ++c) {
+    if (*c == ' ' || *c == '\0') {
+      if (!w.empty()) out.append(w);
+      w.clear();
+      if (*c == '\0') break;
+    } else {
+      w += *c;
+    }
+  }
+  return out;
+}
+
+py::list torch_names_py() {
+  py::list rows;
+  for (const auto& n : train::torch_names()) {
+    py::dict d;
+    d["name"] = n.name;
+    d["class"] = train::torch_class_name(n.cls);
+    d["note"] = n.note;
+    rows.append(d);
+  }
+  return rows;
+}
+
 py::list ops_py() {
   py::list rows;
   for (const auto& o : train::ops()) {
@@ -102,6 +129,9 @@ py::list ops_py() {
     d["help"] = o.help;
     d["layer"] = o.layer != nullptr;
     d["loss"] = o.loss != nullptr;
+    d["torch_kernel"] = train::torch_kernel_name(o.torch_kernel);
+    d["torch_functions"] = words(o.torch_functions);
+    d["torch_modules"] = words(o.torch_modules);
     rows.append(d);
   }
   return rows;
@@ -191,7 +221,13 @@ void bind_torch(py::module_& m) {
       arg("model"),
       "(input format, output format, scale block: 0 unless a block-scaled instruction) of an accumulation "
       "model; ValueError naming a bad one.");
-  m.def("_torch_ops", &ops_py, "The op table (sim/train ops.cpp): name, autocast class, fp8_gemm, help.");
+  m.def("_torch_ops", &ops_py,
+        "The op table (sim/train ops.cpp): name, autocast class, fp8_gemm, help, and rpsim.torch's columns: "
+        "torch_kernel (gemm, layer, loss, layout, elementwise), torch_functions, torch_modules.");
+  m.def(
+      "_torch_names", &torch_names_py,
+      "PyTorch's names outside the op table (sim/train torch_names.cpp): name, class (lower_precision, fp32, "
+      "layout, refused, refused_module, decomposed), note.");
   m.def("_torch_policies", &policies_py, "The named precision policies (sim/train policy.cpp).");
   m.def("_torch_policy", &policy_py, arg("policy"),
         "A policy name or policy object resolved as `rpsim train` resolves it, as meta.json writes it.");

@@ -112,44 +112,59 @@ std::unique_ptr<Layer> make_layer_norm(const std::string& name, const nlohmann::
 // PyTorch's autocast lists (torch/csrc/autograd/autocast_mode.cpp, CUDA):
 // linear, conv2d, matmul/bmm lower precision; layer_norm, softmax, the losses
 // binary32; the rest on neither list.
+using TK = TorchKernel;
+
 const OpInfo kOps[] = {
     {"linear", AC::lower_precision, true, "y = x W + b (torch.nn.Linear); layers entry {\"out\": N}",
-     make_linear, size_linear, nullptr},
+     make_linear, size_linear, nullptr, TK::gemm, "linear", "Linear"},
     {"conv2d", AC::lower_precision, true,
      "2-D convolution, stride 1 (torch.nn.Conv2d); {\"out_channels\": N, \"kernel\": 3, \"padding\": 1}",
-     make_conv2d, size_conv2d, nullptr},
-    {"relu", AC::follow_inputs, false, "max(x, 0)", make_elementwise<ReLU>, size_elementwise, nullptr},
+     make_conv2d, size_conv2d, nullptr, TK::gemm, "conv2d conv1d", "Conv2d Conv1d"},
+    {"relu", AC::follow_inputs, false, "max(x, 0)", make_elementwise<ReLU>, size_elementwise, nullptr,
+     TK::layout, "relu relu_", "ReLU"},
     {"gelu", AC::follow_inputs, false, "x Phi(x), the exact erf form (torch.nn.GELU)", make_elementwise<GELU>,
-     size_elementwise, nullptr},
+     size_elementwise, nullptr, TK::layer, "gelu", "GELU"},
     {"layer_norm", AC::fp32, false, "normalisation over each row's features (torch.nn.LayerNorm)",
-     make_layer_norm, size_layer_norm, nullptr},
+     make_layer_norm, size_layer_norm, nullptr, TK::layer, "layer_norm", "LayerNorm"},
     {"max_pool2d", AC::follow_inputs, false, "max pooling, window = stride; {\"size\": 2}", make_max_pool2d,
-     size_max_pool2d, nullptr},
+     size_max_pool2d, nullptr, TK::layout, "max_pool2d max_pool1d", "MaxPool2d"},
     {"cross_entropy", AC::fp32, false, "softmax cross-entropy (log_softmax + nll_loss), mean over rows",
-     nullptr, nullptr, [] { return std::unique_ptr<Loss>(std::make_unique<CrossEntropyLoss>()); }},
+     nullptr, nullptr, [] { return std::unique_ptr<Loss>(std::make_unique<CrossEntropyLoss>()); }, TK::loss,
+     "cross_entropy", "CrossEntropyLoss"},
     {"mse_loss", AC::fp32, false, "mean squared error against one-hot targets", nullptr, nullptr,
-     [] { return std::unique_ptr<Loss>(std::make_unique<MSELoss>()); }},
+     [] { return std::unique_ptr<Loss>(std::make_unique<MSELoss>()); }, TK::loss, "mse_loss", "MSELoss"},
     // The transformer's ops (built by the gpt model).
     {"embedding", AC::follow_inputs, false,
      "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr,
-     nullptr},
+     nullptr, TK::layout, "embedding", "Embedding"},
     {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__", ""},
     {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
-     nullptr, nullptr},
+     nullptr, nullptr, TK::layer, "softmax", "Softmax"},
     {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, TK::elementwise, "add", ""},
     // F.linear on the embedding matrix, so autocast's linear rule; not an FP8
     // GEMM: Transformer Engine recipes (and Megatron's output layer) keep
-    // the output projection in higher precision.
+    // the output projection in higher precision. rpsim.torch reaches it as an
+    // F.linear whose weight is an nn.Embedding's table.
     {"lm_head", AC::lower_precision, false, "output projection tied to the token embedding (no bias)",
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, TK::gemm, "", ""},
 };
 
 }  // namespace
 
 std::span<const OpInfo> ops() {
   return kOps;
+}
+
+const char* torch_kernel_name(TorchKernel k) {
+  switch (k) {
+    case TorchKernel::gemm: return "gemm";
+    case TorchKernel::layer: return "layer";
+    case TorchKernel::loss: return "loss";
+    case TorchKernel::layout: return "layout";
+    default: return "elementwise";
+  }
 }
 
 const std::vector<std::string>& op_names() {

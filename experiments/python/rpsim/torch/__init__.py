@@ -35,7 +35,8 @@ except ImportError as e:  # pragma: no cover - exercised by a test with torch hi
 from ._capture import capture_gemms  # noqa: E402
 from ._telemetry import Telemetry, TelemetryError  # noqa: E402
 from ._quantize import quantize  # noqa: E402
-from ._ops import GemmConfig, addmm, baddbmm, bmm, conv1d, conv2d, linear, matmul, mm  # noqa: E402
+from ._ops import GemmConfig, addmm, baddbmm, bmm, linear, matmul, mm  # noqa: E402
+from ._conv import conv1d, conv2d  # noqa: E402
 from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
 from ._scaler import GradScaler  # noqa: E402
 from ._emulate import Emulation, emulate, ops, policies  # noqa: E402

@@ -3,5 +3,8 @@ each as one fused kernel that the emulation would reach whole; in its place it r
 here, under its mode, with the same arguments (the module's own parameters)."""
 from ._attention import multi_head_attention_forward
 from ._recurrent import RECURRENT
+from ._tables import DECOMPOSED_NAMES
 
-DECOMPOSED = {"multi_head_attention_forward": multi_head_attention_forward, **RECURRENT}
+# The C++ table's decomposed names (torch_names.cpp), each with the function that runs it here.
+_FUNCTIONS = {"multi_head_attention_forward": multi_head_attention_forward, **RECURRENT}
+DECOMPOSED = {name: _FUNCTIONS[name] for name in DECOMPOSED_NAMES}

@@ -26,7 +26,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from .. import _core
-from . import _blockscale, _layers, _ops
+from . import _blockscale, _conv, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import Flushes, LayerOutput, follow, upstream_flush
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
@@ -34,7 +34,7 @@ from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_
 from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
     check_modules, check_not_emulated, refuse_fused
-from ._tables import KERNELS, LAYOUT, MODULE_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
+from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
 # Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
 # transposed) returns that layer output for the activation columns (_flushes.Flushes.claim).
@@ -42,10 +42,18 @@ _VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten
           "unsqueeze", "view_as", "reshape_as", "movedim"}
 
 
+# rpsim.torch's implementation of each torch function the op table runs on the GEMM op (KERNELS).
+_KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "matmul": _ops.matmul,
+                     "__matmul__": _ops.matmul, "mm": _ops.mm, "bmm": _ops.bmm, "addmm": _ops.addmm,
+                     "baddbmm": _ops.baddbmm}
+
+
 class Emulation(TorchFunctionMode):
     """What emulate() returns: the model's op-level emulation, active during its forward pass.
     summary() lists the ops per path and the module types the policy could not classify;
     optimizer(opt) wraps an optimizer so updated parameters are stored in the policy's format."""
+
+    is_rpsim_emulation = True  # what check_not_emulated looks for
 
     def __init__(self, model, policy, accumulation, seed):
         super().__init__()
@@ -56,10 +64,6 @@ class Emulation(TorchFunctionMode):
         check_modules(model)  # what no path carries, refused here rather than at the first step
         self._functions_checked = False
         self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
-        scaling = self.policy.get("fp8", {}).get("scaling")
-        if scaling not in (None, "none", "delayed", "current") + _blockscale.SCALINGS:
-            raise ValueError(f"policy {self.policy['name']}: fp8.scaling '{scaling}' is not emulated by "
-                             f"rpsim.torch (delayed, current, mx and nvfp4 are; run it with `rpsim train`)")
         check_dtypes(model, self.policy['name'], self._storage())
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
         self.layer_ops = {}  # layer -> its _GemmOp (FP8 scaling state and statistics persist per layer)
@@ -251,6 +255,12 @@ class Emulation(TorchFunctionMode):
     def _layout(self, name, func, args, kwargs, inputs, out):
         self.counts["layout"][name] += 1
         fmt = self.promoted(inputs)
+        row = ROW_OPS.get(name)
+        if row is not None and self.rule(row) is not None and isinstance(out, torch.Tensor):
+            # An op-table row whose rule does not follow its inputs (a fixed-point ReLU): its output and
+            # gradient in the rule's format, as rpsim train's layer rounds them.
+            fmt = self.op_format(row, inputs)
+            out = out.copy_(self._output(out, fmt)) if name.endswith("_") else self._output(out, fmt)
         if self.telemetry and isinstance(out, torch.Tensor) and inputs:
             x = inputs[0]
             if name in ("relu", "relu_"):
@@ -293,9 +303,7 @@ class Emulation(TorchFunctionMode):
         return cfg
 
     def _kernel(self, name, cfg, args, kwargs):
-        if name == "__matmul__":
-            return _ops.matmul(*args, config=cfg)
-        return getattr(_ops, name)(*args, **kwargs, config=cfg)  # linear, conv1d/2d, mm, bmm, ...
+        return _KERNEL_FUNCTIONS[name](*args, **kwargs, config=cfg)
 
     # -- parameters ------------------------------------------------------------------------------
     def _storage(self):

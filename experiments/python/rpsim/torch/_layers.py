@@ -8,10 +8,8 @@ import torch
 
 from .. import _core
 from ._quantize import quantize, round_tensor
+from ._tables import LAYER_KERNELS  # noqa: F401 (torch function name -> op-table row: the C++ table's)
 from ._unsupported import no_double_backward
-
-# torch function name -> op-table row
-LAYER_KERNELS = {"layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax"}
 
 
 def _at_least_float32(dtype):

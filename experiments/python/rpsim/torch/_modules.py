@@ -2,7 +2,7 @@
 accumulation model: drop-in modules, or from_module() to convert a trained one."""
 from torch import nn
 
-from . import _ops
+from . import _conv, _ops
 
 
 class _Emulated:
@@ -47,7 +47,7 @@ class Conv2d(_Emulated, nn.Conv2d):
         self._setup(accumulation, config)
 
     def forward(self, x):
-        return self._conv(_ops.conv2d, x)
+        return self._conv(_conv.conv2d, x)
 
 
 class Conv1d(_Emulated, nn.Conv1d):
@@ -58,4 +58,4 @@ class Conv1d(_Emulated, nn.Conv1d):
         self._setup(accumulation, config)
 
     def forward(self, x):
-        return self._conv(_ops.conv1d, x)
+        return self._conv(_conv.conv1d, x)

@@ -203,6 +203,3 @@ def linear(x, weight, bias=None, model=None, *, config=None):
     cfg = _bias_telemetry(_telemetry(cfg, weight, lambda m: m[0].t()), bias)
     return _gemm(x.reshape(1, -1, x.shape[-1]), weight.t().unsqueeze(0), cfg, bias=bias, shape=(*lead, weight.shape[0]))
 
-
-# The convolutions (im2col and col2im) live beside: the op table's kernels, from here as before.
-from ._conv import conv1d, conv2d  # noqa: E402,F401

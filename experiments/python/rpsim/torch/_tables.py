@@ -3,34 +3,32 @@ from torch import nn
 
 from .. import _core
 
-# PyTorch's CUDA autocast lists for ops outside rpsim's op table (torch/csrc/autograd/
-# autocast_mode.cpp, 1.13: "lower_precision_fp" and "fp32"); everything else follows its inputs.
-TORCH_LOWER_PRECISION = {"prelu", "addbmm", "chain_matmul", "conv_transpose1d", "conv_transpose2d",
-                         "conv_transpose3d", "conv3d", "conv_tbc", "_convolution", "rnn_tanh", "rnn_relu",
-                         "lstm_cell", "gru_cell"}
-TORCH_FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
-              "rsqrt", "sinh", "tan", "pow", "softplus", "group_norm", "norm", "frobenius_norm", "nuclear_norm",
-              "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
-              "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
-              "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-              "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm",
-              "logsumexp", "log_softmax", "softmax", "cumprod", "cumsum", "prod", "sum", "mean", "layer_norm",
-              "cross_entropy"}
-# No arithmetic: the output holds values of the input's format.
-LAYOUT = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
-          "unsqueeze", "expand", "expand_as", "__getitem__", "narrow", "select", "chunk", "split", "unbind", "clone",
-          "detach", "view_as", "reshape_as", "repeat", "tile", "flip", "roll", "movedim", "cat", "stack",
-          "masked_fill", "masked_fill_", "where", "float", "to", "type_as", "pad", "max_pool2d", "max_pool1d", "relu",
-          "relu_", "dropout", "triu", "tril", "gather", "index_select", "embedding", "__setitem__", "zero_", "fill_",
-          "copy_", "maximum", "minimum", "max", "min", "abs", "neg", "__neg__", "requires_grad_", "retain_grad",
-          "share_memory_"}
-# The torch functions rpsim runs on its own GEMMs, and the op-table row whose rule they take.
-KERNELS = {"linear": "linear", "conv2d": "conv2d", "conv1d": "conv2d", "matmul": "matmul", "mm": "matmul",
-           "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul", "__matmul__": "matmul"}
+_OPS = _core._torch_ops()
+_NAMES = _core._torch_names()
+
+
+def _names(cls):
+    return {n["name"]: n["note"] for n in _NAMES if n["class"] == cls}
+
+
+# Every name below comes from the C++ tables (sim/train ops.cpp's op table with its torch columns,
+# torch_names.cpp for PyTorch's other names): adding a torch op under emulation is a row there.
+# The op-table rows by how rpsim.torch runs them: torch function/method name -> row.
+KERNELS = {f: o["name"] for o in _OPS if o["torch_kernel"] == "gemm" for f in o["torch_functions"]}
+LAYER_KERNELS = {f: o["name"] for o in _OPS if o["torch_kernel"] == "layer" for f in o["torch_functions"]}
+ROW_OPS = {f: o["name"] for o in _OPS for f in o["torch_functions"]}
 # Leaf module types and the op-table row they are.
-MODULE_OPS = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d", nn.ReLU: "relu", nn.GELU: "gelu",
-              nn.LayerNorm: "layer_norm", nn.MaxPool2d: "max_pool2d", nn.Embedding: "embedding",
-              nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.Softmax: "softmax"}
+MODULE_OPS = {getattr(nn, m): o["name"] for o in _OPS for m in o["torch_modules"]}
+# torch.autocast's lists for the ops outside the op table; everything else follows its inputs.
+TORCH_LOWER_PRECISION = set(_names("lower_precision"))
+TORCH_FP32 = set(_names("fp32"))
+# No arithmetic: the output holds values of the input's format (the rows run as layout too).
+LAYOUT = set(_names("layout")) | {f for o in _OPS if o["torch_kernel"] == "layout" for f in o["torch_functions"]}
+# GEMMs fused into one PyTorch kernel: refused, with what to write instead; their module types.
+FUSED_GEMMS = _names("refused")
+FUSED_MODULES = {getattr(nn, m): f for m, f in _names("refused_module").items()}
+# Fused modules run as the GEMMs and elementwise ops they are made of (_decompose).
+DECOMPOSED_NAMES = _names("decomposed")
 
 
 def ops():
@@ -53,7 +51,6 @@ def policy(spec):
 def supported():
     """What emulate puts on rpsim's arithmetic, generated from the tables above and the C++ op table:
     the text error messages end with."""
-    from ._layers import LAYER_KERNELS
     kernels = sorted(set(KERNELS) | set(LAYER_KERNELS))
     modules = ", ".join(f"{m.__name__} ({op})" for m, op in MODULE_OPS.items())
     return (f"emulated on rpsim's kernels: torch.{', torch.'.join(k for k in kernels if not k.startswith('_'))}; "

@@ -11,24 +11,16 @@ import math
 import torch
 from torch import nn
 
+from ._tables import FUSED_GEMMS, FUSED_MODULES  # noqa: F401 (re-exported)
+
 
 class UnsupportedError(ValueError):
     """A model, op or use that rpsim.torch does not emulate: the message names it and says what to
     write instead."""
 
 
-# Torch functions with GEMMs inside one fused kernel, which a TorchFunctionMode sees whole (what
-# the message suggests instead). PyTorch's autocast casts them as one op (autocast_mode.cpp).
-FUSED_GEMMS = {
-    "conv_transpose1d": "an upsampling and conv1d", "conv_transpose2d": "an upsampling and conv2d",
-    "conv_transpose3d": "an upsampling and conv2d", "conv3d": "conv2d over slices",
-    "bilinear": "matmul", "einsum": "matmul / bmm", "tensordot": "matmul", "chain_matmul": "matmul",
-    "addbmm": "baddbmm and a sum", "scaled_dot_product_attention": "matmul and softmax",
-    "mv": "matmul", "addmv": "addmm", "dot": "matmul", "vdot": "matmul", "inner": "matmul", "kron": "matmul",
-}
-# Module types whose forward is one of them: refused when emulate() is called, not at the first step.
-FUSED_MODULES = {nn.ConvTranspose1d: "conv_transpose1d", nn.ConvTranspose2d: "conv_transpose2d",
-                 nn.ConvTranspose3d: "conv_transpose3d", nn.Conv3d: "conv3d", nn.Bilinear: "bilinear"}
+# Torch functions with GEMMs inside one fused kernel, which a TorchFunctionMode sees whole (what the
+# message suggests instead), and their modules: rows of the C++ table of torch names (_tables).
 _LISTS = "rpsim.torch.ops() lists the op table, an Emulation's summary() the path each op took"
 
 # rpsim.torch's own autograd Functions: their backward is rpsim's (the others' is not).
@@ -169,8 +161,7 @@ def check_emulate_args(model, policy, seed, policy_names):
 
 def check_not_emulated(model):
     """ValueError for a model already under an Emulation (one at a time: a second would wrap the first)."""
-    from ._emulate import Emulation  # (at call time: _emulate imports this module)
     owner = getattr(model.forward, "__self__", None)
-    if isinstance(owner, Emulation):
+    if getattr(owner, "is_rpsim_emulation", False):  # an Emulation (named by its flag: no import up)
         raise ValueError(f"model: already under emulate (policy {owner.policy['name']}); call its Emulation's "
                          "remove() first (Trainer.emulation.remove() for a Trainer's)")

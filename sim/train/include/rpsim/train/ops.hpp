@@ -49,6 +49,13 @@ struct LayerSize {
 // the layer's factory calls it first, so a layer is sized and checked once.
 using LayerSizer = LayerSize (*)(const nlohmann::json& args, const std::string& path, LayerShape& shape);
 
+// How rpsim.torch runs an op of the table under emulate(): on the op core's
+// GEMM op (forward and both backward GEMMs), on a layer's C++ kernel (its
+// forward and backward), as a loss kernel, or as PyTorch's own op with its
+// output rounded to the op rule's format (layout: nothing to round where the
+// rule follows its inputs, as a view or a max does).
+enum class TorchKernel { gemm, layer, loss, layout, elementwise };
+
 struct OpInfo {
   const char* name;  // as PyTorch spells the op
   AutocastClass autocast;
@@ -59,13 +66,34 @@ struct OpInfo {
   LayerFactory layer;  // null: a part of another layer, or a loss
   LayerSizer size;     // non-null exactly when `layer` is
   LossFactory loss;    // non-null: a loss
+  // rpsim.torch's columns: how it runs the op, and PyTorch's names for it
+  // (space-separated): the torch functions and Tensor methods
+  // (TorchFunctionMode's names), and the torch.nn module types.
+  TorchKernel torch_kernel;
+  const char* torch_functions;
+  const char* torch_modules;
 };
 
 std::span<const OpInfo> ops();
+const char* torch_kernel_name(TorchKernel k);
 const std::vector<std::string>& op_names();
 // The row of `name`, or null.
 const OpInfo* find_op(const std::string& name);
 // The names of the rows `keep` accepts, comma-separated (for error messages).
 std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
+
+// PyTorch's names for ops outside the op table, one row each, by what
+// rpsim.torch does with them: torch.autocast's CUDA lists (an op on neither
+// list follows its inputs), the ops with no arithmetic, the modules whose
+// fused GEMMs rpsim.torch refuses (with what to write instead), and the
+// modules it runs as the GEMMs and elementwise ops they are made of.
+enum class TorchClass { lower_precision, fp32, layout, refused, refused_module, decomposed };
+struct TorchName {
+  const char* name;
+  TorchClass cls;
+  const char* note;  // refused: what to write instead; refused_module: the function it calls
+};
+std::span<const TorchName> torch_names();
+const char* torch_class_name(TorchClass c);
 
 }  // namespace rpsim::sim::train

@@ -1,0 +1,175 @@
+// PyTorch's names for the ops outside the op table (ops.hpp TorchName): what
+// rpsim.torch's dispatch does with each. The names are those
+// TorchFunctionMode sees (torch functions, Tensor methods and operators).
+#include "rpsim/train/ops.hpp"
+
+namespace rpsim::sim::train {
+namespace {
+
+using TC = TorchClass;
+
+// torch.autocast's CUDA lists (torch/csrc/autograd/autocast_mode.cpp, 1.13):
+// "lower_precision_fp" and "fp32", without the ops of the op table, and
+// without the names TorchFunctionMode never sees as such (_convolution,
+// rnn_tanh, lstm_cell ... are reached through the modules below, which are
+// decomposed or refused before).
+const TorchName kNames[] = {
+    {"prelu", TC::lower_precision, ""},
+    {"acos", TC::fp32, ""},
+    {"asin", TC::fp32, ""},
+    {"cosh", TC::fp32, ""},
+    {"erfinv", TC::fp32, ""},
+    {"exp", TC::fp32, ""},
+    {"expm1", TC::fp32, ""},
+    {"log", TC::fp32, ""},
+    {"log10", TC::fp32, ""},
+    {"log2", TC::fp32, ""},
+    {"log1p", TC::fp32, ""},
+    {"reciprocal", TC::fp32, ""},
+    {"rsqrt", TC::fp32, ""},
+    {"sinh", TC::fp32, ""},
+    {"tan", TC::fp32, ""},
+    {"pow", TC::fp32, ""},
+    {"softplus", TC::fp32, ""},
+    {"group_norm", TC::fp32, ""},
+    {"norm", TC::fp32, ""},
+    {"frobenius_norm", TC::fp32, ""},
+    {"nuclear_norm", TC::fp32, ""},
+    {"cosine_similarity", TC::fp32, ""},
+    {"poisson_nll_loss", TC::fp32, ""},
+    {"cosine_embedding_loss", TC::fp32, ""},
+    {"nll_loss", TC::fp32, ""},
+    {"nll_loss2d", TC::fp32, ""},
+    {"hinge_embedding_loss", TC::fp32, ""},
+    {"kl_div", TC::fp32, ""},
+    {"l1_loss", TC::fp32, ""},
+    {"smooth_l1_loss", TC::fp32, ""},
+    {"huber_loss", TC::fp32, ""},
+    {"margin_ranking_loss", TC::fp32, ""},
+    {"multilabel_margin_loss", TC::fp32, ""},
+    {"soft_margin_loss", TC::fp32, ""},
+    {"triplet_margin_loss", TC::fp32, ""},
+    {"multi_margin_loss", TC::fp32, ""},
+    {"binary_cross_entropy_with_logits", TC::fp32, ""},
+    {"dist", TC::fp32, ""},
+    {"pdist", TC::fp32, ""},
+    {"cdist", TC::fp32, ""},
+    {"renorm", TC::fp32, ""},
+    {"logsumexp", TC::fp32, ""},
+    {"log_softmax", TC::fp32, ""},
+    {"cumprod", TC::fp32, ""},
+    {"cumsum", TC::fp32, ""},
+    {"prod", TC::fp32, ""},
+    {"sum", TC::fp32, ""},
+    {"mean", TC::fp32, ""},
+    // No arithmetic: the output holds values of the input's format.
+    {"view", TC::layout, ""},
+    {"reshape", TC::layout, ""},
+    {"transpose", TC::layout, ""},
+    {"permute", TC::layout, ""},
+    {"t", TC::layout, ""},
+    {"contiguous", TC::layout, ""},
+    {"flatten", TC::layout, ""},
+    {"unflatten", TC::layout, ""},
+    {"squeeze", TC::layout, ""},
+    {"unsqueeze", TC::layout, ""},
+    {"expand", TC::layout, ""},
+    {"expand_as", TC::layout, ""},
+    {"__getitem__", TC::layout, ""},
+    {"__setitem__", TC::layout, ""},
+    {"narrow", TC::layout, ""},
+    {"select", TC::layout, ""},
+    {"chunk", TC::layout, ""},
+    {"split", TC::layout, ""},
+    {"unbind", TC::layout, ""},
+    {"clone", TC::layout, ""},
+    {"detach", TC::layout, ""},
+    {"view_as", TC::layout, ""},
+    {"reshape_as", TC::layout, ""},
+    {"repeat", TC::layout, ""},
+    {"tile", TC::layout, ""},
+    {"flip", TC::layout, ""},
+    {"roll", TC::layout, ""},
+    {"movedim", TC::layout, ""},
+    {"cat", TC::layout, ""},
+    {"stack", TC::layout, ""},
+    {"masked_fill", TC::layout, ""},
+    {"masked_fill_", TC::layout, ""},
+    {"where", TC::layout, ""},
+    {"float", TC::layout, ""},
+    {"to", TC::layout, ""},
+    {"type_as", TC::layout, ""},
+    {"pad", TC::layout, ""},
+    {"dropout", TC::layout, ""},
+    {"triu", TC::layout, ""},
+    {"tril", TC::layout, ""},
+    {"gather", TC::layout, ""},
+    {"index_select", TC::layout, ""},
+    {"zero_", TC::layout, ""},
+    {"fill_", TC::layout, ""},
+    {"copy_", TC::layout, ""},
+    {"maximum", TC::layout, ""},
+    {"minimum", TC::layout, ""},
+    {"max", TC::layout, ""},
+    {"min", TC::layout, ""},
+    {"abs", TC::layout, ""},
+    {"neg", TC::layout, ""},
+    {"__neg__", TC::layout, ""},
+    {"requires_grad_", TC::layout, ""},
+    {"retain_grad", TC::layout, ""},
+    {"share_memory_", TC::layout, ""},
+    // GEMMs PyTorch fuses into one kernel that rpsim.torch cannot split:
+    // refused, with what to write instead.
+    {"conv_transpose1d", TC::refused, "an upsampling and conv1d"},
+    {"conv_transpose2d", TC::refused, "an upsampling and conv2d"},
+    {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
+    {"conv3d", TC::refused, "conv2d over slices"},
+    {"bilinear", TC::refused, "matmul"},
+    {"einsum", TC::refused, "matmul / bmm"},
+    {"tensordot", TC::refused, "matmul"},
+    {"chain_matmul", TC::refused, "matmul"},
+    {"addbmm", TC::refused, "baddbmm and a sum"},
+    {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
+    {"mv", TC::refused, "matmul"},
+    {"addmv", TC::refused, "addmm"},
+    {"dot", TC::refused, "matmul"},
+    {"vdot", TC::refused, "matmul"},
+    {"inner", TC::refused, "matmul"},
+    {"kron", TC::refused, "matmul"},
+    // Their modules, refused when emulate() is called (note: the function).
+    {"ConvTranspose1d", TC::refused_module, "conv_transpose1d"},
+    {"ConvTranspose2d", TC::refused_module, "conv_transpose2d"},
+    {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
+    {"Conv3d", TC::refused_module, "conv3d"},
+    {"Bilinear", TC::refused_module, "bilinear"},
+    // Fused modules run as the GEMMs and elementwise ops they are made of
+    // (rpsim.torch's _attention and _recurrent).
+    {"multi_head_attention_forward", TC::decomposed, "linear, matmul and softmax"},
+    {"lstm", TC::decomposed, "a loop of linear layers and elementwise gates"},
+    {"gru", TC::decomposed, "a loop of linear layers and elementwise gates"},
+    {"rnn_tanh", TC::decomposed, "a loop of linear layers and tanh"},
+    {"rnn_relu", TC::decomposed, "a loop of linear layers and relu"},
+    {"lstm_cell", TC::decomposed, "linear layers and elementwise gates"},
+    {"gru_cell", TC::decomposed, "linear layers and elementwise gates"},
+    {"rnn_tanh_cell", TC::decomposed, "a linear layer and tanh"},
+    {"rnn_relu_cell", TC::decomposed, "a linear layer and relu"},
+};
+
+}  // namespace
+
+std::span<const TorchName> torch_names() {
+  return kNames;
+}
+
+const char* torch_class_name(TorchClass c) {
+  switch (c) {
+    case TorchClass::lower_precision: return "lower_precision";
+    case TorchClass::fp32: return "fp32";
+    case TorchClass::layout: return "layout";
+    case TorchClass::refused: return "refused";
+    case TorchClass::refused_module: return "refused_module";
+    default: return "decomposed";
+  }
+}
+
+}  // namespace rpsim::sim::train
