@@ -19,11 +19,15 @@ double dequantisation_factor(double scale_a, double scale_b) {
   return double(float(1.0 / (scale_a * scale_b)));
 }
 
+double nvfp4_alpha(double amax_a, double amax_b, double e4m3_max_a, double e4m3_max_b) {
+  const float factor = float(6.0 * 6.0 * e4m3_max_a * e4m3_max_b);
+  return double(float(float(amax_a) * float(amax_b)) / factor);
+}
+
 void apply_epilogue(const GemmEpilogue& e, const Format& accumulation, Matrix& acc, Matrix* before_output) {
   const GemmEpilogue::Round round = e.round ? e.round : &nearest_even;
-  const double inv = dequantisation_factor(e.scale_a, e.scale_b);
-  if (inv != 1.0) {
-    acc *= inv;
+  if (e.alpha != 1.0) {
+    acc *= e.alpha;
     round(accumulation, acc);
   }
   if (e.bias) {

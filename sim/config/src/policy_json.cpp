@@ -214,6 +214,12 @@ const Row<Fp8Recipe> kFp8[] = {
        f.hadamard = int_in(v, p, 0, 1 << 20);
        if ((f.hadamard & (f.hadamard - 1)) != 0) fail(p, "must be 0 (off) or a power of two");
      }},
+    {{"hadamard_signs", K::text,
+      "the transform's signs: te (TE's fixed vector, 16) or random (the run's seed)"},
+     [](const json& v, const std::string& p, Fp8Recipe& f) {
+       using S = Fp8Recipe::HadamardSigns;
+       f.hadamard_signs = named_option(v, p, f, f.scaling, hadamard_signs_name, {S::te, S::random});
+     }},
     {{"gradient_sr", K::flag, "stochastic rounding of gradients"},
      [](const json& v, const std::string& p, Fp8Recipe& f) { f.gradient_sr = boolean(v, p); }},
     {{"high_precision_last", K::integer, "last N layers kept in high precision"},
@@ -246,6 +252,11 @@ const Row<PolicyRead> kOpTable[] = {
      [](const json& v, const std::string& p, PolicyRead& r) {
        expect_object(v, p);
        read_rows<Fp8Recipe>(v, kFp8, p, r.p.fp8);
+       const Fp8Recipe& f = r.p.fp8;
+       if (f.hadamard && f.hadamard != 16 && f.hadamard_signs == Fp8Recipe::HadamardSigns::te)
+         fail(join(p, "hadamard"), fmt::format("{}: TE's sign vector has 16 entries; set hadamard_signs "
+                                               "\"random\" for another size",
+                                               f.hadamard));
      }},
 };
 

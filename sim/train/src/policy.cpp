@@ -306,6 +306,10 @@ const char* nvfp4_formula_name(recipe::Nvfp4Formula f) {
   return f == recipe::Nvfp4Formula::te_2026_02 ? "te-2026-02" : "te-2026-03";
 }
 
+const char* hadamard_signs_name(Fp8Recipe::HadamardSigns s) {
+  return s == Fp8Recipe::HadamardSigns::random ? "random" : "te";
+}
+
 nlohmann::json PrecisionPolicy::to_json() const {
   using nlohmann::json;
   auto fname = [](const Format* f) -> json { return f ? json(f->name) : json(); };
@@ -345,6 +349,7 @@ nlohmann::json PrecisionPolicy::to_json() const {
       // (fp8-mx's meta.json kept as it was: the extras are its defaults.)
       j["fp8"]["weight_2d"] = fp8.weight_2d;
       j["fp8"]["hadamard"] = fp8.hadamard;
+      if (fp8.hadamard) j["fp8"]["hadamard_signs"] = hadamard_signs_name(fp8.hadamard_signs);
       j["fp8"]["gradient_sr"] = fp8.gradient_sr;
       j["fp8"]["high_precision_last"] = fp8.high_precision_last;
     }

@@ -18,7 +18,7 @@ namespace rpsim::sim::train {
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                            const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale) {
   BlockOperand o;
-  o.values = block_quantize_recipe(x, f, recipe, layout, stats, tensor_scale, &o.scales);
+  o.values = block_quantize_recipe(x, f, recipe, layout, stats, tensor_scale, &o.scales, &o.tensor_amax);
   o.format = &f;
   o.blockwise = recipe.scaling == Fp8Scaling::blockwise;
   o.tiles = layout.tiles;

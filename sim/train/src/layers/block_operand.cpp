@@ -97,8 +97,8 @@ QuantSpec gradient_spec(const PrecisionPolicy& p) {
 }
 
 Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
-                             const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale,
-                             Matrix* scales) {
+                             const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale, Matrix* scales,
+                             double* amax_out) {
   const int block = recipe.block_size;
   const Eigen::Index rows = layout.tiles ? (x.rows() + block - 1) / block : layout.axis == 1 ? x.rows() : 1;
   const Eigen::Index cols = layout.tiles ? (x.cols() + block - 1) / block : layout.axis == 1 ? 1 : x.cols();
@@ -108,6 +108,7 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
   for (Eigen::Index i = 0; i < x.size(); ++i)
     tensor_amax = recipe::nan_max(tensor_amax, std::fabs(static_cast<float>(x.data()[i])));
   const bool nv = recipe.scaling == Fp8Scaling::nvfp4;
+  if (amax_out) *amax_out = double(tensor_amax);
   Matrix out(x.rows(), x.cols());
   if (scales) scales->resize(x.rows(), x.cols());
   Fp8Stats s;

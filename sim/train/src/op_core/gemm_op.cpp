@@ -128,8 +128,9 @@ Matrix GemmOp::plain_forward(const Matrix& a, const Matrix& b, const Matrix* c, 
 
 Matrix GemmOp::per_tensor_forward(const Matrix& a, const Matrix& b, const Formats& f, const GemmKeys& keys,
                                   sim::GemmEpilogue& e, GemmSaved& s) {
-  s.a_scale = e.scale_a = fp8_scale(a, *f.compute, spec_.recipe, a_history_, &a_stats_);
-  s.b_scale = e.scale_b = fp8_scale(b, *f.compute, spec_.recipe, b_history_, &b_stats_);
+  s.a_scale = fp8_scale(a, *f.compute, spec_.recipe, a_history_, &a_stats_);
+  s.b_scale = fp8_scale(b, *f.compute, spec_.recipe, b_history_, &b_stats_);
+  e.alpha = sim::dequantisation_factor(s.a_scale, s.b_scale);
   return matmul(fp8_quantize(a, *f.compute, s.a_scale, &a_stats_),
                 fp8_quantize(b, *f.compute, s.b_scale, &b_stats_), spec_.model, keys.stream(0));
 }

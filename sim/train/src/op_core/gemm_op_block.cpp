@@ -10,13 +10,32 @@
 namespace rpsim::sim::train {
 using namespace detail;
 
+namespace {
+
+// The GEMM's dequantising alpha of two block operands: NVFP4's from their
+// global amaxes (TE's qgemm), 1 for MX and FP8 blocks (their scales are the
+// blocks' own).
+double block_alpha(const Fp8Recipe& r, const BlockOperand& a, const BlockOperand& b) {
+  return r.scaling == Fp8Scaling::nvfp4 ? sim::nvfp4_alpha(a.tensor_amax, b.tensor_amax) : 1.0;
+}
+
+// alpha * acc rounded to the accumulation format: the epilogue's step 1
+// alone (a backward GEMM has no bias, and its output rounding comes later).
+void dequantize_by(Matrix& acc, double alpha, const Format& accumulation) {
+  if (alpha == 1.0) return;
+  acc *= alpha;
+  round_in_place(accumulation, acc);
+}
+
+}  // namespace
+
 Matrix GemmOp::block_forward(const Matrix& a, const Matrix& b, const Formats& f, const GemmKeys& keys,
                              sim::GemmEpilogue& e) {
-  // NVFP4's per-tensor scales leave the GEMM to its epilogue (MX: 1).
   const Fp8Recipe& r = spec_.recipe;
-  return block_matmul(block_operand(a, *f.compute, r, {1}, &a_stats_, &e.scale_a),
-                      block_operand(b, *f.compute, r, {0, r.weight_2d}, &b_stats_, &e.scale_b), spec_.model,
-                      keys.stream(0));
+  const BlockOperand qa = block_operand(a, *f.compute, r, {1}, &a_stats_);
+  const BlockOperand qb = block_operand(b, *f.compute, r, {0, r.weight_2d}, &b_stats_);
+  e.alpha = block_alpha(r, qa, qb);
+  return block_matmul(qa, qb, spec_.model, keys.stream(0));
 }
 
 // The two backward GEMMs on block-scaled inputs.
@@ -28,23 +47,24 @@ void GemmOp::block_backward(const GemmSaved& s, const Matrix& dy, const Formats&
   // The weight-gradient GEMM's inputs, rotated along K (tokens) by the
   // random Hadamard transform where the recipe asks: T^T T = I, so
   // (T x)^T (T dy) = x^T dy up to the quantisation.
-  const Matrix t = r.hadamard ? hadamard_transform(r.hadamard, keys.hadamard_seed) : Matrix();
+  const Matrix t = !r.hadamard ? Matrix()
+                   : r.hadamard_signs == Fp8Recipe::HadamardSigns::te
+                       ? te_hadamard_transform(r.hadamard)
+                       : hadamard_transform(r.hadamard, keys.hadamard_seed);
   const Matrix dy_b = r.hadamard ? hadamard_rows(dy, t) : dy;
   const Matrix at_b = r.hadamard ? Matrix(hadamard_rows(s.a, t).transpose()) : Matrix(s.a.transpose());
-  double sdy = 1, sa = 1, sb = 1;
   const BlockOperand dy_cols =
-      block_operand(dy_b, *f.backward, r, {0, false, r.gradient_sr ? &sr_db : nullptr}, &dy_stats_, &sdy);
-  g.db = block_matmul(block_operand(at_b, *f.compute, r, {1}, &a_stats_, &sa), dy_cols, spec_.model,
-                      keys.stream(1));
-  dequantize(g.db, sa, sdy, *f.accumulation);
+      block_operand(dy_b, *f.backward, r, {0, false, r.gradient_sr ? &sr_db : nullptr}, &dy_stats_);
+  const BlockOperand at_q = block_operand(at_b, *f.compute, r, {1}, &a_stats_);
+  g.db = block_matmul(at_q, dy_cols, spec_.model, keys.stream(1));
+  dequantize_by(g.db, block_alpha(r, at_q, dy_cols), *f.accumulation);
   g.dy_cast_flushed = flushed_mask(dy_b, dy_cols.values);
   if (!need_da) return;
   const BlockOperand dy_rows =
-      block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_da : nullptr}, &dy_stats_, &sdy);
-  g.da =
-      block_matmul(dy_rows, block_operand(s.b.transpose(), *f.compute, r, {0, r.weight_2d}, &b_stats_, &sb),
-                   spec_.model, keys.stream(2));
-  dequantize(g.da, sdy, sb, *f.accumulation);
+      block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_da : nullptr}, &dy_stats_);
+  const BlockOperand bt_q = block_operand(s.b.transpose(), *f.compute, r, {0, r.weight_2d}, &b_stats_);
+  g.da = block_matmul(dy_rows, bt_q, spec_.model, keys.stream(2));
+  dequantize_by(g.da, block_alpha(r, dy_rows, bt_q), *f.accumulation);
   // Under the RHT the dB operand is rotated: only dA's cast is in dY's layout.
   if (r.hadamard)
     g.dy_cast_flushed = flushed_mask(dy, dy_rows.values);

@@ -6,9 +6,10 @@
 //
 // The order is the one Transformer Engine's FP8 GEMMs and PyTorch's autocast
 // GEMMs produce, measured against rpsim train's and cuBLAS's results:
-//   1. dequantisation of per-tensor scaled operands: acc * fl32(1 / (sa * sb)),
-//      rounded to the accumulation format (TE's scale_inv product in binary32,
-//      applied to the binary32 accumulator);
+//   1. dequantisation of per-tensor scaled operands: acc * alpha, rounded to
+//      the accumulation format; alpha is fl32(1 / (sa * sb)) for per-tensor
+//      FP8 (TE's scale_inv product in binary32), and for NVFP4 TE's GEMM alpha
+//      from the operands' global amaxes (nvfp4_alpha);
 //   2. the bias, cast to its format (the op's compute format, or the
 //      accumulation format under FP8: TE adds it in the accumulator's type),
 //      added to each row in binary64 -- exact for values of formats of at most
@@ -30,9 +31,8 @@
 namespace rpsim::sim {
 
 struct GemmEpilogue {
-  // Per-tensor scales the operands were multiplied by (FP8 per-tensor
-  // scaling, NVFP4's tensor scale); 1 and 1: no dequantisation.
-  double scale_a = 1, scale_b = 1;
+  // The factor step 1 multiplies by (1: no step 1).
+  double alpha = 1;
   // A 1 x N row, or null; cast to bias_format (when not null) by the
   // epilogue's rounding after step 1, as rpsim train's Linear casts it.
   const Matrix* bias = nullptr;
@@ -48,8 +48,15 @@ struct GemmEpilogue {
   Round round = nullptr;
 };
 
-// fl32(1 / (sa * sb)): the factor step 1 multiplies by (1: no step).
+// fl32(1 / (sa * sb)): alpha for operands multiplied by per-tensor scales
+// sa and sb before the GEMM (FP8 per-tensor scaling).
 double dequantisation_factor(double scale_a, double scale_b);
+
+// NVFP4's alpha as Transformer Engine computes it (reference_nvfp4.py at
+// d0067d0, qgemm: torch.div(amax_a * amax_b, 6 * 6 * E_a * E_b), both in
+// binary32): fl32(fl32(amax_a amax_b) / fl32(36 E_a E_b)), E the E4M3
+// maximum each operand's scales were computed with (448; 4over6 may use 256).
+double nvfp4_alpha(double amax_a, double amax_b, double e4m3_max_a = 448, double e4m3_max_b = 448);
 
 // Applies steps 1-3 in place to `acc`, an accumulator whose entries are
 // values of `accumulation` (the model's output format). Returns the

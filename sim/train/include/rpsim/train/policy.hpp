@@ -45,6 +45,11 @@ struct Fp8Recipe {
   // inputs along K (tokens), 0 = off (2509.25149,
   // "Random Hadamard transforms": 16x16, a random sign vector).
   int hadamard = 0;
+  // The transform's sign vector: Transformer Engine's fixed one (te, the
+  // default: the wgrad sign vector of TE's nvfp4 recipe, 16 entries), or one
+  // drawn from the run's seed (random: 2509.25149's description).
+  enum class HadamardSigns : std::uint8_t { te, random };
+  HadamardSigns hadamard_signs = HadamardSigns::te;
   // Output gradients (dy) quantised with stochastic rounding (2509.25149:
   // unbiased gradients).
   bool gradient_sr = false;
@@ -127,6 +132,7 @@ std::span<const Fp8ScalingName> fp8_scaling_names();
 // te-2026-03 te-2026-02.
 const char* mx_scale_rule_name(recipe::MxScaleRule r);
 const char* nvfp4_formula_name(recipe::Nvfp4Formula f);
+const char* hadamard_signs_name(Fp8Recipe::HadamardSigns s);
 // A policy read from a config: policy_from_json in the config layer (sim/config).
 
 }  // namespace rpsim::sim::train

@@ -26,6 +26,9 @@ struct BlockOperand {
   bool blockwise = false;  // FP8 block scaling: binary32 scale_inv per 1x128 block or 128x128 tile
   bool tiles = false;      // 2-D tiles (blockwise: the fold order of gemm_blockwise)
   int block = 0;           // blockwise: entries per block along K (the GEMM's k tile)
+  // NVFP4: the binary32 amax of the tensor as quantised (TE's global amax),
+  // which the GEMM's alpha reads (gemm_epilogue.hpp nvfp4_alpha).
+  double tensor_amax = 0;
 };
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                            const BlockLayout& layout, Fp8Stats* stats = nullptr,
@@ -52,7 +55,8 @@ QuantSpec gradient_spec(const PrecisionPolicy& p);
 // tensor amax is NaN here when an entry is, as in TE).
 Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                              const BlockLayout& layout, Fp8Stats* stats = nullptr,
-                             double* tensor_scale = nullptr, Matrix* scales = nullptr);
+                             double* tensor_scale = nullptr, Matrix* scales = nullptr,
+                             double* tensor_amax = nullptr);
 
 // TE's weight-gradient Hadamard transform as hadamard_rows takes it (n = 16):
 // T = (diag(s) H16)^T / 4 with TE's fixed sign vector s (reference_nvfp4.py
