@@ -97,6 +97,12 @@ CASES = {
     # NVFP4's recipe: 16-element blocks under a per-tensor scale, 16x16 weight tiles, the Hadamard
     # transform on the weight-gradient GEMM's inputs, stochastic gradients, the last linear in bf16.
     "mlp-nvfp4": {"base": "mlp-fp8", "policy": "nvfp4"},
+    # The recipes as their reference implementations run them (issue #37): TE's Float8BlockScaling
+    # (1x128 blocks, 128x128 weight tiles, power-of-two scales, the blockwise GEMM's k-tile fold),
+    # torchao's RCEIL scale rule, TE's NVFP4 block-scale formula before commit 523801d.
+    "mlp-fp8-blockwise": {"base": "mlp-fp8", "policy": "fp8-blockwise"},
+    "mlp-mxfp8-rceil": {"base": "mlp-fp8", "policy": {"name": "mxfp8", "fp8": {"scale_rule": "rceil"}}},
+    "mlp-nvfp4-te-2026-02": {"base": "mlp-fp8", "policy": {"name": "nvfp4", "fp8": {"nvfp4_formula": "te-2026-02"}}},
     # The same recipes on B200's block-scaled Tensor Core instructions (issue #29): the block scales go
     # into the GEMM as SFA/SFB, each GEMM's operand pair (e4m3 x e5m2 in backward) on its own
     # instruction, NVFP4's last linear on the unscaled bf16 instruction. 5 steps: at 20, mxfp8's case

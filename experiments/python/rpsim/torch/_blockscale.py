@@ -8,7 +8,7 @@ import torch
 
 from .. import _core
 
-SCALINGS = ("mx", "nvfp4")  # the block-scaled recipes (fp8.scaling) run here
+SCALINGS = ("mx", "nvfp4", "blockwise")  # the block-scaled recipes (fp8.scaling): the op core quantises them
 
 
 def high_precision_layers(model, policy):
@@ -41,7 +41,7 @@ def recipe_state(recipe, model, compute, backward):
     policy = _core._torch_policy(recipe)
     if policy.get("fp8", {}).get("scaling") not in SCALINGS:
         raise ValueError(f"recipe: policy {policy['name']} does not block-scale its GEMMs' inputs "
-                         f"(a block-scaled policy: mxfp8 mxfp6 mxfp4 nvfp4)")
+                         f"(a block-scaled policy: mxfp8 mxfp6 mxfp4 nvfp4 fp8-blockwise)")
     rule = policy["ops"]["linear"]
     compute, backward = compute or rule["compute"], backward or rule["backward_compute"]
     spec = dict(recipe) if isinstance(recipe, dict) else {"name": recipe}

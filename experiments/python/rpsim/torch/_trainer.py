@@ -9,6 +9,7 @@ import signal
 import torch
 from torch import nn
 
+from . import _blockscale
 from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
 from ._progress import ProgressLine
@@ -108,7 +109,7 @@ class Trainer(TrainerCells):
         self.fp8_layers = [ln for ln, m in self.layers
                            if self._fp8_layer(m) and ln not in self.emulation.high_precision_layers]
         # MX, NVFP4: one scale per block, their range where the per-tensor scale stands (block_scaled).
-        self.block_scaled = self.policy.get("fp8", {}).get("scaling") in ("mx", "nvfp4")
+        self.block_scaled = self.policy.get("fp8", {}).get("scaling") in _blockscale.SCALINGS
         scales = ["scale_min", "scale_max"] if self.block_scaled else ["scale"]
         for ln in self.fp8_layers:
             for tensor in ("x", "w", "dy"):
