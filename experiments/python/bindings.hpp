@@ -35,6 +35,7 @@ void bind_blockscale(py::module_& m);    // mx_quantize, nvfp4_quantize
 void bind_torch(py::module_& m);         // _torch_gemm, _torch_ops, _torch_policy, _LossScaler (rpsim.torch)
 void bind_torch_train(py::module_& m);   // _torch_train_setup, _TorchLoss (rpsim.torch against rpsim train)
 void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamard_rows (rpsim.torch mx, nvfp4)
+void bind_cuda(py::module_& m);         // _cuda_*: the CUDA backend on device pointers (rpsim.torch.backends)
 
 // `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
 // it already is one. float16 is widened to float32 (exact). A Python number

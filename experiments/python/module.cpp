@@ -21,6 +21,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_torch(m);
   python::bind_torch_train(m);
   python::bind_torch_block(m);
+  python::bind_cuda(m);
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
