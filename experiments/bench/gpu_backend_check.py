@@ -156,12 +156,16 @@ def check_gemms(torch, rpsim, core, tally, shapes, threads):
                       "block": block}
                 dev = {"sfa": sfa, "sfb": sfb}
             want = rpsim.gemm(a, b, model=model, C=c, threads=threads, **kw)
-            t = {name: torch.from_numpy(np.ascontiguousarray(v)).cuda() for name, v in
-                 {"a": a, "b": b, "c": c, **dev}.items()}
+            # Odd shapes hand A and B over as float32 (what a torch model holds; the native binary32
+            # kernel runs on them), even ones as float64; binary64 models keep float64.
+            f32 = s % 2 == 1 and "fp64" not in model
+            t = {name: torch.from_numpy(np.ascontiguousarray(v, np.float32 if f32 and name in ("a", "b") else np.float64))
+                 .cuda() for name, v in {"a": a, "b": b, "c": c, **dev}.items()}
             d = torch.empty((m, n), dtype=torch.float64, device="cuda")
 
             def desc(v):
-                return (v.data_ptr(), "float64", v.shape[0], v.shape[1], v.stride(0), v.stride(1))
+                dtype = "float32" if v.dtype == torch.float32 else "float64"
+                return (v.data_ptr(), dtype, v.shape[0], v.shape[1], v.stride(0), v.stride(1))
             core._cuda_gemm(model, desc(t["a"]), desc(t["b"]), desc(t["c"]), desc(d), stream,
                             sfa=desc(t["sfa"]) if scaled else None, sfb=desc(t["sfb"]) if scaled else None)
             got = d.cpu().numpy()
