@@ -159,8 +159,10 @@ def check_gemms(torch, rpsim, core, tally, shapes, threads):
             # Odd shapes hand A and B over as float32 (what a torch model holds; the native binary32
             # kernel runs on them), even ones as float64; binary64 models keep float64.
             f32 = s % 2 == 1 and "fp64" not in model
-            t = {name: torch.from_numpy(np.ascontiguousarray(v, np.float32 if f32 and name in ("a", "b") else np.float64))
-                 .cuda() for name, v in {"a": a, "b": b, "c": c, **dev}.items()}
+            t = {}
+            for name, v in {"a": a, "b": b, "c": c, **dev}.items():
+                dtype = np.float32 if f32 and name in ("a", "b") else np.float64
+                t[name] = torch.from_numpy(np.ascontiguousarray(v, dtype)).cuda()
             d = torch.empty((m, n), dtype=torch.float64, device="cuda")
 
             def desc(v):
