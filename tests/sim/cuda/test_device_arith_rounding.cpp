@@ -148,8 +148,8 @@ TEST_CASE("device-arith: deterministic modes at every rounding boundary equal MP
   INFO("first mismatch: " << n.first);
   CHECK(n.values > 2'000'000);
   CHECK(n.mismatches == 0);
-  std::cout << "device-arith rounding against MPFR: " << n.values << " values, " << n.mismatches << " mismatches"
-            << std::endl;
+  std::cout << "device-arith rounding against MPFR: " << n.values << " values, " << n.mismatches
+            << " mismatches" << std::endl;
 }
 
 TEST_CASE("device-arith: decoding every encoding and addition equal the CPU core", "[device-arith]") {
@@ -181,6 +181,6 @@ TEST_CASE("device-arith: decoding every encoding and addition equal the CPU core
   INFO("first mismatch: " << n.first);
   CHECK(n.mismatches == 0);
   CHECK(n.values > 500'000);
-  std::cout << "device-arith decoding and addition: " << n.values << " cases, " << n.mismatches << " mismatches"
-            << std::endl;
+  std::cout << "device-arith decoding and addition: " << n.values << " cases, " << n.mismatches
+            << " mismatches" << std::endl;
 }
