@@ -192,7 +192,8 @@ void check_tiled_gemm(const Options& o, const std::string& preset, Report& repor
 void write_goldens(const Options& o, const std::map<std::string, std::vector<sim::GoldenSet>>& golden,
                    const std::string& tag) {
   for (const auto& [instruction, sets] : golden) {
-    const std::string folder = instruction == "mma.sync" ? tag : tag + "-" + instruction;
+    const std::string folder =
+        sim::parse_tensor_core_instruction(instruction) == sim::tc_mma_sync ? tag : tag + "-" + instruction;
     sim::write_golden_gpu(std::filesystem::path(o.out) / folder, sets);
     fmt::print("golden files: {} (rpsim tc-validate {})\n", (std::filesystem::path(o.out) / folder).string(),
                (std::filesystem::path(o.out) / folder).string());

@@ -137,8 +137,9 @@ int run(const Options& o) {
       continue;
     }
     const auto r = sim::check_golden(set, m, o.show);
-    fmt::print("{} [{}, C {}]: {}/{} bit-exact (model {}, K = {}, {})\n", set_label(set), m.instruction,
-               set.c_loaded ? "loaded" : "= 0", r.passed, r.total, m.name, set.k, schedule(m));
+    fmt::print("{} [{}, C {}]: {}/{} bit-exact (model {}, K = {}, {})\n", set_label(set),
+               tensor_core_instruction_name(m.instruction), set.c_loaded ? "loaded" : "= 0", r.passed,
+               r.total, m.name, set.k, schedule(m));
     for (const auto& line : r.first_mismatches) fmt::print("  mismatch {}\n", line);
     passed += r.passed;
     failed += r.total - r.passed;

@@ -39,6 +39,7 @@ void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamar
 void bind_op_core(py::module_& m);      // _GemmOp, _col2im: the op core's GEMM op (rpsim.torch's GEMMs)
 void bind_step_ops(py::module_& m);     // _unscale, _grad_norm, _clip_coefficient, _scale_gradients
 void bind_optimizer(py::module_& m);    // _Optimizer: rpsim train's optimizer (rpsim.torch.SGD, AdamW)
+void bind_cuda(py::module_& m);         // _cuda_*: the CUDA backend on device pointers (rpsim.torch.backends)
 
 // `x` as a C-contiguous float64 or float32 NumPy array, without a copy when
 // it already is one. float16 is widened to float32 (exact). A Python number

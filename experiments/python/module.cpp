@@ -25,6 +25,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_op_core(m);
   python::bind_step_ops(m);
   python::bind_optimizer(m);
+  python::bind_cuda(m);
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

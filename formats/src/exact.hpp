@@ -1,25 +1,19 @@
 // Exact intermediates shared by the arithmetic files (internal to formats/).
+// The arithmetic itself is the shared scalar core (scalar_convert.hpp).
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/formats/scalar_convert.hpp"
 #include "rpsim/formats/unpacked.hpp"
 
 namespace rpsim::detail {
 
-struct Exact {
-  bool sign = false;
-  std::int64_t exponent = 0;
-  u128 significand = 0;  // 0 means an exact zero
-  bool sticky = false;
-};
+using Exact = ExactValue;
 
 inline int msb_index(u128 x) {
-  const std::uint64_t hi = std::uint64_t(x >> 64);
-  if (hi) return 127 - std::countl_zero(hi);
-  return 63 - std::countl_zero(std::uint64_t(x));
+  return hd::msb_index(x);
 }
 
 inline Exact exact_of(const Unpacked& u) {
@@ -29,7 +23,9 @@ inline Exact exact_of(const Unpacked& u) {
 // x + y exactly, except that bits more than ~70 places below the leading bit of
 // the larger operand fold into sticky, which cannot change any rounding of a
 // format up to binary64. Zero signs follow IEEE 754 6.3.
-Exact exact_sum(Exact x, Exact y, RoundingMode mode);
+inline Exact exact_sum(Exact x, Exact y, RoundingMode mode) {
+  return hd::exact_sum(x, y, mode);
+}
 
 inline std::uint64_t pack(const Format& f, const Exact& e, const Rounding& r, Flags& fl) {
   return round_pack(f, e.sign, e.exponent, e.significand, e.sticky, r, fl);

@@ -182,22 +182,6 @@ Format fixed_point(int word_bits, int frac_bits, std::string name) {
   return f;
 }
 
-std::uint64_t Format::inf_bits(bool negative) const {
-  return (negative ? sign_bit() : 0) | (exp_field_max() << man_bits);
-}
-
-std::uint64_t Format::max_finite_bits(bool negative) const {
-  if (is_fixed_point()) return negative ? sign_bit() : max_significand;  // -2^(w-1), 2^(w-1) - 1
-  std::uint64_t field = std::uint64_t(emax + bias);
-  return (negative ? sign_bit() : 0) | (field << man_bits) | (max_significand & man_mask());
-}
-
-std::uint64_t Format::zero_bits(bool negative) const {
-  if (!has_zero || is_fixed_point()) return 0;  // E8M0 has no zero; fixed point has one
-  if (nan == NanEncoding::negative_zero) return 0;
-  return negative ? sign_bit() : 0;
-}
-
 std::uint64_t Format::min_positive_bits() const {
   if (!has_zero) return 0;
   if (subnormals && man_bits > 0) return 1;

@@ -277,6 +277,36 @@ inline std::vector<ArrayOptions> rounding_variants(RoundingMode mode) {
   return out;
 }
 
+// Each representable value (every `stride`-th encoding, and every one in the
+// lowest and highest 2^(m+2) encodings), the midpoint above it, and the
+// binary64 neighbours of both, with both signs.
+inline std::vector<double> boundaries(const Format& fmt, std::uint64_t stride) {
+  const std::uint64_t top = fmt.max_finite_bits(false), edge = std::uint64_t(4) << fmt.man_bits;
+  std::vector<double> in;
+  for (std::uint64_t b = 0; b <= top; b += (b < edge || b + edge > top) ? 1 : stride) {
+    const double lo = to_double(fmt, b);
+    const double hi = b == top ? lo + std::ldexp(1.0, fmt.emax - fmt.man_bits) : to_double(fmt, b + 1);
+    const double mid = (lo + hi) / 2;  // exact in binary64
+    for (double x : {lo, std::nextafter(lo, 0.0), std::nextafter(lo, 1e300), mid, std::nextafter(mid, 0.0),
+                     std::nextafter(mid, 1e300)}) {
+      in.push_back(x);
+      in.push_back(-x);
+    }
+  }
+  return in;
+}
+
+// The same boundaries in binary32 (every format value and midpoint here is
+// a binary32 value), with their binary32 neighbours.
+inline std::vector<float> boundaries_binary32(const std::vector<double>& in) {
+  std::vector<float> out;
+  for (double x : in) {
+    const float f = float(x);
+    for (float y : {f, std::nextafter(f, 0.0f), std::nextafter(f, 1e30f)}) out.push_back(y);
+  }
+  return out;
+}
+
 inline const char* const tested_formats[] = {
     "binary16", "bfloat16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m2",
     "e2m3",     "e2m1",     "e8m0", "tf32", "binary32", "e6m5",     "exp=3,man=4,bias=5"};

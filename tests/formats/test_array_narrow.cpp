@@ -20,36 +20,6 @@ using namespace rpsim::array_test;
 
 namespace {
 
-// Each representable value (every `stride`-th encoding, and every one in the
-// lowest and highest 2^(m+2) encodings), the midpoint above it, and the
-// binary64 neighbours of both, with both signs.
-std::vector<double> boundaries(const Format& fmt, std::uint64_t stride) {
-  const std::uint64_t top = fmt.max_finite_bits(false), edge = std::uint64_t(4) << fmt.man_bits;
-  std::vector<double> in;
-  for (std::uint64_t b = 0; b <= top; b += (b < edge || b + edge > top) ? 1 : stride) {
-    const double lo = to_double(fmt, b);
-    const double hi = b == top ? lo + std::ldexp(1.0, fmt.emax - fmt.man_bits) : to_double(fmt, b + 1);
-    const double mid = (lo + hi) / 2;  // exact in binary64
-    for (double x : {lo, std::nextafter(lo, 0.0), std::nextafter(lo, 1e300), mid, std::nextafter(mid, 0.0),
-                     std::nextafter(mid, 1e300)}) {
-      in.push_back(x);
-      in.push_back(-x);
-    }
-  }
-  return in;
-}
-
-// The same boundaries in binary32 (every format value and midpoint here is
-// a binary32 value), with their binary32 neighbours.
-std::vector<float> boundaries_binary32(const std::vector<double>& in) {
-  std::vector<float> out;
-  for (double x : in) {
-    const float f = float(x);
-    for (float y : {f, std::nextafter(f, 0.0f), std::nextafter(f, 1e30f)}) out.push_back(y);
-  }
-  return out;
-}
-
 const char* const narrow_formats[] = {"binary16", "bfloat16", "e4m3", "e5m2", "e3m2", "e2m1", "tf32"};
 
 }  // namespace

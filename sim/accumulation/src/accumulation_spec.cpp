@@ -235,8 +235,8 @@ TensorCoreModel parse_tc(std::string_view spec, const std::vector<std::string>& 
 }
 
 std::string tc_spec(const TensorCoreModel& m) {
-  std::string s = fmt::format("tc:{}:{}:{}{}", m.preset, m.input.name, m.output.name,
-                              m.instruction == "mma.sync" ? "" : ":" + m.instruction);
+  std::string s = fmt::format("tc:{}:{}:{}", m.preset, m.input.name, m.output.name);
+  if (m.instruction != tc_mma_sync) s += fmt::format(":{}", tensor_core_instruction_name(m.instruction));
   for (const auto& sel : kTcSelectors)
     if (const std::string v = sel.get(m); !v.empty()) s += fmt::format(":{}={}", sel.name, v);
   // A model built by hand under another name: every field.

@@ -40,13 +40,11 @@ std::vector<double> rounded_products(const Arith& ar, const Operands& o) {
 
 double sequential(const Sequential& m, const Operands& o, double c, std::uint64_t stream) {
   const Arith ar(m.acc, stream);
+  // The unfused sum is the shared code's (accumulator_ops.hpp: the CUDA
+  // backend's sequential GEMM runs it too).
+  if (!m.fused) return acc_detail::sequential(ar.ops(), o.a, o.as, o.b, o.bs, o.k, c);
   double s = ar.round(c, sum_index(o.k));
-  if (m.fused) {
-    for (std::size_t i = 0; i < o.k; ++i) s = ar.fma(o.x(i), o.y(i), s, sum_index(i));
-  } else {
-    for (std::size_t i = 0; i < o.k; ++i)
-      s = ar.add(s, ar.mul(o.x(i), o.y(i), product_index(i)), sum_index(i));
-  }
+  for (std::size_t i = 0; i < o.k; ++i) s = ar.fma(o.x(i), o.y(i), s, sum_index(i));
   return s;
 }
 

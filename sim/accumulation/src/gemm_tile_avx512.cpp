@@ -1,5 +1,5 @@
 // The tile kernel of gemm_tile.hpp built for AVX-512 (F, DQ, VL), chosen at
-// run time. Every operation is the scalar step's (tensor_core_kernel.hpp,
+// run time. Every operation is the scalar step's (tensor_core_step.hpp,
 // tensor_core_finish.hpp) on eight lanes: the products, their power-of-two
 // scaling and truncation are exact in binary64, and the truncated terms are
 // integers below 2^53, so summing them in another order gives the same sum.
@@ -65,7 +65,7 @@ RPSIM_TILE_TARGET inline __m512d finish8(const Finisher& fin, __m512d sum, __m25
   const int drop = 52 - fin.frac_bits;
   const __m512i low = _mm512_and_si512(bits, _mm512_set1_epi64(static_cast<long long>((1ull << drop) - 1)));
   bits = _mm512_sub_epi64(bits, low);
-  if (fin.rounding.mode == RoundingMode::nearest_even) {
+  if (fin.mode == RoundingMode::nearest_even) {
     const __m512i half = _mm512_set1_epi64(static_cast<long long>(1ull << (drop - 1)));
     const __m512i odd =
         _mm512_and_si512(_mm512_srli_epi64(bits, static_cast<unsigned>(drop)), _mm512_set1_epi64(1));
@@ -225,7 +225,7 @@ std::atomic<bool> g_tiles{true};
 
 bool tile_kernel_usable(const Finisher& fin) {
   static const bool cpu = cpu_has_avx512();
-  const auto mode = fin.rounding.mode;
+  const auto mode = fin.mode;
   return cpu && g_tiles.load(std::memory_order_relaxed) &&
          (mode == RoundingMode::nearest_even || mode == RoundingMode::toward_zero) && fin.frac_bits >= 1 &&
          fin.frac_bits <= 51;

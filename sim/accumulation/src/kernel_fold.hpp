@@ -8,6 +8,7 @@
 
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
+#include "rpsim/accumulation/schedule_fold.hpp"
 #include "tensor_core_chain.hpp"
 
 namespace rpsim::sim {
@@ -29,22 +30,18 @@ class KernelFold {
   void add_chunk(const tc_detail::ChainPlan& plan, int q, double x, double* partials) const {
     const int slice = plan.chunk_slice[static_cast<std::size_t>(q)];
     const bool first = q == 0 || plan.chunk_slice[static_cast<std::size_t>(q) - 1] != slice;
-    partials[slice] = first ? x : add(formats::binary32(), s_->promotion_rounding, partials[slice], x);
+    fold_detail::add_chunk(fold_, first, x, partials[slice]);
   }
   // The slices' partials reduced, scaled by the _scaled_mm scales sa, sb
   // (scale_epilogue; 1 and 1 leave them alone), C added in the epilogue, the
   // result in the output format. Overwrites partials.
   double result(double* partials, double c, double sa = 1, double sb = 1) const;
-
-  // a + b, both values of f, rounded to f: an IEEE addition.
-  static double add(const Format& f, RoundingMode mode, double a, double b);
+  // The fold's arithmetic as the shared code (schedule_fold.hpp) takes it.
+  const FoldDesc& desc() const { return fold_; }
 
  private:
-  double scale_epilogue(double acc, double c, bool has_c, double sa, double sb) const;
-  // merge=serial: the running D in the output format, slice by slice.
-  double serial(const double* p, double c, bool has_c, double sa, double sb) const;
-
   const KernelSchedule* s_;
+  FoldDesc fold_;
   bool plain_;
   int slices_;
 };

@@ -150,7 +150,7 @@ KernelSchedule h100_guess(const KernelPreset& p, long m, long n, long k) {
     throw std::invalid_argument(fmt::format("outputs fp16, bf16 or fp32, not '{}'", out.name));
   KernelSchedule s;
   s.gpu = "h100";
-  s.instruction_kind = kind == Kind::fp8 ? "wgmma" : "";
+  s.instruction_kind = kind == Kind::fp8 ? tc_wgmma : tc_mma_sync;
   s.instruction = tensor_core_preset("h100", in, formats::binary32(), s.instruction_kind,
                                      p.input_b.value_or(in), nullptr, 0);
   s.stored = kind == Kind::tf32 ? formats::binary32() : in;

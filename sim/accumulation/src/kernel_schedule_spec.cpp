@@ -22,7 +22,7 @@ std::string field_names() {
 // a binary32 (or `accumulator`) output, A and B in its input format, every
 // other field its default.
 KernelSchedule base_schedule(const std::string& gpu, const Format& in, const Format& out,
-                             const std::string& instr, const Format& accumulator, const Format& in_b) {
+                             TensorCoreInstruction instr, const Format& accumulator, const Format& in_b) {
   KernelSchedule s;
   s.gpu = gpu;
   s.instruction_kind = instr;
@@ -46,8 +46,9 @@ KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string
       if (parts[i].starts_with("accumulator=")) accumulator = parse_fmt(spec, parts[i].substr(12));
       if (parts[i].starts_with("input_b=")) in_b = parse_fmt(spec, parts[i].substr(8));
     }
-    KernelSchedule s = base_schedule(parts[1], in, parse_fmt(spec, parts[3]), positional > 4 ? parts[4] : "",
-                                     accumulator, in_b);
+    KernelSchedule s =
+        base_schedule(parts[1], in, parse_fmt(spec, parts[3]),
+                      parse_tensor_core_instruction(positional > 4 ? parts[4] : ""), accumulator, in_b);
     for (std::size_t i = positional; i < parts.size(); ++i) {
       const auto eq = parts[i].find('=');
       const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
@@ -73,7 +74,9 @@ KernelSchedule parse_kernel(std::string_view spec, const std::vector<std::string
 std::string kernel_spec(const KernelSchedule& s) {
   const TensorCoreModel& m = s.instruction;
   std::string out = fmt::format("kernel:{}:{}:{}{}", s.gpu, m.input.name, s.output.name,
-                                s.instruction_kind.empty() ? "" : fmt::format(":{}", s.instruction_kind));
+                                s.instruction_kind == tc_mma_sync
+                                    ? ""
+                                    : fmt::format(":{}", tensor_core_instruction_name(s.instruction_kind)));
   if (m.output != formats::binary32()) out += fmt::format(":accumulator={}", m.output.name);
   if (m.input_b) out += fmt::format(":input_b={}", m.input_b->name);
   const KernelSchedule base =

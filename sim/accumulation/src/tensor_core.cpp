@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "rpsim/accumulation/schedule_plan.hpp"
 #include "rpsim/formats/unpacked.hpp"
 #include "tensor_core_chain.hpp"
 
@@ -55,62 +56,42 @@ void TensorCoreModel::validate() const {
         fmt::format("tensor core model '{}': final_rounding sr is not a tensor-core mode", name));
 }
 
-namespace tc_detail {
-
-Finisher::Finisher(const TensorCoreModel& m)
-    : model(&m),
-      align_bits(m.fraction_bits),
-      align_floor(m.alignment_exponent_floor),
-      c_after(m.c_join == CJoin::after_products),
-      frac_bits(m.result_bits()),
-      out_emin(m.output.emin),
-      out_emax(m.output.emax),
-      in_emin(m.input.emin),
-      in_emin_b(m.b_input().emin),
-      in_min_normal(m.input.min_normal()),
-      in_min_normal_b(m.b_input().min_normal()),
-      zero_exponent(m.zero_exponent) {
-  rounding.mode = m.final_rounding;
-  rounding.flush_subnormal_outputs = !m.subnormal_outputs;
-  if (frac_bits != m.output.man_bits) {
+TcStep tc_step_of(const TensorCoreModel& m) {
+  TcStep p;
+  p.align_bits = m.fraction_bits;
+  p.align_floor = m.alignment_exponent_floor;
+  p.c_after = m.c_join == CJoin::after_products;
+  p.frac_bits = m.result_bits();
+  p.out_emin = m.output.emin;
+  p.out_emax = m.output.emax;
+  p.in_emin = m.input.emin;
+  p.in_emin_b = m.b_input().emin;
+  p.in_min_normal = m.input.min_normal();
+  p.in_min_normal_b = m.b_input().min_normal();
+  p.zero_exponent = m.zero_exponent;
+  p.subnormal_inputs = m.subnormal_inputs;
+  p.mode = m.final_rounding;
+  p.ftz = !m.subnormal_outputs;
+  p.output = m.output;
+  p.result = m.output;
+  if (p.frac_bits != m.output.man_bits) {
     // The narrower normalisation (FP8 on Ada/H100: 13 fraction bits) as a
     // format of its own with the output's exponent range.
-    narrow = m.output;
-    narrow.name = fmt::format("{}-{}bit-accumulator", m.output.name, frac_bits);
-    narrow.man_bits = frac_bits;
+    Format narrow = m.output;
+    narrow.man_bits = p.frac_bits;
     narrow.finalize();
+    p.result = narrow;
   }
+  p.terms_per_step = m.terms_per_step;
+  p.instruction_terms = m.instruction_terms();
+  p.step_interleave = m.step_interleave;
+  p.scale_block = m.scale_block;
+  p.scale_emin = m.scale ? m.scale->emin : 0;
+  p.product_group = m.product_group;
+  return p;
 }
 
-double Finisher::finish_slow(bool negative, std::int64_t magnitude, int exponent) const {
-  // Overflow: the hardware returns the infinity whatever the rounding
-  // (Khattak & Mikaitis's model; the exponent field saturates).
-  const int top = std::bit_width(static_cast<std::uint64_t>(magnitude)) - 1 + exponent;
-  if (top > out_emax)
-    return negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  Flags flags = 0;
-  const Format& f = frac_bits != model->output.man_bits ? narrow : model->output;
-  const std::uint64_t bits =
-      round_pack(f, negative, exponent, static_cast<u128>(magnitude), false, rounding, flags);
-  const double v = to_double(f, bits);
-  // A result that rounds (or flushes) to zero is +0, even from a negative sum
-  // (measured on H100: see tensor_core.hpp, step 5).
-  if (v == 0) return 0.0;
-  return v;
-}
-
-double Finisher::add_after(double x, double c) const {
-  // An IEEE addition in the output format (CJoin::after_products). x and c
-  // are binary32 or binary16 values: their binary64 sum rounded once more to
-  // the output format is the correctly rounded sum (53 >= 2*24 + 2, so the
-  // double rounding is innocuous), IEEE signs of zero, NaN and overflow
-  // included.
-  Rounding nearest;
-  nearest.mode = RoundingMode::nearest_even;
-  nearest.flush_subnormal_outputs = rounding.flush_subnormal_outputs;
-  Flags flags = 0;
-  return to_double(model->output, round_double(model->output, x + c, nearest, flags));
-}
+namespace tc_detail {
 
 namespace {
 
@@ -167,6 +148,19 @@ ChainPlan chain_plan(const TensorCoreModel& m, int k) {
 }
 
 }  // namespace tc_detail
+
+SchedulePlan schedule_plan(const KernelSchedule& s, int k) {
+  const auto chunks = s.chunks(k);
+  const auto plan = tc_detail::chain_plan(s.instruction, chunks, s.k_order == KOrder::decreasing);
+  SchedulePlan p;
+  p.order = plan.order;
+  p.begin = plan.begin;
+  p.first.assign(plan.first.begin(), plan.first.end());
+  p.last.assign(plan.last.begin(), plan.last.end());
+  p.chunk_step = plan.chunk_step;
+  p.chunk_slice = plan.chunk_slice;
+  return p;
+}
 
 double tensor_core_step(const TensorCoreModel& model, const double* a, const double* b, int n, double c) {
   if (n > model.terms_per_step)

@@ -5,9 +5,7 @@
 #pragma once
 
 #include <bit>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <vector>
 
@@ -39,57 +37,6 @@ struct ChainPlan {
 ChainPlan chain_plan(const TensorCoreModel& m, std::span<const KChunk> chunks, bool decreasing);
 // One chunk over [0, k): the plain chain of tensor_core_dot.
 ChainPlan chain_plan(const TensorCoreModel& m, int k);
-
-// IEEE special results of a step: NaN if any NaN, inf*0 or inf - inf; else
-// the infinity. Returns false when every operand and c are finite.
-inline bool non_finite_result(const double* a, const double* b, int n, double c, double& result) {
-  bool any = !std::isfinite(c);
-  for (int i = 0; i < n && !any; ++i) any = !std::isfinite(a[i]) || !std::isfinite(b[i]);
-  if (!any) return false;
-  bool pos = false, neg = false, nan = std::isnan(c);
-  if (std::isinf(c)) (c > 0 ? pos : neg) = true;
-  for (int i = 0; i < n; ++i) {
-    const double p = a[i] * b[i];
-    if (std::isnan(p)) nan = true;
-    if (std::isinf(p)) (p > 0 ? pos : neg) = true;
-  }
-  if (nan || (pos && neg)) {
-    result = std::numeric_limits<double>::quiet_NaN();
-  } else {
-    result = pos ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  }
-  return true;
-}
-
-// A step whose aligned sum is exactly zero gives +0, even when every term is
-// -0 (IEEE 754 clause 6.3 would give -0 then). The aligned sum is a
-// fixed-point number with no signed zero: MMA-Sim (Xie et al. 2025,
-// arithmetic.py fused_sum) returns +0 for C = -0 with zero products on every
-// NVIDIA path, on 12 of its files (Volta to Blackwell). tc-golden and
-// tc-stress hold no case whose terms are all zero; an H200 does the same
-// (2026-11-26, gpu-validate's signed-zero patterns: C = -0 or +0 with +0,
-// -0 or exactly cancelling products give +0 on mma.sync and wgmma, fp16,
-// bf16, tf32, E4M3, E5M2, fp32 and fp16 out; tests/data/tc-h200). The one
-// place this rule lives.
-inline double zero_sum_result() {
-  return 0.0;
-}
-
-// One step over n decoded products (av/ae, bv/be) with C = c. Checked: the
-// operands may be non-finite (the accumulator is always checked: a chain can
-// overflow to infinity on its own).
-template <bool Checked>
-inline double run_step(const Finisher& fin, int n, const double* av, const int* ae, const double* bv,
-                       const int* be, double c) {
-  double special;
-  if ((Checked || !std::isfinite(c)) && non_finite_result(av, bv, n, c, special)) return special;
-  int emax = 0;
-  const double s = aligned_sum_arrays(n, av, ae, bv, be, c, c_exponent(c, fin.out_emin), fin.align_bits,
-                                      fin.align_floor, emax);
-  const auto sum = static_cast<std::int64_t>(s);
-  if (sum != 0) return fin.finish(sum, emax - fin.align_bits);
-  return zero_sum_result();
-}
 
 // Steps [s0, s1) of `plan` for up to Lanes output elements that share the
 // decoded row (av, ae) of A, each with its own decoded column (bv[l], be[l])
@@ -140,7 +87,7 @@ inline void decode_in_plan_order(const Finisher& fin, const ChainPlan& plan, con
       exponent[t] = e;
       continue;
     }
-    const Operand o = decode_operand(v, emin, min_normal, fin.model->subnormal_inputs, fin.zero_exponent);
+    const Operand o = decode_operand(v, emin, min_normal, fin.subnormal_inputs, fin.zero_exponent);
     value[t] = o.value;
     exponent[t] = o.exponent;
   }

@@ -65,69 +65,43 @@ inline constexpr TensorCorePresetRow kTuringFp16ToF16{
     .rounding = RNE,
     .citation = "MMA-Sim Turing (24 accumulator fraction bits, no split-K); mma-sim Turing"};
 
-// Ampere: fp16/bf16 8 per step, tf32 4, 1 extra bit.
-inline constexpr TensorCorePresetRow kAmpereFp16Bf16ToF32{
+// Ampere and Ada (measured on both, one datapath): fp16/bf16 8 per step,
+// tf32 4, 1 extra bit.
+inline constexpr TensorCorePresetRow kAmpereAdaFp16Bf16ToF32{
     .inputs = tc_fp16 | tc_bf16,
     .outputs = f32,
     .terms_per_step = 8,
     .extra_bits = 1,
     .rounding = RTZ,
-    .citation = "FHMP21 Sec. 6; KM25 A100TC.m, A2TC.m, A30TC.m; golden A100 fp16, bf16"};
+    .citation =
+        "FHMP21 Sec. 6; KM25 A100TC.m, A2TC.m, A30TC.m, AdaTC.m, L40STC.m; golden A100 and Ada fp16, bf16"};
 
-inline constexpr TensorCorePresetRow kAmpereFp16Bf16ToF16{
+inline constexpr TensorCorePresetRow kAmpereAdaFp16Bf16ToF16{
     .inputs = tc_fp16 | tc_bf16,
     .outputs = f16,
     .terms_per_step = 8,
     .extra_bits = 1,
     .rounding = RNE,
-    .citation = "FHMP21 Sec. 6; KM25 A100TC.m; golden A100 fp16 -> fp16"};
+    .citation = "FHMP21 Sec. 6; KM25 A100TC.m, AdaTC.m; golden A100 and Ada fp16 -> fp16"};
 
-inline constexpr TensorCorePresetRow kAmpereTf32ToF32{.inputs = tc_tf32,
-                                                      .outputs = f32,
-                                                      .terms_per_step = 4,
-                                                      .extra_bits = 1,
-                                                      .rounding = RTZ,
-                                                      .citation = "KM25 A100TC.m; golden A100 tf32"};
-
-inline constexpr TensorCorePresetRow kAmpereTf32ToF16{.inputs = tc_tf32,
-                                                      .outputs = f16,
-                                                      .terms_per_step = 4,
-                                                      .extra_bits = 1,
-                                                      .rounding = RNE,
-                                                      .citation = "KM25 A100TC.m"};
-
-// Ada: as Ampere for fp16/bf16/tf32. FP8: 16 products per step and a
-// 13-bit accumulator: aligned terms and the binary32 result are cut to 13
-// fraction bits (KM25's neab = -10); K = 32 is two chained steps.
-inline constexpr TensorCorePresetRow kAdaFp16Bf16ToF32{
-    .inputs = tc_fp16 | tc_bf16,
+inline constexpr TensorCorePresetRow kAmpereAdaTf32ToF32{
+    .inputs = tc_tf32,
     .outputs = f32,
-    .terms_per_step = 8,
+    .terms_per_step = 4,
     .extra_bits = 1,
     .rounding = RTZ,
-    .citation = "KM25 AdaTC.m, L40STC.m; golden Ada fp16, bf16"};
+    .citation = "KM25 A100TC.m, AdaTC.m; golden A100 and Ada tf32"};
 
-inline constexpr TensorCorePresetRow kAdaFp16Bf16ToF16{.inputs = tc_fp16 | tc_bf16,
-                                                       .outputs = f16,
-                                                       .terms_per_step = 8,
-                                                       .extra_bits = 1,
-                                                       .rounding = RNE,
-                                                       .citation = "KM25 AdaTC.m; golden Ada fp16 -> fp16"};
+inline constexpr TensorCorePresetRow kAmpereAdaTf32ToF16{.inputs = tc_tf32,
+                                                         .outputs = f16,
+                                                         .terms_per_step = 4,
+                                                         .extra_bits = 1,
+                                                         .rounding = RNE,
+                                                         .citation = "KM25 A100TC.m, AdaTC.m"};
 
-inline constexpr TensorCorePresetRow kAdaTf32ToF32{.inputs = tc_tf32,
-                                                   .outputs = f32,
-                                                   .terms_per_step = 4,
-                                                   .extra_bits = 1,
-                                                   .rounding = RTZ,
-                                                   .citation = "KM25 AdaTC.m; golden Ada tf32"};
-
-inline constexpr TensorCorePresetRow kAdaTf32ToF16{.inputs = tc_tf32,
-                                                   .outputs = f16,
-                                                   .terms_per_step = 4,
-                                                   .extra_bits = 1,
-                                                   .rounding = RNE,
-                                                   .citation = "KM25 AdaTC.m"};
-
+// Ada: as Ampere for fp16/bf16/tf32 (the constants above). FP8: 16 products per step and a
+// 13-bit accumulator: aligned terms and the binary32 result are cut to 13
+// fraction bits (KM25's neab = -10); K = 32 is two chained steps.
 inline constexpr TensorCorePresetRow kAdaFp8ToF32{
     .inputs = tc_fp8,
     .outputs = f32,
@@ -149,14 +123,16 @@ inline constexpr TensorCorePresetRow kAdaFp8ToF16{
 // have K = 4), 2 extra bits, products aligned no lower than 2^-133 (KM25
 // min_exp_limit; the stress data allow -133 to -135 only). wgmma and
 // mma.sync agree except for FP8. H200 (also sm_90) has no data of its own.
-inline constexpr TensorCorePresetRow kHopperFp16Bf16ToF32{
+inline constexpr TensorCorePresetRow kHopperBlackwellFp16Bf16ToF32{
     .inputs = tc_fp16 | tc_bf16,
     .outputs = f32,
     .terms_per_step = 16,
     .extra_bits = 2,
     .rounding = RTZ,
     .alignment_floor = -133,
-    .citation = "KM25 H100TC.m, H200TC.m; golden and stress H100 fp16, bf16"};
+    .citation =
+        "KM25 H100TC.m, H200TC.m, B200TC.m; golden and stress H100 fp16, bf16; golden B200 fp16, bf16 "
+        "(model_validation/B200)"};
 
 inline constexpr TensorCorePresetRow kHopperFp16Bf16ToF16{
     .inputs = tc_fp16 | tc_bf16,
@@ -167,14 +143,16 @@ inline constexpr TensorCorePresetRow kHopperFp16Bf16ToF16{
     .alignment_floor = -133,
     .citation = "KM25 H100TC.m; golden and stress H100 fp16 -> fp16"};
 
-inline constexpr TensorCorePresetRow kHopperTf32ToF32{
+inline constexpr TensorCorePresetRow kHopperBlackwellTf32ToF32{
     .inputs = tc_tf32,
     .outputs = f32,
     .terms_per_step = 8,
     .extra_bits = 2,
     .rounding = RTZ,
     .alignment_floor = -133,
-    .citation = "KM25 H100TC.m; golden and stress H100 tf32 (K = 4)"};
+    .citation =
+        "KM25 H100TC.m, B200TC.m; golden and stress H100 tf32 (K = 4); golden B200 tf32 "
+        "(model_validation/B200)"};
 
 inline constexpr TensorCorePresetRow kHopperTf32ToF16{.inputs = tc_tf32,
                                                       .outputs = f16,
@@ -191,7 +169,7 @@ inline constexpr TensorCorePresetRow kHopperTf32ToF16{.inputs = tc_tf32,
 // k = 2,3, 6,7, ..., from zero, C added last by an IEEE addition in the
 // output format. tensor_core.hpp (step_interleave, CJoin) has the
 // alternatives that fail and their scores.
-inline constexpr TensorCorePresetRow kHopperFp8ToF32{
+inline constexpr TensorCorePresetRow kHopperBlackwellFp8ToF32{
     .inputs = tc_fp8,
     .outputs = f32,
     .terms_per_step = 16,
@@ -201,7 +179,9 @@ inline constexpr TensorCorePresetRow kHopperFp8ToF32{
     .c_join = CJoin::after_products,
     .terms_per_instruction = 32,
     .step_interleave = 2,
-    .citation = "stress H100 E4M3, E5M2 -> fp32 (C loaded) 5000/5000 each, fitted on the first half"};
+    .citation =
+        "stress H100 E4M3, E5M2 -> fp32 (C loaded) 5000/5000 each, fitted on the first half; golden B200 "
+        "E4M3, E5M2 -> fp32 (model_validation/B200, C loaded) 5000/5000 each, fitted on lines 1-2500"};
 
 inline constexpr TensorCorePresetRow kHopperFp8ToF16{
     .inputs = tc_fp8,
@@ -238,15 +218,7 @@ inline constexpr TensorCorePresetRow kHopperFp8ToF16Wgmma{
 // Blackwell: fp16/bf16 16 per step, tf32 8, 2 extra bits; floor 2^-133,
 // 2^-15 for binary16 output (KM25 B200TC.m min_exp_limit). Golden B200
 // fp16, bf16, tf32: KM25's public model_validation/B200, 5000/5000 each.
-inline constexpr TensorCorePresetRow kBlackwellFp16Bf16ToF32{
-    .inputs = tc_fp16 | tc_bf16,
-    .outputs = f32,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .rounding = RTZ,
-    .alignment_floor = -133,
-    .citation = "KM25 B200TC.m; golden B200 fp16, bf16 (model_validation/B200)"};
-
+// With fp32 output these are Hopper's datapaths (kHopperBlackwell* above).
 inline constexpr TensorCorePresetRow kBlackwellFp16Bf16ToF16{
     .inputs = tc_fp16 | tc_bf16,
     .outputs = f16,
@@ -255,15 +227,6 @@ inline constexpr TensorCorePresetRow kBlackwellFp16Bf16ToF16{
     .rounding = RNE,
     .alignment_floor = -15,
     .citation = "KM25 B200TC.m; golden B200 fp16 -> fp16 (model_validation/B200)"};
-
-inline constexpr TensorCorePresetRow kBlackwellTf32ToF32{
-    .inputs = tc_tf32,
-    .outputs = f32,
-    .terms_per_step = 8,
-    .extra_bits = 2,
-    .rounding = RTZ,
-    .alignment_floor = -133,
-    .citation = "KM25 B200TC.m; golden B200 tf32 (model_validation/B200)"};
 
 inline constexpr TensorCorePresetRow kBlackwellTf32ToF16{.inputs = tc_tf32,
                                                          .outputs = f16,
@@ -285,21 +248,8 @@ inline constexpr TensorCorePresetRow kBlackwellTf32ToF16{.inputs = tc_tf32,
 // an RTZ C add 3151/3183, C added as a two-term step cut to 25 bits
 // 3457/3449 (RTZ) or 4724/4722 (RNE); the data leave the steps' grouping
 // and width open (only E5M2 line 3936 separates RTZ steps from RNE ones).
-// README "B200 FP8" lists the GPU cases that would pin them.
-inline constexpr TensorCorePresetRow kBlackwellFp8ToF32{
-    .inputs = tc_fp8,
-    .outputs = f32,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .rounding = RTZ,
-    .alignment_floor = -133,
-    .c_join = CJoin::after_products,
-    .terms_per_instruction = 32,
-    .step_interleave = 2,
-    .citation =
-        "golden B200 E4M3, E5M2 -> fp32 (model_validation/B200, C loaded) 5000/5000 each, fitted on lines "
-        "1-2500"};
-
+// README "B200 FP8" lists the GPU cases that would pin them. With fp32
+// output this is Hopper's datapath (kHopperBlackwellFp8ToF32 above).
 inline constexpr TensorCorePresetRow kBlackwellFp8ToF16{
     .inputs = tc_fp8,
     .outputs = f16,

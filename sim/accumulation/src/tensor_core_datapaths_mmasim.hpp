@@ -13,126 +13,75 @@ namespace rpsim::sim::tc_detail {
 // Datapaths name their fields; the unnamed ones keep the defaults of
 // TensorCorePresetRow (zero operands align at 2^-126, as in MMA-Sim).
 //
-// FP64 mma (m8n8k4 from Ampere on; Hopper also m16n8k4/k8/k16): a chain of
-// binary64 FMAs in k order (MMA-Sim nv_ptx.mma: fma per k).
-inline constexpr TensorCorePresetRow kNvidiaFp64ToF64{
+// FP64 mma (m8n8k4 from Ampere on; Hopper also m16n8k4/k8/k16) and AMD's f64
+// v_mfma (CDNA2/3): a chain of binary64 FMAs in k order (MMA-Sim nv_ptx.mma
+// and amd.mfma: fma per k).
+inline constexpr TensorCorePresetRow kFp64FmaChain{
     .inputs = tc_fp64,
     .outputs = tc_out_fp64,
     .terms_per_step = 1,
     .result_bits = -1,
     .rounding = RNE,
     .alignment_floor = none,
-    .citation = "MMA-Sim nv_ptx.mma f64 (fma chain); mma-sim f64 files",
+    .citation = "MMA-Sim nv_ptx.mma and amd.mfma f64 (fma chain); mma-sim f64 files",
     .datapath = Datapath::fma_chain};
 
 // MMA-Sim gives a zero C the exponent -126 and clamps a subnormal C
 // there, so with binary32 C nothing aligns below 2^-126: these rows'
 // alignment floor. (On H100 the stress data put the floor at 2^-133
 // instead: MMA-Sim's 29 misses there, README "Tensor Core model".)
-// Blackwell tcgen05.mma: one step per instruction with 25 bits, FP8 too
-// (not the 13-bit FP8 path of Ada/Hopper), f16 x bf16 operands allowed.
-inline constexpr TensorCorePresetRow kBlackwellFp16Bf16ToF32Tcgen05{
-    .inputs = tc_fp16 | tc_bf16,
-    .outputs = f32,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim tcgen05mma; mma-sim Blackwell tcgen05mma"};
+// Blackwell's 25-bit datapath: tcgen05.mma on B200 and mma.sync on RTX
+// Blackwell (sm_120) are the same arithmetic in MMA-Sim (tcgen05mma and
+// nv_ptx.mma RTX Blackwell), so each row below is one constant both GPUs'
+// rows name. One step per instruction with 25 bits, FP8 too (not the 13-bit
+// FP8 path of Ada/Hopper; no split-K on sm_120), f16 x bf16 operands allowed.
+inline constexpr std::string_view kBlackwell25Citation =
+    "MMA-Sim tcgen05mma and nv_ptx.mma RTX Blackwell; mma-sim Blackwell tcgen05mma and RTX Blackwell mma";
+inline constexpr TensorCorePresetRow kBlackwell25Fp16Bf16ToF32{.inputs = tc_fp16 | tc_bf16,
+                                                               .outputs = f32,
+                                                               .terms_per_step = 16,
+                                                               .extra_bits = 2,
+                                                               .result_bits = -1,
+                                                               .rounding = RTZ,
+                                                               .alignment_floor = -126,
+                                                               .citation = kBlackwell25Citation};
 
-inline constexpr TensorCorePresetRow kBlackwellFp16Bf16ToF16Tcgen05{
-    .inputs = tc_fp16 | tc_bf16,
-    .outputs = f16,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RNE,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim tcgen05mma; mma-sim Blackwell tcgen05mma"};
+inline constexpr TensorCorePresetRow kBlackwell25Fp16Bf16ToF16{.inputs = tc_fp16 | tc_bf16,
+                                                               .outputs = f16,
+                                                               .terms_per_step = 16,
+                                                               .extra_bits = 2,
+                                                               .result_bits = -1,
+                                                               .rounding = RNE,
+                                                               .alignment_floor = -126,
+                                                               .citation = kBlackwell25Citation};
 
-inline constexpr TensorCorePresetRow kBlackwellTf32ToF32Tcgen05{
-    .inputs = tc_tf32,
-    .outputs = f32,
-    .terms_per_step = 8,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim tcgen05mma; mma-sim Blackwell tcgen05mma"};
+inline constexpr TensorCorePresetRow kBlackwell25Tf32ToF32{.inputs = tc_tf32,
+                                                           .outputs = f32,
+                                                           .terms_per_step = 8,
+                                                           .extra_bits = 2,
+                                                           .result_bits = -1,
+                                                           .rounding = RTZ,
+                                                           .alignment_floor = -126,
+                                                           .citation = kBlackwell25Citation};
 
-// FP8 on tcgen05 and on RTX Blackwell's mma.sync: one 32-product step, 25 bits.
-inline constexpr TensorCorePresetRow kBlackwellFp8ToF32Tcgen05{
-    .inputs = tc_fp8,
-    .outputs = f32,
-    .terms_per_step = 32,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim tcgen05mma; mma-sim Blackwell tcgen05mma"};
+// FP8: one 32-product step, 25 bits.
+inline constexpr TensorCorePresetRow kBlackwell25Fp8ToF32{.inputs = tc_fp8,
+                                                          .outputs = f32,
+                                                          .terms_per_step = 32,
+                                                          .extra_bits = 2,
+                                                          .result_bits = -1,
+                                                          .rounding = RTZ,
+                                                          .alignment_floor = -126,
+                                                          .citation = kBlackwell25Citation};
 
-inline constexpr TensorCorePresetRow kBlackwellFp8ToF16Tcgen05{
-    .inputs = tc_fp8,
-    .outputs = f16,
-    .terms_per_step = 32,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RNE,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim tcgen05mma; mma-sim Blackwell tcgen05mma"};
-
-// RTX Blackwell (sm_120) mma.sync: 25 bits and one step per instruction
-// for every type (no split-K), FP8 on the 25-bit path.
-inline constexpr TensorCorePresetRow kRtxBlackwellFp16Bf16ToF32{
-    .inputs = tc_fp16 | tc_bf16,
-    .outputs = f32,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim nv_ptx.mma RTX Blackwell; mma-sim RTX Blackwell mma"};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellFp16Bf16ToF16{
-    .inputs = tc_fp16 | tc_bf16,
-    .outputs = f16,
-    .terms_per_step = 16,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RNE,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim nv_ptx.mma RTX Blackwell; mma-sim RTX Blackwell mma"};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellTf32ToF32{
-    .inputs = tc_tf32,
-    .outputs = f32,
-    .terms_per_step = 8,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim nv_ptx.mma RTX Blackwell; mma-sim RTX Blackwell mma"};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellFp8ToF32{
-    .inputs = tc_fp8,
-    .outputs = f32,
-    .terms_per_step = 32,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim nv_ptx.mma RTX Blackwell; mma-sim RTX Blackwell mma"};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellFp8ToF16{
-    .inputs = tc_fp8,
-    .outputs = f16,
-    .terms_per_step = 32,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RNE,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim nv_ptx.mma RTX Blackwell; mma-sim RTX Blackwell mma"};
+inline constexpr TensorCorePresetRow kBlackwell25Fp8ToF16{.inputs = tc_fp8,
+                                                          .outputs = f16,
+                                                          .terms_per_step = 32,
+                                                          .extra_bits = 2,
+                                                          .result_bits = -1,
+                                                          .rounding = RNE,
+                                                          .alignment_floor = -126,
+                                                          .citation = kBlackwell25Citation};
 
 // Block scales (mma.block_scale kind::mxf8f6f4 on sm_120,
 // tcgen05.mma.block_scale on B200): the scales' exponents join each
@@ -142,7 +91,7 @@ inline constexpr TensorCorePresetRow kRtxBlackwellFp8ToF16{
 // accumulator, truncated to binary32 (MMA-Sim nv_fused_dot_add_with_block_scale).
 // Blocks (PTX ISA, tcgen05.mma.block_scale, .scale_vec): mxf8f6f4 one
 // scale per 32 (1X); mxf4nvf4 per 32 (2X) or 16 (4X).
-inline constexpr TensorCorePresetRow kBlackwellFp8ToF32Tcgen05Mx{
+inline constexpr TensorCorePresetRow kBlackwell25Fp8ToF32Mx{
     .inputs = tc_fp8,
     .outputs = f32,
     .terms_per_step = 32,
@@ -150,11 +99,11 @@ inline constexpr TensorCorePresetRow kBlackwellFp8ToF32Tcgen05Mx{
     .result_bits = -1,
     .rounding = RTZ,
     .alignment_floor = -126,
-    .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf8f6f4; mma-sim block_scale",
+    .citation = "MMA-Sim mma_block_scale (sm_120) / tcgen05mma_block_scale mxf8f6f4; mma-sim block_scale",
     .scales = tc_scale_ue8m0,
     .scale_blocks = 32};
 
-inline constexpr TensorCorePresetRow kBlackwellFp4ToF32Tcgen05BlockScaled{
+inline constexpr TensorCorePresetRow kBlackwell25Fp4ToF32BlockScaled{
     .inputs = tc_fp4,
     .outputs = f32,
     .terms_per_step = 64,
@@ -162,32 +111,7 @@ inline constexpr TensorCorePresetRow kBlackwellFp4ToF32Tcgen05BlockScaled{
     .result_bits = -1,
     .rounding = RTZ,
     .alignment_floor = -126,
-    .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf4nvf4; mma-sim block_scale",
-    .scales = tc_scale_ue8m0 | tc_scale_ue4m3,
-    .product_group = 16,
-    .scale_blocks = 16 | 32};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellFp8ToF32Mx{
-    .inputs = tc_fp8,
-    .outputs = f32,
-    .terms_per_step = 32,
-    .extra_bits = 2,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf8f6f4; mma-sim block_scale",
-    .scales = tc_scale_ue8m0,
-    .scale_blocks = 32};
-
-inline constexpr TensorCorePresetRow kRtxBlackwellFp4ToF32BlockScaled{
-    .inputs = tc_fp4,
-    .outputs = f32,
-    .terms_per_step = 64,
-    .extra_bits = 12,
-    .result_bits = -1,
-    .rounding = RTZ,
-    .alignment_floor = -126,
-    .citation = "MMA-Sim mma_block_scale / tcgen05mma_block_scale mxf4nvf4; mma-sim block_scale",
+    .citation = "MMA-Sim mma_block_scale (sm_120) / tcgen05mma_block_scale mxf4nvf4; mma-sim block_scale",
     .scales = tc_scale_ue8m0 | tc_scale_ue4m3,
     .product_group = 16,
     .scale_blocks = 16 | 32};
@@ -205,15 +129,6 @@ inline constexpr TensorCorePresetRow kCdna123Fp32ToF32Mfma{.inputs = tc_fp32,
                                                            .alignment_floor = none,
                                                            .citation = "MMA-Sim amd.mfma f32 (fma chain)",
                                                            .datapath = Datapath::fma_chain};
-
-inline constexpr TensorCorePresetRow kCdna23Fp64ToF64Mfma{.inputs = tc_fp64,
-                                                          .outputs = tc_out_fp64,
-                                                          .terms_per_step = 1,
-                                                          .result_bits = -1,
-                                                          .rounding = RNE,
-                                                          .alignment_floor = none,
-                                                          .citation = "MMA-Sim amd.mfma f64 (fma chain)",
-                                                          .datapath = Datapath::fma_chain};
 
 inline constexpr TensorCorePresetRow kCdna1Fp16ToF32Mfma{
     .inputs = tc_fp16,

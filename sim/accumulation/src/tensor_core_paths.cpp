@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_instruction.hpp"
 #include "rpsim/formats/rounding.hpp"
 #include "tensor_core_chain.hpp"
 
@@ -170,49 +171,15 @@ double block_scaled(const TensorCoreModel& m, std::span<const double> a, std::sp
     throw std::invalid_argument(
         fmt::format("tensor core model '{}': {} products need {} scales each, got {} and {}", m.name,
                     a.size(), a.size() / blk, sa.size(), sb.size()));
-  for (std::size_t j = 0; j < sa.size(); ++j)
-    if (std::isnan(sa[j]) || std::isnan(sb[j])) return std::numeric_limits<double>::quiet_NaN();
-  const tc_detail::Finisher fin(m);
-  const int semin = m.scale->emin;
   // One instruction's terms (at most 64 products): the stack, not the heap,
   // since a GEMM calls this once per instruction and element.
-  constexpr std::size_t kMax = 1024;
+  constexpr std::size_t kMax = tc_detail::kMaxStepTerms;
   if (a.size() > kMax)
     throw std::invalid_argument(fmt::format(
         "tensor core model '{}': {} products in one block-scaled step, at most {}", m.name, a.size(), kMax));
-  double av[kMax], bv[kMax];
-  int ae[kMax], be[kMax];
-  int terms = 0;
-  auto push = [&](double x, int ex, double y, int ey) {
-    av[terms] = x;
-    ae[terms] = ex;
-    bv[terms] = y;
-    be[terms] = ey;
-    ++terms;
-  };
-  if (m.product_group > 0) {
-    if (std::isnan(c)) return c;
-    const auto g = static_cast<std::size_t>(m.product_group);
-    for (std::size_t k = 0; k < a.size(); k += g) {
-      double s = 0;  // exact: e2m1 products on a 2^-2 grid, |s| <= 16 * 36
-      for (std::size_t i = k; i < std::min(k + g, a.size()); ++i) s += a[i] * b[i];
-      // The term's value is exact (at most 12 + 4 + 4 significant bits); it
-      // aligns at the scales' exponents only, whatever the size of s.
-      const double xa = std::fabs(sa[k / blk]), xb = std::fabs(sb[k / blk]);
-      push(s * xa * xb,
-           split(xa, semin, m.zero_exponent).exponent + split(xb, semin, m.zero_exponent).exponent, 1.0, 0);
-    }
-  } else {
-    for (std::size_t k = 0; k < a.size(); ++k) {
-      const auto oa = tc_detail::decode_operand(a[k], fin.in_emin, fin.in_min_normal, m.subnormal_inputs,
-                                                fin.zero_exponent);
-      const auto ob = tc_detail::decode_operand(b[k], fin.in_emin_b, fin.in_min_normal_b, m.subnormal_inputs,
-                                                fin.zero_exponent);
-      const double xa = sa[k / blk], xb = sb[k / blk];
-      push(oa.value * xa, oa.exponent + floor_log2(xa), ob.value * xb, ob.exponent + floor_log2(xb));
-    }
-  }
-  return tc_detail::run_step<true>(fin, terms, av, ae, bv, be, c);
+  const tc_detail::Finisher fin(m);
+  return tc_detail::block_scaled_instruction<kMax>(fin, a.data(), 1, b.data(), 1, static_cast<int>(a.size()),
+                                                   c, sa.data(), 1, sb.data(), 1);
 }
 
 // Longer K (a GEMM's): a chain of instructions of instruction_terms()

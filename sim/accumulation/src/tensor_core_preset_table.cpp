@@ -50,34 +50,50 @@ struct GpuInstruction {
 // The datapath lists GPUs share.
 constexpr const TensorCorePresetRow* kVoltaMmaSync[] = {&kVoltaFp16ToF32, &kVoltaFp16ToF16};
 constexpr const TensorCorePresetRow* kTuringMmaSync[] = {&kTuringFp16ToF32, &kTuringFp16ToF16};
-constexpr const TensorCorePresetRow* kAmpereMmaSync[] = {
-    &kAmpereFp16Bf16ToF32, &kAmpereFp16Bf16ToF16, &kAmpereTf32ToF32, &kAmpereTf32ToF16, &kNvidiaFp64ToF64};
-constexpr const TensorCorePresetRow* kAdaMmaSync[] = {&kAdaFp16Bf16ToF32, &kAdaFp16Bf16ToF16, &kAdaTf32ToF32,
-                                                      &kAdaTf32ToF16,     &kAdaFp8ToF32,      &kAdaFp8ToF16,
-                                                      &kNvidiaFp64ToF64};
-constexpr const TensorCorePresetRow* kHopperMmaSync[] = {
-    &kHopperFp16Bf16ToF32, &kHopperFp16Bf16ToF16, &kHopperTf32ToF32, &kHopperTf32ToF16,
-    &kHopperFp8ToF32,      &kHopperFp8ToF16,      &kNvidiaFp64ToF64};
-constexpr const TensorCorePresetRow* kHopperWgmma[] = {&kHopperFp16Bf16ToF32, &kHopperFp16Bf16ToF16,
-                                                       &kHopperTf32ToF32,     &kHopperTf32ToF16,
-                                                       &kHopperFp8ToF32Wgmma, &kHopperFp8ToF16Wgmma};
-constexpr const TensorCorePresetRow* kBlackwellMmaSync[] = {
-    &kBlackwellFp16Bf16ToF32, &kBlackwellFp16Bf16ToF16, &kBlackwellTf32ToF32, &kBlackwellTf32ToF16,
-    &kBlackwellFp8ToF32,      &kBlackwellFp8ToF16,      &kNvidiaFp64ToF64};
+constexpr const TensorCorePresetRow* kAmpereMmaSync[] = {&kAmpereAdaFp16Bf16ToF32, &kAmpereAdaFp16Bf16ToF16,
+                                                         &kAmpereAdaTf32ToF32, &kAmpereAdaTf32ToF16,
+                                                         &kFp64FmaChain};
+constexpr const TensorCorePresetRow* kAdaMmaSync[] = {&kAmpereAdaFp16Bf16ToF32,
+                                                      &kAmpereAdaFp16Bf16ToF16,
+                                                      &kAmpereAdaTf32ToF32,
+                                                      &kAmpereAdaTf32ToF16,
+                                                      &kAdaFp8ToF32,
+                                                      &kAdaFp8ToF16,
+                                                      &kFp64FmaChain};
+constexpr const TensorCorePresetRow* kHopperMmaSync[] = {&kHopperBlackwellFp16Bf16ToF32,
+                                                         &kHopperFp16Bf16ToF16,
+                                                         &kHopperBlackwellTf32ToF32,
+                                                         &kHopperTf32ToF16,
+                                                         &kHopperBlackwellFp8ToF32,
+                                                         &kHopperFp8ToF16,
+                                                         &kFp64FmaChain};
+constexpr const TensorCorePresetRow* kHopperWgmma[] = {&kHopperBlackwellFp16Bf16ToF32, &kHopperFp16Bf16ToF16,
+                                                       &kHopperBlackwellTf32ToF32,     &kHopperTf32ToF16,
+                                                       &kHopperFp8ToF32Wgmma,          &kHopperFp8ToF16Wgmma};
+constexpr const TensorCorePresetRow* kBlackwellMmaSync[] = {&kHopperBlackwellFp16Bf16ToF32,
+                                                            &kBlackwellFp16Bf16ToF16,
+                                                            &kHopperBlackwellTf32ToF32,
+                                                            &kBlackwellTf32ToF16,
+                                                            &kHopperBlackwellFp8ToF32,
+                                                            &kBlackwellFp8ToF16,
+                                                            &kFp64FmaChain};
+// tcgen05.mma on B200 and RTX Blackwell's mma.sync: one datapath list
+// (tensor_core_datapaths_mmasim.hpp, kBlackwell25*); sm_120's mma.sync also
+// has FP64.
 constexpr const TensorCorePresetRow* kBlackwellTcgen05[] = {
-    &kBlackwellFp16Bf16ToF32Tcgen05,      &kBlackwellFp16Bf16ToF16Tcgen05, &kBlackwellTf32ToF32Tcgen05,
-    &kBlackwellFp8ToF32Tcgen05,           &kBlackwellFp8ToF16Tcgen05,      &kBlackwellFp8ToF32Tcgen05Mx,
-    &kBlackwellFp4ToF32Tcgen05BlockScaled};
+    &kBlackwell25Fp16Bf16ToF32,      &kBlackwell25Fp16Bf16ToF16, &kBlackwell25Tf32ToF32,
+    &kBlackwell25Fp8ToF32,           &kBlackwell25Fp8ToF16,      &kBlackwell25Fp8ToF32Mx,
+    &kBlackwell25Fp4ToF32BlockScaled};
 constexpr const TensorCorePresetRow* kRtxBlackwellMmaSync[] = {
-    &kNvidiaFp64ToF64,        &kRtxBlackwellFp16Bf16ToF32,      &kRtxBlackwellFp16Bf16ToF16,
-    &kRtxBlackwellTf32ToF32,  &kRtxBlackwellFp8ToF32,           &kRtxBlackwellFp8ToF16,
-    &kRtxBlackwellFp8ToF32Mx, &kRtxBlackwellFp4ToF32BlockScaled};
+    &kFp64FmaChain,          &kBlackwell25Fp16Bf16ToF32,      &kBlackwell25Fp16Bf16ToF16,
+    &kBlackwell25Tf32ToF32,  &kBlackwell25Fp8ToF32,           &kBlackwell25Fp8ToF16,
+    &kBlackwell25Fp8ToF32Mx, &kBlackwell25Fp4ToF32BlockScaled};
 constexpr const TensorCorePresetRow* kCdna1Mfma[] = {&kCdna123Fp32ToF32Mfma, &kCdna1Fp16ToF32Mfma,
                                                      &kCdna1Bf16ToF32Mfma};
-constexpr const TensorCorePresetRow* kCdna2Mfma[] = {&kCdna123Fp32ToF32Mfma, &kCdna23Fp64ToF64Mfma,
+constexpr const TensorCorePresetRow* kCdna2Mfma[] = {&kCdna123Fp32ToF32Mfma, &kFp64FmaChain,
                                                      &kCdna2Fp16ToF32Mfma, &kCdna2Bf16ToF32Mfma};
 constexpr const TensorCorePresetRow* kCdna2Mfma1k[] = {&kCdna2Bf16ToF32Mfma1k};
-constexpr const TensorCorePresetRow* kCdna3Mfma[] = {&kCdna123Fp32ToF32Mfma, &kCdna23Fp64ToF64Mfma,
+constexpr const TensorCorePresetRow* kCdna3Mfma[] = {&kCdna123Fp32ToF32Mfma, &kFp64FmaChain,
                                                      &kCdna3Fp16Bf16ToF32Mfma, &kCdna3Tf32ToF32Mfma,
                                                      &kCdna3Fp8FnuzToF32Mfma};
 

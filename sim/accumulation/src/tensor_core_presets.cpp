@@ -59,18 +59,13 @@ std::uint8_t scale_bit(const Format& f) {
   return 0;
 }
 
-// Instruction names, in TensorCoreInstruction bit order.
-constexpr std::pair<std::uint8_t, std::string_view> kInstructions[] = {{tc_mma_sync, "mma.sync"},
-                                                                       {tc_wgmma, "wgmma"},
-                                                                       {tc_tcgen05, "tcgen05.mma"},
-                                                                       {tc_mfma, "mfma"},
-                                                                       {tc_mfma_1k, "mfma.1k"}};
-
+// 0 for a name that is no instruction (the caller's error lists the names).
 std::uint8_t instruction_bit(std::string_view instr) {
-  if (instr.empty()) return tc_mma_sync;
-  for (const auto& [bit, name] : kInstructions)
-    if (instr == name) return bit;
-  return 0;
+  try {
+    return parse_tensor_core_instruction(instr);
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
 }
 
 // The union of a field over the rows of one preset.
@@ -96,8 +91,8 @@ std::string input_names(std::uint8_t bits) {
 
 std::string instruction_names(std::uint8_t bits) {
   std::vector<std::string_view> names;
-  for (const auto& [bit, name] : kInstructions)
-    if (bits & bit) names.emplace_back(name);
+  for (const auto& row : tensor_core_instructions())
+    if (bits & row.instruction) names.emplace_back(row.name);
   return fmt::format("{}", fmt::join(names, " "));
 }
 
@@ -110,14 +105,14 @@ std::string gpus_with(std::uint8_t instruction) {
   return fmt::format("{}", fmt::join(out, " "));
 }
 
-TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std::string_view instr,
-                         const Format& in, const Format& out, const Format& input_b, const Format* scale,
-                         int scale_block) {
+TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std::uint8_t ib,
+                         std::string_view instr, const Format& in, const Format& out, const Format& input_b,
+                         const Format* scale, int scale_block) {
   TensorCoreModel m;
   m.name = instr.empty() ? fmt::format("{} {}->{}", gpu, in.name, out.name)
                          : fmt::format("{} {} {}->{}", gpu, instr, in.name, out.name);
   m.preset = std::string(gpu);
-  m.instruction = instr.empty() ? "mma.sync" : std::string(instr);
+  m.instruction = TensorCoreInstruction(ib);
   m.input = in;
   m.output = out;
   m.terms_per_step = r.terms_per_step;
@@ -143,9 +138,9 @@ TensorCoreModel from_row(const TensorCorePresetRow& r, std::string_view gpu, std
 }
 
 // from_row, after checking the block size a block-scaled row takes.
-TensorCoreModel scaled_row(const TensorCorePresetRow& r, std::string_view gpu, std::string_view instr,
-                           const Format& in, const Format& out, const Format& input_b, const Format* scale,
-                           int scale_block) {
+TensorCoreModel scaled_row(const TensorCorePresetRow& r, std::string_view gpu, std::uint8_t ib,
+                           std::string_view instr, const Format& in, const Format& out, const Format& input_b,
+                           const Format* scale, int scale_block) {
   if (scale && (scale_block != 16 && scale_block != 32 ? true : (r.scale_blocks & scale_block) == 0)) {
     std::vector<int> blocks;
     for (const int b : {16, 32})
@@ -156,7 +151,7 @@ TensorCoreModel scaled_row(const TensorCorePresetRow& r, std::string_view gpu, s
                     gpu, instr.empty() ? "mma.sync" : instr, in.name, scale_name(*scale), scale_block,
                     fmt::join(blocks, " or ")));
   }
-  return from_row(r, gpu, instr, in, out, input_b, scale, scale_block);
+  return from_row(r, gpu, ib, instr, in, out, input_b, scale, scale_block);
 }
 
 }  // namespace
@@ -219,11 +214,55 @@ TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, 
   for (const auto& r : tensor_core_preset_rows())
     if (listed(r.gpus, gpu) && (r.instructions & ib) && (r.inputs & in_bit) && (r.inputs & in_b_bit) &&
         (r.outputs & out_bit) && (scale ? (r.scales & sc_bit) != 0 : r.scales == 0))
-      return scaled_row(r, gpu, instr, in, out, in_b, scale, scale_block);
+      return scaled_row(r, gpu, ib, instr, in, out, in_b, scale, scale_block);
   throw std::invalid_argument(
       fmt::format("tensor core preset '{}' has no {} {}{} -> {}{} datapath", gpu, instruction_names(ib),
                   in.name, in_b == in ? "" : " x " + in_b.name, out.name,
                   scale ? fmt::format(" with {} block scales", scale_name(*scale)) : ""));
+}
+
+TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, const Format& out,
+                                   TensorCoreInstruction instruction) {
+  return tensor_core_preset(gpu_name, in, out, instruction, in, nullptr, 0);
+}
+
+TensorCoreModel tensor_core_preset(std::string_view gpu_name, const Format& in, const Format& out,
+                                   TensorCoreInstruction instruction, const Format& in_b, const Format* scale,
+                                   int scale_block) {
+  // mma.sync as "": the display name of the default instruction's model omits it.
+  return tensor_core_preset(gpu_name, in, out,
+                            instruction == tc_mma_sync ? "" : tensor_core_instruction_name(instruction), in_b,
+                            scale, scale_block);
+}
+
+// The instruction table: one row each, in bit order.
+namespace {
+constexpr TensorCoreInstructionRow kInstructionRows[] = {
+    {tc_mma_sync, "mma.sync", "mma.sync / WMMA (every NVIDIA GPU; the default)"},
+    {tc_wgmma, "wgmma", "Hopper's warpgroup MMA (sm_90a)"},
+    {tc_tcgen05, "tcgen05.mma", "Blackwell's tensor-memory MMA, block-scaled forms included (sm_100)"},
+    {tc_mfma, "mfma", "AMD CDNA v_mfma"},
+    {tc_mfma_1k, "mfma.1k", "AMD CDNA2's bf16 _1k v_mfma"},
+};
+}  // namespace
+
+std::span<const TensorCoreInstructionRow> tensor_core_instructions() {
+  return kInstructionRows;
+}
+
+TensorCoreInstruction parse_tensor_core_instruction(std::string_view name) {
+  const std::string n = lower(name);
+  if (n.empty()) return tc_mma_sync;
+  for (const auto& row : kInstructionRows)
+    if (n == row.name) return row.instruction;
+  throw std::invalid_argument(
+      fmt::format("tensor core instruction '{}' is not {}", name, instruction_names(0xff)));
+}
+
+std::string_view tensor_core_instruction_name(TensorCoreInstruction instruction) {
+  for (const auto& row : kInstructionRows)
+    if (row.instruction == instruction) return row.name;
+  return "?";
 }
 
 std::string preset_for_gpu_folder(std::string_view folder) {

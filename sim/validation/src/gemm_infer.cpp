@@ -21,7 +21,8 @@ namespace {
 using namespace infer_detail;
 
 struct Instruction {
-  std::string gpu, kind;
+  std::string gpu;
+  TensorCoreInstruction kind;
   TensorCoreModel model;
 };
 
@@ -33,7 +34,7 @@ std::vector<Instruction> instructions(const Format& in, const Format& out) {
   std::vector<Format> accumulators{formats::binary32()};
   if (out == formats::binary16()) accumulators.push_back(formats::binary16());
   for (const auto& gpu : tensor_core_preset_names())
-    for (const char* kind : {"", "wgmma"})
+    for (const TensorCoreInstruction kind : {tc_mma_sync, tc_wgmma})
       for (const auto& acc : accumulators) {
         TensorCoreModel m;
         try {

@@ -203,28 +203,28 @@ MmaSimTarget mma_sim_target(const MmaSimFile& file) {
       {"Hopper", "h100"}, {"Blackwell", "b200"}, {"RTX Blackwell", "rtx5090"}, {"CDNA1", "mi100"},
       {"CDNA2", "mi250"}, {"CDNA3", "mi300"},
   };
-  static const std::map<std::string, std::string> instructions = {
-      {"mma", "mma.sync"},
-      {"wgmma", "wgmma"},
-      {"tcgen05mma", "tcgen05.mma"},
-      {"mma_block_scale", "mma.sync"},
-      {"tcgen05mma_block_scale", "tcgen05.mma"},
-      {"mfma", "mfma"},
+  static const std::map<std::string, TensorCoreInstruction> instructions = {
+      {"mma", tc_mma_sync},
+      {"wgmma", tc_wgmma},
+      {"tcgen05mma", tc_tcgen05},
+      {"mma_block_scale", tc_mma_sync},
+      {"tcgen05mma_block_scale", tc_tcgen05},
+      {"mfma", tc_mfma},
   };
   MmaSimTarget t;
   if (const auto it = presets.find(file.arch); it != presets.end()) t.preset = it->second;
   if (const auto it = instructions.find(file.family); it != instructions.end()) t.instruction = it->second;
   // CDNA1/2's bf16 "_1k" instructions are their own datapath (4-product
   // groups instead of 2: MMA-Sim's amd.mfma).
-  if (t.instruction == "mfma" && file.qualifier.size() > 3 &&
+  if (t.instruction == tc_mfma && file.qualifier.size() > 3 &&
       file.qualifier.compare(file.qualifier.size() - 3, 3, "_1k") == 0)
-    t.instruction = "mfma.1k";
+    t.instruction = tc_mfma_1k;
   return t;
 }
 
 std::optional<TensorCoreModel> mma_sim_model(const MmaSimFile& file, std::string& why) {
   const MmaSimTarget t = mma_sim_target(file);
-  if (t.preset.empty() || t.instruction.empty()) {
+  if (t.preset.empty() || !t.instruction) {
     why = fmt::format("no preset for architecture '{}' family '{}'", file.arch, file.family);
     return std::nullopt;
   }
@@ -234,7 +234,7 @@ std::optional<TensorCoreModel> mma_sim_model(const MmaSimFile& file, std::string
     return std::nullopt;
   }
   try {
-    return tensor_core_preset(t.preset, file.a.format, file.d.format, t.instruction, file.b.format,
+    return tensor_core_preset(t.preset, file.a.format, file.d.format, *t.instruction, file.b.format,
                               file.scale ? &file.scale->format : nullptr, static_cast<int>(file.block_size));
   } catch (const std::invalid_argument& e) {
     why = e.what();

@@ -313,7 +313,8 @@ std::vector<GoldenSet> load_golden_gpu(const fs::path& gpu_dir) {
 }
 
 bool golden_uses_wgmma(const GoldenSet& set) {
-  return set.instruction == "wgmma";
+  // conventions.json's instruction, "" (not given) being mma.sync as the table reads it.
+  return parse_tensor_core_instruction(set.instruction) == tc_wgmma;
 }
 
 double golden_c(const GoldenSet& set, const GoldenCase& gc) {

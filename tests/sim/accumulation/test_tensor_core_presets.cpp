@@ -59,7 +59,8 @@ TEST_CASE("tensor core presets: every row builds its model and no two rows cover
             const TensorCoreModel m = tensor_core_preset(gpu, *in, *out, instr);
             ++models;
             CHECK(m.preset == gpu);
-            CHECK(m.instruction == instr);
+            CHECK(m.instruction == ib);
+            CHECK(tensor_core_instruction_name(m.instruction) == instr);
             CHECK(m.terms_per_step == row.terms_per_step);
             CHECK(m.fraction_bits == 23 + row.extra_bits);
             CHECK(m.result_fraction_bits == row.result_bits);
@@ -137,14 +138,53 @@ TEST_CASE("tensor core presets: spec() reads the preset and instruction fields, 
   auto model = AccumulationModel::parse("tc:h200:e5m2:fp32:wgmma:terms_per_step=16");
   auto tc = *model.bare_instruction();
   CHECK(tc.preset == "h200");
-  CHECK(tc.instruction == "wgmma");
+  CHECK(tc.instruction == tc_wgmma);
   tc.name = "renamed for display";
   CHECK(AccumulationModel(tc).spec() == "tc:h200:e5m2:binary32:wgmma:terms_per_step=16");
   // The same fields under mma.sync: the spec names no wgmma and lists what
   // differs from the mma.sync preset, and reads back to the same fields.
-  tc.instruction = "mma.sync";
+  tc.instruction = tc_mma_sync;
   const std::string spec = AccumulationModel(tc).spec();
   CHECK_THAT(spec, Catch::StartsWith("tc:h200:e5m2:binary32:") && !Catch::Contains("wgmma"));
   CHECK_THAT(spec, Catch::Contains("fraction_bits=13"));
   CHECK(AccumulationModel::parse(spec).spec() == spec);
+}
+
+TEST_CASE("tensor core presets: the instruction is a row of one table, where '' and mma.sync are one",
+          "[tc][preset]") {
+  CHECK(parse_tensor_core_instruction("") == tc_mma_sync);
+  CHECK(parse_tensor_core_instruction("mma.sync") == tc_mma_sync);
+  CHECK(parse_tensor_core_instruction("WGMMA") == tc_wgmma);
+  for (const auto& row : tensor_core_instructions()) {
+    CHECK(parse_tensor_core_instruction(row.name) == row.instruction);
+    CHECK(tensor_core_instruction_name(row.instruction) == row.name);
+  }
+  CHECK_THROWS_WITH(parse_tensor_core_instruction("mma"),
+                    Catch::Contains("'mma'") && Catch::Contains("mma.sync wgmma tcgen05.mma mfma mfma.1k"));
+  // The model says which row it came from, however the caller spelled mma.sync.
+  const Format& fp16 = formats::binary16();
+  const Format& fp32 = formats::binary32();
+  CHECK(tensor_core_preset("h100", fp16, fp32).instruction == tc_mma_sync);
+  CHECK(tensor_core_preset("h100", fp16, fp32, "mma.sync").instruction == tc_mma_sync);
+  CHECK(tensor_core_preset("h100", fp16, fp32, tc_wgmma).instruction == tc_wgmma);
+}
+
+TEST_CASE("tensor core presets: datapaths with the same numbers are one constant (one citation)",
+          "[tc][preset]") {
+  // Twin datapaths written out twice drift apart; the table's rule is that
+  // GPUs sharing a datapath name one constant, so equal fields mean equal
+  // citations (RTX Blackwell's mma.sync and B200's tcgen05.mma were twins).
+  auto fields = [](const TensorCorePresetRow& r) {
+    return std::tuple(r.inputs, r.outputs, r.terms_per_step, r.extra_bits, r.result_bits, r.rounding,
+                      r.alignment_floor, r.c_join, r.terms_per_instruction, r.step_interleave, r.datapath,
+                      r.zero_exponent, r.two_stage, r.subnormals, r.scales, r.product_group, r.scale_blocks);
+  };
+  const auto rows = tensor_core_preset_rows();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = i + 1; j < rows.size(); ++j)
+      if (fields(rows[i]) == fields(rows[j])) {
+        INFO(rows[i].gpus << " and " << rows[j].gpus << ": " << rows[i].citation << " / "
+                          << rows[j].citation);
+        CHECK(rows[i].citation == rows[j].citation);
+      }
 }

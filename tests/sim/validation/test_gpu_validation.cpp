@@ -117,7 +117,7 @@ TEST_CASE("gpu-validate's golden folders read back with their preset, instructio
       CHECK(set.c_loaded);
       const TensorCoreModel m = golden_model(set);
       CHECK(m.preset == "h100");
-      CHECK(m.instruction == set.instruction);
+      CHECK(m.instruction == parse_tensor_core_instruction(set.instruction));
       const GoldenCheck c = check_golden(set, m);
       CHECK(c.total > 50);
       CHECK(c.passed == c.total);

@@ -80,7 +80,8 @@ TEST_CASE("mma-sim: the header names the preset and instruction", "[tc][mma-sim]
     f.family = family;
     f.qualifier = q;
     const auto t = mma_sim_target(f);
-    return t.preset + " " + t.instruction;
+    return t.preset + " " +
+           (t.instruction ? std::string(tensor_core_instruction_name(*t.instruction)) : "none");
   };
   CHECK(target("Hopper", "wgmma", "m64n8k32.f32.e4m3.e5m2") == "h100 wgmma");
   CHECK(target("RTX Blackwell", "mma_block_scale", "m16n8k64.block16.f32.e2m1.e2m1.f32.ue4m3") ==

@@ -8,6 +8,7 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   conv1d conv2d; Linear Conv1d Conv2d     model, the same bits as rpsim.gemm
   GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
   emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
+  backends()                              {"cpu": ..., "cuda": {"built": ..., "available": ...}}
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
   UnsupportedError                        (a ValueError) what emulate cannot carry: a transposed
                                           convolution, einsum, a custom autograd Function, a GPU model,
@@ -45,9 +46,10 @@ from ._unsupported import UnsupportedError  # noqa: E402
 from ._run_files import OutputDirError  # noqa: E402
 from ._trainer import Trainer  # noqa: E402
 from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa: E402
+from ._backends import backends  # noqa: E402
 
 __all__ = ["capture_gemms", "Telemetry", "TelemetryError",
            "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "policy",
            "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError",
-           "OutputDirError"]
+           "OutputDirError", "backends"]

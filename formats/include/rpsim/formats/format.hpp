@@ -8,30 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "rpsim/formats/format_desc.hpp"
+
 namespace rpsim {
-
-// What the largest exponent field means.
-enum class NonFinite : std::uint8_t {
-  ieee,        // top exponent field holds infinities and NaNs
-  nan_only,    // no infinities; NaN has its own encoding (see NanEncoding)
-  finite_only  // every encoding is a finite number (OCP MX FP6/FP4)
-};
-
-enum class NanEncoding : std::uint8_t {
-  ieee,           // exponent all ones, fraction non-zero; top fraction bit = quiet
-  all_ones,       // exponent and fraction all ones, either sign (OCP E4M3FN, E8M0)
-  negative_zero,  // the pattern of -0 is the only NaN (the "fnuz" formats)
-  none
-};
-
-// What a result beyond the largest finite value becomes when the rounding
-// direction points away from zero.
-enum class Overflow : std::uint8_t { infinity, nan, saturate };
-
-// How an encoding reads: sign, exponent field and fraction (every IEEE-like
-// row), or a two's-complement integer times 2^-frac_bits (a signed Q format,
-// as in Gupta et al. 2015 and DSP hardware).
-enum class FormatKind : std::uint8_t { floating, fixed_point };
 
 // A fixed-point row is the same descriptor with an exponent range of width
 // zero: word length w = man_bits + 1 (the sign and the w - 1 bits below it),
@@ -41,40 +20,25 @@ enum class FormatKind : std::uint8_t { floating, fixed_point };
 // 2^(emin - man_bits) is 2^-f everywhere and min_positive() is 2^-f. Fixed
 // point saturates (no infinity, no NaN), has one zero, no subnormals in the
 // IEEE sense, and raises underflow when a non-zero value rounds to 0.
-struct Format {
+// Format is the row's numbers (FormatDesc, format_desc.hpp: the fields, and
+// the helpers the scalar core shares with the CUDA backend) and its name.
+struct Format : FormatDesc {
   std::string name;
-  FormatKind kind = FormatKind::floating;
-  int frac_bits = 0;  // fixed point only: the fraction length f
-  int exp_bits = 0;
-  int man_bits = 0;  // stored fraction bits, without the implicit bit
-  int bias = 0;
-  bool has_sign = true;
-  bool has_zero = true;    // false for E8M0: exponent field 0 is 2^-127
-  bool subnormals = true;  // false: tiny values round to 0 or the smallest normal
-  NonFinite nonfinite = NonFinite::ieee;
-  NanEncoding nan = NanEncoding::ieee;
-  Overflow overflow = Overflow::infinity;
 
-  // Derived by finalize(); never set by hand.
-  int bits = 0;                       // storage width of one encoding
-  int emin = 0;                       // exponent of the smallest normal
-  int emax = 0;                       // exponent of the largest finite
-  std::uint64_t max_significand = 0;  // of the largest finite, implicit bit included
+  int precision() const { return hd::precision(*this); }
+  bool has_inf() const { return hd::has_inf(*this); }
+  bool has_nan() const { return hd::has_nan(*this); }
+  bool is_fixed_point() const { return hd::is_fixed_point(*this); }
+  std::uint64_t bit_mask() const { return hd::bit_mask(*this); }
+  std::uint64_t sign_bit() const { return hd::sign_bit(*this); }
+  std::uint64_t man_mask() const { return hd::man_mask(*this); }
+  std::uint64_t exp_field_max() const { return hd::exp_field_max(*this); }
 
-  int precision() const { return man_bits + 1; }
-  bool has_inf() const { return nonfinite == NonFinite::ieee; }
-  bool has_nan() const { return nan != NanEncoding::none; }
-  bool is_fixed_point() const { return kind == FormatKind::fixed_point; }
-  std::uint64_t bit_mask() const { return bits >= 64 ? ~0ull : (1ull << bits) - 1; }
-  std::uint64_t sign_bit() const { return has_sign ? 1ull << (bits - 1) : 0; }
-  std::uint64_t man_mask() const { return (1ull << man_bits) - 1; }
-  std::uint64_t exp_field_max() const { return (1ull << exp_bits) - 1; }
-
-  std::uint64_t inf_bits(bool negative) const;  // requires has_inf()
+  std::uint64_t inf_bits(bool negative) const { return hd::inf_bits(*this, negative); }  // requires has_inf()
   // The finite value of largest magnitude with that sign (fixed point:
   // -2^(w-1) * 2^-f for negative, one step beyond the positive maximum).
-  std::uint64_t max_finite_bits(bool negative) const;
-  std::uint64_t zero_bits(bool negative) const;
+  std::uint64_t max_finite_bits(bool negative) const { return hd::max_finite_bits(*this, negative); }
+  std::uint64_t zero_bits(bool negative) const { return hd::zero_bits(*this, negative); }
   std::uint64_t min_positive_bits() const;  // smallest positive (subnormal if any)
   double max_finite() const;
   double lowest() const;  // the least finite value (-max_finite(); fixed point -2^(w-1-f); unsigned 0)

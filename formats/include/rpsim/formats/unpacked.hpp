@@ -7,23 +7,11 @@
 
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "rpsim/formats/scalar_core.hpp"
 
 namespace rpsim {
 
-enum class Class : std::uint8_t { zero, finite, infinity, quiet_nan, signaling_nan };
-
-struct Unpacked {
-  Class cls = Class::zero;
-  bool sign = false;
-  std::int64_t exponent = 0;  // value = significand * 2^exponent
-  std::uint64_t significand = 0;
-  // NaN payload aligned to the top of 64 bits, quiet bit excluded, so that it
-  // can move between formats of any width (SoftFloat's "common NaN").
-  std::uint64_t payload = 0;
-
-  bool is_nan() const { return cls == Class::quiet_nan || cls == Class::signaling_nan; }
-};
-
+// Class and Unpacked are the scalar core's (scalar_core.hpp).
 Unpacked unpack(const Format& fmt, std::uint64_t bits, bool flush_subnormals = false);
 
 // x = mantissa * 2^exponent with an integer mantissa below 2^53, for a finite

@@ -114,7 +114,7 @@ struct KernelSchedule {
   // instruction kind) with any field overridden; the preset's name parts are
   // kept so that spec() can say which preset and which overrides.
   std::string gpu = "h100";
-  std::string instruction_kind;  // "" (mma.sync) or "wgmma"
+  TensorCoreInstruction instruction_kind = tc_mma_sync;
   TensorCoreModel instruction;
   Format stored;  // the format A and B come in
   RoundingMode input_rounding = RoundingMode::nearest_even;

@@ -89,12 +89,35 @@ enum class Datapath : std::uint8_t {
   fused_round_down,
 };
 
+// The Tensor Core instructions, one row each of tensor_core_instructions():
+// a bit each, so a preset row lists the instructions it covers as a set
+// (tensor_core_presets.hpp). tc_mfma_1k: CDNA2's bf16 "_1k" mfma
+// instructions (their own grouping).
+enum TensorCoreInstruction : std::uint8_t {
+  tc_mma_sync = 1,
+  tc_wgmma = 2,
+  tc_tcgen05 = 4,
+  tc_mfma = 8,
+  tc_mfma_1k = 16
+};
+struct TensorCoreInstructionRow {
+  TensorCoreInstruction instruction;
+  std::string_view name;  // as specs, conventions.json and gpu-validate write it: "mma.sync"
+  std::string_view description;
+};
+std::span<const TensorCoreInstructionRow> tensor_core_instructions();
+// "mma.sync", "wgmma", "tcgen05.mma", "mfma", "mfma.1k" (case-insensitive);
+// "" is mma.sync (mma.sync/WMMA, every GPU's default). Throws
+// std::invalid_argument listing the names.
+TensorCoreInstruction parse_tensor_core_instruction(std::string_view name);
+std::string_view tensor_core_instruction_name(TensorCoreInstruction instruction);
+
 struct TensorCoreModel {
   std::string name;  // for display, e.g. "h100 mma.sync binary16->binary32"; never parsed
   // The preset (tensor_core_presets.hpp) and instruction the fields came from:
-  // "h100" and "mma.sync" or "wgmma"; preset "" for a model built by hand.
+  // "h100" and tc_mma_sync or tc_wgmma; preset "" for a model built by hand.
   std::string preset;
-  std::string instruction = "mma.sync";
+  TensorCoreInstruction instruction = tc_mma_sync;
   Format input;   // fp16, bf16, tf32, e4m3, e5m2
   Format output;  // binary32 or binary16 (the accumulator/C/D format)
   int terms_per_step = 16;
@@ -208,6 +231,11 @@ double tensor_core_dot(const TensorCoreModel& model, std::span<const double> a, 
 std::uint64_t tensor_core_dot_bits(const TensorCoreModel& model, std::span<const double> a,
                                    std::span<const double> b, double c, std::span<const double> scale_a = {},
                                    std::span<const double> scale_b = {});
+// The per-step parameters of a block-FMA model as the shared arithmetic
+// (tensor_core_step.hpp, the CPU's and the CUDA backend's) takes them.
+struct TcStep;
+TcStep tc_step_of(const TensorCoreModel& model);
+
 // The datapaths other than block_fma and the block-scaled dot
 // (tensor_core_paths.cpp); tensor_core_dot calls it for those.
 double tensor_core_dot_other(const TensorCoreModel& model, std::span<const double> a,

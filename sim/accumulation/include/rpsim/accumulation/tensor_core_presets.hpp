@@ -46,14 +46,7 @@ enum TensorCoreInput : std::uint8_t {
   tc_fp4 = 64,
   tc_fp8_fnuz = 128
 };
-// tc_mfma_1k: CDNA2's bf16 "_1k" mfma instructions (their own grouping).
-enum TensorCoreInstruction : std::uint8_t {
-  tc_mma_sync = 1,
-  tc_wgmma = 2,
-  tc_tcgen05 = 4,
-  tc_mfma = 8,
-  tc_mfma_1k = 16
-};
+// The instruction bits (TensorCoreInstruction) are tensor_core.hpp's.
 enum TensorCoreOutput : std::uint8_t { tc_out_fp32 = 1, tc_out_fp16 = 2, tc_out_fp64 = 4 };
 // Block-scale formats a row takes (none: an unscaled datapath).
 enum TensorCoreScale : std::uint8_t { tc_scale_ue8m0 = 1, tc_scale_ue4m3 = 2 };
@@ -127,6 +120,12 @@ TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, co
 TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
                                    std::string_view instruction, const Format& input_b, const Format* scale,
                                    int scale_block);
+// The same with the instruction as its row.
+TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
+                                   TensorCoreInstruction instruction);
+TensorCoreModel tensor_core_preset(std::string_view gpu, const Format& input, const Format& output,
+                                   TensorCoreInstruction instruction, const Format& input_b,
+                                   const Format* scale, int scale_block);
 
 // The preset a golden-data folder name means: V100 -> v100, A100 -> a100,
 // Ada -> ada, H100 -> h100, ... (case-insensitive); "" when unknown.

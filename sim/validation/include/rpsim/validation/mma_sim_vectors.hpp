@@ -55,8 +55,8 @@ MmaSimFile load_mma_sim_file(const std::filesystem::path& path);
 // The rpsim preset and instruction a file's header names, e.g. Hopper + wgmma
 // -> h100, "wgmma"; block-scaled families keep their block size in the model.
 struct MmaSimTarget {
-  std::string preset;       // "" when no preset models this architecture
-  std::string instruction;  // tensor_core_preset's instruction name
+  std::string preset;                                // "" when no preset models this architecture
+  std::optional<TensorCoreInstruction> instruction;  // none when no instruction models the family
 };
 MmaSimTarget mma_sim_target(const MmaSimFile& file);
 // The model for a file; std::nullopt with `why` set when rpsim has no preset
