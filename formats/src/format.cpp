@@ -286,4 +286,28 @@ const Format& e4m3() {
 }
 }  // namespace formats
 
+bool holds(const Format& wide, const Format& narrow) {
+  if (wide == narrow) return true;
+  if (wide.is_fixed_point()) return false;  // (a fixed-point grid holding another: not needed)
+  if (narrow.has_sign && !wide.has_sign) return false;
+  if ((narrow.has_inf() && !wide.has_inf()) || (narrow.has_nan() && !wide.has_nan())) return false;
+  // -0: a signed format has it unless its pattern is the NaN (the fnuz formats); zero itself (E8M0 has none)
+  const auto has_negative_zero = [](const Format& f) {
+    return f.has_sign && f.has_zero && f.nan != NanEncoding::negative_zero;
+  };
+  if (has_negative_zero(narrow) && !has_negative_zero(wide)) return false;
+  if (narrow.has_zero && !wide.has_zero) return false;
+  // Every finite value of narrow is an integer multiple of its smallest
+  // positive value, with at most precision() significant bits, up to its
+  // largest finite; wide holds exactly those below its own largest finite
+  // whose spacing its grid has: the same or finer spacing at the bottom and
+  // at least as many significand bits.
+  const int narrow_bits = narrow.is_fixed_point() ? narrow.bits - 1 : narrow.precision();
+  if (wide.precision() < narrow_bits) return false;
+  if (narrow.max_finite() > wide.max_finite()) return false;
+  const double wide_step = wide.subnormals ? wide.min_positive() : std::ldexp(1.0, wide.emin - wide.man_bits);
+  if (!wide.subnormals && narrow.min_positive() < wide.min_positive()) return false;
+  return narrow.min_positive() >= wide_step && std::fmod(narrow.min_positive(), wide_step) == 0.0;
+}
+
 }  // namespace rpsim

@@ -36,7 +36,8 @@ double KernelFold::result(double* p, double c, double sa, double sb) const {
   // CUDA backend names it unsupported).
   const Format& f = s_->reduction_format;
   if (s_->merge == SplitKMerge::output_partials && slices_ > 1)
-    for (int i = 0; i < slices_; ++i) p[i] = fold_detail::to_format(fold_.output, fold_.output_rounding, p[i]);
+    for (int i = 0; i < slices_; ++i)
+      p[i] = fold_detail::to_format(fold_.output, fold_.output_rounding, p[i]);
   ExactAccumulator e;
   for (int i = 0; i < slices_; ++i) e.add(fold_detail::to_format(f, s_->reduction_rounding, p[i]));
   Rounding r;

@@ -119,6 +119,11 @@ void round_in_place(const Format& fmt, Matrix& m) {
   round_in_place(fmt, m, s.mode, RandomStream{s.base.seed, mix64(s.base.stream) ^ mix64(~s.calls++)});
 }
 
+Matrix rounded_from(const Format& fmt, const Matrix& m, const Format& held) {
+  if (tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held)) return m;
+  return rounded(fmt, m);
+}
+
 Matrix rounded(const Format& fmt, const Matrix& m) {
   // Out of place, not a copy rounded in place: the copy and the array
   // rounding's per-block copy for aliased calls were one pass of memory

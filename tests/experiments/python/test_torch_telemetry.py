@@ -238,3 +238,46 @@ def test_an_infinite_gradient_is_found_and_the_scaled_step_skipped(tmp_path):
     rows = read_rows(tmp_path / "steps.csv")
     assert [(r["overflow_found"], r["skipped"]) for r in rows] == [("0", "0"), ("1", "1")]
     assert float(rows[0]["loss_scale"]) == 2.0 ** 16 and rows[1]["grad_norm"] == "inf"
+
+
+RECIPES = ("mxfp8", "nvfp4", "fp8-blockwise")
+
+
+def test_what_if_recipes_are_each_tensors_recipe_effect(tmp_path):
+    """formats=("binary16", "mxfp8", "nvfp4", "fp8-blockwise"): per tensor, the fractions each block-
+    scaled policy's gradient quantiser would flush, saturate or leave subnormal -- those of
+    rpsim.recipe_effect on the whole gradient (not a sample), and on a gradient made to have them."""
+    model = make_model()
+    tel = rt.Telemetry(model, formats=("binary16",) + RECIPES, sample=64, out=str(tmp_path / "run"))
+    x = torch.randn(16, 12, generator=torch.Generator().manual_seed(3))
+    y = torch.randint(0, 5, (16,), generator=torch.Generator().manual_seed(4))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    # One weight gradient with a known mix: in each 32-block one value 1 and the rest 2^-40, far
+    # below any element format's reach from a scale set by 1 (E4M3's smallest subnormal 2^-9).
+    g = model[2].weight.grad
+    tiny = torch.full_like(g, 2.0 ** -40)
+    tiny.view(-1)[::32] = 1.0
+    g.copy_(tiny)
+    tel.step(loss)
+    tel.close()
+    with open(tmp_path / "run" / "steps.csv") as f:
+        row = next(csv.DictReader(f))
+    for name, p in model.named_parameters():
+        for r in RECIPES:
+            e = rpsim.recipe_effect(p.grad.detach().reshape(-1).float().numpy(), r)
+            got = [float(row[f"{name}_grad_{r}_{c}"]) for c in ("underflow_fraction", "saturated_fraction",
+                                                                 "subnormal_fraction")]
+            assert got == pytest.approx([e["underflow"], e["saturated"], e["subnormal"]], abs=1e-12), (name, r)
+    for r in RECIPES:
+        # 31 of every 32 (and of every 128-wide fp8-blockwise block, 124 of 128 ... all but the ones) flush
+        assert float(row[f"2.weight_grad_{r}_underflow_fraction"]) == pytest.approx(31 / 32), r
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["recipes"] == list(RECIPES) and meta["formats"] == ["binary16"]
+
+
+def test_what_if_unknown_name_is_a_named_error():
+    with pytest.raises(rt.UnknownFormatError, match="'mxfp9'"):
+        rt.Telemetry(make_model(), formats=("binary16", "mxfp9"))
+    with pytest.raises(rt.UnknownFormatError, match="'fp16-amp'"):  # a policy, but not block-scaled
+        rt.Telemetry(make_model(), formats=("fp16-amp",))

@@ -16,6 +16,8 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
                                           nn.MultiheadAttention run as the ops they are made of)
   Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files,
                                           written as the steps end (a Ctrl-C keeps them)
+  UnknownFormatError                      (a ValueError) a Telemetry formats= entry that is neither a
+                                          format nor a block-scaled policy (mxfp8, nvfp4, fp8-blockwise)
   OutputDirError                          (an OSError) an out= folder that cannot hold the files,
                                           raised when Trainer or Telemetry is made
   from_config, RpsimLoss, SGD, AdamW,     a config's run in PyTorch (mlp, cnn, and gpt as a plain torch
@@ -35,6 +37,7 @@ except ImportError as e:  # pragma: no cover - exercised by a test with torch hi
 
 from ._capture import capture_gemms  # noqa: E402
 from ._telemetry import Telemetry, TelemetryError  # noqa: E402
+from ._gradstats import UnknownFormatError  # noqa: E402
 from ._quantize import quantize  # noqa: E402
 from ._ops import GemmConfig, addmm, baddbmm, bmm, linear, matmul, mm  # noqa: E402
 from ._conv import conv1d, conv2d  # noqa: E402
@@ -48,7 +51,7 @@ from ._trainer import Trainer  # noqa: E402
 from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa: E402
 from ._backends import backends  # noqa: E402
 
-__all__ = ["capture_gemms", "Telemetry", "TelemetryError",
+__all__ = ["capture_gemms", "Telemetry", "TelemetryError", "UnknownFormatError",
            "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "policy",
            "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError",

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from .. import format_info
+from .. import format_info, recipe_effect
 
 
 class Thresholds:
@@ -33,6 +33,34 @@ class Thresholds:
         self.tie_overflows = int(big / ulp) % 2 == 1  # odd significand: the tie rounds up, past the max
 
 
+class UnknownFormatError(ValueError):
+    """A formats= entry that is neither an rpsim format nor a block-scaled policy."""
+
+
+def formats_and_recipes(names, who):
+    """formats= split into Thresholds of the formats and the names of the block-scaled policies
+    (those rpsim.recipe_effect takes), in the order given; anything else: UnknownFormatError."""
+    fmts, recipes = [], []
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"{who}: formats entries must be names (str), not {type(n).__name__}")
+        try:
+            fmts.append(Thresholds(n))
+            continue
+        except ValueError as e:
+            as_format = str(e)
+        try:
+            recipe_effect(np.zeros(1, np.float32), n)
+        except ValueError as e:
+            raise UnknownFormatError(
+                f"{who}: formats entry {n!r} is neither a format ({as_format}) nor a block-scaled policy "
+                f"(mxfp8, mxfp6, mxfp4, nvfp4, fp8-blockwise ...: {e})") from None
+        recipes.append(n)
+    if not fmts and not recipes:
+        raise ValueError(f"{who}: formats= names no format and no recipe")
+    return fmts, recipes
+
+
 def sample_flat(t, sample, generator):
     """t flattened (float64), or `sample` entries of it drawn uniformly with replacement."""
     flat = t.detach().reshape(-1)
@@ -45,8 +73,10 @@ def sample_flat(t, sample, generator):
 class TensorStats:
     """Counts of one tensor over one recorded step (summed over the calls that produced it)."""
 
-    def __init__(self, formats):
+    def __init__(self, formats, recipes=()):
         self.entries = self.zeros = self.nonfinite = 0
+        # per recipe: [non-zero finite entries, underflowed, saturated, subnormal] (counts)
+        self.recipe = {r: [0, 0, 0, 0] for r in recipes}
         self.under = {f.name: 0 for f in formats}
         self.sub = {f.name: 0 for f in formats}
         self.over = {f.name: 0 for f in formats}
@@ -84,6 +114,25 @@ class TensorStats:
         for i, c in enumerate(np.bincount(e - lo).tolist()):
             if c:
                 self.hist[lo + i] = self.hist.get(lo + i, 0) + c
+
+    def add_recipes(self, g, recipes, cast_scale):
+        """What each block-scaled recipe's gradient quantiser does to the whole tensor g (times the
+        cast's scale, in float32 as the quantisers read it), counted into self.recipe."""
+        x = g.detach().reshape(-1).float()
+        if cast_scale != 1.0:
+            x = x * cast_scale
+        x = x.cpu().numpy()
+        for r in recipes:
+            e = recipe_effect(x, r)
+            c, nz = self.recipe[r], e["nonzero"]
+            c[0] += nz
+            c[1] += round(e["underflow"] * nz)
+            c[2] += round(e["saturated"] * nz)
+            c[3] += round(e["subnormal"] * nz)
+
+    def recipe_fractions(self, r):
+        nz, under, sat, sub = self.recipe[r]
+        return [under / nz, sat / nz, sub / nz] if nz else [0.0, 0.0, 0.0]
 
     def fraction(self, counts, name):
         nz = self.entries - self.zeros - self.nonfinite

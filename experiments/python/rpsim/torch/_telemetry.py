@@ -10,7 +10,9 @@
     tel.close()                     # or `with Telemetry(...) as tel:`
 
 It writes steps.csv / histograms.csv / meta.json with `rpsim train`'s columns (and per-format
-columns of its own), and with dump_steps=(N,) grads_step<N>.npz, which `rpsim grads` reads.
+columns of its own; for a block-scaled policy among formats=, e.g. ("binary16", "mxfp8", "nvfp4",
+"fp8-blockwise"), what that recipe's gradient quantiser would do to each tensor at this step, as
+`rpsim grads --recipes` reports it and TE's LogFp8TensorStats does for its own recipe), and with dump_steps=(N,) grads_step<N>.npz, which `rpsim grads` reads.
 The out= folder is checked when Telemetry is made; each recorded step's rows are written as the
 step ends, so a loop stopped by Ctrl-C or an error keeps every step it finished (meta.json, replaced
 at most once a second and at exit, says "closed": false until close()). Detached (close()), no
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 
 from ._functional import attach_functional
-from ._gradstats import TensorStats, Thresholds, sample_flat
+from ._gradstats import TensorStats, formats_and_recipes, sample_flat
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, write_atomic
 
 HEAD = ["step", "epoch", "loss_emulated_nats", "loss_fp64_nats", "loss_scale", "skipped", "overflow_found",
@@ -34,6 +36,9 @@ LAYER = ["weight_grad_underflow_fraction", "weight_grad_nonfinite_fraction", "ac
          "activation_grad_nonfinite_fraction", "weight_rel_distance_from_fp64", "weight_grad_zero_vs_fp64_fraction",
          "activation_grad_zero_vs_fp64_fraction", "weight_update_stalled_fraction"]
 PER_FORMAT = ["underflow_fraction", "subnormal_fraction", "overflow_fraction"]
+# Per block-scaled recipe (rpsim grads' recipes.csv columns): elements its quantiser would flush to
+# zero, clamp at the largest element or leave subnormal, of the tensor's non-zero finite entries.
+PER_RECIPE = ["underflow_fraction", "saturated_fraction", "subnormal_fraction"]
 
 
 class TelemetryError(RuntimeError):
@@ -45,7 +50,9 @@ def _num(v):
 
 
 class Telemetry:
-    """model: any torch.nn.Module. formats: rpsim format names the gradients are cast to.
+    """model: any torch.nn.Module. formats: rpsim format names the gradients are cast to, and
+    block-scaled policies (mxfp8, nvfp4, fp8-blockwise, ...: rpsim.recipe_effect) whose gradient
+    quantiser is applied, as a what-if, to each whole tensor (blocks need every entry: not sampled).
     every: record every N-th step (others cost one integer compare per hooked module).
     sample: entries per tensor counted (uniform with replacement; None: all).
     scaler: a torch.cuda.amp.GradScaler or rpsim.torch.GradScaler (anything with get_scale()):
@@ -71,7 +78,7 @@ class Telemetry:
             raise TypeError(f"Telemetry: scaler {type(scaler).__name__} has no get_scale()")
         if loss_scale is not None and not (isinstance(loss_scale, (int, float)) and 0 < loss_scale < float("inf")):
             raise ValueError(f"Telemetry: loss_scale={loss_scale!r} must be a positive finite number")
-        self.formats = [Thresholds(f) for f in formats]
+        self.formats, self.recipes = formats_and_recipes(formats, "Telemetry")
         self.model, self.every, self.sample, self.scaler = model, every, sample, scaler
         self.fixed_scale = float(loss_scale) if loss_scale is not None else 1.0
         self.scale_source = (f"{type(scaler).__module__}.{type(scaler).__name__}.get_scale()" if scaler is not None
@@ -129,10 +136,12 @@ class Telemetry:
 
     def _count(self, store, name, g):
         if name not in store:
-            store[name] = TensorStats(self.formats)
+            store[name] = TensorStats(self.formats, self.recipes)
         in_grad, cast = (self._in_grad or 1.0), (1.0 if self.scaler is not None else self.fixed_scale)
         flat = sample_flat(g, self.sample, self._gen)
         store[name].add(flat, self.formats, cast, 1.0 / in_grad, g.dtype)
+        if self.recipes:
+            store[name].add_recipes(g, self.recipes, cast)
         if self._step in self.dump_steps:
             self._dump.setdefault(name, []).append(flat.float().cpu().numpy() / np.float32(in_grad))
 
@@ -180,11 +189,14 @@ class Telemetry:
         pstats = [params[p] for p, _ in self.params[n] if p in params]
         nz = sum(s.entries - s.zeros - s.nonfinite for s in pstats)
         ent = sum(s.entries for s in pstats)
-        first = self.formats[0].name
-        w_under = sum(s.under[first] for s in pstats) / nz if nz else (0.0 if pstats else None)
+        first = self.formats[0].name if self.formats else None
+        if first is None:  # (only recipes asked for: the layer columns have no format to count in)
+            w_under = None
+        else:
+            w_under = sum(s.under[first] for s in pstats) / nz if nz else (0.0 if pstats else None)
         w_nonf = sum(s.nonfinite for s in pstats) / ent if ent else (0.0 if pstats else None)
         a = self._act.get(n)
-        a_under = a.fraction(a.under, first) if a else None
+        a_under = a.fraction(a.under, first) if a and first else None
         a_nonf = a.nonfinite / a.entries if a and a.entries else (0.0 if a else None)
         return [w_under, w_nonf, a_under, a_nonf, None, None, None, None]
 
@@ -195,6 +207,7 @@ class Telemetry:
                 self.columns += [f"{n}_{c}" for c in LAYER]
             for key, _, _ in self._tensor_keys():
                 self.columns += [f"{key}_{f.name}_{c}" for f in self.formats for c in PER_FORMAT]
+                self.columns += [f"{key}_{r}_{c}" for r in self.recipes for c in PER_RECIPE]
                 self.columns += [f"{key}_zero_fraction", f"{key}_nonfinite_fraction", f"{key}_amax"]
         # The norm runs over every value of every parameter gradient: exact where the samples are not.
         nonfinite = not math.isfinite(grad_norm) or any(s.nonfinite for s in self._act.values())
@@ -207,10 +220,12 @@ class Telemetry:
         for key, kind, name in self._tensor_keys():
             s = (self._act if kind == "act" else params).get(name)
             if s is None:
-                cells += [None] * (3 * len(self.formats) + 3)
+                cells += [None] * (len(PER_FORMAT) * len(self.formats) + len(PER_RECIPE) * len(self.recipes) + 3)
                 continue
             for f in self.formats:
                 cells += [s.fraction(s.under, f.name), s.fraction(s.sub, f.name), s.fraction(s.over, f.name)]
+            for r in self.recipes:
+                cells += s.recipe_fractions(r)
             cells += [s.zeros / s.entries if s.entries else 0.0, s.nonfinite / s.entries if s.entries else 0.0, s.amax]
             self._histogram(n_layer=name, tensor="activation_grad" if kind == "act" else "weight_grad", s=s)
         self.rows.append(cells)
@@ -279,12 +294,14 @@ class Telemetry:
 
     def _write_meta(self, closed):
         meta = {"source": "rpsim.torch.Telemetry", "torch_version": torch.__version__,
-                "formats": [f.name for f in self.formats], "every": self.every, "sample": self.sample,
+                "formats": [f.name for f in self.formats], "recipes": list(self.recipes), "every": self.every, "sample": self.sample,
                 "loss_scale_source": self.scale_source, "modules": self.module_names,
                 "steps_seen": self._step, "steps_recorded": len(self.rows), "closed": closed,
-                "layer_underflow_format": self.formats[0].name,
+                "layer_underflow_format": self.formats[0].name if self.formats else None,
                 "notes": "fractions of the non-zero finite values (rpsim grads' definitions); *_zero_fraction: "
-                         "entries already zero (flushed or exactly zero) before the cast; histograms unscaled"}
+                         "entries already zero (flushed or exactly zero) before the cast; histograms unscaled; "
+                         "recipe columns: each whole tensor (not sampled) through the recipe's gradient "
+                         "quantiser, 1-D blocks along the flattened tensor"}
         write_atomic(os.path.join(self.out, "meta.json"), json.dumps(meta, indent=2) + "\n", "rpsim.torch.Telemetry")
 
     def close(self):

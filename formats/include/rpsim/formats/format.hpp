@@ -92,6 +92,13 @@ const Format& e5m2();
 const Format& e4m3();
 }  // namespace formats
 
+// Whether every value of `narrow` (its zeros, infinities and NaN included)
+// is a value of `wide`, so that rounding a value of `narrow` to `wide` is the
+// identity whatever the mode: binary16 and e4m3 in binary32, e4m3 in
+// binary16, q16.14 in binary32; not bfloat16 in binary16 (range), not e4m3 in
+// e5m2 (precision). Conservative: false where it cannot tell.
+bool holds(const Format& wide, const Format& narrow);
+
 // A signed fixed-point row: word length `word_bits` (2..53, sign included) and
 // `frac_bits` fraction bits (0..1074); throws FormatError naming the bad one.
 Format fixed_point(int word_bits, int frac_bits, std::string name = {});

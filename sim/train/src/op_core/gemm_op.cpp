@@ -117,7 +117,9 @@ Matrix GemmOp::plain_forward(const Matrix& a, const Matrix& b, const Matrix* c, 
         "(rpsim.torch: GemmConfig(recipe='mxfp8'), or emulate(model, 'mxfp8', accumulation=...); rpsim.gemm: "
         "sfa=, sfb=)",
         model.spec(), tc->scale_block));
-  s.ac = f.compute ? rounded(*f.compute, a) : rounded(model.input_format(), a, RoundingMode::nearest_even);
+  // (A's values are of `input`: their cast is skipped where the compute format holds them.)
+  s.ac = f.compute ? rounded_from(*f.compute, a, *s.a_format)
+                   : rounded(model.input_format(), a, RoundingMode::nearest_even);
   s.bc = f.compute ? rounded(*f.compute, b) : rounded(model.input_format(), b, RoundingMode::nearest_even);
   if (!c) return matmul(s.ac, s.bc, model, keys.stream(0));
   // C enters the accumulation where the model puts it (a Tensor Core chain

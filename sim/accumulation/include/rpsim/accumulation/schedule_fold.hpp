@@ -137,8 +137,8 @@ RPSIM_HD_INLINE double finish_fold(const FoldDesc& fd, double acc, double c, dou
 // (its epilogue's LinearCombination with beta = 1, binary32 then the output
 // conversion). The scales, when given, scale each slice's partial before it
 // joins (the epilogue runs once per slice).
-RPSIM_HD_INLINE double fold_serial(const FoldDesc& fd, const double* p, int n, double c, bool has_c, double sa,
-                                   double sb) {
+RPSIM_HD_INLINE double fold_serial(const FoldDesc& fd, const double* p, int n, double c, bool has_c,
+                                   double sa, double sb) {
   const FormatDesc& f = fd.reduction_format;
   double d = 0;
   for (int i = 0; i < n; ++i) {

@@ -57,6 +57,12 @@ Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStre
 // round to nearest even unless a scope says otherwise.
 void round_in_place(const Format& fmt, Matrix& m);
 Matrix rounded(const Format& fmt, const Matrix& m);
+// rounded(fmt, m) for a matrix whose entries are values of `held`: a copy
+// when fmt holds every value of `held` (formats' holds) and the tensor
+// rounding is to nearest -- the rounding would change no bit, and skipping
+// it moves no stochastic stream (a cast of activations already in the
+// compute format: a pass over memory saved).
+Matrix rounded_from(const Format& fmt, const Matrix& m, const Format& held);
 
 // Sets the mode of every tensor rounding that names none (op outputs,
 // gradients, the casts in front of ops) for the current thread until the end
