@@ -59,4 +59,44 @@ double fold_add(const FormatDesc& f, RoundingMode mode, double a, double b) {
   return sim::fold_detail::add(f, mode, a, b);
 }
 
+// The recipes' scale rules: nvcc's copies (host_device.hpp's inline namespace
+// nvcc inside rpsim::recipe).
+std::uint8_t e8m0_from_f32(float v, recipe::E8m0Cast cast) {
+  return recipe::nvcc::e8m0_from_f32(v, cast);
+}
+std::uint8_t mx_scale_code(float amax, recipe::MxScaleRule rule, recipe::ElementKind k) {
+  return recipe::nvcc::mx_scale_code(amax, rule, recipe::nvcc::element_info(k));
+}
+std::uint8_t mx_element(float x, std::uint8_t scale_code, recipe::MxScaleRule rule, recipe::ElementKind k) {
+  return recipe::nvcc::mx_element(x, scale_code, rule, k);
+}
+recipe::Nvfp4TensorScale nvfp4_tensor_scale(float amax, float e4m3_max) {
+  return recipe::nvcc::nvfp4_tensor_scale(amax, e4m3_max);
+}
+float nvfp4_scale_argument(float vec_max, float ges, recipe::Nvfp4Formula f) {
+  return recipe::nvcc::nvfp4_scale_argument(vec_max, ges, f);
+}
+float nvfp4_encode_scale(float scale, float gds) {
+  return recipe::nvcc::nvfp4_encode_scale(scale, gds);
+}
+std::uint8_t nvfp4_element(float x, float enc) {
+  return recipe::nvcc::nvfp4_element(x, enc);
+}
+std::uint8_t nvfp4_4over6_scale(float vec_max, float ges, bool map4) {
+  return recipe::nvcc::nvfp4_4over6_scale(vec_max, ges, map4);
+}
+float nvfp4_4over6_term(float q, std::uint8_t scale_code, float amax, float e4m3_max, float x, float ges,
+                        bool fast, bool mse) {
+  return recipe::nvcc::nvfp4_4over6_term(q, scale_code, amax, e4m3_max, x, ges, fast, mse);
+}
+recipe::Fp8Scale te_fp8_scale(float amax, float max, bool pow2) {
+  return recipe::nvcc::te_fp8_scale(amax, max, pow2);
+}
+std::uint8_t fp8_element(float x, float scale, recipe::ElementKind k, bool clamp) {
+  return recipe::nvcc::fp8_element(x, scale, k, clamp);
+}
+float element_value(recipe::ElementKind k, std::uint8_t code) {
+  return recipe::nvcc::element_value(k, code);
+}
+
 }  // namespace rpsim::device_arith

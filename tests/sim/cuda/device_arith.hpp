@@ -13,6 +13,7 @@
 #include "rpsim/accumulation/tensor_core_instruction.hpp"
 #include "rpsim/accumulation/tensor_core_step.hpp"
 #include "rpsim/formats/format_desc.hpp"
+#include "rpsim/formats/recipe_arith_scales.hpp"
 #include "rpsim/formats/scalar_core.hpp"
 
 namespace rpsim::device_arith {
@@ -40,5 +41,20 @@ double tc_plan_steps(const sim::TcStep& p, const sim::tc_detail::PlanView& plan,
 double sequential(const sim::AccumulatorOps& ops, const double* a, const double* b, std::size_t k, double c);
 double fold_result(const sim::FoldDesc& f, double* partials, int n, double c, double sa, double sb);
 double fold_add(const FormatDesc& f, RoundingMode mode, double a, double b);
+
+// recipe_arith_scales.hpp: the recipes' scale rules and element encodings
+std::uint8_t e8m0_from_f32(float v, recipe::E8m0Cast cast);
+std::uint8_t mx_scale_code(float amax, recipe::MxScaleRule rule, recipe::ElementKind k);
+std::uint8_t mx_element(float x, std::uint8_t scale_code, recipe::MxScaleRule rule, recipe::ElementKind k);
+recipe::Nvfp4TensorScale nvfp4_tensor_scale(float amax, float e4m3_max);
+float nvfp4_scale_argument(float vec_max, float ges, recipe::Nvfp4Formula f);
+float nvfp4_encode_scale(float scale, float gds);
+std::uint8_t nvfp4_element(float x, float enc);
+std::uint8_t nvfp4_4over6_scale(float vec_max, float ges, bool map4);
+float nvfp4_4over6_term(float q, std::uint8_t scale_code, float amax, float e4m3_max, float x, float ges,
+                        bool fast, bool mse);
+recipe::Fp8Scale te_fp8_scale(float amax, float max, bool pow2);
+std::uint8_t fp8_element(float x, float scale, recipe::ElementKind k, bool clamp);
+float element_value(recipe::ElementKind k, std::uint8_t code);
 
 }  // namespace rpsim::device_arith

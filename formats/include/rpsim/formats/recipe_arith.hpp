@@ -15,14 +15,17 @@
 #include "rpsim/formats/host_device.hpp"
 
 namespace rpsim::recipe {
+RPSIM_HD_ABI_BEGIN
 
 // ---- binary32 bits and single roundings
 
+// (memcpy, not std::bit_cast: a constexpr host function nvcc will not call
+// from device code.)
 RPSIM_HD_INLINE std::uint32_t f32_bits(float x) {
-  return std::bit_cast<std::uint32_t>(x);
+  return hd::bits_of(x);
 }
 RPSIM_HD_INLINE float f32_from_bits(std::uint32_t b) {
-  return std::bit_cast<float>(b);
+  return hd::float_of(b);
 }
 inline constexpr float kF32Max = 3.40282346638528859811704183484516925e38f;  // FLT_MAX
 RPSIM_HD_INLINE float f32_nan() {
@@ -188,4 +191,5 @@ RPSIM_HD_INLINE std::uint8_t e2m1_te_ladder(float x) {
   return std::uint8_t((x < 0.0f ? 8u : 0u) | m);
 }
 
+RPSIM_HD_ABI_END
 }  // namespace rpsim::recipe

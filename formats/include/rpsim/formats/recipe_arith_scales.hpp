@@ -7,6 +7,9 @@
 
 #include "rpsim/formats/recipe_arith.hpp"
 
+// The functions sit in host_device.hpp's inline namespace (nvcc's copy apart
+// from the host compiler's, so device-arith compares the two); the types
+// between them stay outside it, one type for both.
 namespace rpsim::recipe {
 
 // ---- element formats
@@ -21,6 +24,7 @@ struct ElementInfo {
   int mbits;
   float max;
 };
+RPSIM_HD_ABI_BEGIN
 
 RPSIM_HD_INLINE ElementInfo element_info(ElementKind k) {
   switch (k) {
@@ -103,6 +107,7 @@ RPSIM_HD_INLINE float e8m0_reciprocal(std::uint8_t code) {
   return f32_from_bits(std::uint32_t(r) << 23);
 }
 
+RPSIM_HD_ABI_END
 // The E8M0 casts of a binary32 on their own (0xff for NaN and infinity):
 // floor keeps the exponent field (the binary32 subnormals, and zero, give
 // code 0: OCP MX's floor(log2 x), clamped); ceil adds one where any fraction
@@ -110,6 +115,7 @@ RPSIM_HD_INLINE float e8m0_reciprocal(std::uint8_t code) {
 // _f32_to_e8m0_rceil computes it (a subnormal rounds up only past 2^-127;
 // code 254 rounded up gives 0xff).
 enum class E8m0Cast : std::uint8_t { floor, ceil, rceil };
+RPSIM_HD_ABI_BEGIN
 
 RPSIM_HD_INLINE std::uint8_t e8m0_from_f32(float v, E8m0Cast cast) {
   if (!is_finite(v)) return 0xff;
@@ -123,7 +129,9 @@ RPSIM_HD_INLINE std::uint8_t e8m0_from_f32(float v, E8m0Cast cast) {
 
 // ---- MX (torchao to_mx, OCP MX v1.0 Sec. 6.3)
 
+RPSIM_HD_ABI_END
 enum class MxScaleRule : std::uint8_t { floor, ceil, even, rceil };
+RPSIM_HD_ABI_BEGIN
 
 // The E8M0 scale code of a block whose amax is `amax` (NaN if any entry is):
 // FLOOR 2^(exponent(amax) - emax), CEIL one more where amax is not a power
@@ -156,6 +164,7 @@ RPSIM_HD_INLINE std::uint8_t mx_element(float x, std::uint8_t scale_code, MxScal
 
 // ---- NVFP4 (Transformer Engine reference_nvfp4.py)
 
+RPSIM_HD_ABI_END
 // The block decode-scale formula: te_2026_03, TE since commit 523801d
 // (2026-03-16): fp32(vec_max * fp32(ges * fp32(1/6))); te_2026_02, before
 // it: fp32(fp32(vec_max / 6) * ges).
@@ -165,6 +174,7 @@ struct Nvfp4TensorScale {
   float encode;  // ges = min(fp32(6 E / amax), FLT_MAX), 1 where that is 0
   float decode;  // gds = fp32(1 / ges)
 };
+RPSIM_HD_ABI_BEGIN
 
 // E: the E4M3 maximum the global scale assumes (448; 256 under 4over6's
 // nvfp4_e4m3_max). A NaN amax gives NaN scales; an infinite one ges = 1; a
@@ -222,10 +232,12 @@ RPSIM_HD_INLINE float nvfp4_4over6_term(float q, std::uint8_t scale_code, float 
 
 // ---- FP8 block and per-tensor current scaling (TE quantize_scale_calc.py)
 
+RPSIM_HD_ABI_END
 struct Fp8Scale {
   float scale;      // the encode multiplier
   float scale_inv;  // fp32(1 / scale): what the reference returns
 };
+RPSIM_HD_ABI_BEGIN
 
 // scale = fp32(max / amax), FLT_MAX where that is infinite; pow2: 2^(frexp
 // exponent - 1) of it, 0 where amax is infinite (a NaN amax gives 0.5: frexp
@@ -250,4 +262,5 @@ RPSIM_HD_INLINE std::uint8_t fp8_element(float x, float scale, ElementKind k, bo
   return encode_element(k, v);
 }
 
+RPSIM_HD_ABI_END
 }  // namespace rpsim::recipe

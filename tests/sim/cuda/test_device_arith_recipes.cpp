@@ -1,0 +1,181 @@
+// device-arith: the recipes' scale rules and element encodings
+// (recipe_arith_scales.hpp) as nvcc compiles them (device_arith.cu, the code a
+// CUDA block quantiser runs) against the CPU core's copy of the same source,
+// the one `rpsim recipe-check` holds to TE's and torchao's reference files:
+// the E8M0 casts and every MX scale rule for every element format, NVFP4's
+// tensor and block scales under both TE formulas, 4over6, TE's FP8 current
+// and block scaling, every element encoding and decoding -- on a stride
+// through all 2^32 binary32 inputs, every power of two and its neighbours,
+// zeros, subnormals, infinities and NaN. Codes compared bit for bit, binary32
+// results too except a NaN's payload (same() below).
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "device_arith.hpp"
+#include "rpsim/formats/recipe_arith_scales.hpp"
+
+using namespace rpsim;
+namespace host = rpsim::recipe::host;
+using recipe::ElementKind;
+
+namespace {
+
+std::uint32_t bits(float x) {
+  return std::bit_cast<std::uint32_t>(x);
+}
+
+// binary32 inputs: every 65521st encoding (a prime stride: all exponents,
+// both signs, scattered fractions), each power of two with the encodings one
+// and two below and above it, the specials.
+std::vector<float> inputs() {
+  std::vector<float> in;
+  for (std::uint64_t b = 0; b < (std::uint64_t(1) << 32); b += 65521)
+    in.push_back(std::bit_cast<float>(std::uint32_t(b)));
+  for (std::uint32_t e = 0; e < 256; ++e)
+    for (std::uint32_t sign : {0u, 0x80000000u}) {
+      const std::uint32_t p = sign | (e << 23);
+      for (std::int32_t d = -2; d <= 2; ++d)
+        in.push_back(std::bit_cast<float>(std::uint32_t(std::int64_t(p) + d)));
+    }
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            6.0f,
+                            448.0f,
+                            2688.0f,
+                            57344.0f,
+                            std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::denorm_min(),
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::bit_cast<float>(0xffc00001u),
+                            std::bit_cast<float>(0x7f800001u)};
+  for (float s : specials) in.push_back(s);
+  return in;
+}
+
+struct Count {
+  std::uint64_t n = 0, bad = 0;
+  std::string first;
+  void operator()(bool ok, const std::string& what) {
+    ++n;
+    if (!ok && bad++ == 0) first = what;
+  }
+};
+
+// Equal bits, or both NaN: a NaN's payload and sign out of an arithmetic
+// operation are the compiler's choice of operand order on the host (SSE
+// returns the first NaN operand's payload) and canonical on a GPU (0x7fffffff),
+// and no recipe reads them. Codes are compared bit for bit.
+bool same(float a, float b) {
+  return bits(a) == bits(b) || (a != a && b != b);
+}
+
+std::string hex(float x) {
+  std::ostringstream s;
+  s << "0x" << std::hex << bits(x);
+  return s.str();
+}
+
+const ElementKind kinds[] = {ElementKind::e4m3, ElementKind::e5m2, ElementKind::e3m2,
+                             ElementKind::e2m3, ElementKind::e2m1, ElementKind::int8};
+const recipe::MxScaleRule rules[] = {recipe::MxScaleRule::floor, recipe::MxScaleRule::ceil,
+                                     recipe::MxScaleRule::even, recipe::MxScaleRule::rceil};
+
+}  // namespace
+
+TEST_CASE("device-arith: the recipes' scale rules and element codes equal the CPU core's", "[device-arith]") {
+  REQUIRE(std::string(device_arith::compiled_by()) == "nvcc");
+  const std::vector<float> in = inputs();
+  REQUIRE(in.size() > 60000);
+  Count c;
+
+  SECTION("E8M0 casts and MX scale codes, every rule and element format") {
+    for (float x : in) {
+      for (auto cast : {recipe::E8m0Cast::floor, recipe::E8m0Cast::ceil, recipe::E8m0Cast::rceil})
+        c(device_arith::e8m0_from_f32(x, cast) == host::e8m0_from_f32(x, cast), "e8m0 cast of " + hex(x));
+      for (auto k : kinds)
+        for (auto r : rules)
+          c(device_arith::mx_scale_code(x, r, k) == host::mx_scale_code(x, r, host::element_info(k)),
+            "mx scale of amax " + hex(x));
+    }
+  }
+  SECTION("MX elements under every scale code and rule, every element format") {
+    for (std::size_t i = 0; i < in.size(); i += 7)
+      for (int code = 0; code < 256; code += 3)
+        for (auto k : kinds)
+          for (auto r : rules)
+            c(device_arith::mx_element(in[i], std::uint8_t(code), r, k) ==
+                  host::mx_element(in[i], std::uint8_t(code), r, k),
+              "mx element " + hex(in[i]) + " scale code " + std::to_string(code));
+  }
+  SECTION("NVFP4: tensor scales, block scales under both formulas, encode scales, elements, 4over6") {
+    for (float amax : in)
+      for (float emax : {448.0f, 256.0f}) {
+        const auto d = device_arith::nvfp4_tensor_scale(amax, emax);
+        const auto h = host::nvfp4_tensor_scale(amax, emax);
+        c(same(d.encode, h.encode) && same(d.decode, h.decode), "tensor scale of " + hex(amax));
+      }
+    const float ges[] = {1.0f,
+                         2688.0f,
+                         3.4e38f,
+                         1.7e-5f,
+                         std::numeric_limits<float>::max(),
+                         std::numeric_limits<float>::quiet_NaN()};
+    for (float v : in)
+      for (float g : ges) {
+        for (auto f : {recipe::Nvfp4Formula::te_2026_03, recipe::Nvfp4Formula::te_2026_02})
+          c(same(device_arith::nvfp4_scale_argument(v, g, f), host::nvfp4_scale_argument(v, g, f)),
+            "block scale argument " + hex(v));
+        c(same(device_arith::nvfp4_encode_scale(v, g), host::nvfp4_encode_scale(v, g)),
+          "encode scale " + hex(v));
+        c(device_arith::nvfp4_element(v, g) == host::nvfp4_element(v, g), "element " + hex(v));
+        for (bool map4 : {false, true})
+          c(device_arith::nvfp4_4over6_scale(v, g, map4) == host::nvfp4_4over6_scale(v, g, map4),
+            "4over6 scale " + hex(v));
+      }
+    for (std::size_t i = 0; i < in.size(); i += 13)
+      for (int code = 0; code < 256; code += 5)
+        for (bool fast : {false, true})
+          for (bool mse : {false, true}) {
+            const float q = in[(i * 7 + std::size_t(code)) % in.size()];
+            c(same(device_arith::nvfp4_4over6_term(q, std::uint8_t(code), 3.0f, 448.0f, in[i], 2688.0f, fast,
+                                                   mse),
+                   host::nvfp4_4over6_term(q, std::uint8_t(code), 3.0f, 448.0f, in[i], 2688.0f, fast, mse)),
+              "4over6 term " + hex(in[i]));
+          }
+  }
+  SECTION("FP8 current and block scaling: scales and elements") {
+    for (float amax : in)
+      for (float max : {448.0f, 57344.0f})
+        for (bool pow2 : {false, true}) {
+          const auto d = device_arith::te_fp8_scale(amax, max, pow2);
+          const auto h = host::te_fp8_scale(amax, max, pow2);
+          c(same(d.scale, h.scale) && same(d.scale_inv, h.scale_inv), "fp8 scale of " + hex(amax));
+        }
+    const float scales[] = {1.0f, 0.5f, 1024.0f, 3.0e-30f, 7.0e30f, std::numeric_limits<float>::max(), 0.0f};
+    for (float x : in)
+      for (float s : scales)
+        for (auto k : {ElementKind::e4m3, ElementKind::e5m2})
+          for (bool clamp : {false, true})
+            c(device_arith::fp8_element(x, s, k, clamp) == host::fp8_element(x, s, k, clamp),
+              "fp8 element " + hex(x));
+  }
+  SECTION("every element code of every element format decodes alike") {
+    for (auto k : kinds)
+      for (int code = 0; code < 256; ++code)
+        c(same(device_arith::element_value(k, std::uint8_t(code)),
+               host::element_value(k, std::uint8_t(code))),
+          "decode of code " + std::to_string(code));
+  }
+  INFO(c.bad << " of " << c.n << " differ; first: " << c.first);
+  CHECK(c.n > 0);
+  CHECK(c.bad == 0);
+}
