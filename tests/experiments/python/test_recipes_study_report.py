@@ -65,7 +65,7 @@ def test_every_recipe_and_pair_of_both_models_is_reported(reported):
     for model in ("GPT", "LLaMA-style"):
         for k in RECIPES:
             assert table[(model, k)]["seeds"] == "0 1", (model, k)
-        for pair in ("mxfp8 rceil - mxfp8 floor", "nvfp4 te-2026-02 - nvfp4 te-2026-03"):
+        for pair in ("mxfp8 rceil - mxfp8 floor", "nvfp4 te-2026-02 - nvfp4 te-2026-03", "nvfp4 te-2026-03 - fp8"):
             assert table[(model, pair)]["seeds"] == "0 1", (model, pair)
 
 
@@ -99,6 +99,10 @@ def test_llama_paired_difference_and_reference_are_the_studys_own_numbers(studie
     row = table[("LLaMA-style", "nvfp4 te-2026-02 - nvfp4 te-2026-03")]
     assert float(row["gap_mean_nats"]) == pytest.approx(sum(diffs) / 2, abs=1e-15)
     assert row["per_seed_nats"] == " ".join("%+.6f" % d for d in diffs)
+    # NVFP4 against FP8, relative to FP8's loss of the same seed, in per cent.
+    rel = [100 * (final("nvfp4", s)[0] - final("fp8", s)[0]) / final("fp8", s)[0] for s in (0, 1)]
+    row = table[("LLaMA-style", "nvfp4 te-2026-03 - fp8")]
+    assert float(row["gap_rel_mean_pct"]) == pytest.approx(sum(rel) / 2, abs=1e-12)
     # fp8 relative to bf16-amp of the same seed, in per cent.
     rel = [100 * (final("fp8", s)[0] - final("bf16-amp", s)[0]) / final("bf16-amp", s)[0] for s in (0, 1)]
     assert float(table[("LLaMA-style", "fp8")]["vs_reference_rel_mean_pct"]) == pytest.approx(sum(rel) / 2, abs=1e-12)
