@@ -1,7 +1,8 @@
 """The LLaMA-style study (issue #29; experiments/python/examples/llama_study.py): its quick mode trains
-every run of its table (bf16-amp, fp8, mxfp8, nvfp4, mxfp4, each a row of the C++ policy table) beside
-the FP64 shadow, writes one curves.csv row per step per run with finite losses, and notebook 11
-draws it. Skipped without torch; the notebook without /usr/bin/jupyter-nbconvert."""
+every run of its default table (bf16-amp, fp8, mxfp8, nvfp4, mxfp4, each a row of the C++ policy table)
+beside the FP64 shadow, writes one curves.csv row per step per run with finite losses, and notebook 11
+draws it; --recipes (issue #37) trains the recipe variants over several seeds. Skipped without torch;
+the notebook without /usr/bin/jupyter-nbconvert."""
 import csv
 import json
 import math
@@ -42,8 +43,11 @@ def study(tmp_path_factory):
 
 def test_every_run_is_a_policy_of_the_policy_table():
     names = rt.policies()  # the C++ policy table (sim/train/src/policy.cpp), as `rpsim train --help` lists it
-    assert [r[0] for r in llama_study.RUNS] == POLICIES
-    assert {r[1] for r in llama_study.RUNS} <= set(names)
+    labels = [r[0] for r in llama_study.RUNS]
+    assert list(llama_study.DEFAULT_RUNS) == POLICIES == labels[:len(POLICIES)]
+    assert len(set(labels)) == len(labels) and set(llama_study.RECIPE_RUNS) <= set(labels)
+    # A row is a policy name or a policy object over one (issue #37's recipe variants).
+    assert {r[1] if isinstance(r[1], str) else r[1]["name"] for r in llama_study.RUNS} <= set(names)
 
 
 def test_quick_study_writes_one_row_per_step_per_run(study):
@@ -139,3 +143,41 @@ def test_a_run_alone_repeats_its_curve_bit_for_bit(study, tmp_path):
         whole = [line for line in (out / name).read_text().splitlines() if line.startswith("nvfp4,")]
         alone = (tmp_path / name).read_text().splitlines()[1:]
         assert whole and alone == whole, name
+
+
+def test_recipe_runs_over_seeds(tmp_path):
+    """--recipes --seeds: one row per run and seed, the policy object written as the sweep writes a grid
+    value, each seed's runs in runs/<label>/seed-<s>/; every run of a seed shares one FP64 shadow, and
+    torchao's rceil rule took effect (the Trainer's policy says so and its curve is not floor's)."""
+    meta = llama_study.run(str(tmp_path), quick=True, recipes=True, runs="mxfp8,mxfp8-rceil", seeds=[0, 1],
+                           log=lambda s: None)
+    assert meta["study"] == llama_study.RECIPES_STUDY and meta["seeds"] == [0, 1] and "seed" not in meta
+    header, summary = read(tmp_path / "summary.csv")
+    assert header == llama_study.SUMMARY
+    assert [(r["run"], r["seed"]) for r in summary] == [("mxfp8", "0"), ("mxfp8", "1"), ("mxfp8-rceil", "0"),
+                                                        ("mxfp8-rceil", "1")]
+    assert [r["policy"] for r in summary][1:3] == ["mxfp8", '{"fp8":{"scale_rule":"rceil"},"name":"mxfp8"}']
+    trainer = json.loads((tmp_path / "runs" / "mxfp8-rceil" / "seed-1" / "meta.json").read_text())
+    assert trainer["policy"]["fp8"]["scale_rule"] == "rceil" and trainer["seed"] == 1
+    _, curves = read(tmp_path / "curves.csv")
+
+    def curve(run, seed, column):
+        return [r[column] for r in curves if r["run"] == run and r["seed"] == seed]
+    for seed in ("0", "1"):
+        assert curve("mxfp8", seed, "loss_fp64_nats") == curve("mxfp8-rceil", seed, "loss_fp64_nats")
+        assert curve("mxfp8", seed, "loss_emulated_nats") != curve("mxfp8-rceil", seed, "loss_emulated_nats")
+    assert curve("mxfp8", "0", "loss_fp64_nats") != curve("mxfp8", "1", "loss_fp64_nats")
+
+
+def test_bad_seed_lists_are_refused_by_name(tmp_path):
+    assert llama_study.parse_seeds("0, 1,2") == [0, 1, 2]
+    for spec, message in (("0,x", "--seeds: 'x' is not an integer"), ("1,1", "--seeds: 1 is given twice"),
+                          ("0,-2", "--seeds: -2 is negative"), ("", "--seeds: '' is not an integer")):
+        with pytest.raises(ValueError, match=message):
+            llama_study.parse_seeds(spec)
+    with pytest.raises(ValueError, match="repeats a seed"):
+        llama_study.run(str(tmp_path), quick=True, seeds=[3, 3])
+    r = subprocess.run([sys.executable, str(EXAMPLES / "llama_study.py"), "--seed", "1", "--seeds", "0,1",
+                        "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--seed and --seeds: give one of them" in r.stderr
+    assert not (tmp_path / "x").exists()
