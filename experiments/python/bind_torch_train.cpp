@@ -176,19 +176,6 @@ double rel_distance_py(py::handle emulated, py::handle shadow) {
   return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
 }
 
-// The trainer's own MX block quantisation (layers/fp8.cpp) of a 2-D array:
-// (dequantised values, the stats it records), so rpsim.torch's block-scaled
-// GEMMs quantise as `rpsim train`'s Linear and Conv2d do.
-py::tuple mx_quantize_py(py::handle x, const std::string& format, int block, int axis) {
-  if (block < 1) throw py::value_error(fmt::format("block: {} (a block holds at least 1 entry)", block));
-  if (axis != 0 && axis != 1)
-    throw py::value_error(fmt::format("axis: {} (0: down columns, 1: along rows)", axis));
-  const train::Matrix m = matrix_arg(x, "x");
-  train::Fp8Stats s;
-  const train::Matrix q = train::mx_quantize(m, format_arg(format), block, axis, &s);
-  return py::make_tuple(to_numpy(q), fp8_stats_dict(s));
-}
-
 // The attention's softmax kernels (layers/attention.cpp) over the rows of a
 // 2-D array, in compute format `format`: entries -inf (masked_fill's mask)
 // take no part and come out 0, so a causal mask gives the CLI's bits.
@@ -228,8 +215,6 @@ void bind_torch_train(py::module_& m) {
         "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
   m.def("_torch_lr_schedule", &lr_schedule_py, arg("config"), arg("overrides"),
         "A config's learning rate per step, as `rpsim train` sets it: a callable (step, applied) -> lr.");
-  m.def("_torch_mx_quantize", &mx_quantize_py, arg("x"), arg("format"), arg("block"), arg("axis"),
-        "rpsim train's MX block quantisation of a 2-D array (blocks along axis): (values, stats).");
   m.def("_torch_softmax", &softmax_py, arg("scores"), arg("format"),
         "rpsim train's attention softmax over each row of a 2-D array (-inf entries masked), in `format`.");
   m.def("_torch_softmax_backward", &softmax_backward_py, arg("p"), arg("dp"), arg("scores"), arg("format"),

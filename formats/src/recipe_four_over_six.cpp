@@ -30,7 +30,7 @@ Candidate candidate(float vec_max, const Nvfp4TensorScale& ts, bool map4) {
 // (r_i + r_i+8), then (+4), (+2), (+1) (_sum_4over6_2d_error).
 float tree_sum(std::array<float, 16> r) {
   for (std::size_t half = 8; half >= 1; half /= 2)
-    for (std::size_t i = 0; i < half; ++i) r[i] = add_rn(r[i], r[i + half]);
+    for (std::size_t i = 0; i < half; ++i) r[i] = add_f32(r[i], r[i + half]);
   return r[0];
 }
 
@@ -49,7 +49,7 @@ void four_over_six_tile(const Tensor& t, const Tile& tile, const QuantSpec& spec
       for (Candidate* c : {&c6, &c4}) {
         const float v = element_value(ElementKind::e2m1, nvfp4_element(x, c->enc));
         const float term = nvfp4_4over6_term(v, c->scale, amax, e4m3_max, x, ts.encode, spec.fast_math, mse);
-        c->row_error[dr] = add_rn(c->row_error[dr], term);
+        c->row_error[dr] = add_f32(c->row_error[dr], term);
       }
     }
   const bool tiles = tile.height > 1;

@@ -54,7 +54,7 @@ void mx_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& q
       q.codes[i] = mx_element(x, code, s.scale_rule, s.element);
       return;
     }
-    q.codes[i] = stochastic_code(s.element, mul_rn(x, e8m0_reciprocal(code)), *r, i);
+    q.codes[i] = stochastic_code(s.element, mul_f32(x, e8m0_reciprocal(code)), *r, i);
   });
 }
 
@@ -62,7 +62,7 @@ void fp8_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& 
   const Fp8Scale sc = te_fp8_scale(detail::tile_amax(t, tile), element_info(s.element).max, s.pow2_scales);
   q.scales.push_back(sc.scale_inv);
   tile.each(t, [&](std::size_t i, float x) {
-    q.codes[i] = stochastic(r) ? stochastic_code(s.element, mul_rn(x, sc.scale), *r, i)
+    q.codes[i] = stochastic(r) ? stochastic_code(s.element, mul_f32(x, sc.scale), *r, i)
                                : fp8_element(x, sc.scale, s.element, s.clamp);
   });
 }
@@ -76,7 +76,7 @@ void nvfp4_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvf
   q.scales.push_back(element_value(ElementKind::e4m3, code));
   tile.each(t, [&](std::size_t i, float x) {
     q.codes[i] = stochastic(r)
-                     ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_rn(x, enc), -6.0f, 6.0f), *r, i)
+                     ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_f32(x, enc), -6.0f, 6.0f), *r, i)
                      : nvfp4_element(x, enc);
   });
 }
@@ -175,11 +175,11 @@ std::vector<double> dequantize(const Quantized& q) {
       const float s = q.scales[(r / sth) * q.scale_cols + c / stw];
       const float v = element_value(q.spec.element, q.codes[i]);
       if (!nv) {
-        out[i] = mul_rn(v, s);  // in binary32, as torchao's to_dtype and TE's dequantize multiply
+        out[i] = mul_f32(v, s);  // in binary32, as torchao's to_dtype and TE's dequantize multiply
         continue;
       }
       const float amax = q.amax[q.spec.row_scaled ? r : 0];
-      out[i] = div_rn(mul_rn(mul_rn(v, s), amax), mul_rn(6.0f, e));
+      out[i] = div_f32(mul_f32(mul_f32(v, s), amax), mul_f32(6.0f, e));
     }
   return out;
 }

@@ -218,7 +218,10 @@ QuantSpec recipe_spec(std::string_view name, const RecipeOptions& options) {
     for (const auto& r : kRows) names.push_back(r.info.name);
     throw std::invalid_argument(fmt::format("unknown recipe '{}' (known: {})", name, names_of(names)));
   }
-  for (const auto& [key, value] : options) {
+  for (const auto& option : options) {
+    // (Not a structured binding: clang before 16 cannot capture one in a lambda; the fuzz build is clang's.)
+    const std::string& key = option.first;
+    const std::string& value = option.second;
     const auto o = std::find_if(row->info.options.begin(), row->info.options.end(),
                                 [&](const RecipeOptionInfo& i) { return i.name == key; });
     if (o == row->info.options.end()) {

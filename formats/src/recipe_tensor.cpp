@@ -41,7 +41,7 @@ std::vector<float> te_hadamard_rows(std::span<const float> x, std::size_t rows, 
       float sum = 0.0f;
       for (std::size_t k = 0; k < n; ++k) {
         const int h = signs[k] * ((std::popcount(unsigned(k & j)) & 1) ? -1 : 1);
-        sum = recipe::add_rn(sum, recipe::mul_rn(x[g + k], h > 0 ? 0.25f : -0.25f));
+        sum = recipe::add_f32(sum, recipe::mul_f32(x[g + k], h > 0 ? 0.25f : -0.25f));
       }
       out[g + j] = sum;
     }

@@ -1,6 +1,6 @@
 // The block-scaled policies on formats' recipe rows (block_gemm.hpp
-// block_quantize_recipe): the same bits as layers/fp8.cpp's block_quantize
-// for mx floor and nvfp4, the policy keys fp8.scale_rule, fp8.nvfp4_formula
+// block_quantize_recipe; test_block_scaled_policy checks it against formats'
+// MX and NVFP4 quantisers line by line), the policy keys fp8.scale_rule, fp8.nvfp4_formula
 // and fp8.pow2_scales, the fp8-blockwise row (1x128 and 128x128 against the
 // te-fp8-block row, its GEMM through sim's gemm_blockwise), TE's Hadamard
 // transform.
@@ -39,29 +39,6 @@ PrecisionPolicy pol(const char* text) {
 }
 
 }  // namespace
-
-TEST_CASE("train: block_quantize_recipe gives block_quantize's bits for mx floor and nvfp4", "[train]") {
-  const Matrix x = wide_matrix(48, 64, 3);
-  const RandomStream sr{11, 5};
-  for (const char* name : {"mxfp8", "mxfp4", "nvfp4"}) {
-    const PrecisionPolicy p = named_policy(name);
-    const Format& f = *p.rule("linear").compute;
-    for (const BlockLayout layout :
-         {BlockLayout{1}, BlockLayout{0}, BlockLayout{0, true}, BlockLayout{1, false, &sr}}) {
-      INFO(name << " axis " << layout.axis << " tiles " << layout.tiles << " sr " << (layout.sr != nullptr));
-      Fp8Stats s1, s2;
-      double t1 = 0, t2 = 0;
-      Matrix sc1, sc2;
-      const Matrix a = block_quantize(x, f, p.fp8, layout, &s1, &t1, &sc1);
-      const Matrix b = block_quantize_recipe(x, f, p.fp8, layout, &s2, &t2, &sc2);
-      CHECK(a == b);
-      CHECK(sc1 == sc2);
-      CHECK(t1 == t2);
-      CHECK((s1.amax == s2.amax && s1.entries == s2.entries && s1.saturated == s2.saturated));
-      CHECK((s1.flushed == s2.flushed && s1.scale_min == s2.scale_min && s1.scale_max == s2.scale_max));
-    }
-  }
-}
 
 TEST_CASE("train: fp8.scale_rule, fp8.nvfp4_formula and fp8.pow2_scales in a policy object", "[train]") {
   CHECK(pol(R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})").fp8.scale_rule ==

@@ -12,6 +12,7 @@
 #include "rpsim/formats/block_scale.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/layers.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/policy.hpp"
 #include "rpsim/train/trainer.hpp"
 
@@ -68,7 +69,7 @@ TEST_CASE("train: the block-scaled policy rows", "[train]") {
   CHECK_FALSE(old.to_json()["fp8"].contains("hadamard"));
 }
 
-TEST_CASE("train: block_quantize equals formats' MX and NVFP4 quantisers line by line", "[train]") {
+TEST_CASE("train: block_quantize_recipe equals formats' MX and NVFP4 quantisers line by line", "[train]") {
   const Matrix x = random_matrix(6, 48, 21, 3.0);
   for (const char* policy : {"mxfp8", "mxfp6", "mxfp4", "nvfp4"}) {
     const Fp8Recipe r = recipe_of(policy);
@@ -76,7 +77,7 @@ TEST_CASE("train: block_quantize equals formats' MX and NVFP4 quantisers line by
     for (int axis : {0, 1}) {
       INFO(policy << " axis " << axis);
       double s_enc = 0;
-      const Matrix q = block_quantize(x, f, r, {axis}, nullptr, &s_enc);
+      const Matrix q = block_quantize_recipe(x, f, r, {axis}, nullptr, &s_enc);
       // NVFP4's tensor scale 6 * 448 / amax in binary32; MX has none.
       CHECK(s_enc == (r.scaling == Fp8Scaling::nvfp4 ? double(float(6 * 448 / amax_of(x))) : 1.0));
       const Eigen::Index lines = axis == 1 ? x.rows() : x.cols();
@@ -89,9 +90,6 @@ TEST_CASE("train: block_quantize equals formats' MX and NVFP4 quantisers line by
       }
     }
   }
-  // The old entry point is the same mechanism with MX in 1D.
-  CHECK(mx_quantize(x, formats::e4m3(), 32, 1) ==
-        block_quantize(x, formats::e4m3(), recipe_of("fp8-mx"), {1}));
 }
 
 TEST_CASE("train: NVFP4 weights in 16x16 tiles share one scale and quantise W and W^T alike", "[train]") {
@@ -99,8 +97,8 @@ TEST_CASE("train: NVFP4 weights in 16x16 tiles share one scale and quantise W an
   const Format& e2m1 = parse_format("e2m1");
   Matrix w = random_matrix(32, 48, 22);
   w(3, 40) = 9.0;  // one outlier: only its tile's scale grows
-  const Matrix q = block_quantize(w, e2m1, r, {0, true});
-  CHECK(Matrix(block_quantize(w.transpose(), e2m1, r, {0, true}).transpose()) == q);
+  const Matrix q = block_quantize_recipe(w, e2m1, r, {0, true});
+  CHECK(Matrix(block_quantize_recipe(w.transpose(), e2m1, r, {0, true}).transpose()) == q);
   for (Eigen::Index ti = 0; ti < 2; ++ti)
     for (Eigen::Index tj = 0; tj < 3; ++tj) {
       const Matrix tile = w.block(16 * ti, 16 * tj, 16, 16);
@@ -112,7 +110,7 @@ TEST_CASE("train: NVFP4 weights in 16x16 tiles share one scale and quantise W an
         for (Eigen::Index b = 0; b < 16; ++b) REQUIRE(q(16 * ti + a, 16 * tj + b) == want[16 * a + b]);
     }
   // 1D blocks down K differ from the tiles (the outlier's column only).
-  CHECK(block_quantize(w, e2m1, r, {0}) != q);
+  CHECK(block_quantize_recipe(w, e2m1, r, {0}) != q);
 }
 
 TEST_CASE("train: the random Hadamard transform is orthogonal and keeps A^T B", "[train]") {
@@ -141,22 +139,22 @@ TEST_CASE("train: NVFP4 gradients round stochastically keyed by seed and stream"
   Matrix dy = Matrix::Constant(4, 16, 5.0);
   dy.col(0).setConstant(6.0);
   const RandomStream s1{3, 11}, s2{3, 12};
-  const Matrix a = block_quantize(dy, e2m1, r, {1, false, &s1});
-  CHECK(block_quantize(dy, e2m1, r, {1, false, &s1}) == a);  // same key, same bits
-  CHECK(block_quantize(dy, e2m1, r, {1, false, &s2}) != a);
+  const Matrix a = block_quantize_recipe(dy, e2m1, r, {1, false, &s1});
+  CHECK(block_quantize_recipe(dy, e2m1, r, {1, false, &s1}) == a);  // same key, same bits
+  CHECK(block_quantize_recipe(dy, e2m1, r, {1, false, &s2}) != a);
   // Round to nearest even: 5 goes to 4 (e2m1 1.0 x 2^2; 6 is 1.1 x 2^2).
   Matrix rne = Matrix::Constant(4, 16, 4.0);
   rne.col(0).setConstant(6.0);
   double s_enc = 0;
   // The tensor scale 448 = 6 * 448 / 6 is left to the GEMM's epilogue.
-  CHECK(block_quantize(dy, e2m1, r, {1}, nullptr, &s_enc) == rne * 448.0);
+  CHECK(block_quantize_recipe(dy, e2m1, r, {1}, nullptr, &s_enc) == rne * 448.0);
   CHECK(s_enc == 448.0);
   // Unbiased: the mean over many keys approaches 5 (RNE gives 4, ties to even).
   double sum = 0;
   int n = 0;
   for (std::uint64_t k = 0; k < 400; ++k) {
     const RandomStream s{9, k};
-    const Matrix q = block_quantize(dy, e2m1, r, {1, false, &s});
+    const Matrix q = block_quantize_recipe(dy, e2m1, r, {1, false, &s});
     sum += q.rightCols(15).sum() / 448.0;
     n += 4 * 15;
   }

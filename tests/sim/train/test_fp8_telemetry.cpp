@@ -10,6 +10,7 @@
 #include "rpsim/config/config.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/train/layers.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/trainer.hpp"
 
 using namespace rpsim;
@@ -186,7 +187,10 @@ TEST_CASE("train: FP8 helper statistics: per-tensor and MX counts by hand", "[tr
   Matrix m(1, 5);
   m << 1.0, 0.3, -100.0, 1e-9, 120.0;
   Fp8Stats b;
-  mx_quantize(m, e4m3, 32, 1, &b);
+  Fp8Recipe mx;
+  mx.scaling = Fp8Scaling::mx;
+  mx.block_size = 32;
+  block_quantize_recipe(m, e4m3, mx, {1}, &b);
   CHECK(b.amax == 120.0);
   CHECK(b.scale_min == 4.0);
   CHECK(b.scale_max == 4.0);
@@ -196,7 +200,7 @@ TEST_CASE("train: FP8 helper statistics: per-tensor and MX counts by hand", "[tr
   // The same tensor down its columns (blocks of one) adds to the record:
   // each entry gets 2^(8 - floor(log2 |v|)); 120 clamps again, 1e-9 now
   // fits (scale 2^38).
-  mx_quantize(m, e4m3, 32, 0, &b);
+  block_quantize_recipe(m, e4m3, mx, {0}, &b);
   CHECK(b.entries == 10);
   CHECK(b.saturated == 2);
   CHECK(b.flushed == 1);

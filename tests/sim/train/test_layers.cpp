@@ -8,6 +8,7 @@
 #include "finite_differences.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/layers.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/policy.hpp"
 
 using namespace rpsim;
@@ -157,7 +158,10 @@ TEST_CASE("train: FP8 scaling helpers", "[train]") {
   // MX: a block's shared scale is 2^(floor(log2 amax) - emax).
   Matrix m(1, 4);
   m << 1.0, 0.3, -100.0, 1e-9;
-  const Matrix d = mx_quantize(m, e4m3, 32, 1);
+  Fp8Recipe mx;
+  mx.scaling = Fp8Scaling::mx;
+  mx.block_size = 32;
+  const Matrix d = block_quantize_recipe(m, e4m3, mx, {1});
   CHECK(d(0, 2) == -96.0);  // scale 2^(6-8); -400 rounds to -384 in e4m3 -> -96
   CHECK(d(0, 3) == 0.0);    // far below the block's range
 }

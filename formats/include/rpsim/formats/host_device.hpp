@@ -13,6 +13,7 @@
 // Types stay outside it (they are one type on both sides).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -62,6 +63,38 @@ RPSIM_HD_INLINE float float_of(std::uint32_t b) {
   float x;
   std::memcpy(&x, &b, sizeof x);
   return x;
+}
+
+// binary32 operations, each rounded once to nearest even and never fused
+// (nvcc would contract a*b + c into an FMA; the host builds have
+// -ffp-contract=off): the recipes' scale arithmetic and the kernel folds.
+RPSIM_HD_INLINE float mul_f32(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+RPSIM_HD_INLINE float add_f32(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+RPSIM_HD_INLINE float div_f32(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+RPSIM_HD_INLINE float fma_f32(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
 }
 
 // Leading zeros of a non-zero 64-bit word.

@@ -4,12 +4,11 @@
 // float8 casts of PyTorch's c10, torchao's E8M0 scale rules and bit
 // conversions, Transformer Engine's NVFP4 and FP8 scale formulas. Plain
 // functions on plain data under RPSIM_HD (host_device.hpp): the CPU loops in
-// recipe_quantize.cpp and the CUDA backend call the same definitions. On the
+// recipe_quantize.cpp and device-arith (nvcc) compile the same definitions. On the
 // device nvcc would contract a * b + c into an FMA: the products and sums
-// below go through mul_rn / add_rn, which are __fmul_rn / __fadd_rn there.
+// below go through hd::mul_f32 / add_f32, which are __fmul_rn / __fadd_rn there.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 #include "rpsim/formats/host_device.hpp"
@@ -43,27 +42,10 @@ RPSIM_HD_INLINE bool is_finite(float x) {
 RPSIM_HD_INLINE float abs_f32(float x) {
   return f32_from_bits(f32_bits(x) & 0x7fffffffu);
 }
-RPSIM_HD_INLINE float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-RPSIM_HD_INLINE float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-RPSIM_HD_INLINE float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+// Single binary32 roundings, never fused (host_device.hpp).
+using hd::add_f32;
+using hd::div_f32;
+using hd::mul_f32;
 
 // torch.minimum / torch.maximum / torch.clamp / torch.amax: a NaN operand
 // gives NaN (std::fmin would drop it).

@@ -72,9 +72,9 @@ RPSIM_HD_INLINE float minifloat_value(std::uint32_t code, int ebits, int mbits, 
   } else if (ieee && field == (1u << ebits) - 1u) {
     v = frac ? f32_nan() : f32_inf();
   } else if (field == 0) {
-    v = mul_rn(float(frac), f32_pow2(1 - bias - mbits));
+    v = mul_f32(float(frac), f32_pow2(1 - bias - mbits));
   } else {
-    v = mul_rn(float(frac + (1u << mbits)), f32_pow2(int(field) - bias - mbits));
+    v = mul_f32(float(frac + (1u << mbits)), f32_pow2(int(field) - bias - mbits));
   }
   return negative ? -v : v;
 }
@@ -88,7 +88,7 @@ RPSIM_HD_INLINE float element_value(ElementKind k, std::uint8_t code) {
     case ElementKind::e2m1: return minifloat_value(code, 2, 1, false, false);
     case ElementKind::int8: break;
   }
-  return mul_rn(float(std::int8_t(code)), 0.015625f);
+  return mul_f32(float(std::int8_t(code)), 0.015625f);
 }
 
 // ---- E8M0 (OCP MX scale: 2^(code - 127), 0xff NaN)
@@ -140,7 +140,7 @@ RPSIM_HD_ABI_BEGIN
 // [-127, 128] and 0xff for a non-finite amax; RCEIL the cvt.rp cast of
 // fp32(amax * fp32(1 / max)).
 RPSIM_HD_INLINE std::uint8_t mx_scale_code(float amax, MxScaleRule rule, ElementInfo e) {
-  if (rule == MxScaleRule::rceil) return e8m0_from_f32(mul_rn(amax, div_rn(1.0f, e.max)), E8m0Cast::rceil);
+  if (rule == MxScaleRule::rceil) return e8m0_from_f32(mul_f32(amax, div_f32(1.0f, e.max)), E8m0Cast::rceil);
   std::uint32_t b = f32_bits(amax);
   if (rule == MxScaleRule::even && !is_nan(amax)) b = (b + (1u << (22 - e.mbits))) & 0xff800000u;
   int pow2 = int((b >> 23) & 0xffu) - 127;
@@ -154,7 +154,7 @@ RPSIM_HD_INLINE std::uint8_t mx_scale_code(float amax, MxScaleRule rule, Element
 // E4M3 / E5M2 under FLOOR, CEIL and EVEN (torchao's eager path before
 // PyTorch 2.13; RCEIL casts without it), then the element cast.
 RPSIM_HD_INLINE std::uint8_t mx_element(float x, std::uint8_t scale_code, MxScaleRule rule, ElementKind k) {
-  float v = mul_rn(x, e8m0_reciprocal(scale_code));
+  float v = mul_f32(x, e8m0_reciprocal(scale_code));
   if (is_fp8(k) && rule != MxScaleRule::rceil) {
     const float max = element_info(k).max;
     v = nan_clamp(v, -max, max);
@@ -180,35 +180,35 @@ RPSIM_HD_ABI_BEGIN
 // nvfp4_e4m3_max). A NaN amax gives NaN scales; an infinite one ges = 1; a
 // zero one ges = FLT_MAX (6 E / 0 is clamped; TE's `== 0` guard never fires).
 RPSIM_HD_INLINE Nvfp4TensorScale nvfp4_tensor_scale(float amax, float e4m3_max) {
-  float ges = nan_min(div_rn(mul_rn(e4m3_max, 6.0f), amax), kF32Max);
+  float ges = nan_min(div_f32(mul_f32(e4m3_max, 6.0f), amax), kF32Max);
   if (ges == 0.0f) ges = 1.0f;
-  return {ges, div_rn(1.0f, ges)};
+  return {ges, div_f32(1.0f, ges)};
 }
 
 // The argument of a block's E4M3 decode scale, clamped to +-448 (NaN kept).
 RPSIM_HD_INLINE float nvfp4_scale_argument(float vec_max, float ges, Nvfp4Formula f) {
-  const float d = f == Nvfp4Formula::te_2026_03 ? mul_rn(vec_max, mul_rn(ges, div_rn(1.0f, 6.0f)))
-                                                : mul_rn(div_rn(vec_max, 6.0f), ges);
+  const float d = f == Nvfp4Formula::te_2026_03 ? mul_f32(vec_max, mul_f32(ges, div_f32(1.0f, 6.0f)))
+                                                : mul_f32(div_f32(vec_max, 6.0f), ges);
   return nan_clamp(nan_min(d, kF32Max), -448.0f, 448.0f);
 }
 
 // The element encode scale of a block with E4M3 scale `scale`:
 // min(fp32(1 / fp32(scale * gds)), FLT_MAX) (a zero scale gives FLT_MAX).
 RPSIM_HD_INLINE float nvfp4_encode_scale(float scale, float gds) {
-  return nan_min(div_rn(1.0f, mul_rn(scale, gds)), kF32Max);
+  return nan_min(div_f32(1.0f, mul_f32(scale, gds)), kF32Max);
 }
 
 // An NVFP4 element: TE's ladder on clamp(fp32(x * enc), -6, 6).
 RPSIM_HD_INLINE std::uint8_t nvfp4_element(float x, float enc) {
-  return e2m1_te_ladder(nan_clamp(mul_rn(x, enc), -6.0f, 6.0f));
+  return e2m1_te_ladder(nan_clamp(mul_f32(x, enc), -6.0f, 6.0f));
 }
 
 // 4over6's two E4M3 scales from base = fp32(fp32(vec_max / 6) * ges) (the
 // older order, still used there at d0067d0): map-to-6 E4M3(base), map-to-4
 // E4M3(fp32(base * 1.5)), each clamped to +-448 first.
 RPSIM_HD_INLINE std::uint8_t nvfp4_4over6_scale(float vec_max, float ges, bool map4) {
-  float base = mul_rn(div_rn(vec_max, 6.0f), ges);
-  if (map4) base = mul_rn(base, 1.5f);
+  float base = mul_f32(div_f32(vec_max, 6.0f), ges);
+  if (map4) base = mul_f32(base, 1.5f);
   return e4m3fn_from_f32(nan_clamp(base, -448.0f, 448.0f));
 }
 
@@ -222,12 +222,12 @@ RPSIM_HD_INLINE float nvfp4_4over6_term(float q, std::uint8_t scale_code, float 
   const float s = minifloat_value(scale_code, 4, 3, true, false);
   float diff;
   if (fast) {
-    const float candidate = (scale_code & 0x7fu) == 0x7fu ? 98304.0f : mul_rn(q, s);
-    diff = add_rn(candidate, -mul_rn(x, ges));
+    const float candidate = (scale_code & 0x7fu) == 0x7fu ? 98304.0f : mul_f32(q, s);
+    diff = add_f32(candidate, -mul_f32(x, ges));
   } else {
-    diff = add_rn(div_rn(mul_rn(mul_rn(q, s), amax), mul_rn(6.0f, e4m3_max)), -x);
+    diff = add_f32(div_f32(mul_f32(mul_f32(q, s), amax), mul_f32(6.0f, e4m3_max)), -x);
   }
-  return mse ? mul_rn(diff, diff) : abs_f32(diff);
+  return mse ? mul_f32(diff, diff) : abs_f32(diff);
 }
 
 // ---- FP8 block and per-tensor current scaling (TE quantize_scale_calc.py)
@@ -244,20 +244,20 @@ RPSIM_HD_ABI_BEGIN
 // of NaN has exponent 0); 1 where amax is 0.
 RPSIM_HD_INLINE Fp8Scale te_fp8_scale(float amax, float max, bool pow2) {
   const float a = nan_max(amax, 0.0f);  // torch.max(amax, eps), eps = 0
-  float scale = div_rn(max, a);
+  float scale = div_f32(max, a);
   if (scale == f32_inf()) scale = kF32Max;
   if (pow2) {
     scale = f32_pow2(f32_frexp_exponent(scale) - 1);
     if (a == f32_inf()) scale = 0.0f;
   }
   if (a == 0.0f) scale = 1.0f;
-  return {scale, div_rn(1.0f, scale)};
+  return {scale, div_f32(1.0f, scale)};
 }
 
 // An FP8 element: cast(fp32(x * scale)), clamped to +-max first where the
 // reference clamps (the block reference does, the per-tensor one does not).
 RPSIM_HD_INLINE std::uint8_t fp8_element(float x, float scale, ElementKind k, bool clamp) {
-  float v = mul_rn(x, scale);
+  float v = mul_f32(x, scale);
   if (clamp) v = nan_clamp(v, -element_info(k).max, element_info(k).max);
   return encode_element(k, v);
 }

@@ -46,17 +46,12 @@ void each(const Matrix& x, const BlockLayout& layout, int block, Eigen::Index gi
     for (Eigen::Index c = c0; c < c1; ++c) f(r, c);
 }
 
-void widen(Fp8Stats& s, double m) {
-  s.scale_min = std::isnan(s.scale_min) ? m : std::min(s.scale_min, m);
-  s.scale_max = std::isnan(s.scale_max) ? m : std::max(s.scale_max, m);
-}
-
 // Adds one use's statistics to the tensor's record for the step.
 void add_stats(Fp8Stats& into, const Fp8Stats& s) {
   into.amax = std::max(into.amax, s.amax);
   if (!std::isnan(s.scale_min)) {
-    widen(into, s.scale_min);
-    widen(into, s.scale_max);
+    into.widen(s.scale_min);
+    into.widen(s.scale_max);
   }
   into.entries += s.entries;
   into.saturated += s.saturated;
@@ -149,7 +144,7 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
       // The scale range over blocks with a nonzero amax.
       for (std::size_t i = 0; i < q.scales.size(); ++i)
         if (nonzero[i] && q.scales[i] > 0 && std::isfinite(q.scales[i]))
-          widen(s, 1.0 / (q.scales[i] * decode));
+          s.widen(1.0 / (q.scales[i] * decode));
     }
   s.entries = x.size();
   if (stats) add_stats(*stats, s);

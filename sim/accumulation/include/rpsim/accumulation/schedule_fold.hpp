@@ -38,29 +38,10 @@ FoldDesc fold_desc_of(const KernelSchedule& s);
 namespace fold_detail {
 RPSIM_HD_ABI_BEGIN
 
-// binary32 operations rounded to nearest even and never fused (nvcc would
-// contract a*b + c into an FMA; the host build has -ffp-contract=off).
-RPSIM_HD_INLINE float mul_f32(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-RPSIM_HD_INLINE float add_f32(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-RPSIM_HD_INLINE float fma_f32(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
+// binary32 operations rounded to nearest even and never fused (host_device.hpp).
+using hd::add_f32;
+using hd::fma_f32;
+using hd::mul_f32;
 
 RPSIM_HD_INLINE bool is_binary32(const FormatDesc& f) {
   return f.kind == FormatKind::floating && f.frac_bits == 0 && f.exp_bits == 8 && f.man_bits == 23 &&

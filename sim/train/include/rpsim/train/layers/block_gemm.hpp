@@ -48,11 +48,14 @@ QuantSpec block_spec(const Fp8Recipe& recipe, const Format& f, std::size_t block
 QuantSpec gradient_spec(const PrecisionPolicy& p);
 
 // Block-scaled quantisation of a GEMM input under any block-scaled recipe
-// (mx, nvfp4, blockwise): block_quantize's contract (layers/fp8.hpp: groups,
-// stochastic-rounding keys, tensor_scale, statistics, scales), each group
-// quantised by block_spec's recipe row. The same bits as block_quantize for
-// mx under the floor rule and nvfp4 under te-2026-03 on finite tensors (NVFP4's
-// tensor amax is NaN here when an entry is, as in TE).
+// (mx, nvfp4, blockwise), the trainer's one block quantiser: the groups of
+// `layout` (layers/fp8.hpp) each quantised by block_spec's recipe row. Returns
+// each element times its block's decoding scale (what a block-scaled MMA
+// multiplies); *tensor_scale, when given, gets NVFP4's per-tensor encoding
+// scale (1 otherwise), which the GEMM epilogue divides by; `stats` takes the
+// amax, the range of the block scales over blocks with a nonzero finite scale
+// and the counts, added to what it holds; `scales` each entry's block scale;
+// *tensor_amax the tensor's amax (NaN when an entry is, as TE's torch.max).
 Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                              const BlockLayout& layout, Fp8Stats* stats = nullptr,
                              double* tensor_scale = nullptr, Matrix* scales = nullptr,

@@ -19,31 +19,16 @@ double fp8_scale(const Matrix& x, const Format& f, const Fp8Recipe& recipe, Fp8S
 // x * scale computed in binary32, clamped to the format's range and rounded;
 // `stats`, when given, counts the entries, the saturated and the flushed.
 Matrix fp8_quantize(const Matrix& x, const Format& f, double scale, Fp8Stats* stats = nullptr);
-// Block-scaled quantisation of a GEMM input under a block-scaled recipe:
-// formats' mx_quantize (OCP MX: E8M0 scale per block) or nvfp4_quantize
-// (E4M3 scale per block under the tensor's FP32 scale from its amax; the
-// element format must be e2m1) on each line of `x`, blocks of
-// recipe.block_size along `axis` (1: along a row, 0: down a column), or with
-// `tiles` on each block_size x block_size tile (one scale per tile). `sr`
-// set: elements rounded stochastically, group g (line or tile, row-major)
-// keyed by (sr->seed, mix64(sr->stream ^ mix64(g))). Returns each element
-// times its block's decoding scale (what a block-scaled MMA multiplies, exact
-// in binary32); *tensor_scale, when given, gets NVFP4's per-tensor encoding
-// scale s_enc (1 for MX), so x ~ result / s_enc: the GEMM epilogue divides
-// by it, as for per-tensor FP8 (detail::dequantize). `stats`, when given, takes the amax, the range
-// of the block scales (1 / decode scale, as a per-tensor scale multiplies)
-// over blocks with a nonzero finite scale, and the counts, added to what it holds.
-// `scales`, when given, gets each entry's block scale (the result divided by
-// it is the element: block_gemm.hpp).
+// How a block-scaled quantiser (block_quantize_recipe, block_gemm.hpp) groups
+// a GEMM input: blocks of recipe.block_size along `axis` (1: along a row, 0:
+// down a column), or with `tiles` block_size x block_size tiles (one scale
+// per tile); `sr` set: elements rounded stochastically, group g (line or
+// tile, row-major) keyed by (sr->seed, mix64(sr->stream ^ mix64(g))).
 struct BlockLayout {
   int axis = 1;
   bool tiles = false;
   const RandomStream* sr = nullptr;
 };
-Matrix block_quantize(const Matrix& x, const Format& f, const Fp8Recipe& recipe, const BlockLayout& layout,
-                      Fp8Stats* stats = nullptr, double* tensor_scale = nullptr, Matrix* scales = nullptr);
-// block_quantize under OCP MX with E8M0 scales in 1D blocks of `block`.
-Matrix mx_quantize(const Matrix& x, const Format& f, int block, int axis, Fp8Stats* stats = nullptr);
 
 // The n x n random Hadamard transform T = H diag(s) / sqrt(n) (Sylvester's
 // H, signs s from `seed`): orthogonal, so applying it to both operands along

@@ -7,6 +7,7 @@
 // The interfaces: a layer (forward, backward, parameters) and a loss.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -65,6 +66,11 @@ struct Fp8Stats {
   std::int64_t entries = 0;    // entries quantised (MX: summed over the uses)
   std::int64_t saturated = 0;  // |x * scale| clamped to the format's max finite
   std::int64_t flushed = 0;    // nonzero entries that quantised to zero
+  // Widens [scale_min, scale_max] to hold the block scale `m` (a multiplier, 1 / X).
+  void widen(double m) {
+    scale_min = std::isnan(scale_min) ? m : std::min(scale_min, m);
+    scale_max = std::isnan(scale_max) ? m : std::max(scale_max, m);
+  }
 };
 
 class Layer {
