@@ -101,7 +101,7 @@ void report(const Count& c) {
 
 TEST_CASE(
     "device-arith: recipes: E8M0 casts and MX scale codes, every rule and element format equal the CPU "
-    "core\'s",
+    "core's",
     "[device-arith]") {
   REQUIRE(std::string(device_arith::compiled_by()) == "nvcc");
   const std::vector<float> in = inputs();
@@ -119,7 +119,7 @@ TEST_CASE(
 
 TEST_CASE(
     "device-arith: recipes: MX elements under every scale code and rule, every element format equal the CPU "
-    "core\'s",
+    "core's",
     "[device-arith]") {
   REQUIRE(std::string(device_arith::compiled_by()) == "nvcc");
   const std::vector<float> in = inputs();
