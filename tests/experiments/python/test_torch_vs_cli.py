@@ -3,7 +3,8 @@ plain torch modules with the CLI's initial weights and batches (rpsim.torch.from
 byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
 (issue #27), for every named policy of the policy table, study-fixed-point.json's q16.14 policy object
 (round to nearest), an MLP with LayerNorm and GELU, and the gpt configs' optimizer (AdamW, warmup and
-cosine decay, clipping). The gpt configs: test_torch_vs_cli_gpt.py."""
+cosine decay, clipping). The gpt configs: test_torch_vs_cli_gpt.py; the block-scaled cases of CASES run
+from test_torch_vs_cli_block_scaled.py (a ctest entry of their own, so that two cores share the time)."""
 import json
 import pathlib
 
@@ -87,7 +88,7 @@ CASES = {
     "mlp-fp16-pure": {"base": "mlp-fp16-amp", "policy": "fp16-pure"},
     "mlp-fp8-current": {"base": "mlp-fp8", "policy": "fp8-current"},
     "mlp-fp8-delayed": {"base": "mlp-fp8", "policy": "fp8-delayed"},
-    # MX blocks of 32 with E8M0 scales (the trainer's own mx_quantize through the block-scale path).
+    # MX blocks of 32 with E8M0 scales (the trainer's block quantiser, block_quantize_recipe).
     "mlp-fp8-mx": {"base": "mlp-fp8", "policy": "fp8-mx"},
     "cnn-fp8-mx": {"base": "cnn-fp16-amp", "policy": "fp8-mx", "loss_scaler": {"policy": "none"}},
     # The other MX rows go through the same block-scale path (e3m2 and e2m1 elements).
@@ -125,7 +126,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# The block-scaled cases (MX, NVFP4, FP8 block scaling, the tcgen05 instructions): run by
+# test_torch_vs_cli_block_scaled.py.
+BLOCK_SCALED = sorted(c for c in CASES if any(k in c for k in ("mx", "nvfp4", "blockwise", "tcgen05")))
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - set(BLOCK_SCALED)))
 def test_steps_histograms_and_evaluations_byte_identical(case, cli_pair):
     t, ref = cli_pair.run(CONFIGS, case, CASES[case], load, through_torch)
     cli_pair.same_csvs(t, ref)
