@@ -2,6 +2,8 @@
 // fixed-point forms. Every error names the spec and the field.
 #include "format_spec.hpp"
 
+#include "rpsim/formats/behaviour_names.hpp"
+
 #include <string>
 
 namespace rpsim::detail {
@@ -113,14 +115,9 @@ void parse_fields(std::string_view spec, Format& f) {
         bad(spec, "nonfinite must be ieee, fn, fnuz or finite_only, got '" + std::string(val) + "'");
       }
     } else if (key == "overflow") {
-      if (val == "infinity" || val == "inf")
-        f.overflow = Overflow::infinity;
-      else if (val == "nan")
-        f.overflow = Overflow::nan;
-      else if (val == "saturate")
-        f.overflow = Overflow::saturate;
-      else
-        bad(spec, "overflow must be infinity, nan or saturate, got '" + std::string(val) + "'");
+      const auto o = overflow_named(val);
+      if (!o) bad(spec, "overflow must be " + overflow_names() + ", got '" + std::string(val) + "'");
+      f.overflow = *o;
     } else if (key == "name") {
       f.name = std::string(val);
     } else {

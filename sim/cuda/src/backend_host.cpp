@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "backend_launch.hpp"
+#include "rpsim/formats/behaviour_names.hpp"
 #include "rpsim/formats/rounding.hpp"
 
 namespace rpsim::cuda::backend {
@@ -86,27 +87,16 @@ RoundingDesc parse_rounding_arg(const char* function, const rpsim_cuda_rounding*
   if (!r) return d;
   if (r->mode && *r->mode) d.mode = parse_rounding(r->mode);
   if (r->overflow && *r->overflow) {
-    const std::string o = r->overflow;
+    const auto o = overflow_named(r->overflow);
+    if (!o) bad_argument(function, "overflow '" + std::string(r->overflow) + "' is not " + overflow_names());
     d.overflow_set = true;
-    if (o == "infinity")
-      d.overflow = Overflow::infinity;
-    else if (o == "nan")
-      d.overflow = Overflow::nan;
-    else if (o == "saturate")
-      d.overflow = Overflow::saturate;
-    else
-      bad_argument(function, "overflow '" + o + "' is not infinity, nan or saturate");
+    d.overflow = *o;
   }
   if (r->nan_policy && *r->nan_policy) {
-    const std::string p = r->nan_policy;
-    if (p == "x86" || p == "x86_sse")
-      d.nan_policy = NanPolicy::x86_sse;
-    else if (p == "arm")
-      d.nan_policy = NanPolicy::arm;
-    else if (p == "riscv")
-      d.nan_policy = NanPolicy::riscv;
-    else
-      bad_argument(function, "nan_policy '" + p + "' is not x86, arm or riscv");
+    const auto p = nan_policy_named(r->nan_policy);
+    if (!p)
+      bad_argument(function, "nan_policy '" + std::string(r->nan_policy) + "' is not " + nan_policy_names());
+    d.nan_policy = *p;
   }
   d.flush_subnormal_inputs = r->flush_subnormal_inputs != 0;
   d.flush_subnormal_outputs = r->flush_subnormal_outputs != 0;

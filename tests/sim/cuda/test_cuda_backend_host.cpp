@@ -44,6 +44,18 @@ TEST_CASE("cuda backend: bad arguments are named before the device is looked for
   CHECK(rpsim_cuda_round("bf16", &r, RPSIM_CUDA_F32, fake(64), RPSIM_CUDA_F32, fake(128), 4, nullptr, &err) ==
         RPSIM_CUDA_BAD_ARGUMENT);
   CHECK(std::string(err.message).find("nearest_odd") != std::string::npos);
+  // Overflow and NaN-policy names come from formats' table (behaviour_names.hpp), listed in the message.
+  r = rpsim_cuda_rounding{};
+  r.overflow = "clamp";
+  CHECK(rpsim_cuda_round("bf16", &r, RPSIM_CUDA_F32, fake(64), RPSIM_CUDA_F32, fake(128), 4, nullptr, &err) ==
+        RPSIM_CUDA_BAD_ARGUMENT);
+  CHECK(std::string(err.message).find("overflow 'clamp' is not infinity, nan or saturate") !=
+        std::string::npos);
+  r = rpsim_cuda_rounding{};
+  r.nan_policy = "mips";
+  CHECK(rpsim_cuda_round("bf16", &r, RPSIM_CUDA_F32, fake(64), RPSIM_CUDA_F32, fake(128), 4, nullptr, &err) ==
+        RPSIM_CUDA_BAD_ARGUMENT);
+  CHECK(std::string(err.message).find("nan_policy 'mips' is not x86, arm or riscv") != std::string::npos);
   CHECK(rpsim_cuda_round("fp64", nullptr, RPSIM_CUDA_F32, fake(64), RPSIM_CUDA_F32, fake(128), 4, nullptr,
                          &err) == RPSIM_CUDA_BAD_ARGUMENT);
   CHECK(std::string(err.message).find("f32 output") != std::string::npos);
