@@ -6,8 +6,6 @@ executed in this process, so that the numbers each panel plots are compared with
 CSV values, read here independently of notebooks/user_runs.py; the panels a Telemetry run lacks the
 data for say so. `rpsim grads` on one step Telemetry dumped gives Telemetry's own fractions and
 histogram. Skipped without torch (and the render.sh test without jupyter-nbconvert)."""
-import contextlib
-import io
 import json
 import math
 import os
@@ -22,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="python3-torch is not installed: no run to draw")
 rt = pytest.importorskip("rpsim.torch")
 matplotlib = pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed: notebooks not executed")
+from test_notebook_figures import execute as run_cells  # noqa: E402  (the notebook runner, same folder)
 matplotlib.use("Agg")
 NBCONVERT = pathlib.Path(os.environ.get("RPSIM_NBCONVERT", "/usr/bin/jupyter-nbconvert"))
 DUMP_STEP = 2
@@ -55,23 +54,14 @@ def runs(tmp_path_factory, source_dir):
 
 
 def execute(source_dir, name, results, folders, monkeypatch):
-    """Runs notebook `name`'s code cells here (cwd: notebooks/, as Jupyter and render.sh run them);
+    """Runs notebook `name`'s code cells on the run folders (test_notebook_figures' runner, cwd
+    notebooks/ as Jupyter and render.sh run them) and checks its figure and table were written;
     returns (its namespace, its printed output)."""
-    monkeypatch.setenv("RPSIM_RESULTS", str(results))
-    monkeypatch.setenv("RPSIM_RUN", os.pathsep.join(str(f) for f in folders))
-    monkeypatch.chdir(source_dir / "notebooks")
-    import matplotlib.pyplot as plt
-    plt.close("all")  # the figures of an earlier notebook
-    nb = json.loads((source_dir / "notebooks" / f"{name}.ipynb").read_text())
-    ns, out = {"display": print}, io.StringIO()
-    with contextlib.redirect_stdout(out):
-        for i, c in enumerate(nb["cells"]):
-            if c["cell_type"] == "code":
-                exec(compile("".join(c["source"]), f"{name}[{i}]", "exec"), ns)
+    ns, out = run_cells(source_dir, name, results, monkeypatch, runs=folders)
     png = results / "figures" / f"{name}-run.png"
     assert png.stat().st_size > 10000, f"{png} not written"
     assert (results / "figures" / f"{name}-run.md").read_text().startswith("| quantity")
-    return ns, out.getvalue()
+    return ns, out
 
 
 def steps(folder):
