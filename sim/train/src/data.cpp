@@ -1,5 +1,6 @@
 // Fashion-MNIST IDX reader and the synthetic fallback.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -49,10 +50,20 @@ std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uin
     FILE* pipe = popen(cmd.c_str(), "r");
     if (!pipe) throw std::runtime_error("cannot run gzip on '" + path + "'");
     std::vector<std::uint8_t> buf(1 << 16);
-    std::size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    for (;;) {
+      const std::size_t n = fread(buf.data(), 1, buf.size(), pipe);
       bytes.insert(bytes.end(), buf.begin(), buf.begin() + long(n));
-    if (pclose(pipe) != 0) throw std::runtime_error("gzip failed on '" + path + "'");
+      if (n > 0) continue;
+      // A signal whose handler does not restart reads (Python's SIGINT
+      // handler, for one) ends fread with EINTR mid-file: read on.
+      if (ferror(pipe) && errno == EINTR) {
+        clearerr(pipe);
+        continue;
+      }
+      break;
+    }
+    const bool read_error = ferror(pipe) != 0;
+    if (pclose(pipe) != 0 || read_error) throw std::runtime_error("gzip failed on '" + path + "'");
   } else {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot open '" + path + "'");
