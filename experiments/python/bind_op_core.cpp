@@ -259,19 +259,33 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
   std::tie(g.dilation_h, g.dilation_w) = dilation;
   std::tie(g.pad_h, g.pad_w) = padding;
   std::tie(g.stride_h, g.stride_w) = stride;
-  const F64 cols = batched_array(cols_in, "cols");
+  // Native float32 or float64 cols are read where they lie, at their strides
+  // (rpsim.torch's gradient of F.unfold is a transposed view: a contiguous
+  // float64 copy of it cost more than the sums); anything else as a
+  // contiguous float64 copy.
+  py::array cols = py::array::ensure(cols_in);
+  bool strided = cols && cols.ndim() == 3 &&
+                 (py::isinstance<py::array_t<float>>(cols) || py::isinstance<py::array_t<double>>(cols));
+  for (py::ssize_t d = 0; strided && d < 3; ++d) strided = cols.strides(d) % cols.itemsize() == 0;
+  if (!strided) cols = batched_array(cols_in, "cols");
   if (cols.shape(1) != g.patch() || cols.shape(2) != g.positions())
     throw py::value_error(fmt::format("cols: expected (N, {}, {}), given (N, {}, {})", g.patch(),
                                       g.positions(), cols.shape(1), cols.shape(2)));
   const Eigen::Index n = cols.shape(0), pixels = channels * g.height * g.width;
-  const train::Strides cs{g.patch() * g.positions(), g.positions(), 1}, ds{pixels, 1, 0};
+  const auto item = Eigen::Index(cols.itemsize());
+  const train::Strides cs{cols.strides(0) / item, cols.strides(1) / item, cols.strides(2) / item},
+      ds{pixels, 1, 0};
+  const bool f32 = py::isinstance<py::array_t<float>>(cols);
   py::array_t<double> dx(
       {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
   const Format* f = optional_format(x_format);
   py::object mask = py::none();
   {
     py::gil_scoped_release release;
-    train::col2im(cols.data(), cs, n, g, dx.mutable_data(), ds);
+    if (f32)
+      train::col2im(static_cast<const float*>(cols.data()), cs, n, g, dx.mutable_data(), ds);
+    else
+      train::col2im(static_cast<const double*>(cols.data()), cs, n, g, dx.mutable_data(), ds);
   }
   if (f) {
     Eigen::Map<sim::Matrix> m(dx.mutable_data(), n * pixels, 1);
@@ -281,7 +295,7 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
   if (!raw_in.is_none()) {
     const F64 raw = batched_array(raw_in, "raw");
     std::vector<double> r(std::size_t(n * pixels));
-    train::col2im(raw.data(), cs, n, g, r.data(), ds);
+    train::col2im(raw.data(), {g.patch() * g.positions(), g.positions(), 1}, n, g, r.data(), ds);
     py::array_t<bool> flushed(
         {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
     for (std::size_t i = 0; i < r.size(); ++i) flushed.mutable_data()[i] = r[i] != 0 && dx.data()[i] == 0;

@@ -3,8 +3,10 @@
 
 namespace rpsim::sim::train {
 
-void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
-            Strides ds) {
+namespace {
+
+template <class T>
+void col2im_of(const T* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx, Strides ds) {
   const Eigen::Index pixels = g.channels * g.height * g.width, ow = g.out_w(), oh = g.out_h();
   for (Eigen::Index b = 0; b < batch; ++b)
     for (Eigen::Index p = 0; p < pixels; ++p) dx[b * ds.s0 + p * ds.s1] = 0.0;
@@ -21,10 +23,22 @@ void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeomet
               if (ix < 0 || ix >= g.width) continue;
               const Eigen::Index col = (c * g.kernel_h + ky) * g.kernel_w + kx;
               dx[b * ds.s0 + ((c * g.height + iy) * g.width + ix) * ds.s1] +=
-                  cols[b * cs.s0 + col * cs.s1 + pos * cs.s2];
+                  double(cols[b * cs.s0 + col * cs.s1 + pos * cs.s2]);
             }
           }
       }
+}
+
+}  // namespace
+
+void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
+            Strides ds) {
+  col2im_of(cols, cs, batch, g, dx, ds);
+}
+
+void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
+            Strides ds) {
+  col2im_of(cols, cs, batch, g, dx, ds);
 }
 
 }  // namespace rpsim::sim::train

@@ -10,13 +10,12 @@ namespace {
 
 // g * factor rounded to f (nearest even), in place; the flushed entries.
 std::int64_t multiply(std::span<double> g, double factor, const Format& f) {
-  std::vector<double> before(g.begin(), g.end());
-  for (double& x : g) x *= factor;
   const ValueRounding& r = nearest_rounding(f);
   std::int64_t flushed = 0;
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    g[i] = r(g[i]);
-    flushed += before[i] != 0 && g[i] == 0;
+  for (double& x : g) {
+    const double before = x;
+    x = r(before * factor);
+    flushed += before != 0 && x == 0;
   }
   return flushed;
 }

@@ -32,7 +32,11 @@ struct Strides {
 // in another order, which binary64 sums of binary64 terms can tell apart).
 // cols: (batch, patch, positions) at `cs`; dx: (batch, channels * height *
 // width), zero-filled here, at `ds` (element (b, pixel, 0)).
+// cols may hold binary32 values (rpsim.torch's float32 gradients, read where
+// they lie: widening is exact, the sums the same).
 void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
+            Strides ds);
+void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
             Strides ds);
 
 }  // namespace rpsim::sim::train
