@@ -100,6 +100,25 @@ def test_conv2d_is_im2col_times_the_weight():
     assert torch.allclose(c1(s), F.conv1d(s, c1.weight, c1.bias, stride=2), rtol=1e-2, atol=1e-2)
 
 
+def test_col2im_reads_strided_float32_as_its_float64_copy():
+    """The op core's col2im reads a float32 array at its own strides (rpsim.torch's gradient of F.unfold
+    is a transposed view): the same sums as on its contiguous float64 copy, and F.fold's where every
+    sum is exact (small integers)."""
+    from rpsim import _core
+    g = torch.Generator().manual_seed(5)
+    lcols = torch.randint(-8, 9, (2, 7 * 5 * 3, 4 * 14), generator=g).float()  # (N, C*kh*kw, L) values
+    view = lcols.transpose(1, 2).contiguous().transpose(1, 2)  # the same values, position-major in memory
+    assert not view.is_contiguous()
+    args = ((9, 14), 7, (5, 3), (1, 2), (1, 2), (2, 1))  # size, channels, kernel, dilation, padding, stride
+    dx_view, _ = _core._col2im(view.numpy(), *args)
+    dx_copy, _ = _core._col2im(view.numpy().astype("float64", order="C"), *args)
+    assert np.array_equal(dx_view, dx_copy)
+    fold = F.fold(lcols.double(), (9, 14), (5, 3), dilation=(1, 2), padding=(1, 2), stride=(2, 1))
+    assert np.array_equal(dx_view, fold.numpy())
+    with pytest.raises(ValueError, match=r"cols: expected \(N, 105, 56\), given \(N, 104, 56\)"):
+        _core._col2im(view.numpy()[:, :-1], *args)
+
+
 def test_stochastic_models_are_keyed():
     a, b = rand(4, 64, seed=22), rand(64, 4, seed=23)
     m = "sequential:fp16:sr"
