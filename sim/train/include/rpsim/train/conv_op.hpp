@@ -36,7 +36,6 @@ struct Strides {
 // they lie: widening is exact, the sums the same).
 void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
             Strides ds);
-void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
-            Strides ds);
+void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx, Strides ds);
 
 }  // namespace rpsim::sim::train
