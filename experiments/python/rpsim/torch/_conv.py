@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _core
-from ._ops import _bias_telemetry, _check, _config, _gemm, _telemetry
+from ._ops import _bias_telemetry, _check, _config, _gemm, _telemetry, _values
 from ._unsupported import no_double_backward
 
 
@@ -35,9 +35,8 @@ class _Unfold(torch.autograd.Function):
         if ctx.telemetry is not None and ctx.telemetry[0]:
             raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2).contiguous()
         kernel, dilation, padding, stride = ctx.geometry
-        # float32/float64 read where they lie (the gradient of a transposed view): no copy.
-        g = grad.detach() if grad.dtype in (torch.float32, torch.float64) else grad.detach().float()
-        dx, flushed = _core._col2im(g.numpy(), tuple(ctx.shape[-2:]), ctx.shape[1],
+        # Read where they lie (the gradient of a transposed view): no contiguous copy.
+        dx, flushed = _core._col2im(_values(grad).numpy(), tuple(ctx.shape[-2:]), ctx.shape[1],
                                     kernel, dilation, padding, stride, ctx.x_format,
                                     None if raw is None else raw.numpy())
         if flushed is not None:

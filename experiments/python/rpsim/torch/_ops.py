@@ -27,12 +27,16 @@ def _keys(cfg):
     return dict(seed=cfg.seed, stream=cfg.stream, layer=cfg.layer)
 
 
+def _values(t):
+    """t detached, as float32 or float64 (no copy where it already is one): float16 / bfloat16 widen
+    exactly to float32."""
+    t = t.detach()
+    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+
+
 def _np(t):
     """t's values as a C-contiguous float32 or float64 NumPy array (no copy where t already is one)."""
-    t = t.detach()
-    if t.dtype not in (torch.float32, torch.float64):
-        t = t.float()  # float16 / bfloat16: exact in binary32
-    return t.contiguous().numpy()
+    return _values(t).contiguous().numpy()
 
 
 class _Gemm(torch.autograd.Function):
