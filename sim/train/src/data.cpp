@@ -48,7 +48,7 @@ std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uin
     // Debian ships the files gzipped; gzip is part of every Debian system.
     const std::string cmd = "gzip -dc '" + path + "'";
     FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) throw std::runtime_error("cannot run gzip on '" + path + "'");
+    if (!pipe) throw DataFileError("cannot run gzip on '" + path + "'");
     std::vector<std::uint8_t> buf(1 << 16);
     for (;;) {
       const std::size_t n = fread(buf.data(), 1, buf.size(), pipe);
@@ -63,16 +63,17 @@ std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uin
       break;
     }
     const bool read_error = ferror(pipe) != 0;
-    if (pclose(pipe) != 0 || read_error) throw std::runtime_error("gzip failed on '" + path + "'");
+    if (pclose(pipe) != 0 || read_error)
+      throw DataFileError("'" + path + "': gzip -dc failed (a corrupt or truncated gzip file)");
   } else {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    if (!in) throw DataFileError("cannot open '" + path + "'");
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08)
-    throw std::runtime_error("'" + path + "': not an unsigned-byte IDX file");
+    throw DataFileError("'" + path + "': not an unsigned-byte IDX file");
   const int rank = bytes[3];
-  if (bytes.size() < std::size_t(4 + 4 * rank)) throw std::runtime_error("'" + path + "': truncated header");
+  if (bytes.size() < std::size_t(4 + 4 * rank)) throw DataFileError("'" + path + "': truncated header");
   dims.clear();
   std::size_t count = 1;
   for (int d = 0; d < rank; ++d) {
@@ -82,8 +83,8 @@ std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uin
   }
   const std::size_t offset = std::size_t(4 + 4 * rank);
   if (bytes.size() != offset + count)
-    throw std::runtime_error("'" + path + "': expected " + std::to_string(count) + " data bytes, found " +
-                             std::to_string(bytes.size() - offset));
+    throw DataFileError("'" + path + "': expected " + std::to_string(count) + " data bytes, found " +
+                        std::to_string(bytes.size() - offset));
   return {bytes.begin() + long(offset), bytes.end()};
 }
 
@@ -103,7 +104,7 @@ Dataset load_split(const std::string& images, const std::string& labels, std::si
   d.pixels = read_idx(images, idims);
   const auto lab = read_idx(labels, ldims);
   if (idims.size() != 3 || ldims.size() != 1 || idims[0] != ldims[0])
-    throw std::runtime_error("'" + images + "' and '" + labels + "' do not describe the same samples");
+    throw DataFileError("'" + images + "' and '" + labels + "' do not describe the same samples");
   d.height = int(idims[1]);
   d.width = int(idims[2]);
   d.labels.assign(lab.begin(), lab.end());

@@ -75,6 +75,45 @@ TEST_CASE("rpsim train: bad configs exit 2 naming the key", "[cli][train]") {
   CHECK(run_cli("train " + (scratch() / "missing.json").string()).status == 2);
 }
 
+// A corrupt data file is bad input, not an internal error: exit 2 naming the
+// file, with no table written (it was "internal error", exit 3).
+TEST_CASE("rpsim train: a corrupt Fashion-MNIST file exits 2 naming the file", "[cli][train]") {
+  const fs::path cfg = write("small.json", kSmall);
+  const char* stems[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                         "t10k-labels-idx1-ubyte"};
+  // The labels of the test split, a valid one-dimensional IDX file of 2 labels.
+  const std::string labels("\0\0\x08\x01\0\0\0\x02\x03\x04", 10);
+  struct Case {
+    std::string what, bad_name, bad_bytes, expect;
+  };
+  const std::vector<Case> cases{
+      {"not gzip", "train-images-idx3-ubyte.gz", "plain text, not gzip", "gzip -dc failed"},
+      {"not IDX", "train-images-idx3-ubyte", "plain text", "not an unsigned-byte IDX file"},
+      {"truncated", "train-images-idx3-ubyte", std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x1c\0\0", 14),
+       "truncated header"},
+      {"short data", "train-images-idx3-ubyte",
+       std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02\x01\x02", 18),
+       "expected 8 data bytes, found 2"},
+  };
+  for (const auto& c : cases) {
+    const fs::path dir = scratch() / ("idx-" + std::to_string(&c - cases.data()));
+    fs::create_directories(dir);
+    for (const char* stem : stems)
+      if (std::string(stem) != "train-images-idx3-ubyte")
+        std::ofstream(dir / stem, std::ios::binary) << labels;
+    std::ofstream(dir / c.bad_name, std::ios::binary) << c.bad_bytes;
+    const fs::path out = dir / "out";
+    const auto r = run_cli("train " + cfg.string() + " --quiet --out " + out.string() +
+                           " --set 'data={\"name\":\"fashion-mnist\",\"path\":\"" + dir.string() + "\"}'");
+    INFO(c.what << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.output, Catch::Contains((dir / c.bad_name).string()));
+    CHECK_THAT(r.output, Catch::Contains(c.expect));
+    CHECK_THAT(r.output, !Catch::Contains("internal error"));
+    CHECK_FALSE(fs::exists(out / "steps.csv"));
+  }
+}
+
 // Issue 25: the key tables are the one check of names and types, so every
 // problem of a file is reported at once, each once, naming the file.
 TEST_CASE("rpsim train: every unknown key and wrong type at once, each named once", "[cli][train]") {

@@ -8,12 +8,21 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "rpsim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
+
+// A data file that cannot be read or is not what it should be (a missing,
+// truncated or corrupt IDX file): bad input, named in the message, so the CLI
+// exits 2 and Python raises ValueError (not an internal error).
+class DataFileError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 // A training or test set: images with one label each, or text cut into
 // windows of `context` tokens whose targets are the next tokens.
@@ -98,7 +107,8 @@ const DataSetInfo* find_data_set(const std::string& name);
 std::vector<std::string> missing_fashion_mnist_files(const std::string& dir);
 
 // Reads one IDX file (gzipped when the name ends in .gz, via `gzip -dc`).
-// Throws std::runtime_error naming the file on a bad header.
+// Throws DataFileError naming the file when it cannot be read or is not a
+// whole unsigned-byte IDX file.
 std::vector<std::uint8_t> read_idx(const std::string& path, std::vector<std::uint32_t>& dims);
 
 // The sample order of `epoch`: a Fisher-Yates shuffle driven by
