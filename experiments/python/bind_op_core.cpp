@@ -26,37 +26,64 @@ namespace {
 namespace train = sim::train;
 using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Matrices of a (batch, rows, cols) float32 or float64 array, read in place
-// (one conversion to the core's binary64 column-major carrier).
+// One (rows x cols) item at element strides (rs, cs), converted to the core's
+// binary64 column-major carrier in one pass. A row-major item is Eigen's
+// transposing copy; a column-major one (a transposed view: nn.Linear's weight
+// as B) a straight widening copy, where torch's contiguous copy of the view
+// cost a transpose more.
+template <class T>
+sim::Matrix item(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Eigen::Index cs) {
+  using Col = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using Row = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  if (rs == 1 || r == 1)
+    return Eigen::Map<const Col, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(c == 1 ? r : cs))
+        .template cast<double>();
+  if (cs == 1 || c == 1)
+    return Eigen::Map<const Row, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(rs)).template cast<double>();
+  using Any = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  return Eigen::Map<const Col, 0, Any>(p, r, c, Any(cs, rs)).template cast<double>();
+}
+
+// Matrices of a (batch, rows, cols) float32 or float64 array, read where it
+// lies at its strides (a view of a tensor needs no contiguous copy).
 std::vector<sim::Matrix> matrices(const py::handle& x, const char* what) {
-  const py::array a = py::array::ensure(x, py::array::c_style);
+  py::array a = py::array::ensure(x);
   if (!a || a.ndim() != 3)
     throw py::value_error(
         fmt::format("{}: a 3-D (batch, rows, cols) float32 or float64 array is needed", what));
-  const py::ssize_t batch = a.shape(0), r = a.shape(1), c = a.shape(2);
-  std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));
-  if (py::isinstance<py::array_t<float>>(a)) {
-    const float* p = static_cast<const float*>(a.data());
-    for (py::ssize_t i = 0; i < batch; ++i)
-      out[std::size_t(i)] = Eigen::Map<const RowMajorF>(p + i * r * c, r, c).cast<double>();
-  } else if (py::isinstance<py::array_t<double>>(a)) {
-    const double* p = static_cast<const double*>(a.data());
-    for (py::ssize_t i = 0; i < batch; ++i)
-      out[std::size_t(i)] = Eigen::Map<const RowMajor>(p + i * r * c, r, c);
-  } else {
+  const bool f32 = py::isinstance<py::array_t<float>>(a), f64 = py::isinstance<py::array_t<double>>(a);
+  if (!f32 && !f64)
     throw py::type_error(fmt::format("{}: dtype {} (float32 or float64 is needed)", what,
                                      py::str(a.dtype()).cast<std::string>()));
-  }
+  bool usable = true;
+  for (py::ssize_t d = 0; d < 3; ++d) usable = usable && a.strides(d) >= 0 && a.strides(d) % a.itemsize() == 0;
+  if (!usable) a = py::array::ensure(x, py::array::c_style);
+  const py::ssize_t batch = a.shape(0), r = a.shape(1), c = a.shape(2), item_size = a.itemsize();
+  const Eigen::Index bs = a.strides(0) / item_size, rs = a.strides(1) / item_size, cs = a.strides(2) / item_size;
+  std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));
+  for (py::ssize_t i = 0; i < batch; ++i)
+    out[std::size_t(i)] = f32 ? item(static_cast<const float*>(a.data()) + i * bs, r, c, rs, cs)
+                              : item(static_cast<const double*>(a.data()) + i * bs, r, c, rs, cs);
   return out;
 }
 
-py::array_t<double> stacked(const std::vector<sim::Matrix>& ms) {
+// A (batch, rows, cols) C-contiguous array of `ms` as T. float32 where the
+// caller's tensor is float32: the same nearest-even conversion as torch's
+// .to(float32), done in the transposing pass instead of a pass of its own.
+template <class T = double>
+py::array_t<T> stacked(const std::vector<sim::Matrix>& ms) {
+  using RowT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
                     c = ms.empty() ? 0 : ms[0].cols();
-  py::array_t<double> out({batch, r, c});
-  double* dst = out.mutable_data();
-  for (py::ssize_t i = 0; i < batch; ++i) Eigen::Map<RowMajor>(dst + i * r * c, r, c) = ms[std::size_t(i)];
+  py::array_t<T> out({batch, r, c});
+  T* dst = out.mutable_data();
+  for (py::ssize_t i = 0; i < batch; ++i)
+    Eigen::Map<RowT>(dst + i * r * c, r, c) = ms[std::size_t(i)].template cast<T>();
   return out;
+}
+
+py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32) {
+  return f32 ? py::array(stacked<float>(ms)) : py::array(stacked<double>(ms));
 }
 
 py::array_t<bool> stacked_mask(const std::vector<train::Mask>& ms) {
@@ -110,7 +137,7 @@ class PyGemmOp {
 
   py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
                     const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
-                    std::uint64_t stream, const py::object& layer) {
+                    std::uint64_t stream, const py::object& layer, bool f32) {
     std::vector<sim::Matrix> a = matrices(a_in, "A"), b = matrices(b_in, "B");
     std::vector<sim::Matrix> c = c_in.is_none() ? std::vector<sim::Matrix>() : matrices(c_in, "C");
     if (!c.empty() && (c.size() != a.size() || c[0].rows() != a[0].rows() || c[0].cols() != b[0].cols()))
@@ -134,12 +161,12 @@ class PyGemmOp {
         out[i] = op_.forward(a[i], af, b[i], bias_in.is_none() ? nullptr : &bias, keys.item(py::ssize_t(i)),
                              saved->items[i], c.empty() ? nullptr : &c[i]);
     }
-    return py::make_tuple(stacked(out), py::cast(saved));
+    return py::make_tuple(stacked_as(out, f32), py::cast(saved));
   }
 
   py::dict backward(const Saved& saved, const py::handle& dy_in, bool need_a, bool need_b, bool need_bias,
                     std::uint64_t seed, std::uint64_t stream, const py::object& layer,
-                    const py::object& b_grad, bool raw, bool masks) {
+                    const py::object& b_grad, bool raw, bool masks, bool a_f32, bool b_f32) {
     std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
     if (dy.size() != saved.items.size()) throw py::value_error("dY's batch differs from forward's");
     const Keys keys = keys_arg(seed, stream, layer);
@@ -150,7 +177,7 @@ class PyGemmOp {
       for (std::size_t i = 0; i < dy.size(); ++i)
         g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg);
     }
-    return grads_dict(g, need_a, need_b, need_bias, raw, masks);
+    return grads_dict(g, need_a, need_b, need_bias, raw, masks, a_f32, b_f32);
   }
 
   py::dict fp8_stats() const {
@@ -165,7 +192,7 @@ class PyGemmOp {
 
  private:
   static py::dict grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                             bool raw, bool masks);
+                             bool raw, bool masks, bool a_f32, bool b_f32);
   train::GemmOp op_;
 };
 
@@ -173,7 +200,7 @@ class PyGemmOp {
 // (nonzero before, zero after): dA's and dB's output roundings, the bias
 // gradient's, and dY's cast (telemetry; each in its tensor's shape).
 py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                              bool raw, bool masks) {
+                              bool raw, bool masks, bool a_f32, bool b_f32) {
   py::dict d;
   std::vector<sim::Matrix> da, db, da_raw;
   std::vector<train::Mask> da_flushed, db_flushed, dy_cast;
@@ -204,9 +231,9 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, boo
   const auto mask_or_none = [&](bool on, const std::vector<train::Mask>& m) {
     return on && masks ? py::object(stacked_mask(m)) : py::none();
   };
-  d["da"] = need_a ? py::object(stacked(da)) : py::none();
+  d["da"] = need_a ? py::object(stacked_as(da, a_f32)) : py::none();
   d["da_raw"] = need_a && raw ? py::object(stacked(da_raw)) : py::none();
-  d["db"] = need_b ? py::object(stacked(db)) : py::none();
+  d["db"] = need_b ? py::object(stacked_as(db, b_f32)) : py::none();
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
   d["da_flushed"] = mask_or_none(need_a, da_flushed);
   d["db_flushed"] = mask_or_none(need_b, db_flushed);
@@ -329,12 +356,16 @@ void bind_op_core(py::module_& m) {
           "A GEMM op under an accumulation model, with optional casts and recipe.")
       .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
            arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
-           "(epilogue(A B (+ C)) as float64 (batch, m, n), saved) for A (batch, m, k), B (batch, k, n).")
+           arg("float32") = false,
+           "(epilogue(A B (+ C)) as float64 (batch, m, n) (float32=True: as float32), saved) for A (batch, "
+           "m, k), B (batch, k, n), float32 or float64 arrays at any strides.")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,
+           arg("a_float32") = false, arg("b_float32") = false,
            "{da, db, bias, da_raw (raw=True); with masks=True the masks of the entries flushed to zero: "
-           "da_flushed, db_flushed, bias_flushed, dy_cast_flushed} of the forward call that made `saved`.")
+           "da_flushed, db_flushed, bias_flushed, dy_cast_flushed} of the forward call that made `saved`; "
+           "da and db as float64, or float32 where a_float32 / b_float32.")
       // A deep copy of an emulated model copies its emulation: the op with its scaling state.
       .def("__copy__", [](const PyGemmOp& o) { return PyGemmOp(o); })
       .def(

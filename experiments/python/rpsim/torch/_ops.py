@@ -39,6 +39,12 @@ def _np(t):
     return _values(t).contiguous().numpy()
 
 
+def _view(t):
+    """t's values as a float32 or float64 NumPy view at t's strides (the GEMM op reads operands where
+    they lie: a transposed weight needs no contiguous copy)."""
+    return _values(t).numpy()
+
+
 class _Gemm(torch.autograd.Function):
     """D = epilogue(A B (+ C)) over a batch on the op core's GEMM op (cfg.op): A (B, m, k), B (B, k, n),
     bias (n,) or None, C (B, m, n) or None; a_format the format of A's values (a rule that follows its
@@ -46,14 +52,15 @@ class _Gemm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b, bias, c, cfg, a_format, shape):
-        d, ctx.saved = cfg.op.forward(_np(a), a_format, _np(b), None if bias is None else _np(bias.reshape(1, -1)),
-                                      None if c is None else _np(c), **_keys(cfg))
+        out = _out_dtype(a, b)
+        d, ctx.saved = cfg.op.forward(_view(a), a_format, _view(b), None if bias is None else _np(bias.reshape(1, -1)),
+                                      None if c is None else _view(c), **_keys(cfg), float32=out == torch.float32)
         ctx.cfg, ctx.has_c = cfg, c is not None
         ctx.dtypes = (a.dtype, b.dtype, None if bias is None else bias.dtype)
         # The result in the caller's shape, made here: a view of the GEMM's (B, m, n) would lose the
         # hooks on it when the caller modifies it in place (an in-place ReLU after a Linear).
         ctx.shape = d.shape
-        return torch.from_numpy(d.reshape(shape or d.shape)).to(_out_dtype(a, b))
+        return torch.from_numpy(d.reshape(shape or d.shape)).to(out)
 
     @staticmethod
     def backward(ctx, grad):
@@ -63,8 +70,9 @@ class _Gemm(torch.autograd.Function):
         holder = getattr(cfg, "raw_input_grad", None)
         col2im = holder is not None and need[0]
         masks = _telemetry_wanted(cfg)
-        g = cfg.op.backward(ctx.saved, _np(grad.reshape(ctx.shape)), need[0], need[1], need[2], **_keys(cfg),
-                            raw=col2im, masks=masks)
+        g = cfg.op.backward(ctx.saved, _view(grad.reshape(ctx.shape)), need[0], need[1], need[2], **_keys(cfg),
+                            raw=col2im, masks=masks, a_float32=ctx.dtypes[0] == torch.float32,
+                            b_float32=ctx.dtypes[1] == torch.float32)
         if masks:
             output_grad_flushed(cfg, torch.from_numpy(g["dy_cast_flushed"]))
         da = db = dbias = None
