@@ -2,6 +2,7 @@
 // rounding keywords.
 #include <fmt/format.h>
 
+#include <string>
 #include <vector>
 
 #include "bindings.hpp"
@@ -175,6 +176,73 @@ py::array empty_like(const py::array& like, const py::dtype& dtype) {
 py::object unwrap_0d(py::array a) {
   if (a.ndim() == 0) return a[py::tuple()];
   return a;
+}
+
+namespace {
+
+// One (rows x cols) item at element strides (rs, cs), converted to the core's
+// binary64 column-major carrier in one pass. A row-major item is Eigen's
+// transposing copy; a column-major one (a transposed view: nn.Linear's weight
+// as B) a straight widening copy, where torch's contiguous copy of the view
+// cost a transpose more.
+template <class T>
+sim::Matrix item(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Eigen::Index cs) {
+  using Col = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using Row = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  if (rs == 1 || r == 1)
+    return Eigen::Map<const Col, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(c == 1 ? r : cs))
+        .template cast<double>();
+  if (cs == 1 || c == 1)
+    return Eigen::Map<const Row, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(rs))
+        .template cast<double>();
+  using Any = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  return Eigen::Map<const Col, 0, Any>(p, r, c, Any(cs, rs)).template cast<double>();
+}
+
+// A (batch, rows, cols) C-contiguous array of `ms` as T. float32 where the
+// caller's tensor is float32: the same nearest-even conversion as torch's
+// .to(float32), done in the transposing pass instead of a pass of its own.
+template <class T = double>
+py::array_t<T> stacked(const std::vector<sim::Matrix>& ms) {
+  using RowT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
+                    c = ms.empty() ? 0 : ms[0].cols();
+  py::array_t<T> out({batch, r, c});
+  T* dst = out.mutable_data();
+  for (py::ssize_t i = 0; i < batch; ++i)
+    Eigen::Map<RowT>(dst + i * r * c, r, c) = ms[std::size_t(i)].template cast<T>();
+  return out;
+}
+
+}  // namespace
+
+// Matrices of a (batch, rows, cols) float32 or float64 array, read where it
+// lies at its strides (a view of a tensor needs no contiguous copy).
+std::vector<sim::Matrix> matrices(const py::handle& x, const char* what) {
+  py::array a = py::array::ensure(x);
+  if (!a || a.ndim() != 3)
+    throw py::value_error(
+        fmt::format("{}: a 3-D (batch, rows, cols) float32 or float64 array is needed", what));
+  const bool f32 = py::isinstance<py::array_t<float>>(a), f64 = py::isinstance<py::array_t<double>>(a);
+  if (!f32 && !f64)
+    throw py::type_error(fmt::format("{}: dtype {} (float32 or float64 is needed)", what,
+                                     py::str(a.dtype()).cast<std::string>()));
+  bool usable = true;
+  for (py::ssize_t d = 0; d < 3; ++d)
+    usable = usable && a.strides(d) >= 0 && a.strides(d) % a.itemsize() == 0;
+  if (!usable) a = py::array::ensure(x, py::array::c_style);
+  const py::ssize_t batch = a.shape(0), r = a.shape(1), c = a.shape(2), item_size = a.itemsize();
+  const Eigen::Index bs = a.strides(0) / item_size, rs = a.strides(1) / item_size,
+                     cs = a.strides(2) / item_size;
+  std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));
+  for (py::ssize_t i = 0; i < batch; ++i)
+    out[std::size_t(i)] = f32 ? item(static_cast<const float*>(a.data()) + i * bs, r, c, rs, cs)
+                              : item(static_cast<const double*>(a.data()) + i * bs, r, c, rs, cs);
+  return out;
+}
+
+py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32) {
+  return f32 ? py::array(stacked<float>(ms)) : py::array(stacked<double>(ms));
 }
 
 }  // namespace rpsim::python

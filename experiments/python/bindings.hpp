@@ -81,6 +81,14 @@ sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const p
                            const py::object& scale_b);
 // A matrix as a new C-contiguous float64 array.
 py::array to_numpy(const sim::Matrix& m);
+// The matrices of a (batch, rows, cols) float32 or float64 array, read where
+// it lies at its strides (a view of a tensor needs no contiguous copy), as
+// the core's binary64 column-major carrier; `what` names it in errors.
+std::vector<sim::Matrix> matrices(const py::handle& x, const char* what);
+// Matrices of one shape as a new (batch, rows, cols) C-contiguous array:
+// float32 with f32 (the nearest-even conversion torch's .to(float32) makes),
+// else float64.
+py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32);
 // A quantisation's statistics (amax, scale_min, scale_max, entries,
 // saturated, flushed) as a dict (bind_torch_train.cpp).
 py::dict fp8_stats_dict(const sim::train::Fp8Stats& s);
