@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "count_where.hpp"
-#include "native_matmul.hpp"
 #include "parallel_work.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/native_gemm.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -243,8 +243,8 @@ namespace {
 // matmul with operand `t` given transposed: the native kernels read it in
 // place, every other path gets the transpose as a matrix (as before).
 Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
-                    RandomStream random, detail::Transposed t) {
-  using detail::Transposed;
+                    RandomStream random, sim::native::Transposed t) {
+  using sim::native::Transposed;
   const Eigen::Index inner_a = t == Transposed::a ? a.rows() : a.cols();
   const Eigen::Index inner_b = t == Transposed::b ? b.cols() : b.rows();
   if (inner_a != inner_b)
@@ -252,9 +252,9 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
                                 std::to_string(inner_b) + ")");
   if (const Format* acc = sequential_rne(model)) {
     if (*acc == formats::binary32()) {
-      if (auto c = detail::matmul_native_binary32(a, b, t)) return std::move(*c);
+      if (auto c = sim::native::matmul_binary32(a, b, t)) return std::move(*c);
     } else if (*acc == formats::binary64()) {
-      return detail::matmul_native_binary64(a, b, t);
+      return sim::native::matmul_binary64(a, b, t);
     }
   }
   if (t == Transposed::a) return matmul_given(Matrix(a.transpose()), b, model, random, Transposed::none);
@@ -283,17 +283,17 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
 // plan's test); matmul_given's own fallbacks do not count again.
 Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
   count_multiply_adds(a.rows(), a.cols(), b.cols());
-  return matmul_given(a, b, model, random, detail::Transposed::none);
+  return matmul_given(a, b, model, random, sim::native::Transposed::none);
 }
 
 Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
   count_multiply_adds(a.cols(), a.rows(), b.cols());
-  return matmul_given(a, b, model, random, detail::Transposed::a);
+  return matmul_given(a, b, model, random, sim::native::Transposed::a);
 }
 
 Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
   count_multiply_adds(a.rows(), a.cols(), b.rows());
-  return matmul_given(a, b, model, random, detail::Transposed::b);
+  return matmul_given(a, b, model, random, sim::native::Transposed::b);
 }
 
 namespace {

@@ -1,6 +1,6 @@
-// train::matmul under sim's accumulation models: the native binary32 path is
-// bit-identical to sim::gemm with sequential:binary32:rne, every other model
-// is sim::gemm itself, and nothing depends on the thread count.
+// train::matmul under sim's accumulation models: sequential:binary32:rne and
+// binary64:rne give the models' dot products (on the native kernels), every
+// other model is sim::gemm itself, and nothing depends on the thread count.
 #include <omp.h>
 
 #include <bit>
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bit_matrices.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -16,105 +17,23 @@ using namespace rpsim;
 using namespace rpsim::sim::train;
 using rpsim::sim::AccumulationModel;
 
-namespace {
+using namespace rpsim::test;
 
-// Entries of both signs, magnitudes [0.5, 1) * 2^e with e uniform in
-// [e_lo, e_hi], one in eight an exact zero; rounded to `fmt`.
-Matrix random_matrix(const Format& fmt, Eigen::Index r, Eigen::Index c, std::uint64_t stream, int e_lo,
-                     int e_hi) {
-  Matrix m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    const std::uint64_t bits = counter_random(11, stream, std::uint64_t(i));
-    const double mant = 0.5 + double(bits >> 11) * 0x1.0p-54;
-    const int e = e_lo + int((bits >> 4) % std::uint64_t(e_hi - e_lo + 1));
-    m.data()[i] = (bits & 7) == 0 ? 0.0 : ((bits & 8) ? -1 : 1) * std::ldexp(mant, e);
-  }
-  round_in_place(fmt, m);
-  return m;
-}
-
-bool same_bits(const Matrix& x, const Matrix& y) {
-  if (x.rows() != y.rows() || x.cols() != y.cols()) return false;
-  for (Eigen::Index i = 0; i < x.size(); ++i)
-    if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i])) return false;
-  return true;
-}
-
-// The same bits, except that any NaN equals any NaN: its sign and payload
-// are not part of the models.
-bool same_bits_or_nan(const Matrix& x, const Matrix& y) {
-  if (x.rows() != y.rows() || x.cols() != y.cols()) return false;
-  for (Eigen::Index i = 0; i < x.size(); ++i)
-    if (std::bit_cast<std::uint64_t>(x.data()[i]) != std::bit_cast<std::uint64_t>(y.data()[i]) &&
-        !(std::isnan(x.data()[i]) && std::isnan(y.data()[i])))
-      return false;
-  return true;
-}
-
-// Runs f with 1 and with 2 OpenMP threads; both results must be identical.
-template <class F>
-Matrix with_1_and_2_threads(F f) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Matrix one = f();
-  omp_set_num_threads(2);
-  const Matrix two = f();
-  omp_set_num_threads(saved);
-  REQUIRE(same_bits(one, two));
-  return one;
-}
-
-}  // namespace
-
-TEST_CASE("train: native binary32 matmul equals sim::gemm sequential:fp32:rne bit for bit", "[train]") {
-  const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
-  struct Case {
-    const char* a_format;
-    const char* b_format;
-    int e_lo, e_hi;  // exponent range of the entries (no sum overflows binary32)
-  };
-  // Wide ranges give long alignment shifts; [-70, 0] products reach the
-  // binary32 subnormals.
-  const Case cases[] = {{"binary16", "binary16", -6, 6},  {"bfloat16", "bfloat16", -40, 40},
-                        {"binary32", "binary32", -3, 3},  {"binary32", "binary32", -70, 0},
-                        {"binary32", "binary32", 0, 60},  {"e4m3", "e5m2", -5, 5},
-                        {"binary16", "binary32", -12, 12}};
+// The native kernels themselves: tests/sim/accumulation/test_native_gemm.cpp.
+TEST_CASE("train: matmul under sequential:fp32:rne and sequential:fp64:rne is the models' dot products",
+          "[train]") {
   std::uint64_t stream = 0;
-  for (const Case& c : cases)
-    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{1, 1, 1}}) {
-      const Matrix a = random_matrix(format(c.a_format), m, k, ++stream, c.e_lo, c.e_hi);
-      const Matrix b = random_matrix(format(c.b_format), k, n, ++stream, c.e_lo, c.e_hi);
-      const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, fp32); });
-      const Matrix model = sim::gemm(fp32, a, b);
-      INFO(c.a_format << " x " << c.b_format << " exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x"
-                      << k << "x" << n);
-      CHECK(same_bits(fast, model));
-    }
-  // Operands that are not binary32 values would be rounded by the float
-  // kernel: they take sim::gemm, which rounds only the products.
-  const Matrix a = random_matrix(formats::binary64(), 9, 40, 100, -4, 4);
-  const Matrix b = random_matrix(formats::binary64(), 40, 6, 101, -4, 4);
-  CHECK(same_bits(matmul(a, b, fp32), sim::gemm(fp32, a, b)));
-}
-
-TEST_CASE(
-    "train: native binary64 matmul (the FP64 shadow's) equals sim::gemm sequential:fp64:rne bit for bit",
-    "[train]") {
-  const AccumulationModel fp64 = AccumulationModel::parse("sequential:fp64:rne");
-  // Any binary64 operands: wide exponents give long alignment shifts, [-540,
-  // 0] products reach the binary64 subnormals, [400, 520] sums overflow to
-  // infinity (and inf - inf to NaN, whose bits the model does not fix).
-  struct Case {
-    int e_lo, e_hi;
-  };
-  std::uint64_t stream = 200;
-  for (const Case c : {Case{-3, 3}, Case{-200, 200}, Case{-540, 0}, Case{400, 520}})
-    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 37}, std::tuple{1, 1, 1}}) {
-      const Matrix a = random_matrix(formats::binary64(), m, k, ++stream, c.e_lo, c.e_hi);
-      const Matrix b = random_matrix(formats::binary64(), k, n, ++stream, c.e_lo, c.e_hi);
-      const Matrix fast = with_1_and_2_threads([&] { return matmul(a, b, fp64); });
-      INFO("exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x" << k << "x" << n);
-      CHECK(same_bits_or_nan(fast, sim::gemm(fp64, a, b)));
+  for (const char* spec : {"sequential:fp32:rne", "sequential:fp64:rne"})
+    for (const char* operands : {"binary16", "binary32", "binary64"}) {
+      const AccumulationModel model = AccumulationModel::parse(spec);
+      const Matrix a = random_matrix(format(operands), 65, 300, ++stream, -8, 8);
+      const Matrix b = random_matrix(format(operands), 300, 17, ++stream, -8, 8);
+      INFO(spec << " on " << operands);
+      const Matrix reference = dot_product_gemm(model, a, b);
+      CHECK(same_bits(with_1_and_2_threads([&] { return matmul(a, b, model); }), reference));
+      const Matrix at = a.transpose(), bt = b.transpose();
+      CHECK(same_bits(matmul_tn(at, b, model), reference));
+      CHECK(same_bits(matmul_nt(a, bt, model), reference));
     }
 }
 

@@ -1,0 +1,100 @@
+// The native kernels (native_gemm.hpp) and sim::gemm's use of them: for
+// sequential:binary32:rne and sequential:binary64:rne from a +0 C, the bits
+// of the model's own dot product, element by element, at any thread count;
+// any other C, and binary32 operands that are not binary32 values, take the
+// dot product itself.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <tuple>
+
+#include "bit_matrices.hpp"
+#include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/native_gemm.hpp"
+
+using namespace rpsim;
+using namespace rpsim::test;
+using rpsim::sim::AccumulationModel;
+namespace native = rpsim::sim::native;
+
+TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot products bit for bit",
+          "[accumulation]") {
+  const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
+  struct Case {
+    const char* a_format;
+    const char* b_format;
+    int e_lo, e_hi;  // exponent range of the entries (no sum overflows binary32)
+  };
+  // Wide ranges give long alignment shifts; [-70, 0] products reach the
+  // binary32 subnormals.
+  const Case cases[] = {{"binary16", "binary16", -6, 6},  {"bfloat16", "bfloat16", -40, 40},
+                        {"binary32", "binary32", -3, 3},  {"binary32", "binary32", -70, 0},
+                        {"binary32", "binary32", 0, 60},  {"e4m3", "e5m2", -5, 5},
+                        {"binary16", "binary32", -12, 12}};
+  std::uint64_t stream = 0;
+  for (const Case& c : cases)
+    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{1, 1, 1}}) {
+      const BitMatrix a = random_matrix(format(c.a_format), m, k, ++stream, c.e_lo, c.e_hi);
+      const BitMatrix b = random_matrix(format(c.b_format), k, n, ++stream, c.e_lo, c.e_hi);
+      INFO(c.a_format << " x " << c.b_format << " exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x"
+                      << k << "x" << n);
+      const BitMatrix reference = dot_product_gemm(fp32, a, b);
+      CHECK(same_bits(with_1_and_2_threads([&] { return sim::gemm(fp32, a, b); }), reference));
+      // The transposed readers (the trainer's backward products).
+      const BitMatrix at = a.transpose(), bt = b.transpose();
+      CHECK(same_bits(*native::matmul_binary32(at, b, native::Transposed::a), reference));
+      CHECK(same_bits(*native::matmul_binary32(a, bt, native::Transposed::b), reference));
+      CHECK(same_bits(*native::matmul_binary32(a, b, native::Transposed::none, 1), reference));
+    }
+  // Operands that are not binary32 values would be rounded by the float
+  // kernel: the kernel declines them and sim::gemm takes the dot products,
+  // which round only the products.
+  const BitMatrix a = random_matrix(formats::binary64(), 9, 40, 100, -4, 4);
+  const BitMatrix b = random_matrix(formats::binary64(), 40, 6, 101, -4, 4);
+  CHECK_FALSE(native::matmul_binary32(a, b).has_value());
+  CHECK(same_bits(sim::gemm(fp32, a, b), dot_product_gemm(fp32, a, b)));
+}
+
+TEST_CASE("accumulation: native binary64 GEMM (the FP64 shadow's) equals sequential:fp64:rne's dot products",
+          "[accumulation]") {
+  const AccumulationModel fp64 = AccumulationModel::parse("sequential:fp64:rne");
+  // Any binary64 operands: wide exponents give long alignment shifts, [-540,
+  // 0] products reach the binary64 subnormals, [400, 520] sums overflow to
+  // infinity (and inf - inf to NaN, whose bits the model does not fix).
+  struct Case {
+    int e_lo, e_hi;
+  };
+  std::uint64_t stream = 200;
+  for (const Case c : {Case{-3, 3}, Case{-200, 200}, Case{-540, 0}, Case{400, 520}})
+    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 37}, std::tuple{1, 1, 1}}) {
+      const BitMatrix a = random_matrix(formats::binary64(), m, k, ++stream, c.e_lo, c.e_hi);
+      const BitMatrix b = random_matrix(formats::binary64(), k, n, ++stream, c.e_lo, c.e_hi);
+      INFO("exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x" << k << "x" << n);
+      const BitMatrix reference = dot_product_gemm(fp64, a, b);
+      CHECK(same_bits_or_nan(with_1_and_2_threads([&] { return sim::gemm(fp64, a, b); }), reference));
+      const BitMatrix at = a.transpose();
+      CHECK(same_bits_or_nan(native::matmul_binary64(at, b, native::Transposed::a), reference));
+    }
+}
+
+// The kernels start each chain at +0. A C of -0 entries does not: a chain of
+// -0 products stays -0 from it, and is +0 from the kernels' start.
+TEST_CASE("accumulation: sim::gemm takes the native kernels only from a C of +0", "[accumulation]") {
+  for (const char* spec : {"sequential:fp32:rne", "sequential:fp64:rne"}) {
+    INFO(spec);
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    BitMatrix a(2, 3), b(3, 2);
+    a << -1, -2, -0.5, 1, 2, 4;
+    b << 0, 1, 0, -1, 0, 0.25;  // column 0: every product of row 0 is -0
+    const BitMatrix plus_zero = BitMatrix::Zero(2, 2);
+    const BitMatrix minus_zero = -plus_zero;
+    const BitMatrix from_plus = sim::gemm(model, a, b, plus_zero);
+    const BitMatrix from_minus = sim::gemm(model, a, b, minus_zero);
+    CHECK(same_bits(from_plus, dot_product_gemm(model, a, b, plus_zero)));
+    CHECK(same_bits(from_minus, dot_product_gemm(model, a, b, minus_zero)));
+    CHECK_FALSE(std::signbit(from_plus(0, 0)));
+    CHECK(std::signbit(from_minus(0, 0)));  // the case that tells them apart
+    // Any other C enters each chain first.
+    const BitMatrix c = random_matrix(formats::binary32(), 2, 2, 300, -3, 3);
+    CHECK(same_bits(sim::gemm(model, a, b, c), dot_product_gemm(model, a, b, c)));
+  }
+}
