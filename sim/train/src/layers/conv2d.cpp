@@ -31,30 +31,15 @@ namespace {
 template <class M>
 M to_image_layout(const M& rows, Eigen::Index batch, Eigen::Index positions, Eigen::Index channels) {
   M out(batch, channels * positions);
-  for (Eigen::Index b = 0; b < batch; ++b)
-    for (Eigen::Index p = 0; p < positions; ++p)
-      for (Eigen::Index o = 0; o < channels; ++o) out(b, o * positions + p) = rows(b * positions + p, o);
+  // Channel outermost: each channel's rows are read down their column (the
+  // channel innermost read them a whole column apart).
+  for (Eigen::Index o = 0; o < channels; ++o)
+    for (Eigen::Index b = 0; b < batch; ++b)
+      for (Eigen::Index p = 0; p < positions; ++p) out(b, o * positions + p) = rows(b * positions + p, o);
   return out;
 }
 
 }  // namespace
-
-template <class F>
-void Conv2d::for_each_patch_entry(Eigen::Index batch, F&& f) const {
-  const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
-  for (Eigen::Index b = 0; b < batch; ++b)
-    for (int oy = 0; oy < out_h_; ++oy)
-      for (int ox = 0; ox < out_w_; ++ox) {
-        const Eigen::Index r = b * positions + oy * out_w_ + ox;
-        for (int ch = 0; ch < c_; ++ch)
-          for (int ky = 0; ky < k_; ++ky)
-            for (int kx = 0; kx < k_; ++kx) {
-              const int iy = oy + ky - pad_, ix = ox + kx - pad_;
-              if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
-              f(r, Eigen::Index((ch * k_ + ky) * k_ + kx), b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
-            }
-      }
-}
 
 Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   const Eigen::Index batch = x.values.rows();
@@ -63,10 +48,27 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   batch_ = batch;
   x_format_ = x.format;
   const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
+  // im2col: row b * positions + oy * out_w + ox, column (ch * k + ky) * k + kx
+  // holds x(b, (ch * h + iy) * w + ix) at iy = oy + ky - pad, ix = ox + kx -
+  // pad, zero where that is padding. Written a column at a time (the
+  // column-major matrix's order): entry by entry along a row, each write was
+  // a column apart.
   Matrix cols = Matrix::Zero(batch * positions, Eigen::Index(c_) * k_ * k_);
-  for_each_patch_entry(batch, [&](Eigen::Index r, Eigen::Index col, Eigen::Index b, Eigen::Index in) {
-    cols(r, col) = x.values(b, in);
-  });
+  for (int ch = 0; ch < c_; ++ch)
+    for (int ky = 0; ky < k_; ++ky)
+      for (int kx = 0; kx < k_; ++kx) {
+        double* dst = cols.col(Eigen::Index((ch * k_ + ky) * k_ + kx)).data();
+        for (Eigen::Index b = 0; b < batch; ++b)
+          for (int oy = 0; oy < out_h_; ++oy) {
+            const int iy = oy + ky - pad_;
+            if (iy < 0 || iy >= h_) continue;
+            for (int ox = 0; ox < out_w_; ++ox) {
+              const int ix = ox + kx - pad_;
+              if (ix < 0 || ix >= w_) continue;
+              dst[b * positions + oy * out_w_ + ox] = x.values(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
+            }
+          }
+      }
   const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
   const Matrix out = core_forward(cols, *x.format, ctx);
   return Tensor{to_image_layout(out, batch, positions, oc_), f.output};
@@ -75,9 +77,9 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
 Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_input_grad) {
   const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
   Matrix d(batch_ * positions, oc_);
-  for (Eigen::Index b = 0; b < batch_; ++b)
-    for (Eigen::Index p = 0; p < positions; ++p)
-      for (int o = 0; o < oc_; ++o) d(b * positions + p, o) = dy.values(b, o * positions + p);
+  for (int o = 0; o < oc_; ++o)
+    for (Eigen::Index b = 0; b < batch_; ++b)
+      for (Eigen::Index p = 0; p < positions; ++p) d(b * positions + p, o) = dy.values(b, o * positions + p);
   Matrix dcols_raw;
   const Matrix dcols = core_backward(d, ctx, need_input_grad, &dcols_raw);
   if (!need_input_grad) return Tensor{Matrix(), x_format_};

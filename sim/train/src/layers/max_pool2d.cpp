@@ -1,6 +1,8 @@
 // Max pooling, window = stride.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "common.hpp"
 
@@ -18,26 +20,37 @@ Tensor MaxPool2d::forward(const Tensor& x, const StepContext& ctx) {
   in_cols_ = x.values.cols();
   Matrix y(batch, Eigen::Index(c_) * oh * ow);
   argmax_.assign(std::size_t(y.size()), 0);
-  for (Eigen::Index b = 0; b < batch; ++b)
-    for (int ch = 0; ch < c_; ++ch)
-      for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox) {
-          double best = -std::numeric_limits<double>::infinity();
-          Eigen::Index at = -1;
-          for (int ky = 0; ky < s_; ++ky)
-            for (int kx = 0; kx < s_; ++kx) {
-              const Eigen::Index col = (Eigen::Index(ch) * h_ + oy * s_ + ky) * w_ + ox * s_ + kx;
-              const double v = x.values(b, col);
-              if (at < 0 || v > best || std::isnan(v)) {
-                if (at >= 0 && std::isnan(best)) continue;
-                best = v;
-                at = col;
+  // Batch innermost: x is batch x features, column-major, so a window entry
+  // is one contiguous column over the batch (batch outermost read every
+  // entry a column apart: 9% of a CNN step). Each (b, window) still visits
+  // its entries in the same order, so ties and NaNs pick the same one.
+  std::vector<double> best(static_cast<std::size_t>(batch));
+  std::vector<Eigen::Index> at(static_cast<std::size_t>(batch));
+  for (int ch = 0; ch < c_; ++ch)
+    for (int oy = 0; oy < oh; ++oy)
+      for (int ox = 0; ox < ow; ++ox) {
+        std::fill(best.begin(), best.end(), -std::numeric_limits<double>::infinity());
+        std::fill(at.begin(), at.end(), Eigen::Index(-1));
+        for (int ky = 0; ky < s_; ++ky)
+          for (int kx = 0; kx < s_; ++kx) {
+            const Eigen::Index col = (Eigen::Index(ch) * h_ + oy * s_ + ky) * w_ + ox * s_ + kx;
+            const double* xs = x.values.col(col).data();
+            for (Eigen::Index b = 0; b < batch; ++b) {
+              const double v = xs[b];
+              const std::size_t i = std::size_t(b);
+              if (at[i] < 0 || v > best[i] || std::isnan(v)) {
+                if (at[i] >= 0 && std::isnan(best[i])) continue;
+                best[i] = v;
+                at[i] = col;
               }
             }
-          const Eigen::Index oc = (Eigen::Index(ch) * oh + oy) * ow + ox;
-          y(b, oc) = best;
-          argmax_[std::size_t(oc * batch + b)] = at;
+          }
+        const Eigen::Index oc = (Eigen::Index(ch) * oh + oy) * ow + ox;
+        for (Eigen::Index b = 0; b < batch; ++b) {
+          y(b, oc) = best[std::size_t(b)];
+          argmax_[std::size_t(oc * batch + b)] = at[std::size_t(b)];
         }
+      }
   round_in_place(*f.output, y);
   return Tensor{std::move(y), f.output};
 }

@@ -22,11 +22,6 @@ class Conv2d : public Linear {
   int out_width() const { return out_w_; }
 
  private:
-  // Calls f(row, column, input feature) for every entry of the im2col matrix
-  // that comes from the image (padding skipped): im2col and col2im alike.
-  template <class F>
-  void for_each_patch_entry(Eigen::Index batch, F&& f) const;
-
   int c_, oc_, h_, w_, k_, pad_, out_h_, out_w_;
   Eigen::Index batch_ = 0;
   const Format* x_format_ = nullptr;
