@@ -21,10 +21,18 @@ const char* kSmall = R"({
   "batch_size": 64, "steps": 4
 })";
 
+// This process's folder, removed when the test program exits (ctest runs each
+// case as a process of its own: the folders were left behind, one per case).
 fs::path scratch() {
-  const fs::path d = fs::temp_directory_path() / ("rpsim-test-train-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  static const struct Folder {
+    fs::path path = fs::temp_directory_path() / ("rpsim-test-train-" + std::to_string(::getpid()));
+    ~Folder() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } folder;
+  fs::create_directories(folder.path);
+  return folder.path;
 }
 
 fs::path write(const std::string& name, const std::string& text) {
