@@ -29,8 +29,9 @@ namespace {
 // sequential:binary64:rne (not fused) from a C of +0 entries (each chain
 // starts at +0, as the kernels' do: a C of -0 would make an all -0 chain -0),
 // where they apply (binary32: every operand a binary32 value); nothing
-// otherwise. The per-element dot below computes the same bits at 50x the
-// time: FP8 block scaling's per-tile products took most of its step.
+// otherwise. The per-element dot below computes the same bits in several
+// times the time (rpsim.gemm at 128x128x256: 23 ms against 3.6 ms), and FP8
+// block scaling's per-tile products took most of its step there.
 std::optional<Matrix> native_product(const AccumulationModel& model, const Matrix& a, const Matrix& b,
                                      const Matrix& c, const GemmOptions& options) {
   const auto* seq = std::get_if<Sequential>(&model.variant());
