@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 
 #include "rpsim/io/results_io.hpp"
 #include "rpsim/io/run_info.hpp"
@@ -67,9 +68,21 @@ const StudyInfo& find_study(std::string_view name) {
 }
 
 StudyOutput run_study(const StudyInfo& info, const StudyOptions& options) {
+  const bool existed = std::filesystem::exists(options.out_dir);
   io::ensure_writable_dir(options.out_dir);
   const auto start = std::chrono::steady_clock::now();
-  StudyOutput out = info.run(options);
+  StudyOutput out;
+  try {
+    out = info.run(options);
+  } catch (...) {
+    // A study reads its config's fields as it goes, so a bad one stops it
+    // after the folder was made: a run that wrote nothing (tables are
+    // written at the end) leaves no empty folder of its own behind.
+    std::error_code ec;
+    if (!existed && std::filesystem::is_empty(options.out_dir, ec) && !ec)
+      std::filesystem::remove(options.out_dir, ec);
+    throw;
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   json files = json::array();

@@ -110,9 +110,12 @@ TEST_CASE("rpsim study rejects bad input with exit status 2", "[study][cli]") {
   CHECK(r.status == 2);
   CHECK(r.output.find("no-such-study") != std::string::npos);
 
-  r = run_cli("study summation --quick --config /nonexistent/study.json --out /tmp/rpsim-study-unused");
+  // No output folder is left behind by a run that stopped on its input.
+  const fs::path unused = fs::temp_directory_path() / ("rpsim-study-unused-" + std::to_string(::getpid()));
+  r = run_cli("study summation --quick --config /nonexistent/study.json --out " + unused.string());
   CHECK(r.status == 2);
   CHECK(r.output.find("/nonexistent/study.json") != std::string::npos);
+  CHECK_FALSE(fs::exists(unused));
 
   const fs::path bad =
       fs::temp_directory_path() / ("rpsim-study-bad-" + std::to_string(::getpid()) + ".json");
@@ -120,10 +123,11 @@ TEST_CASE("rpsim study rejects bad input with exit status 2", "[study][cli]") {
   auto config = nlohmann::json::parse(in);
   config["sr_sigmas"] = "six";
   std::ofstream(bad) << config.dump();
-  r = run_cli("study summation --quick --config " + bad.string() + " --out /tmp/rpsim-study-unused");
+  r = run_cli("study summation --quick --config " + bad.string() + " --out " + unused.string());
   CHECK(r.status == 2);
   CHECK(r.output.find("sr_sigmas") != std::string::npos);
   CHECK(r.output.find(bad.string()) != std::string::npos);
+  CHECK_FALSE(fs::exists(unused));  // the field is read once the study runs, after the folder was made
   fs::remove(bad);
 }
 
