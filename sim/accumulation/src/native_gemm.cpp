@@ -41,39 +41,37 @@ bool pack_a(const Matrix& given, std::vector<T>& out) {
                      k = kTransposed ? given.rows() : given.cols();
   const Eigen::Index blocks = (m + kRows - 1) / kRows;
   out.resize(std::size_t(blocks * kRows * k));
+  // Only the last block can be short: its missing rows are zero.
+  if (m % kRows) std::fill(out.end() - kRows * k, out.end(), T(0));
   bool exact = true;
-  for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-    T* dst = out.data() + blk * kRows * k;
-    const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-    if (rows < kRows) std::fill(dst, dst + kRows * k, T(0));
-    if constexpr (kTransposed) {
+  if constexpr (kTransposed) {
+    for (Eigen::Index blk = 0; blk < blocks; ++blk) {
+      T* dst = out.data() + blk * kRows * k;
+      const Eigen::Index rows = std::min(kRows, m - blk * kRows);
       for (Eigen::Index p = 0; p < k; ++p)
         for (Eigen::Index r = 0; r < rows; ++r)
           dst[p * kRows + r] = convert<T>(given(p, blk * kRows + r), exact);
     }
-  }
-  // A column-major A read kSpan columns at a time down their length, every
-  // block taking its kRows x kSpan square: a few streams through memory. A
-  // block's whole row of K, one column each, was k streams at once with a
-  // stride of m doubles: packing an im2col operand (8192 x 144) took 3.5x
-  // the tiles' own time.
-  if constexpr (!kTransposed) {
+  } else {
+    // A column-major A read kSpan columns at a time down their length, every
+    // block taking its kRows x kSpan square: a few streams through memory. A
+    // block's whole row of K, one column each, was k streams at once with a
+    // stride of m doubles: packing an im2col operand (8192 x 144) took 3.5x
+    // the tiles' own time.
     constexpr Eigen::Index kSpan = 8;
     for (Eigen::Index p0 = 0; p0 < k; p0 += kSpan) {
       const Eigen::Index p1 = std::min(k, p0 + kSpan);
       for (Eigen::Index blk = 0; blk < blocks; ++blk) {
         T* dst = out.data() + blk * kRows * k;
         const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-        if (rows < kRows) {
-          for (Eigen::Index p = p0; p < p1; ++p)
-            for (Eigen::Index r = 0; r < rows; ++r)
-              dst[p * kRows + r] = convert<T>(given(blk * kRows + r, p), exact);
-          continue;
-        }
-        // A whole block: kRows contiguous values per column, converted and
-        // checked without branches (the compiler's vector conversions).
         for (Eigen::Index p = p0; p < p1; ++p) {
           const double* src = &given(blk * kRows, p);
+          if (rows < kRows) {
+            for (Eigen::Index r = 0; r < rows; ++r) dst[p * kRows + r] = convert<T>(src[r], exact);
+            continue;
+          }
+          // A whole block: kRows contiguous values, converted and checked
+          // without branches (the compiler's vector conversions).
           bool inexact = false;
           for (Eigen::Index r = 0; r < kRows; ++r) {
             const T f = T(src[r]);
