@@ -4,6 +4,7 @@
 // std::invalid_argument family: FormatError, ConfigError, GoldenDataError),
 // file problems OSError, an interrupt KeyboardInterrupt.
 #include "bindings.hpp"
+#include "rpsim/io/process.hpp"
 #include "rpsim/io/results_io.hpp"
 
 PYBIND11_MODULE(_core, m) {
@@ -26,6 +27,12 @@ PYBIND11_MODULE(_core, m) {
   python::bind_step_ops(m);
   python::bind_optimizer(m);
   python::bind_cuda(m);
+  m.def("keep_freed_memory", &rpsim::io::keep_freed_memory,
+        "glibc's malloc keeps freed memory instead of giving it back to the kernel, as the rpsim binary "
+        "sets it (rpsim/io/process.hpp): a training loop frees and allocates tensors of the same sizes every "
+        "step, and faulting them in again page by page took about half of an emulated conv GEMM's backward. "
+        "Called by rpsim.torch.Trainer and rpsim.train; call it once for a loop of your own over "
+        "rpsim.torch.emulate. The peak reached stays mapped until the process exits.");
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

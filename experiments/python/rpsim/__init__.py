@@ -19,8 +19,8 @@ if _added:
     _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 try:
     from ._core import (accumulation_kinds, accumulation_spec, decode, e8m0_cast, encode, explain, format_info,
-                        formats, gemm, kernel_preset_schedule, mx_quantize, nvfp4_quantize, quantize, recipe_check,
-                        recipe_effect, recipes, round, round_scalar, scaler_trajectory)
+                        formats, gemm, keep_freed_memory, kernel_preset_schedule, mx_quantize, nvfp4_quantize,
+                        quantize, recipe_check, recipe_effect, recipes, round, round_scalar, scaler_trajectory)
 finally:
     if _added:
         del _os.environ["OMP_WAIT_POLICY"]

@@ -84,5 +84,6 @@ def train(config, *, out=None, threads=0, progress=False, as_frame=None, **overr
     sets = [f"{key.replace('__', '.')}={json.dumps(value)}" for key, value in overrides.items()]
     if out is not None:
         out = os.fspath(out)
+    _core.keep_freed_memory()  # as the rpsim binary runs it (rpsim/io/process.hpp)
     raw = _core._train(config, sets, out, threads, progress)
     return TrainResult(raw, as_frame)

@@ -9,6 +9,7 @@ import signal
 import torch
 from torch import nn
 
+from .. import _core
 from . import _blockscale
 from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
@@ -51,6 +52,9 @@ class Trainer(TrainerCells):
         # The folder before step 0, as rpsim train checks it: not after the whole run (issue #36).
         out = ensure_writable_dir(out, _WHO) if out is not None else None
         self.quiet, self.total_steps, self._progress, self._written = quiet, total_steps, None, None
+        # A training loop's malloc, as `rpsim train` sets it: freed tensors are kept for the next step's
+        # (faulting them in again page by page was about half of a conv GEMM's backward).
+        _core.keep_freed_memory()
         self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
