@@ -245,4 +245,13 @@ py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32) {
   return f32 ? py::array(stacked<float>(ms)) : py::array(stacked<double>(ms));
 }
 
+py::array stacked_taken(std::vector<sim::Matrix>&& ms) {
+  if (ms.size() != 1) return stacked_as(ms, false);
+  auto* m = new sim::Matrix(std::move(ms[0]));
+  py::capsule owner(m, [](void* p) { delete static_cast<sim::Matrix*>(p); });
+  const auto item = py::ssize_t(sizeof(double));
+  return py::array_t<double>({py::ssize_t(1), py::ssize_t(m->rows()), py::ssize_t(m->cols())},
+                             {item * m->size(), item, item * m->rows()}, m->data(), owner);
+}
+
 }  // namespace rpsim::python

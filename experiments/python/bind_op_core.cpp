@@ -171,7 +171,7 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, boo
     return on && masks ? py::object(stacked_mask(m)) : py::none();
   };
   d["da"] = need_a ? py::object(stacked_as(da, a_f32)) : py::none();
-  d["da_raw"] = need_a && raw ? py::object(stacked_as(da_raw, false)) : py::none();
+  d["da_raw"] = need_a && raw ? py::object(stacked_taken(std::move(da_raw))) : py::none();
   d["db"] = need_b ? py::object(stacked_as(db, b_f32)) : py::none();
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
   d["da_flushed"] = mask_or_none(need_a, da_flushed);
@@ -210,6 +210,29 @@ train::GemmSpec model_spec(const py::object& model, const py::object& compute, c
   return s;
 }
 
+// A (N, rows, cols) float32 or float64 array as it lies (element strides),
+// else its contiguous float64 copy: what col2im reads, taken with the GIL held.
+struct StridedCols {
+  py::array array;
+  bool f32 = false;
+  train::Strides strides;
+  explicit StridedCols(const py::handle& in, const char* what) : array(py::array::ensure(in)) {
+    bool ok = array && array.ndim() == 3 &&
+              (py::isinstance<py::array_t<float>>(array) || py::isinstance<py::array_t<double>>(array));
+    for (py::ssize_t d = 0; ok && d < 3; ++d) ok = array.strides(d) % array.itemsize() == 0;
+    if (!ok) array = batched_array(in, what);
+    f32 = py::isinstance<py::array_t<float>>(array);
+    const auto item = Eigen::Index(array.itemsize());
+    strides = {array.strides(0) / item, array.strides(1) / item, array.strides(2) / item};
+  }
+  void col2im(Eigen::Index n, const train::ConvGeometry& g, double* dx, train::Strides ds) const {
+    if (f32)
+      train::col2im(static_cast<const float*>(array.data()), strides, n, g, dx, ds);
+    else
+      train::col2im(static_cast<const double*>(array.data()), strides, n, g, dx, ds);
+  }
+};
+
 // col2im of (N, C*kh*kw, L) columns into (N, C, H, W), rounded to x_format
 // (nearest even) where given; with raw (the columns before the GEMM's
 // output rounding), also the mask of pixels nonzero in col2im(raw) and zero
@@ -225,33 +248,24 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
   std::tie(g.dilation_h, g.dilation_w) = dilation;
   std::tie(g.pad_h, g.pad_w) = padding;
   std::tie(g.stride_h, g.stride_w) = stride;
-  // Native float32 or float64 cols are read where they lie, at their strides
-  // (rpsim.torch's gradient of F.unfold is a transposed view: a contiguous
-  // float64 copy of it cost more than the sums); anything else as a
-  // contiguous float64 copy.
-  py::array cols = py::array::ensure(cols_in);
-  bool strided = cols && cols.ndim() == 3 &&
-                 (py::isinstance<py::array_t<float>>(cols) || py::isinstance<py::array_t<double>>(cols));
-  for (py::ssize_t d = 0; strided && d < 3; ++d) strided = cols.strides(d) % cols.itemsize() == 0;
-  if (!strided) cols = batched_array(cols_in, "cols");
-  if (cols.shape(1) != g.patch() || cols.shape(2) != g.positions())
+  // Native float32 or float64 cols (and raw) are read where they lie, at
+  // their strides (rpsim.torch's gradient of F.unfold is a transposed view,
+  // and raw the GEMM's own column-major result: a contiguous float64 copy of
+  // either cost more than the sums); anything else as a contiguous float64 copy.
+  const StridedCols cols(cols_in, "cols");
+  const py::array& c = cols.array;
+  if (c.shape(1) != g.patch() || c.shape(2) != g.positions())
     throw py::value_error(fmt::format("cols: expected (N, {}, {}), given (N, {}, {})", g.patch(),
-                                      g.positions(), cols.shape(1), cols.shape(2)));
-  const Eigen::Index n = cols.shape(0), pixels = channels * g.height * g.width;
-  const auto item = Eigen::Index(cols.itemsize());
-  const train::Strides cs{cols.strides(0) / item, cols.strides(1) / item, cols.strides(2) / item},
-      ds{pixels, 1, 0};
-  const bool f32 = py::isinstance<py::array_t<float>>(cols);
+                                      g.positions(), c.shape(1), c.shape(2)));
+  const Eigen::Index n = c.shape(0), pixels = channels * g.height * g.width;
+  const train::Strides ds{pixels, 1, 0};
   py::array_t<double> dx(
       {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
   const Format* f = optional_format(x_format);
   py::object mask = py::none();
   {
     py::gil_scoped_release release;
-    if (f32)
-      train::col2im(static_cast<const float*>(cols.data()), cs, n, g, dx.mutable_data(), ds);
-    else
-      train::col2im(static_cast<const double*>(cols.data()), cs, n, g, dx.mutable_data(), ds);
+    cols.col2im(n, g, dx.mutable_data(), ds);
   }
   if (f) {
     Eigen::Map<sim::Matrix> m(dx.mutable_data(), n * pixels, 1);
@@ -259,9 +273,14 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
     m = rounded;
   }
   if (!raw_in.is_none()) {
-    const F64 raw = batched_array(raw_in, "raw");
+    const StridedCols raw(raw_in, "raw");
+    for (py::ssize_t d = 0; d < 3; ++d)
+      if (raw.array.shape(d) != c.shape(d)) throw py::value_error("raw: not the shape of cols");
     std::vector<double> r(std::size_t(n * pixels));
-    train::col2im(raw.data(), {g.patch() * g.positions(), g.positions(), 1}, n, g, r.data(), ds);
+    {
+      py::gil_scoped_release release;
+      raw.col2im(n, g, r.data(), ds);
+    }
     py::array_t<bool> flushed(
         {py::ssize_t(n), py::ssize_t(channels), py::ssize_t(g.height), py::ssize_t(g.width)});
     for (std::size_t i = 0; i < r.size(); ++i) flushed.mutable_data()[i] = r[i] != 0 && dx.data()[i] == 0;

@@ -89,6 +89,10 @@ std::vector<sim::Matrix> matrices(const py::handle& x, const char* what);
 // float32 with f32 (the nearest-even conversion torch's .to(float32) makes),
 // else float64.
 py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32);
+// The same values as stacked_as(ms, false), without a copy where there is one
+// matrix: a (1, rows, cols) float64 view of its column-major storage, which
+// the array then owns (a GEMM's raw result handed to col2im, read at strides).
+py::array stacked_taken(std::vector<sim::Matrix>&& ms);
 // A quantisation's statistics (amax, scale_min, scale_max, entries,
 // saturated, flushed) as a dict (bind_torch_train.cpp).
 py::dict fp8_stats_dict(const sim::train::Fp8Stats& s);

@@ -33,7 +33,8 @@ class _Unfold(torch.autograd.Function):
         no_double_backward("conv2d's col2im")
         raw = None
         if ctx.telemetry is not None and ctx.telemetry[0]:
-            raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2).contiguous()
+            # A view: the GEMM's column-major raw dA (1, N * L, C * kh * kw), read at its strides.
+            raw = ctx.telemetry[0].pop().reshape(grad.shape[0], -1, grad.shape[1]).transpose(1, 2)
         kernel, dilation, padding, stride = ctx.geometry
         # Read where they lie (the gradient of a transposed view): no contiguous copy.
         dx, flushed = _core._col2im(_values(grad).numpy(), tuple(ctx.shape[-2:]), ctx.shape[1],
