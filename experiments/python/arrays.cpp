@@ -218,7 +218,7 @@ py::array_t<T> stacked(const std::vector<sim::Matrix>& ms) {
 
 // Matrices of a (batch, rows, cols) float32 or float64 array, read where it
 // lies at its strides (a view of a tensor needs no contiguous copy).
-std::vector<sim::Matrix> matrices(const py::handle& x, const char* what) {
+std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fold) {
   py::array a = py::array::ensure(x);
   if (!a || a.ndim() != 3)
     throw py::value_error(
@@ -234,10 +234,17 @@ std::vector<sim::Matrix> matrices(const py::handle& x, const char* what) {
   const py::ssize_t batch = a.shape(0), r = a.shape(1), c = a.shape(2), item_size = a.itemsize();
   const Eigen::Index bs = a.strides(0) / item_size, rs = a.strides(1) / item_size,
                      cs = a.strides(2) / item_size;
+  const auto one = [&](py::ssize_t i) {
+    return f32 ? item(static_cast<const float*>(a.data()) + i * bs, r, c, rs, cs)
+               : item(static_cast<const double*>(a.data()) + i * bs, r, c, rs, cs);
+  };
+  if (fold && batch > 1) {  // one (batch * rows) x cols matrix, item i's rows at i * rows
+    std::vector<sim::Matrix> out(1, sim::Matrix(batch * r, c));
+    for (py::ssize_t i = 0; i < batch; ++i) out[0].middleRows(i * r, r) = one(i);
+    return out;
+  }
   std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));
-  for (py::ssize_t i = 0; i < batch; ++i)
-    out[std::size_t(i)] = f32 ? item(static_cast<const float*>(a.data()) + i * bs, r, c, rs, cs)
-                              : item(static_cast<const double*>(a.data()) + i * bs, r, c, rs, cs);
+  for (py::ssize_t i = 0; i < batch; ++i) out[std::size_t(i)] = one(i);
   return out;
 }
 

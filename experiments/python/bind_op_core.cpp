@@ -76,8 +76,8 @@ class PyGemmOp {
 
   py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
                     const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
-                    std::uint64_t stream, const py::object& layer, bool f32) {
-    std::vector<sim::Matrix> a = matrices(a_in, "A"), b = matrices(b_in, "B");
+                    std::uint64_t stream, const py::object& layer, bool f32, bool fold_a) {
+    std::vector<sim::Matrix> a = matrices(a_in, "A", fold_a), b = matrices(b_in, "B");
     std::vector<sim::Matrix> c = c_in.is_none() ? std::vector<sim::Matrix>() : matrices(c_in, "C");
     if (!c.empty() && (c.size() != a.size() || c[0].rows() != a[0].rows() || c[0].cols() != b[0].cols()))
       throw py::value_error("C (batch, m, n) disagrees with A (batch, m, k) and B (batch, k, n)");
@@ -314,9 +314,10 @@ void bind_op_core(py::module_& m) {
           "A GEMM op under an accumulation model, with optional casts and recipe.")
       .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
            arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
-           arg("float32") = false,
+           arg("float32") = false, arg("fold_a") = false,
            "(epilogue(A B (+ C)) as float64 (batch, m, n) (float32=True: as float32), saved) for A (batch, "
-           "m, k), B (batch, k, n), float32 or float64 arrays at any strides.")
+           "m, k), B (batch, k, n), float32 or float64 arrays at any strides. fold_a: A (N, m, k) is one "
+           "(N * m, k) matrix (batch 1), read where it lies.")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,

@@ -83,8 +83,10 @@ sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const p
 py::array to_numpy(const sim::Matrix& m);
 // The matrices of a (batch, rows, cols) float32 or float64 array, read where
 // it lies at its strides (a view of a tensor needs no contiguous copy), as
-// the core's binary64 column-major carrier; `what` names it in errors.
-std::vector<sim::Matrix> matrices(const py::handle& x, const char* what);
+// the core's binary64 column-major carrier; `what` names it in errors. fold:
+// the batch as one matrix of batch * rows rows (torch's reshape(1, -1, cols)
+// of a view that reshape would copy: conv2d's transposed im2col patches).
+std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fold = false);
 // Matrices of one shape as a new (batch, rows, cols) C-contiguous array:
 // float32 with f32 (the nearest-even conversion torch's .to(float32) makes),
 // else float64.

@@ -136,3 +136,36 @@ def test_bad_input():
         rt.mm(torch.ones(2, 2, dtype=torch.int32), rand(2, 2))
     with pytest.raises(ValueError, match="2-D"):
         rt.mm(rand(2, 2, 2), rand(2, 2))
+
+
+def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
+    """fold_a (conv2d's transposed im2col patches, N x L x K at strides) gives the bits of the same
+    values as one contiguous (N * L) x K matrix, forward and backward, the raw dA and its masks too;
+    and col2im reads that raw dA (a column-major view) as its contiguous copy."""
+    from rpsim import _core
+    g = torch.Generator().manual_seed(7)
+    cols = (torch.randn(3, 12, 10, generator=g) * 1e-3).float()  # (N, K, L): small, so fp16 flushes some
+    a = cols.transpose(1, 2).numpy()  # (N, L, K) view
+    b = (torch.randn(1, 12, 5, generator=g)).float().numpy()
+    dy = (torch.randn(1, 30, 5, generator=g) * 1e-7).float().numpy()  # some flush in the fp16 casts
+    results = []
+    for fold in (True, False):
+        op = _core._GemmOp.of_policy("fp16-amp", "conv2d")
+        arg = a if fold else np.ascontiguousarray(a).reshape(1, 30, 12)
+        d, saved = op.forward(arg, "binary32", b, float32=True, fold_a=fold)
+        grads = op.backward(saved, dy, True, True, raw=True, masks=True, a_float32=True, b_float32=True)
+        results.append((d, grads))
+    (d1, g1), (d2, g2) = results
+    assert d1.shape == (1, 30, 5) and np.array_equal(d1, d2)
+    for key in ("da", "da_raw", "db", "da_flushed", "db_flushed", "dy_cast_flushed"):
+        assert np.array_equal(g1[key], g2[key]), key
+    assert g1["da_flushed"].any() and g1["dy_cast_flushed"].any()  # the masks compared are not all False
+    raw = g1["da_raw"]
+    assert not raw.flags.c_contiguous  # handed over as the GEMM's own column-major storage
+    args = ((1, 10), 12, (1, 1), (1, 1), (0, 0), (1, 1))  # a 1x10 image of 12 channels, 1x1 kernel
+    da_cols = torch.from_numpy(g1["da"]).reshape(3, 10, 12).transpose(1, 2).numpy()
+    raw_view = torch.from_numpy(raw).reshape(3, 10, 12).transpose(1, 2).numpy()
+    dx1, m1 = _core._col2im(da_cols, *args, x_format="binary32", raw=raw_view)
+    dx2, m2 = _core._col2im(np.ascontiguousarray(da_cols, dtype=np.float64), *args, x_format="binary32",
+                            raw=np.ascontiguousarray(raw_view))
+    assert np.array_equal(dx1, dx2) and np.array_equal(m1, m2) and m1.any()

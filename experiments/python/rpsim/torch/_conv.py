@@ -71,12 +71,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
             cfg.raw_input_grad = []
             telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
         cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry)
-        a = cols.transpose(1, 2).reshape(1, -1, cols.shape[1])
+        a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
         ws = weight[g * ocg:(g + 1) * ocg]
         bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
         gcfg = _bias_telemetry(_telemetry(cfg, ws, lambda m, s=ws.shape: m[0].t().reshape(s),
                                           lambda m, g=g: _conv_output_mask(m, (n, oc, oh, ow), g * ocg)), bg)
-        outs.append(_gemm(a, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg).reshape(n, oh * ow, ocg))
+        outs.append(_gemm(a, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg, fold=True)
+                    .reshape(n, oh * ow, ocg))
     y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
     y = y.transpose(1, 2).reshape(n, oc, oh, ow)
     return y.squeeze(0) if unbatched else y

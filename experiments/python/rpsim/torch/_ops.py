@@ -51,10 +51,12 @@ class _Gemm(torch.autograd.Function):
     inputs computes in it)."""
 
     @staticmethod
-    def forward(ctx, a, b, bias, c, cfg, a_format, shape):
+    def forward(ctx, a, b, bias, c, cfg, a_format, shape, fold):
         out = _out_dtype(a, b)
         d, ctx.saved = cfg.op.forward(_view(a), a_format, _view(b), None if bias is None else _np(bias.reshape(1, -1)),
-                                      None if c is None else _view(c), **_keys(cfg), float32=out == torch.float32)
+                                      None if c is None else _view(c), **_keys(cfg), float32=out == torch.float32,
+                                      fold_a=fold)
+        ctx.a_shape = a.shape if fold else None
         ctx.cfg, ctx.has_c = cfg, c is not None
         ctx.dtypes = (a.dtype, b.dtype, None if bias is None else bias.dtype)
         # The result in the caller's shape, made here: a view of the GEMM's (B, m, n) would lose the
@@ -77,9 +79,9 @@ class _Gemm(torch.autograd.Function):
             output_grad_flushed(cfg, torch.from_numpy(g["dy_cast_flushed"]))
         da = db = dbias = None
         if need[0]:
-            da = torch.from_numpy(g["da"]).to(ctx.dtypes[0])
+            da = _unfolded(torch.from_numpy(g["da"]), ctx.a_shape).to(ctx.dtypes[0])
             if masks and getattr(cfg, "on_input_grad_flush", None) is not None:
-                cfg.on_input_grad_flush(torch.from_numpy(g["da_flushed"]))
+                cfg.on_input_grad_flush(_unfolded(torch.from_numpy(g["da_flushed"]), ctx.a_shape))
             if col2im:
                 holder.append(torch.from_numpy(g["da_raw"]))  # col2im's flush count (_Unfold)
         if need[1]:
@@ -91,12 +93,18 @@ class _Gemm(torch.autograd.Function):
             if masks and getattr(cfg, "on_bias_grad_flush", None) is not None:
                 cfg.on_bias_grad_flush(torch.from_numpy(g["bias_flushed"]))
         dc = grad.reshape(ctx.shape) if ctx.has_c and need[3] else None
-        return da, db, dbias, dc, None, None, None
+        return da, db, dbias, dc, None, None, None, None
 
 
-def _gemm(a, b, cfg, bias=None, c=None, shape=None):
-    """_Gemm on A (B, m, k), B (B, k, n); the result in `shape` (default (B, m, n))."""
-    return _Gemm.apply(a, b, bias, c, cfg, cfg.a_format or _dtype_format(a), shape)
+def _unfolded(t, a_shape):
+    """A's gradient (1, N * m, k) of a folded A in A's shape (N, m, k)."""
+    return t if a_shape is None else t.reshape(a_shape)
+
+
+def _gemm(a, b, cfg, bias=None, c=None, shape=None, fold=False):
+    """_Gemm on A (B, m, k), B (B, k, n); the result in `shape` (default (B, m, n)). fold: A (N, m, k)
+    is one (N * m, k) matrix against B (1, k, n), read where it lies (no reshape copy of a view)."""
+    return _Gemm.apply(a, b, bias, c, cfg, cfg.a_format or _dtype_format(a), shape, fold)
 
 
 def _dtype_format(t):
