@@ -261,4 +261,15 @@ py::array stacked_taken(std::vector<sim::Matrix>&& ms) {
                              {item * m->size(), item, item * m->rows()}, m->data(), owner);
 }
 
+py::array column_major_as(std::vector<sim::Matrix>&& ms, bool f32) {
+  if (ms.size() != 1) return stacked_as(ms, f32);
+  if (!f32) return stacked_taken(std::move(ms));
+  const sim::Matrix& m = ms[0];
+  const auto item = py::ssize_t(sizeof(float));
+  py::array_t<float> out({py::ssize_t(1), py::ssize_t(m.rows()), py::ssize_t(m.cols())},
+                         {item * m.size(), item, item * m.rows()});
+  Eigen::Map<Eigen::MatrixXf>(out.mutable_data(), m.rows(), m.cols()) = m.cast<float>();
+  return out;
+}
+
 }  // namespace rpsim::python

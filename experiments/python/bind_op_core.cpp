@@ -103,9 +103,19 @@ class PyGemmOp {
     return py::make_tuple(stacked_as(out, f32), py::cast(saved));
   }
 
+  // What backward hands back, and how (the keyword arguments of backward).
+  struct Wanted {
+    bool need_a, need_b, need_bias;
+    bool raw, masks;
+    bool a_mask;          // dA's mask too (with masks)
+    bool a_f32, b_f32;    // dA, dB as float32 (else float64)
+    bool a_column_major;  // dA (1, m, k) as a view of column-major storage (a folded A)
+  };
+
   py::dict backward(const Saved& saved, const py::handle& dy_in, bool need_a, bool need_b, bool need_bias,
                     std::uint64_t seed, std::uint64_t stream, const py::object& layer,
-                    const py::object& b_grad, bool raw, bool masks, bool a_f32, bool b_f32) {
+                    const py::object& b_grad, bool raw, bool masks, bool a_f32, bool b_f32, bool a_mask,
+                    bool a_column_major) {
     std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
     if (dy.size() != saved.items.size()) throw py::value_error("dY's batch differs from forward's");
     const Keys keys = keys_arg(seed, stream, layer);
@@ -116,7 +126,7 @@ class PyGemmOp {
       for (std::size_t i = 0; i < dy.size(); ++i)
         g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg);
     }
-    return grads_dict(g, need_a, need_b, need_bias, raw, masks, a_f32, b_f32);
+    return grads_dict(g, Wanted{need_a, need_b, need_bias, raw, masks, a_mask, a_f32, b_f32, a_column_major});
   }
 
   py::dict fp8_stats() const {
@@ -130,16 +140,15 @@ class PyGemmOp {
   }
 
  private:
-  static py::dict grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                             bool raw, bool masks, bool a_f32, bool b_f32);
+  static py::dict grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w);
   train::GemmOp op_;
 };
 
 // The gradients, and with `masks` the entries each rounding flushed to zero
 // (nonzero before, zero after): dA's and dB's output roundings, the bias
 // gradient's, and dY's cast (telemetry; each in its tensor's shape).
-py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, bool need_b, bool need_bias,
-                              bool raw, bool masks, bool a_f32, bool b_f32) {
+py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w) {
+  const bool need_a = w.need_a, need_b = w.need_b, need_bias = w.need_bias, raw = w.raw, masks = w.masks;
   py::dict d;
   std::vector<sim::Matrix> da, db, da_raw;
   std::vector<train::Mask> da_flushed, db_flushed, dy_cast;
@@ -150,7 +159,7 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, boo
   };
   for (auto& x : g) {
     if (need_a) {
-      if (masks) da_flushed.push_back(flushed(x.da_raw, x.da));
+      if (masks && w.a_mask) da_flushed.push_back(flushed(x.da_raw, x.da));
       if (raw) da_raw.push_back(std::move(x.da_raw));
       da.push_back(std::move(x.da));
     }
@@ -170,11 +179,13 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, bool need_a, boo
   const auto mask_or_none = [&](bool on, const std::vector<train::Mask>& m) {
     return on && masks ? py::object(stacked_mask(m)) : py::none();
   };
-  d["da"] = need_a ? py::object(stacked_as(da, a_f32)) : py::none();
+  d["da"] = !need_a ? py::none()
+            : w.a_column_major ? py::object(column_major_as(std::move(da), w.a_f32))
+                               : py::object(stacked_as(da, w.a_f32));
   d["da_raw"] = need_a && raw ? py::object(stacked_taken(std::move(da_raw))) : py::none();
-  d["db"] = need_b ? py::object(stacked_as(db, b_f32)) : py::none();
+  d["db"] = need_b ? py::object(stacked_as(db, w.b_f32)) : py::none();
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
-  d["da_flushed"] = mask_or_none(need_a, da_flushed);
+  d["da_flushed"] = mask_or_none(need_a && w.a_mask, da_flushed);
   d["db_flushed"] = mask_or_none(need_b, db_flushed);
   d["dy_cast_flushed"] = mask_or_none(true, dy_cast);
   if (need_bias && masks) {
@@ -321,10 +332,13 @@ void bind_op_core(py::module_& m) {
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,
-           arg("a_float32") = false, arg("b_float32") = false,
+           arg("a_float32") = false, arg("b_float32") = false, arg("a_mask") = true,
+           arg("a_column_major") = false,
            "{da, db, bias, da_raw (raw=True); with masks=True the masks of the entries flushed to zero: "
-           "da_flushed, db_flushed, bias_flushed, dy_cast_flushed} of the forward call that made `saved`; "
-           "da and db as float64, or float32 where a_float32 / b_float32.")
+           "da_flushed (unless a_mask=False), db_flushed, bias_flushed, dy_cast_flushed} of the forward call "
+           "that made `saved`; da and db as float64, or float32 where a_float32 / b_float32. "
+           "a_column_major: da (1, m, k) as a view of column-major storage (a folded A: conv2d's col2im "
+           "reads it at its strides), not a C-contiguous copy.")
       // A deep copy of an emulated model copies its emulation: the op with its scaling state.
       .def("__copy__", [](const PyGemmOp& o) { return PyGemmOp(o); })
       .def(

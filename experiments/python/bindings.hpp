@@ -95,6 +95,10 @@ py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32);
 // matrix: a (1, rows, cols) float64 view of its column-major storage, which
 // the array then owns (a GEMM's raw result handed to col2im, read at strides).
 py::array stacked_taken(std::vector<sim::Matrix>&& ms);
+// One matrix (ms of size 1; else stacked_as) as a (1, rows, cols) array over
+// column-major storage: float32 with f32 (a straight, not a transposing,
+// conversion), else the matrix's own storage (stacked_taken).
+py::array column_major_as(std::vector<sim::Matrix>&& ms, bool f32);
 // A quantisation's statistics (amax, scale_min, scale_max, entries,
 // saturated, flushed) as a dict (bind_torch_train.cpp).
 py::dict fp8_stats_dict(const sim::train::Fp8Stats& s);

@@ -140,8 +140,9 @@ def test_bad_input():
 
 def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
     """fold_a (conv2d's transposed im2col patches, N x L x K at strides) gives the bits of the same
-    values as one contiguous (N * L) x K matrix, forward and backward, the raw dA and its masks too;
-    and col2im reads that raw dA (a column-major view) as its contiguous copy."""
+    values as one contiguous (N * L) x K matrix, forward and backward, the raw dA and its masks too
+    (dA handed back column-major, as conv2d asks); and col2im reads that raw dA (a column-major view)
+    as its contiguous copy."""
     from rpsim import _core
     g = torch.Generator().manual_seed(7)
     cols = (torch.randn(3, 12, 10, generator=g) * 1e-3).float()  # (N, K, L): small, so fp16 flushes some
@@ -153,7 +154,8 @@ def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
         op = _core._GemmOp.of_policy("fp16-amp", "conv2d")
         arg = a if fold else np.ascontiguousarray(a).reshape(1, 30, 12)
         d, saved = op.forward(arg, "binary32", b, float32=True, fold_a=fold)
-        grads = op.backward(saved, dy, True, True, raw=True, masks=True, a_float32=True, b_float32=True)
+        grads = op.backward(saved, dy, True, True, raw=True, masks=True, a_float32=True, b_float32=True,
+                            a_column_major=fold)
         results.append((d, grads))
     (d1, g1), (d2, g2) = results
     assert d1.shape == (1, 30, 5) and np.array_equal(d1, d2)
@@ -162,6 +164,10 @@ def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
     assert g1["da_flushed"].any() and g1["dy_cast_flushed"].any()  # the masks compared are not all False
     raw = g1["da_raw"]
     assert not raw.flags.c_contiguous  # handed over as the GEMM's own column-major storage
+    assert g1["da"].dtype == np.float32 and g1["da"][0].flags.f_contiguous  # a_column_major
+    no_mask = _core._GemmOp.of_policy("fp16-amp", "conv2d")
+    _, saved = no_mask.forward(a, "binary32", b, fold_a=True)
+    assert no_mask.backward(saved, dy, True, True, masks=True, a_mask=False)["da_flushed"] is None
     args = ((1, 10), 12, (1, 1), (1, 1), (0, 0), (1, 1))  # a 1x10 image of 12 channels, 1x1 kernel
     da_cols = torch.from_numpy(g1["da"]).reshape(3, 10, 12).transpose(1, 2).numpy()
     raw_view = torch.from_numpy(raw).reshape(3, 10, 12).transpose(1, 2).numpy()

@@ -74,7 +74,9 @@ class _Gemm(torch.autograd.Function):
         masks = _telemetry_wanted(cfg)
         g = cfg.op.backward(ctx.saved, _view(grad.reshape(ctx.shape)), need[0], need[1], need[2], **_keys(cfg),
                             raw=col2im, masks=masks, a_float32=ctx.dtypes[0] == torch.float32,
-                            b_float32=ctx.dtypes[1] == torch.float32)
+                            b_float32=ctx.dtypes[1] == torch.float32,
+                            a_mask=getattr(cfg, "on_input_grad_flush", None) is not None,
+                            a_column_major=ctx.a_shape is not None)
         if masks:
             output_grad_flushed(cfg, torch.from_numpy(g["dy_cast_flushed"]))
         da = db = dbias = None
