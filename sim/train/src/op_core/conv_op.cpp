@@ -5,28 +5,38 @@ namespace rpsim::sim::train {
 
 namespace {
 
+// Each pixel's terms are added in increasing output position (oy, ox). For
+// one pixel, ky and kx follow from oy and ox and fall as they rise, so
+// walking (ky, kx) downward visits the terms in that same order, while the
+// inner loops run along one column of cols (its positions, adjacent in
+// rpsim train's and rpsim.torch's layouts) and along a row of the image.
+// Walking by output position instead read a column's worth of strides apart
+// for every term (col2im was 12% of an emulated ResNet-style step).
 template <class T>
 void col2im_of(const T* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx, Strides ds) {
   const Eigen::Index pixels = g.channels * g.height * g.width, ow = g.out_w(), oh = g.out_h();
   for (Eigen::Index b = 0; b < batch; ++b)
     for (Eigen::Index p = 0; p < pixels; ++p) dx[b * ds.s0 + p * ds.s1] = 0.0;
   for (Eigen::Index b = 0; b < batch; ++b)
-    for (Eigen::Index oy = 0; oy < oh; ++oy)
-      for (Eigen::Index ox = 0; ox < ow; ++ox) {
-        const Eigen::Index pos = oy * ow + ox;
-        for (Eigen::Index c = 0; c < g.channels; ++c)
-          for (int ky = 0; ky < g.kernel_h; ++ky) {
+    for (Eigen::Index c = 0; c < g.channels; ++c)
+      for (int ky = g.kernel_h - 1; ky >= 0; --ky)
+        for (int kx = g.kernel_w - 1; kx >= 0; --kx) {
+          const Eigen::Index col = (c * g.kernel_h + ky) * g.kernel_w + kx;
+          const T* src = cols + b * cs.s0 + col * cs.s1;
+          // The output columns whose input column is inside the image.
+          const Eigen::Index x0 = kx * g.dilation_w - g.pad_w;
+          Eigen::Index ox_lo = 0, ox_hi = ow;
+          while (ox_lo < ow && ox_lo * g.stride_w + x0 < 0) ++ox_lo;
+          while (ox_hi > ox_lo && (ox_hi - 1) * g.stride_w + x0 >= g.width) --ox_hi;
+          for (Eigen::Index oy = 0; oy < oh; ++oy) {
             const Eigen::Index iy = oy * g.stride_h - g.pad_h + ky * g.dilation_h;
             if (iy < 0 || iy >= g.height) continue;
-            for (int kx = 0; kx < g.kernel_w; ++kx) {
-              const Eigen::Index ix = ox * g.stride_w - g.pad_w + kx * g.dilation_w;
-              if (ix < 0 || ix >= g.width) continue;
-              const Eigen::Index col = (c * g.kernel_h + ky) * g.kernel_w + kx;
-              dx[b * ds.s0 + ((c * g.height + iy) * g.width + ix) * ds.s1] +=
-                  double(cols[b * cs.s0 + col * cs.s1 + pos * cs.s2]);
-            }
+            double* row = dx + b * ds.s0 + (c * g.height + iy) * g.width * ds.s1;
+            const T* in = src + oy * ow * cs.s2;
+            for (Eigen::Index ox = ox_lo; ox < ox_hi; ++ox)
+              row[(ox * g.stride_w + x0) * ds.s1] += double(in[ox * cs.s2]);
           }
-      }
+        }
 }
 
 }  // namespace
