@@ -97,8 +97,8 @@ class PyGemmOp {
     {
       py::gil_scoped_release release;
       for (std::size_t i = 0; i < a.size(); ++i)
-        out[i] = op_.forward(a[i], af, b[i], bias_in.is_none() ? nullptr : &bias, keys.item(py::ssize_t(i)),
-                             saved->items[i], c.empty() ? nullptr : &c[i]);
+        out[i] = op_.forward(std::move(a[i]), af, b[i], bias_in.is_none() ? nullptr : &bias,
+                             keys.item(py::ssize_t(i)), saved->items[i], c.empty() ? nullptr : &c[i]);
     }
     return py::make_tuple(stacked_as(out, f32), py::cast(saved));
   }
@@ -124,7 +124,8 @@ class PyGemmOp {
     {
       py::gil_scoped_release release;
       for (std::size_t i = 0; i < dy.size(); ++i)
-        g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg);
+        g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg,
+                            raw || masks);
     }
     return grads_dict(g, Wanted{need_a, need_b, need_bias, raw, masks, a_mask, a_f32, b_f32, a_column_major});
   }
@@ -179,7 +180,7 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w)
   const auto mask_or_none = [&](bool on, const std::vector<train::Mask>& m) {
     return on && masks ? py::object(stacked_mask(m)) : py::none();
   };
-  d["da"] = !need_a ? py::none()
+  d["da"] = !need_a            ? py::none()
             : w.a_column_major ? py::object(column_major_as(std::move(da), w.a_f32))
                                : py::object(stacked_as(da, w.a_f32));
   d["da_raw"] = need_a && raw ? py::object(stacked_taken(std::move(da_raw))) : py::none();

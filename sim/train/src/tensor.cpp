@@ -124,6 +124,11 @@ Matrix rounded_from(const Format& fmt, const Matrix& m, const Format& held) {
   return rounded(fmt, m);
 }
 
+Matrix rounded_from(const Format& fmt, Matrix&& m, const Format& held) {
+  if (!(tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held))) round_in_place(fmt, m);
+  return std::move(m);
+}
+
 Matrix rounded(const Format& fmt, const Matrix& m) {
   // Out of place, not a copy rounded in place: the copy and the array
   // rounding's per-block copy for aliased calls were one pass of memory

@@ -108,8 +108,8 @@ sim::AccumulationModel GemmOp::unscaled_model(const Format& compute) const {
 
 // The operands cast to the compute format; without one (a bare model, as
 // rpsim.gemm takes it) to the model's input format, to nearest even.
-Matrix GemmOp::plain_forward(const Matrix& a, const Matrix& b, const Matrix* c, const Formats& f,
-                             const GemmKeys& keys, GemmSaved& s) {
+Matrix GemmOp::plain_forward(const Matrix& a, Matrix* owned, const Matrix& b, const Matrix* c,
+                             const Formats& f, const GemmKeys& keys, GemmSaved& s) {
   const sim::AccumulationModel model = unscaled_model(*(f.compute ? f.compute : &spec_.model.input_format()));
   if (const sim::TensorCoreModel* tc = block_instruction(model))
     throw std::invalid_argument(fmt::format(
@@ -118,8 +118,11 @@ Matrix GemmOp::plain_forward(const Matrix& a, const Matrix& b, const Matrix* c, 
         "sfa=, sfb=)",
         model.spec(), tc->scale_block));
   // (A's values are of `input`: their cast is skipped where the compute format holds them.)
-  s.ac = f.compute ? rounded_from(*f.compute, a, *s.a_format)
-                   : rounded(model.input_format(), a, RoundingMode::nearest_even);
+  if (f.compute && owned)
+    s.ac = rounded_from(*f.compute, std::move(*owned), *s.a_format);
+  else
+    s.ac = f.compute ? rounded_from(*f.compute, a, *s.a_format)
+                     : rounded(model.input_format(), a, RoundingMode::nearest_even);
   s.bc = f.compute ? rounded(*f.compute, b) : rounded(model.input_format(), b, RoundingMode::nearest_even);
   if (!c) return matmul(s.ac, s.bc, model, keys.stream(0));
   // C enters the accumulation where the model puts it (a Tensor Core chain
@@ -139,6 +142,17 @@ Matrix GemmOp::per_tensor_forward(const Matrix& a, const Matrix& b, const Format
 
 Matrix GemmOp::forward(const Matrix& a, const Format& a_format, const Matrix& b, const Matrix* bias,
                        const GemmKeys& keys, GemmSaved& s, const Matrix* c) {
+  return forward_of(a, nullptr, a_format, b, bias, keys, s, c);
+}
+
+Matrix GemmOp::forward(Matrix&& a, const Format& a_format, const Matrix& b, const Matrix* bias,
+                       const GemmKeys& keys, GemmSaved& s, const Matrix* c) {
+  return forward_of(a, &a, a_format, b, bias, keys, s, c);
+}
+
+// owned: A itself where the caller gave it up (plain_forward may take it).
+Matrix GemmOp::forward_of(const Matrix& a, Matrix* owned, const Format& a_format, const Matrix& b,
+                          const Matrix* bias, const GemmKeys& keys, GemmSaved& s, const Matrix* c) {
   const Formats f = formats(a_format);
   const bool scaled = spec_.per_tensor_fp8() || spec_.block_scaled();
   if (scaled && c) throw std::invalid_argument("a GEMM with C under FP8 scaling is not modelled");
@@ -163,7 +177,7 @@ Matrix GemmOp::forward(const Matrix& a, const Format& a_format, const Matrix& b,
   else if (spec_.per_tensor_fp8())
     acc = per_tensor_forward(a, b, f, keys, e, s);
   else
-    acc = plain_forward(a, b, c, f, keys, s);
+    acc = plain_forward(a, owned, b, c, f, keys, s);
   // The bias in the compute format, or the accumulation format under FP8
   // (Transformer Engine adds it in the accumulator's type).
   e.bias = bias;
@@ -190,7 +204,7 @@ void GemmOp::per_tensor_backward(const GemmSaved& s, const Matrix& dy, const For
 }
 
 GemmGrads GemmOp::backward(const GemmSaved& s, const Matrix& dy, bool need_da, bool need_db, bool need_dbias,
-                           const GemmKeys& keys, const Format* b_grad_format) {
+                           const GemmKeys& keys, const Format* b_grad_format, bool keep_raw) {
   const Formats f = formats(*s.a_format);
   GemmGrads g;
   Matrix dy_used;  // the gradient the bias sum reads
@@ -211,10 +225,11 @@ GemmGrads GemmOp::backward(const GemmSaved& s, const Matrix& dy, bool need_da, b
     if (need_db) g.db = matmul_tn(s.ac, dy_used, model, keys.stream(1));
     if (need_da) g.da = matmul_nt(dy_used, s.bc, model, keys.stream(2));
   }
-  if (!spec_.per_tensor_fp8()) {
+  if (!spec_.per_tensor_fp8() && keep_raw) {
     g.db_raw = g.db;
     if (need_da) g.da_raw = g.da;
   }
+  if (!keep_raw) g.da_raw = g.db_raw = Matrix();
   // rpsim train's order of the roundings (under a stochastic policy each
   // draws the next stream of the step): dB, the bias gradient, then dA.
   auto to_output = [&](Matrix& m, bool parameter) {

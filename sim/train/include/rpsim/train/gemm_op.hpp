@@ -104,14 +104,20 @@ class GemmOp {
   // backward needs goes into `saved`.
   Matrix forward(const Matrix& a, const Format& a_format, const Matrix& b, const Matrix* bias,
                  const GemmKeys& keys, GemmSaved& saved, const Matrix* c = nullptr);
+  // The same on an A the caller gives up (rpsim.torch's binary64 copy of a
+  // tensor): the plain path keeps its cast in A's own storage.
+  Matrix forward(Matrix&& a, const Format& a_format, const Matrix& b, const Matrix* bias,
+                 const GemmKeys& keys, GemmSaved& saved, const Matrix* c = nullptr);
   // The gradients of the operands of the forward call that filled `saved`,
   // from dY (m x n). b_grad_format: B and the bias are parameters whose
   // gradients are stored in this format (the policy's gradients; autocast's
   // fp16 gradient cast back to fp32), rounded right after the op's output
   // rounding, in rpsim train's order (dB, the bias gradient, dA: under a
   // stochastic policy each rounding draws the next stream of the step).
+  // keep_raw = false: da_raw and db_raw are left empty (a caller counting no
+  // underflow: the copies are the size of the gradients).
   GemmGrads backward(const GemmSaved& saved, const Matrix& dy, bool need_da, bool need_db, bool need_dbias,
-                     const GemmKeys& keys, const Format* b_grad_format = nullptr);
+                     const GemmKeys& keys, const Format* b_grad_format = nullptr, bool keep_raw = true);
 
   // The tensors the op quantises under its recipe ("x", "w", "dy": A, B,
   // dY) with what they saw in the last step; empty when it quantises none.
@@ -130,7 +136,9 @@ class GemmOp {
   };
   Formats formats(const Format& input) const;
   sim::AccumulationModel unscaled_model(const Format& compute) const;
-  Matrix plain_forward(const Matrix& a, const Matrix& b, const Matrix* c, const Formats& f,
+  Matrix forward_of(const Matrix& a, Matrix* owned, const Format& a_format, const Matrix& b,
+                    const Matrix* bias, const GemmKeys& keys, GemmSaved& s, const Matrix* c);
+  Matrix plain_forward(const Matrix& a, Matrix* owned, const Matrix& b, const Matrix* c, const Formats& f,
                        const GemmKeys& keys, GemmSaved& s);
   Matrix per_tensor_forward(const Matrix& a, const Matrix& b, const Formats& f, const GemmKeys& keys,
                             sim::GemmEpilogue& e, GemmSaved& s);

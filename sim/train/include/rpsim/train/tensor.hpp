@@ -63,6 +63,9 @@ Matrix rounded(const Format& fmt, const Matrix& m);
 // it moves no stochastic stream (a cast of activations already in the
 // compute format: a pass over memory saved).
 Matrix rounded_from(const Format& fmt, const Matrix& m, const Format& held);
+// The same on a matrix the caller gives up: m itself where nothing is to be
+// rounded, else m rounded in place (no second matrix of its size).
+Matrix rounded_from(const Format& fmt, Matrix&& m, const Format& held);
 
 // Sets the mode of every tensor rounding that names none (op outputs,
 // gradients, the casts in front of ops) for the current thread until the end
