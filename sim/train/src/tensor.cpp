@@ -119,13 +119,21 @@ void round_in_place(const Format& fmt, Matrix& m) {
   round_in_place(fmt, m, s.mode, RandomStream{s.base.seed, mix64(s.base.stream) ^ mix64(~s.calls++)});
 }
 
+namespace {
+
+// rounded_from's rule: values of `held` rounded to fmt to nearest are unchanged.
+bool cast_changes_nothing(const Format& fmt, const Format& held) {
+  return tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held);
+}
+
+}  // namespace
+
 Matrix rounded_from(const Format& fmt, const Matrix& m, const Format& held) {
-  if (tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held)) return m;
-  return rounded(fmt, m);
+  return cast_changes_nothing(fmt, held) ? m : rounded(fmt, m);
 }
 
 Matrix rounded_from(const Format& fmt, Matrix&& m, const Format& held) {
-  if (!(tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held))) round_in_place(fmt, m);
+  if (!cast_changes_nothing(fmt, held)) round_in_place(fmt, m);
   return std::move(m);
 }
 
