@@ -75,7 +75,11 @@ Tensor Embedding::backward(const Tensor& dy, const StepContext& ctx, bool) {
     prm.grad = std::move(g);
     prm.grad_underflow = flushed;
   };
-  store(token, std::move(dwte), tied_ && token.grad.size() == dwte.size());
+  // Decided before the call: an argument's order of evaluation is unspecified,
+  // and `g` may be moved from dwte before dwte.size() is read (clang does:
+  // the head's share was dropped).
+  const bool add_to_head = tied_ && token.grad.size() == dwte.size();
+  store(token, std::move(dwte), add_to_head);
   store(position, std::move(dwpe), false);
   return Tensor{Matrix(), x_format_};
 }
