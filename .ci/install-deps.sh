@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ make git pkg-config
   libeigen3-dev libboost-dev libfmt-dev catch2 libmpfr-dev libcli11-dev
   nlohmann-json3-dev libbenchmark-dev zlib1g-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev libomp-14-dev clang-format
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist fortunes
   python3-matplotlib python3-pandas jupyter-nbconvert python3-ipykernel

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_features.hpp"
 #include "rpsim/formats/ops.hpp"
 #include "shared_data.hpp"
 
@@ -96,7 +97,7 @@ TEST_CASE(
     "binary32 converts to binary16 and bfloat16 as x86 hardware does (every exponent where conversion can "
     "differ)",
     "[long][convert]") {
-  if (!__builtin_cpu_supports("f16c")) {
+  if (!rpsim::test::cpu_has_f16c()) {
     RPSIM_SKIP("skipped: this CPU has no F16C");
   }
   const bool has_bf16 = __builtin_cpu_supports("avx512bf16");

@@ -63,7 +63,10 @@ std::vector<bool> reproduce_all(const std::vector<KernelSchedule>& s, const Matr
   std::map<std::string, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < s.size(); ++i) groups[fold_group_key(s[i])].push_back(i);
   const Matrix zero = c ? Matrix() : Matrix::Zero(d.rows(), d.cols());
-  for (auto& [key, members] : groups) {
+  // Not a structured binding: clang 14 (the sanitizer build's compiler)
+  // cannot capture one in the lambda below.
+  for (const auto& entry : groups) {
+    const std::vector<std::size_t>& members = entry.second;
     std::vector<KernelSchedule> group;
     for (std::size_t m : members) group.push_back(s[m]);
     // Blocks of rows (gemm_kernel.hpp), A and B decoded once: the group

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cpu_features.hpp"
 #include "rpsim/accumulation/tensor_core.hpp"
 #include "rpsim/accumulation/tensor_core_presets.hpp"
 #include "rpsim/formats/ops.hpp"
@@ -151,7 +152,7 @@ __attribute__((target("f16c"))) std::uint32_t f16c_convert(std::uint32_t bits, i
 }  // namespace
 
 TEST_CASE("the conversion comparator accepts a correct device and names a wrong bit", "[gpu-validation]") {
-  if (!__builtin_cpu_supports("f16c")) {
+  if (!rpsim::test::cpu_has_f16c()) {
     RPSIM_SKIP("skipped: this CPU has no F16C to stand in for a GPU");
   }
   const RoundingMode modes[] = {RoundingMode::nearest_even, RoundingMode::toward_zero, RoundingMode::down,
