@@ -4,6 +4,7 @@
 // per instruction (per 16 or 32 products), not inside its hot loop.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -11,7 +12,9 @@
 #include "kernel_fold.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/tensor_core.hpp"
+#include "rpsim/accumulation/tensor_core_instruction.hpp"
 #include "rpsim/formats/rounding.hpp"
+#include "tensor_core_finish.hpp"
 
 namespace rpsim::sim {
 
@@ -72,22 +75,74 @@ void check_tensor_scale(const char* name, const Matrix& x, Eigen::Index len, boo
   }
 }
 
+// Without product groups (mxf8f6f4), each row of A and column of B is
+// decoded with its scales once (block_scaled_operands), not once per element
+// of D; each element then runs its chain of instructions over the decoded
+// runs, an instruction with a NaN scale in its blocks giving the default NaN
+// (block_scaled_instruction's order, the same bits). Product groups
+// (mxf4nvf4) sum each group's raw products per element, so they take the
+// per-element instruction.
 Matrix block_scaled_gemm(const TensorCoreModel& tc, const Matrix& a, const Matrix& b, const Matrix& c,
                          const Matrix& sfa, const Matrix& sfb, const GemmOptions& options) {
   const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols(), blocks = sfa.cols();
+  const int threads = options.threads > 0 ? options.threads : 1;
   Matrix d(m, n);
-#pragma omp parallel num_threads(options.threads > 0 ? options.threads : 1)
-  {
-    std::vector<double> row(static_cast<std::size_t>(k)), srow(static_cast<std::size_t>(blocks));
+  if (tc.product_group > 0) {
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<double> row(static_cast<std::size_t>(k)), srow(static_cast<std::size_t>(blocks));
 #pragma omp for schedule(dynamic, 4)
-    for (Eigen::Index i = 0; i < m; ++i) {
-      for (Eigen::Index t = 0; t < k; ++t) row[std::size_t(t)] = a(i, t);
-      for (Eigen::Index t = 0; t < blocks; ++t) srow[std::size_t(t)] = sfa(i, t);
-      for (Eigen::Index j = 0; j < n; ++j)
-        d(i, j) =
-            tensor_core_dot_other(tc, row, std::span<const double>(b.col(j).data(), row.size()), c(i, j),
-                                  srow, std::span<const double>(sfb.col(j).data(), srow.size()));
+      for (Eigen::Index i = 0; i < m; ++i) {
+        for (Eigen::Index t = 0; t < k; ++t) row[std::size_t(t)] = a(i, t);
+        for (Eigen::Index t = 0; t < blocks; ++t) srow[std::size_t(t)] = sfa(i, t);
+        for (Eigen::Index j = 0; j < n; ++j)
+          d(i, j) =
+              tensor_core_dot_other(tc, row, std::span<const double>(b.col(j).data(), row.size()), c(i, j),
+                                    srow, std::span<const double>(sfb.col(j).data(), srow.size()));
+      }
     }
+    return d;
+  }
+  const tc_detail::Finisher fin(tc);
+  const Eigen::Index per = tc.instruction_terms(), blk = tc.scale_block;
+  const Eigen::Index steps = (k + per - 1) / per;
+  const auto kk = static_cast<std::size_t>(k);
+  std::vector<double> av(kk * std::size_t(m)), bv(kk * std::size_t(n));
+  std::vector<int> ae(av.size()), be(bv.size());
+  // nan_a(i, s) / nan_b(s, j): a NaN scale among instruction s's blocks.
+  Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic> nan_a(m, steps), nan_b(steps, n);
+  const auto any_nan = [&](const double* x, Eigen::Index stride, Eigen::Index s) {
+    for (Eigen::Index t = s * per / blk; t < std::min(blocks, (s + 1) * per / blk); ++t)
+      if (std::isnan(x[t * stride])) return true;
+    return false;
+  };
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (Eigen::Index i = 0; i < m; ++i) {
+      tc_detail::block_scaled_operands(fin, a.data() + i, m, int(k), sfa.data() + i, m, false, &av[kk * i],
+                                       &ae[kk * i]);
+      for (Eigen::Index s = 0; s < steps; ++s) nan_a(i, s) = any_nan(sfa.data() + i, m, s);
+    }
+#pragma omp for schedule(static)
+    for (Eigen::Index j = 0; j < n; ++j) {
+      tc_detail::block_scaled_operands(fin, b.col(j).data(), 1, int(k), sfb.col(j).data(), 1, true,
+                                       &bv[kk * j], &be[kk * j]);
+      for (Eigen::Index s = 0; s < steps; ++s) nan_b(s, j) = any_nan(sfb.col(j).data(), 1, s);
+    }
+#pragma omp for schedule(dynamic, 4)
+    for (Eigen::Index i = 0; i < m; ++i)
+      for (Eigen::Index j = 0; j < n; ++j) {
+        double acc = c(i, j);
+        for (Eigen::Index s = 0; s < steps; ++s) {
+          const std::size_t at = std::size_t(s * per);
+          acc = nan_a(i, s) || nan_b(s, j)
+                    ? hd::quiet_nan()
+                    : tc_detail::run_step<true>(fin, int(std::min(per, k - s * per)), &av[kk * i + at],
+                                                &ae[kk * i + at], &bv[kk * j + at], &be[kk * j + at], acc);
+        }
+        d(i, j) = acc;
+      }
   }
   return d;
 }

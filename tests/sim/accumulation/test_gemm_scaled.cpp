@@ -108,6 +108,48 @@ TEST_CASE("gemm scaled: a long K is the chain of block-scaled instructions, C fe
   }
 }
 
+TEST_CASE("gemm scaled: a NaN scale makes its instructions' results NaN, the other elements keep their bits",
+          "[gemm][block-scale]") {
+  // The GEMM decodes each row of A and column of B once (mxf8f6f4) or runs
+  // the instruction per element (product groups): both against the scalar
+  // instruction API, with E8M0's NaN (0xff) in one block of SFA and one of
+  // SFB, and K = 224 (a last, shorter instruction where an instruction
+  // holds 64 products).
+  for (const std::string spec :
+       {"tc:b200:e4m3:fp32:tcgen05.mma:input_b=e5m2:scale=ue8m0", "tc:b200:e2m1:fp32:tcgen05.mma:scale=ue8m0",
+        "tc:rtx5090:e2m1:fp32:mma.sync:scale=ue8m0:scale_block=32"}) {
+    INFO(spec);
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    const TensorCoreModel& m = tc_of(model);
+    std::mt19937_64 rng(11);
+    const Eigen::Index k = 224, blocks = k / m.scale_block;
+    const Matrix a = random_values(6, k, m.input, rng), b = random_values(k, 5, m.b_input(), rng);
+    const Matrix c = random_values(6, 5, m.output, rng);
+    GemmScales s;
+    s.sfa = random_scales(6, blocks, *m.scale, rng);
+    s.sfb = random_scales(blocks, 5, *m.scale, rng);
+    (*s.sfa)(2, blocks - 1) = std::nan("");
+    (*s.sfb)(1, 3) = std::nan("");
+    const Matrix d = gemm(model, a, b, c, s, GemmOptions{2});
+    int nans = 0, numbers = 0;
+    for (Eigen::Index i = 0; i < d.rows(); ++i)
+      for (Eigen::Index j = 0; j < d.cols(); ++j) {
+        const double want = chained(m, a, b, c(i, j), s, i, j);
+        INFO(i << ", " << j);
+        REQUIRE(std::isnan(d(i, j)) == std::isnan(want));
+        if (std::isnan(want)) {
+          ++nans;
+          continue;
+        }
+        CHECK(std::bit_cast<std::uint64_t>(d(i, j)) == std::bit_cast<std::uint64_t>(want));
+        numbers += d(i, j) != 0;
+      }
+    // Row 2 and column 3 are NaN throughout, nothing else.
+    CHECK(nans == 5 + 6 - 1);
+    CHECK(numbers > 15);
+  }
+}
+
 TEST_CASE("gemm scaled: scales of 1 (E8M0 127) give the unscaled instruction's GEMM", "[gemm][block-scale]") {
   // FP8 only: e2m1 has no unscaled instruction (kind::mxf4nvf4 always scales).
   const std::vector<std::pair<std::string, std::string>> pairs = {

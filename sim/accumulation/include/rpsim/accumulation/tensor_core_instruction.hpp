@@ -122,6 +122,30 @@ RPSIM_HD_INLINE int scale_exponent(const TcStep& p, double x) {
   return e < p.scale_emin ? p.scale_emin : e;
 }
 
+// The products' operands of a block-scaled instruction without product
+// groups (mxf8f6f4), decoded with their scales: x[k*xs] as A's operand
+// (b_side false) or B's, times its block's scale s[(k / scale_block) * ss],
+// the scale's exponent joining the operand's (MMA-Sim fused_dot_add with
+// scale_a/scale_b). Block by block, so each scale and its exponent are read
+// once, not once per product. block_scaled_terms decodes one
+// instruction's operands with it; the CPU GEMM decodes each row of A and
+// column of B once (gemm_scaled.cpp). A NaN scale decodes to NaNs; callers
+// return the default NaN for its blocks before the step sees them.
+template <class T, class S>
+RPSIM_HD_INLINE void block_scaled_operands(const TcStep& p, const T* x, std::ptrdiff_t xs, int n, const S* s,
+                                           std::ptrdiff_t ss, bool b_side, double* v, int* e) {
+  const int blk = p.scale_block;
+  for (int j = 0; j * blk < n; ++j) {
+    const double scale = double(s[j * ss]);
+    const int scale_exponent = floor_log2(scale);
+    for (int k = j * blk; k < hd::min_of((j + 1) * blk, n); ++k) {
+      const Operand o = decode(p, double(x[k * xs]), b_side);
+      v[k] = o.value * scale;
+      e[k] = o.exponent + scale_exponent;
+    }
+  }
+}
+
 // The terms of one block-scaled instruction over n products: each product
 // with its blocks' scales (sa[(i / scale_block) * sas], sb[...]) joining its
 // exponent (MMA-Sim fused_dot_add with scale_a/scale_b for mxf8f6f4), or,
@@ -154,17 +178,9 @@ RPSIM_HD_INLINE int block_scaled_terms(const TcStep& p, const T* a, std::ptrdiff
     }
     return terms;
   }
-  for (int k = 0; k < n; ++k) {
-    const Operand oa = decode(p, double(a[k * as]), false);
-    const Operand ob = decode(p, double(b[k * bs]), true);
-    const double xa = double(sa[(k / blk) * sas]), xb = double(sb[(k / blk) * sbs]);
-    av[terms] = oa.value * xa;
-    ae[terms] = oa.exponent + floor_log2(xa);
-    bv[terms] = ob.value * xb;
-    be[terms] = ob.exponent + floor_log2(xb);
-    ++terms;
-  }
-  return terms;
+  block_scaled_operands(p, a, as, n, sa, sas, false, av, ae);
+  block_scaled_operands(p, b, bs, n, sb, sbs, true, bv, be);
+  return n;
 }
 
 // One block-scaled instruction (n <= MaxTerms products, C = c).
