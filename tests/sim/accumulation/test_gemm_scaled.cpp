@@ -50,6 +50,25 @@ Matrix random_scales(Eigen::Index r, Eigen::Index c, const Format& scale, std::m
   return m;
 }
 
+// A random block-scaled problem for `m`: A (rows x k), B (k x cols), C, and
+// SFA / SFB of the model's scale format.
+struct Problem {
+  Matrix a, b, c;
+  GemmScales s;
+};
+
+Problem random_problem(const TensorCoreModel& m, Eigen::Index rows, Eigen::Index k, Eigen::Index cols,
+                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Problem p;
+  p.a = random_values(rows, k, m.input, rng);
+  p.b = random_values(k, cols, m.b_input(), rng);
+  p.c = random_values(rows, cols, m.output, rng);
+  p.s.sfa = random_scales(rows, k / m.scale_block, *m.scale, rng);
+  p.s.sfb = random_scales(k / m.scale_block, cols, *m.scale, rng);
+  return p;
+}
+
 // D(i, j) by a loop over the scalar instruction API: instructions of
 // instruction_terms() products with their blocks' scales, each result (the
 // output format's encoding) C of the next.
@@ -84,13 +103,10 @@ TEST_CASE("gemm scaled: a long K is the chain of block-scaled instructions, C fe
     INFO(spec);
     const AccumulationModel model = AccumulationModel::parse(spec);
     const TensorCoreModel& m = tc_of(model);
-    std::mt19937_64 rng(7);
     const Eigen::Index k = m.scale_block == 16 ? 208 : 224;
-    const Matrix a = random_values(5, k, m.input, rng), b = random_values(k, 6, m.b_input(), rng);
-    const Matrix c = random_values(5, 6, m.output, rng);
-    GemmScales s;
-    s.sfa = random_scales(5, k / m.scale_block, *m.scale, rng);
-    s.sfb = random_scales(k / m.scale_block, 6, *m.scale, rng);
+    const Problem p = random_problem(m, 5, k, 6, 7);
+    const Matrix &a = p.a, &b = p.b, &c = p.c;
+    const GemmScales& s = p.s;
     const Matrix d = gemm(model, a, b, c, s, GemmOptions{2});
     int nonzero = 0;
     for (Eigen::Index i = 0; i < d.rows(); ++i)
@@ -121,13 +137,10 @@ TEST_CASE("gemm scaled: a NaN scale makes its instructions' results NaN, the oth
     INFO(spec);
     const AccumulationModel model = AccumulationModel::parse(spec);
     const TensorCoreModel& m = tc_of(model);
-    std::mt19937_64 rng(11);
     const Eigen::Index k = 224, blocks = k / m.scale_block;
-    const Matrix a = random_values(6, k, m.input, rng), b = random_values(k, 5, m.b_input(), rng);
-    const Matrix c = random_values(6, 5, m.output, rng);
-    GemmScales s;
-    s.sfa = random_scales(6, blocks, *m.scale, rng);
-    s.sfb = random_scales(blocks, 5, *m.scale, rng);
+    Problem p = random_problem(m, 6, k, 5, 11);
+    const Matrix &a = p.a, &b = p.b, &c = p.c;
+    GemmScales& s = p.s;
     (*s.sfa)(2, blocks - 1) = std::nan("");
     (*s.sfb)(1, 3) = std::nan("");
     const Matrix d = gemm(model, a, b, c, s, GemmOptions{2});
