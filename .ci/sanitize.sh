@@ -3,9 +3,9 @@
 # the test programs, then every ctest test except the `long`, `gpu` and
 # `pipeline` labels (the notebooks, rendered by Python: nothing sanitized
 # beyond the quick study run the study tests share).
-# Built with clang (as the fuzz tree is), not GCC: on 2 cores the same
-# targets took 980 s with GCC 12 and about 510 s with clang 14, at -O1 with
-# line tables either way (reports still name file and line). A second
+# Built with clang (as the fuzz tree is), not GCC: on 2 cores, from a fresh
+# clone, the same targets took 965 s with GCC 12 and 562 s with clang 14, at
+# -O1 with line tables either way (reports still name file and line). A second
 # compiler also checks the code: clang's left-to-right argument evaluation
 # exposed a tied-embedding gradient that GCC's order happened to hide
 # (sim/train/src/layers/embedding.cpp). Only rpsim and the test programs are

@@ -137,11 +137,11 @@ RPSIM_HD_INLINE void block_scaled_operands(const TcStep& p, const T* x, std::ptr
   const int blk = p.scale_block;
   for (int j = 0; j * blk < n; ++j) {
     const double scale = double(s[j * ss]);
-    const int scale_exponent = floor_log2(scale);
+    const int scale_e = floor_log2(scale);  // scale_exponent() above is the product groups' rule
     for (int k = j * blk; k < hd::min_of((j + 1) * blk, n); ++k) {
       const Operand o = decode(p, double(x[k * xs]), b_side);
       v[k] = o.value * scale;
-      e[k] = o.exponent + scale_exponent;
+      e[k] = o.exponent + scale_e;
     }
   }
 }
