@@ -180,3 +180,42 @@ def test_torchvision_resnet18_trains_as_it_ships():
     kernel, binary32, layout = t.emulation.summary().splitlines()[1:4]
     assert "conv2d x40" in kernel and "linear x2" in kernel  # 20 convolutions a step, the fc layer
     assert "batch_norm x40" in binary32 and "relu x" in layout
+
+
+class Segmenter(nn.Module):
+    """A small U-Net-style net: per-pixel logits (N, C, H, W), PyTorch's layout for class targets
+    (N, H, W), the class dimension second."""
+
+    def __init__(self):
+        super().__init__()
+        self.down, self.mid = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.out = nn.Conv2d(16, 3, 1)
+
+    def forward(self, x):
+        a = F.relu(self.down(x))
+        b = F.relu(self.mid(F.max_pool2d(a, 2)))
+        return self.out(torch.cat([a, self.up(b)], 1))
+
+
+def test_a_segmentation_net_trains_with_the_class_dimension_second():
+    # Trainer flattened every output of more than 2 dimensions with the class dimension last (a GPT's
+    # (B, T, V)); a segmentation net's (N, C, H, W) then failed in cross_entropy ("input batch_size
+    # (64) to match target batch_size (512)").
+    torch.manual_seed(5)
+    model = Segmenter()
+    x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 3, (2, 8, 8))
+    t = rt.Trainer(model, "fp16-amp", loss=nn.CrossEntropyLoss(), quiet=True)
+    with torch.no_grad():
+        out = model(x)  # the emulated forward (deterministic under fp16-amp), as the step computes it
+    expected = float(F.cross_entropy(out, y))
+    with deadline(300):
+        assert t.step(x, y) == expected
+        t.step(x, y)
+    check_fractions(t)
+    assert all(r["loss_fp64_nats"] not in ("", "nan") for r in rows(t))
+    with torch.no_grad():
+        out = model(x)
+    e = t.evaluate([(x, y)])
+    assert e["test_loss_nats"] == pytest.approx(float(F.cross_entropy(out, y)), rel=1e-6)
+    assert e["test_accuracy_percent"] == pytest.approx(100.0 * float((out.argmax(1) == y).float().mean()))

@@ -23,6 +23,24 @@ from ._unsupported import check_batch, check_not_emulated, check_output, check_t
 _WHO = "rpsim.torch.Trainer"
 
 
+def _class_layout(out, y):
+    """(out, y, class_dim) as the loss and the accuracy take them, for class-index targets.
+    - out (N, C): as it is.
+    - A sequence model's logits (B, T, V) against y (B, T), or (B * T,) as the CLI's gpt batches:
+      flattened to (B * T, V) against (B * T,), the class dimension last (rpsim train's GPT).
+    - PyTorch's own layout, the class dimension second: (N, C, d1, ...) against y (N, d1, ...), a
+      segmentation net's. Handed to the loss as it is, as F.cross_entropy takes it.
+    An output that fits both layouts takes the sequence layout if it is 3-D, PyTorch's otherwise.
+    Any other pair goes to the loss flattened, whose error then names the shapes."""
+    if out.dim() <= 2:
+        return out, y, -1
+    last = (y.dim() == 1 and out.shape[:-1].numel() == y.numel()) or y.shape == out.shape[:-1]
+    second = y.shape == out.shape[:1] + out.shape[2:]
+    if second and not (last and out.dim() == 3):
+        return out, y, 1
+    return out.flatten(0, -2), y.flatten(), -1
+
+
 class Trainer(TrainerCells):
     """Trainer(model, policy="fp16-amp", optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
     loss=torch.nn.functional.cross_entropy, scaler=None, shadow=True, accumulation=None, out=None, ...)
@@ -133,7 +151,8 @@ class Trainer(TrainerCells):
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
             return fn(out, y.to(out.dtype))
-        return fn(out.flatten(0, -2) if out.dim() > 2 else out, y.flatten() if out.dim() > 2 else y)
+        out, y, _ = _class_layout(out, y)
+        return fn(out, y)
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
@@ -211,9 +230,9 @@ class Trainer(TrainerCells):
                         loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
                         hits, count = float("nan"), count + y.shape[0]
                         continue
-                    out, yy = (out.flatten(0, -2), y.flatten()) if out.dim() > 2 else (out, y)
+                    out, yy, class_dim = _class_layout(out, y)
                     loss += float(loss_fn(out, yy)) * yy.numel()
-                    hits += float((out.argmax(-1) == yy).sum())
+                    hits += float((out.argmax(class_dim) == yy).sum())
                     count += yy.numel()
             model.train(was_training)
             return loss / count, 100.0 * hits / count
