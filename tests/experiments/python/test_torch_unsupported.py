@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
 rt = pytest.importorskip("rpsim.torch")
 from torch import nn  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402 (a submodule torch does not import itself)
 
 
 def short(message):
@@ -77,6 +78,51 @@ def test_a_custom_autograd_function_is_refused_by_name():
     plain = nn.Sequential(nn.Linear(4, 3), nn.GELU(), nn.LayerNorm(3))
     rt.emulate(plain, "fp16-amp")
     plain(torch.randn(2, 4)).sum().backward()
+
+
+class Checkpointed(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.fc1, self.fc2, self.kw = nn.Linear(4, 4), nn.Linear(4, 3), kw
+
+    def forward(self, x):
+        return self.fc2(torch.utils.checkpoint.checkpoint(lambda z: torch.relu(self.fc1(z)), x, **self.kw))
+
+
+@pytest.mark.parametrize("kw", [{}, {"use_reentrant": False}], ids=["reentrant", "non_reentrant"])
+def test_activation_checkpointing_is_refused_by_name(kw):
+    # It recomputes its forward in the backward, after the emulation's mode has ended: the reentrant
+    # form was refused as a custom autograd Function, the non-reentrant one failed with an IndexError
+    # inside torch.utils.checkpoint's inner_pack during backward().
+    model = Checkpointed(**kw)
+    rt.emulate(model, "fp16-amp")
+    with torch.no_grad():  # inference recomputes nothing: it runs
+        model(torch.randn(2, 4))
+    x = torch.randn(2, 4, requires_grad=True)
+    with pytest.raises(rt.UnsupportedError, match=r"torch.utils.checkpoint in the model's forward: .*without "
+                                                  r"activation checkpointing") as e:
+        model(x).sum().backward()
+    assert len(str(e.value)) < 400
+
+
+def test_a_full_backward_hook_runs_and_changes_no_bits():
+    # register_full_backward_hook puts PyTorch's BackwardHookFunction (an identity) in the graph; it
+    # was refused as a custom autograd Function.
+    torch.manual_seed(0)
+    x = torch.randn(3, 4) * 1e-3
+    grads, seen = [], []
+    for hooked in (False, True):
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 3))
+        torch.manual_seed(1)
+        for p in model.parameters():
+            nn.init.normal_(p)
+        if hooked:
+            model[0].register_full_backward_hook(lambda m, gi, go: seen.append(go[0].clone()))
+        rt.emulate(model, "fp16-amp")
+        model(x).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert len(seen) == 1 and seen[0].shape == (3, 4)
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
 def test_a_model_or_batch_off_the_cpu_is_refused_by_name():

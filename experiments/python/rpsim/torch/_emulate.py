@@ -33,7 +33,7 @@ from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
-    check_modules, check_not_emulated, refuse_fused
+    check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
 # Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
@@ -182,6 +182,8 @@ class Emulation(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _name(func)
+        if not self._functions_checked and torch.is_grad_enabled():
+            check_not_checkpointed()
         if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention: their ops, each under this mode
             self.counts["decomposed"][name] += 1
             with self:

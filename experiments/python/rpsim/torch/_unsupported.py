@@ -1,12 +1,14 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
 PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a transposed
 or 3-D convolution, einsum), a custom autograd Function (its backward runs after the forward,
-outside the emulation), a model or batch off the CPU (the C++ kernels read host memory), and a second
+outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or batch off the CPU (the C++ kernels read host memory), and a second
 derivative through rpsim's kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU,
 nn.RNN, their cells and nn.MultiheadAttention are emulated as the ops they are made of (_decompose).
 Each message is a line or two: what, and what to write instead; rpsim.torch.ops() and an Emulation's
 summary() list what is emulated."""
 import math
+import os
+import sys
 
 import torch
 from torch import nn
@@ -25,6 +27,13 @@ _LISTS = "rpsim.torch.ops() lists the op table, an Emulation's summary() the pat
 
 # rpsim.torch's own autograd Functions: their backward is rpsim's (the others' is not).
 OWN_MODULE = "rpsim."
+# PyTorch's own Functions that compute nothing: a module's full backward hook
+# (register_full_backward_hook) passes the gradients through it to the user's hook unchanged.
+IDENTITY_FUNCTIONS = frozenset({"torch.nn.modules._functions.BackwardHookFunction"})
+# torch.utils.checkpoint recomputes its forward during the backward, after emulate's mode has ended:
+# the recomputed ops would run in PyTorch's arithmetic (and the non-reentrant form's saved-tensor
+# count then differs from the forward's: PyTorch 1.13 failed with an IndexError in inner_pack).
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 
 
 def check_modules(model):
@@ -69,13 +78,34 @@ def check_functions(outputs):
             continue
         seen.add(node)
         cls = getattr(node, "_forward_cls", None)
-        if cls is not None and not cls.__module__.startswith(OWN_MODULE):
-            found.add(f"{cls.__module__}.{cls.__qualname__}")
+        name = f"{cls.__module__}.{cls.__qualname__}" if cls is not None else ""
+        if cls is not None and cls.__module__ == "torch.utils.checkpoint":  # the reentrant form
+            refuse_checkpoint()
+        if cls is not None and not cls.__module__.startswith(OWN_MODULE) and name not in IDENTITY_FUNCTIONS:
+            found.add(name)
         todo.extend(n for n, _ in node.next_functions)
     if found:
         raise UnsupportedError(f"rpsim.torch.emulate: custom autograd Function {', '.join(sorted(found))} in the "
                                f"model's forward: its backward would run outside the emulation, in PyTorch's "
                                f"arithmetic; write it with torch ops ({_LISTS})")
+
+
+def check_not_checkpointed():
+    """UnsupportedError when an op runs inside torch.utils.checkpoint (either form): its forward would be
+    recomputed in the backward, outside the emulation. Called during the first training forward only
+    (it walks the Python stack)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_CHECKPOINT_FILE):
+            refuse_checkpoint()
+        frame = frame.f_back
+
+
+def refuse_checkpoint():
+    raise UnsupportedError("rpsim.torch.emulate: torch.utils.checkpoint in the model's forward: it recomputes the "
+                           "forward during the backward, outside the emulation, in PyTorch's arithmetic; train "
+                           "without activation checkpointing while emulating (HF models: "
+                           "gradient_checkpointing_disable())")
 
 
 def refuse_fused(name):
