@@ -11,6 +11,7 @@
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
+#include "rpsim/formats/recipe_block.hpp"
 
 namespace rpsim {
 
@@ -45,39 +46,24 @@ bool stochastic(const ElementRounding* r) {
   return r && r->mode == RoundingMode::stochastic;
 }
 
-void mx_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& q, const ElementRounding* r) {
-  const std::uint8_t code = mx_scale_code(detail::tile_amax(t, tile), s.scale_rule, element_info(s.element));
-  q.scale_codes.push_back(code);
-  q.scales.push_back(e8m0_value(code));
+// One tile (MX, FP8 block or NVFP4 without 4over6): its scale from its amax
+// (recipe_block.hpp, the CUDA backend's rule too), each element's code;
+// stochastic rounding scales the element as the nearest path does.
+void scaled_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts, Quantized& q,
+                 const ElementRounding* r) {
+  const BlockScale b = block_scale(s, detail::tile_amax(t, tile), ts);
+  if (s.family != ScaleFamily::fp8) q.scale_codes.push_back(b.code);
+  q.scales.push_back(b.decode);
   tile.each(t, [&](std::size_t i, float x) {
     if (!stochastic(r)) {
-      q.codes[i] = mx_element(x, code, s.scale_rule, s.element);
-      return;
+      q.codes[i] = block_element(s, b, x);
+    } else if (s.family == ScaleFamily::mx) {
+      q.codes[i] = stochastic_code(s.element, mul_f32(x, e8m0_reciprocal(b.code)), *r, i);
+    } else if (s.family == ScaleFamily::fp8) {
+      q.codes[i] = stochastic_code(s.element, mul_f32(x, b.encode), *r, i);
+    } else {
+      q.codes[i] = stochastic_code(ElementKind::e2m1, nan_clamp(mul_f32(x, b.encode), -6.0f, 6.0f), *r, i);
     }
-    q.codes[i] = stochastic_code(s.element, mul_f32(x, e8m0_reciprocal(code)), *r, i);
-  });
-}
-
-void fp8_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, Quantized& q, const ElementRounding* r) {
-  const Fp8Scale sc = te_fp8_scale(detail::tile_amax(t, tile), element_info(s.element).max, s.pow2_scales);
-  q.scales.push_back(sc.scale_inv);
-  tile.each(t, [&](std::size_t i, float x) {
-    q.codes[i] = stochastic(r) ? stochastic_code(s.element, mul_f32(x, sc.scale), *r, i)
-                               : fp8_element(x, sc.scale, s.element, s.clamp);
-  });
-}
-
-void nvfp4_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts,
-                Quantized& q, const ElementRounding* r) {
-  const float vec_max = detail::tile_amax(t, tile);
-  const std::uint8_t code = e4m3fn_from_f32(nvfp4_scale_argument(vec_max, ts.encode, s.formula));
-  const float enc = nvfp4_encode_scale(element_value(ElementKind::e4m3, code), ts.decode);
-  q.scale_codes.push_back(code);
-  q.scales.push_back(element_value(ElementKind::e4m3, code));
-  tile.each(t, [&](std::size_t i, float x) {
-    q.codes[i] = stochastic(r)
-                     ? stochastic_code(ElementKind::e2m1, nan_clamp(mul_f32(x, enc), -6.0f, 6.0f), *r, i)
-                     : nvfp4_element(x, enc);
   });
 }
 
@@ -146,16 +132,12 @@ Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t 
   for (std::size_t i = 0; i < q.scale_rows; ++i)
     for (std::size_t j = 0; j < q.scale_cols; ++j) {
       const Tile tile{i * th, j * tw, th, tw};
-      if (spec.family == ScaleFamily::mx) {
-        mx_tile(t, tile, spec, q, rounding);
-      } else if (spec.family == ScaleFamily::fp8) {
-        fp8_tile(t, tile, spec, q, rounding);
-      } else if (spec.four_over_six != FourOverSix::off) {
+      const Nvfp4TensorScale tensor = ts.empty() ? Nvfp4TensorScale{1.0f, 1.0f} : ts[spec.row_scaled ? i : 0];
+      if (spec.family == ScaleFamily::nvfp4 && spec.four_over_six != FourOverSix::off) {
         if (stochastic(rounding)) throw std::invalid_argument("quantize: 4over6 rounds to nearest only");
-        detail::four_over_six_tile(t, tile, spec, ts[spec.row_scaled ? i : 0],
-                                   q.amax[spec.row_scaled ? i : 0], q);
+        detail::four_over_six_tile(t, tile, spec, tensor, q.amax[spec.row_scaled ? i : 0], q);
       } else {
-        nvfp4_tile(t, tile, spec, ts[spec.row_scaled ? i : 0], q, rounding);
+        scaled_tile(t, tile, spec, tensor, q, rounding);
       }
     }
   return q;
