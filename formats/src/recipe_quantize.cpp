@@ -28,18 +28,14 @@ const Format& element_format(ElementKind k) {
   return rpsim::format(names[static_cast<int>(k)]);
 }
 
-// v (already scaled, clamped where the recipe clamps) rounded stochastically
+// v (already scaled as stochastic_argument scales it) rounded stochastically
 // into the element format, saturating, as the element code; NaN keeps the
 // format's NaN rule (E4M3 NaN, +0 for FP4 / FP6).
 std::uint8_t stochastic_code(ElementKind k, float v, const ElementRounding& r, std::size_t i) {
-  const Format& f = element_format(k);
   Rounding rounding;
   rounding.mode = RoundingMode::stochastic;
   rounding.random_bits = counter_random(r.seed, r.stream, i);
-  Flags flags = 0;
-  const double max = f.max_finite();
-  const double clamped = is_nan(v) ? double(v) : std::clamp(double(v), -max, max);
-  return encode_element(k, float(to_double(f, round_double(f, clamped, rounding, flags))));
+  return stochastic_element(k, element_format(k), rounding_desc(rounding), v);
 }
 
 bool stochastic(const ElementRounding* r) {
@@ -55,15 +51,8 @@ void scaled_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nv
   if (s.family != ScaleFamily::fp8) q.scale_codes.push_back(b.code);
   q.scales.push_back(b.decode);
   tile.each(t, [&](std::size_t i, float x) {
-    if (!stochastic(r)) {
-      q.codes[i] = block_element(s, b, x);
-    } else if (s.family == ScaleFamily::mx) {
-      q.codes[i] = stochastic_code(s.element, mul_f32(x, e8m0_reciprocal(b.code)), *r, i);
-    } else if (s.family == ScaleFamily::fp8) {
-      q.codes[i] = stochastic_code(s.element, mul_f32(x, b.encode), *r, i);
-    } else {
-      q.codes[i] = stochastic_code(ElementKind::e2m1, nan_clamp(mul_f32(x, b.encode), -6.0f, 6.0f), *r, i);
-    }
+    q.codes[i] = stochastic(r) ? stochastic_code(s.element, stochastic_argument(s, b, x), *r, i)
+                               : block_element(s, b, x);
   });
 }
 

@@ -1,6 +1,6 @@
 // One block of a block-scaled recipe (recipe.hpp's QuantSpec), elements
 // rounded to nearest: its scale from its amax, each element's code, and a run
-// of blocks along a line. RPSIM_HD (host_device.hpp): recipe_quantize.cpp's
+// of an operand's groups as the trainer quantises them. RPSIM_HD (host_device.hpp): recipe_quantize.cpp's
 // tile loops and the CUDA backend's block quantiser (backend_block.cu) call
 // these same definitions; device-arith compares nvcc's copy with the host's.
 // The arithmetic itself is recipe_arith_scales.hpp's; only the choice of rule
@@ -10,8 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
 #include "rpsim/formats/recipe_arith_scales.hpp"
+#include "rpsim/formats/scalar_convert.hpp"
 
 namespace rpsim::recipe {
 
@@ -51,20 +53,93 @@ RPSIM_HD_INLINE std::uint8_t block_element(const QuantSpec& spec, const BlockSca
   return nvfp4_element(x, b.encode);
 }
 
-// A line of n binary32 values x(i) in blocks of `block` (the last one may be
-// shorter): for each block j, on_scale(j, its BlockScale); for each element,
-// on_code(i, its code, its block's BlockScale). The amax of a block is
-// torch.amax's (a NaN entry makes it NaN).
-template <class X, class OnScale, class OnCode>
-RPSIM_HD_INLINE void quantize_line(const QuantSpec& spec, std::size_t n, std::size_t block,
-                                   const Nvfp4TensorScale& ts, X x, OnScale on_scale, OnCode on_code) {
-  for (std::size_t j0 = 0, j = 0; j0 < n; j0 += block, ++j) {
-    const std::size_t j1 = j0 + block < n ? j0 + block : n;
-    float amax = 0.0f;
-    for (std::size_t i = j0; i < j1; ++i) amax = nan_max(amax, abs_f32(x(i)));
-    const BlockScale b = block_scale(spec, amax, ts);
-    on_scale(j, b);
-    for (std::size_t i = j0; i < j1; ++i) on_code(i, block_element(spec, b, x(i)), b);
+// What an element rounded stochastically is rounded from: x scaled as the
+// nearest path scales it (MX by the E8M0 reciprocal, FP8 and NVFP4 by the
+// encode scale; NVFP4 clamped to +-6 as its ladder is).
+RPSIM_HD_INLINE float stochastic_argument(const QuantSpec& spec, const BlockScale& b, float x) {
+  if (spec.family == ScaleFamily::mx) return mul_f32(x, e8m0_reciprocal(b.code));
+  if (spec.family == ScaleFamily::fp8) return mul_f32(x, b.encode);
+  return nan_clamp(mul_f32(x, b.encode), -6.0f, 6.0f);
+}
+
+// v rounded stochastically into element format `f` (k's descriptor) with
+// rounding `r` (its random_bits drawn for this element), saturating (clamped
+// to the largest finite first; NaN kept), as the element code.
+RPSIM_HD_INLINE std::uint8_t stochastic_element(ElementKind k, const FormatDesc& f, const RoundingDesc& r, float v) {
+  Flags flags = 0;
+  const double max = hd::to_double(f, hd::max_finite_bits(f, false));
+  const double clamped = is_nan(v) ? double(v) : (double(v) < -max ? -max : (double(v) > max ? max : double(v)));
+  return encode_element(k, float(hd::to_double(f, hd::round_binary64(f, clamped, r, flags))));
+}
+
+RPSIM_HD_ABI_END
+
+// ---- an operand's groups, as rpsim's trainer quantises a GEMM operand
+// (sim/train block_operand.cpp): under tiles of 1 x b each row is one group
+// (its blocks of b entries, the last one shorter); under b x b tiles each tile
+// is one group sharing one scale, its entries read row by row. Group g (row
+// major over the grid of groups) rounds stochastically with stream
+// mix64(stream ^ mix64(g)), its k-th entry drawing counter_random(seed, that
+// stream, k).
+struct OperandGroups {
+  std::size_t rows = 0, cols = 0, block = 32;
+  bool tiles = false;
+};
+
+// The stochastic rounding of an operand's elements: the seed and stream of
+// the whole operand, the element format's descriptor and the rounding's
+// other fields.
+struct StochasticElements {
+  std::uint64_t seed = 0, stream = 0;
+  FormatDesc element;
+  RoundingDesc rounding;
+};
+RPSIM_HD_ABI_BEGIN
+
+RPSIM_HD_INLINE std::size_t group_rows(const OperandGroups& g) {
+  return g.tiles ? (g.rows + g.block - 1) / g.block : g.rows;
+}
+RPSIM_HD_INLINE std::size_t group_cols(const OperandGroups& g) {
+  return g.tiles ? (g.cols + g.block - 1) / g.block : 1;
+}
+// The blocks (scales) of one group: a tile has one.
+RPSIM_HD_INLINE std::size_t group_blocks(const OperandGroups& g) {
+  return g.tiles ? 1 : (g.cols + g.block - 1) / g.block;
+}
+
+// Block j of group (gi, gj): its amax, scale and elements. x(r, c) reads the
+// operand as binary32; out(r, c, code, scale) takes each element. `sr` NULL:
+// to nearest.
+template <class X, class Out>
+RPSIM_HD_INLINE void quantize_group_block(const QuantSpec& spec, const OperandGroups& g, std::size_t gi,
+                                          std::size_t gj, std::size_t j, const Nvfp4TensorScale& ts,
+                                          const StochasticElements* sr, X x, Out out) {
+  // Entry k of the group at (r0 + k / width, c0 + k % width).
+  const std::size_t r0 = g.tiles ? gi * g.block : gi, c0 = g.tiles ? gj * g.block : 0;
+  const std::size_t height = g.tiles ? (g.rows - r0 < g.block ? g.rows - r0 : g.block) : 1;
+  const std::size_t width = g.tiles ? (g.cols - c0 < g.block ? g.cols - c0 : g.block) : g.cols;
+  const std::size_t k0 = g.tiles ? 0 : j * g.block;
+  const std::size_t k1 = g.tiles ? height * width : (k0 + g.block < width ? k0 + g.block : width);
+  float amax = 0.0f;
+  for (std::size_t k = k0; k < k1; ++k) amax = nan_max(amax, abs_f32(x(r0 + k / width, c0 + k % width)));
+  const BlockScale b = block_scale(spec, amax, ts);
+  RoundingDesc r;
+  std::uint64_t stream = 0;
+  if (sr) {
+    r = sr->rounding;
+    stream = hd::mix64(sr->stream ^ hd::mix64(std::uint64_t(gi * group_cols(g) + gj)));
+  }
+  for (std::size_t k = k0; k < k1; ++k) {
+    const std::size_t row = r0 + k / width, col = c0 + k % width;
+    const float v = x(row, col);
+    std::uint8_t code;
+    if (sr) {
+      r.random_bits = hd::counter_random(sr->seed, stream, k);
+      code = stochastic_element(spec.element, sr->element, r, stochastic_argument(spec, b, v));
+    } else {
+      code = block_element(spec, b, v);
+    }
+    out(row, col, code, b);
   }
 }
 

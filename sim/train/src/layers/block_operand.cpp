@@ -13,6 +13,7 @@
 
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
+#include "rpsim/formats/recipe_block.hpp"
 #include "rpsim/train/config_error.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
 
@@ -28,22 +29,6 @@ recipe::ElementKind element_kind(const Format& f, Fp8Scaling scaling) {
                                           scaling == Fp8Scaling::nvfp4 ? "nvfp4" : "block scaling",
                                           scaling == Fp8Scaling::blockwise ? "e4m3 or e5m2" : "OCP MX",
                                           f.name));
-}
-
-// The group (a line, or a tile read row by row) of (gi, gj): f(row, col).
-template <class F>
-void each(const Matrix& x, const BlockLayout& layout, int block, Eigen::Index gi, Eigen::Index gj, F f) {
-  const bool tiles = layout.tiles;
-  const Eigen::Index r0 = tiles ? gi * block : layout.axis == 1 ? gi : 0;
-  const Eigen::Index c0 = tiles ? gj * block : layout.axis == 1 ? 0 : gj;
-  const Eigen::Index r1 = tiles              ? std::min<Eigen::Index>(x.rows(), r0 + block)
-                          : layout.axis == 1 ? r0 + 1
-                                             : x.rows();
-  const Eigen::Index c1 = tiles              ? std::min<Eigen::Index>(x.cols(), c0 + block)
-                          : layout.axis == 1 ? x.cols()
-                                             : c0 + 1;
-  for (Eigen::Index r = r0; r < r1; ++r)
-    for (Eigen::Index c = c0; c < c1; ++c) f(r, c);
 }
 
 // Adds one use's statistics to the tensor's record for the step.
@@ -95,8 +80,6 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
                              const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale, Matrix* scales,
                              double* amax_out) {
   const int block = recipe.block_size;
-  const Eigen::Index rows = layout.tiles ? (x.rows() + block - 1) / block : layout.axis == 1 ? x.rows() : 1;
-  const Eigen::Index cols = layout.tiles ? (x.cols() + block - 1) / block : layout.axis == 1 ? 1 : x.cols();
   // NVFP4's per-tensor FP32 scale comes from the whole tensor's amax
   // (TE's torch.max: NaN if any entry is, which makes every block's scale NaN).
   float tensor_amax = 0;
@@ -104,48 +87,58 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
     tensor_amax = recipe::nan_max(tensor_amax, std::fabs(static_cast<float>(x.data()[i])));
   const bool nv = recipe.scaling == Fp8Scaling::nvfp4;
   if (amax_out) *amax_out = double(tensor_amax);
+  const QuantSpec spec = block_spec(recipe, f, std::size_t(block));
+  const recipe::Nvfp4TensorScale ts = recipe::nvfp4_tensor_scale(tensor_amax, 448.0f);
+  // x ~ values / ges for NVFP4: the GEMM epilogue divides by ges (1 otherwise).
+  const double decode = nv ? 1.0 / double(ts.encode) : 1.0;
+  if (tensor_scale) *tensor_scale = nv ? double(ts.encode) : 1.0;
+  // recipe_block.hpp's groups are rows (or tiles); lines down the columns
+  // are the rows of x^T.
+  const bool transposed = !layout.tiles && layout.axis == 0;
+  recipe::OperandGroups g;
+  g.rows = std::size_t(transposed ? x.cols() : x.rows());
+  g.cols = std::size_t(transposed ? x.rows() : x.cols());
+  g.block = std::size_t(block);
+  g.tiles = layout.tiles;
+  recipe::StochasticElements sr;
+  if (layout.sr) {
+    Rounding rounding;
+    rounding.mode = RoundingMode::stochastic;
+    sr.seed = layout.sr->seed;
+    sr.stream = layout.sr->stream;
+    sr.element = f;
+    sr.rounding = rounding_desc(rounding);
+  }
+  auto at = [&](std::size_t r, std::size_t c) { return transposed ? x(Eigen::Index(c), Eigen::Index(r))
+                                                                   : x(Eigen::Index(r), Eigen::Index(c)); };
   Matrix out(x.rows(), x.cols());
   if (scales) scales->resize(x.rows(), x.cols());
   Fp8Stats s;
   s.amax = tensor_amax;
-  std::vector<float> v;
-  for (Eigen::Index gi = 0; gi < rows; ++gi)
-    for (Eigen::Index gj = 0; gj < cols; ++gj) {
-      v.clear();
-      each(x, layout, block, gi, gj, [&](Eigen::Index r, Eigen::Index c) { v.push_back(float(x(r, c))); });
-      // A tile shares one scale; a line has one per `block` entries.
-      const std::size_t b = layout.tiles ? v.size() : std::size_t(block);
-      ElementRounding er;
-      if (layout.sr) {
-        er.mode = RoundingMode::stochastic;
-        er.seed = layout.sr->seed;
-        er.stream = mix64(layout.sr->stream ^ mix64(std::uint64_t(gi * cols + gj)));
+  const double elem_max = recipe::element_info(spec.element).max;
+  for (std::size_t gi = 0; gi < recipe::group_rows(g); ++gi)
+    for (std::size_t gj = 0; gj < recipe::group_cols(g); ++gj)
+      for (std::size_t j = 0; j < recipe::group_blocks(g); ++j) {
+        bool nonzero = false;
+        double scale = 1;
+        recipe::quantize_group_block(
+            spec, g, gi, gj, j, ts, layout.sr ? &sr : nullptr, [&](std::size_t r, std::size_t c) { return float(at(r, c)); },
+            [&](std::size_t r, std::size_t c, std::uint8_t code, const recipe::BlockScale& b) {
+              const double v = at(r, c);
+              scale = double(b.decode);  // the block's decoding scale
+              // Element times its block's scale: what the block-scaled MMA
+              // multiplies (exact in binary64); the tensor scale is the epilogue's.
+              const double d = double(recipe::element_value(spec.element, code)) * scale;
+              s.saturated += std::isfinite(v) && std::fabs(v) > elem_max * scale * decode;
+              s.flushed += v != 0 && d == 0;
+              nonzero |= v != 0;
+              const Eigen::Index xr = Eigen::Index(transposed ? c : r), xc = Eigen::Index(transposed ? r : c);
+              if (scales) (*scales)(xr, xc) = scale;
+              out(xr, xc) = d;
+            });
+        // The scale range over blocks with a nonzero amax.
+        if (nonzero && scale > 0 && std::isfinite(scale)) s.widen(1.0 / (scale * decode));
       }
-      const Quantized q = quantize(block_spec(recipe, f, b), v, 1, v.size(), &er,
-                                   nv ? std::span<const float>(&tensor_amax, 1) : std::span<const float>());
-      // x ~ values / ges for NVFP4: the GEMM epilogue divides by ges (1 otherwise).
-      const double decode = nv ? 1.0 / double(q.tensor_encode.at(0)) : 1.0;
-      if (tensor_scale) *tensor_scale = nv ? double(q.tensor_encode.at(0)) : 1.0;
-      std::vector<char> nonzero(q.scales.size(), 0);
-      std::size_t k = 0;
-      each(x, layout, block, gi, gj, [&](Eigen::Index r, Eigen::Index c) {
-        const double scale = q.scales[k / b];  // the block's decoding scale
-        // Element times its block's scale: what the block-scaled MMA
-        // multiplies (exact in binary64); the tensor scale is the epilogue's.
-        const double d = double(recipe::element_value(q.spec.element, q.codes[k])) * scale;
-        const double elem_max = recipe::element_info(q.spec.element).max;
-        s.saturated += std::isfinite(x(r, c)) && std::fabs(x(r, c)) > elem_max * scale * decode;
-        s.flushed += x(r, c) != 0 && d == 0;
-        nonzero[k / b] |= x(r, c) != 0;
-        if (scales) (*scales)(r, c) = scale;
-        out(r, c) = d;
-        ++k;
-      });
-      // The scale range over blocks with a nonzero amax.
-      for (std::size_t i = 0; i < q.scales.size(); ++i)
-        if (nonzero[i] && q.scales[i] > 0 && std::isfinite(q.scales[i]))
-          s.widen(1.0 / (q.scales[i] * decode));
-    }
   s.entries = x.size();
   if (stats) add_stats(*stats, s);
   return out;
