@@ -7,7 +7,11 @@
      rpsim.gemm on the CPU (sequential binary32/binary64 and stochastic, the Tensor Core presets, the
      H100 FP8 two-step path, block-scaled tcgen05 with MX and NVFP4 scales, split-K schedules, cuBLAS
      presets, _scaled_mm scales);
-  3. speed: an emulated tc:h100:fp16:fp32 GEMM 4096^3 against cuBLAS SGEMM (binary32, TF32 off) in the
+  3. block quantisation (rpsim_cuda_block_quantize): codes and per-entry scales against rpsim.quantize
+     (the recipe mechanism recipe-check holds to TE and torchao) for MX, NVFP4 and FP8 block rows, in
+     lines and tiles; stochastic MX and NVFP4 values against rpsim train's quantiser
+     (_torch_block_quantize), at --shapes random shapes each;
+  4. speed: an emulated tc:h100:fp16:fp32 GEMM 4096^3 against cuBLAS SGEMM (binary32, TF32 off) in the
      same process, CUDA-event timed, with the memory each takes (aim: >= 1/10).
 
     PYTHONPATH=build/python python3 experiments/bench/gpu_backend_check.py [--values N] [--shapes S]
@@ -180,6 +184,65 @@ def check_gemms(torch, rpsim, core, tally, shapes, threads):
         tally.add(f"gemm {model}", ok, total, first)
 
 
+# (recipe, options, the trainer's element format and scaling for the stochastic check or None, block, tiles)
+BLOCK_CASES = [
+    ("torchao-mx", "element=e4m3,scale_rule=floor", ("e4m3", "mx"), 32, False),
+    ("torchao-mx", "element=e4m3,scale_rule=rceil", None, 32, False),
+    ("torchao-mx", "element=e2m1,scale_rule=even", None, 32, False),
+    ("torchao-mx", "element=e2m1", ("e2m1", "mx"), 32, False),  # (the trainer's default rule: floor)
+    ("ocp-mx", "element=int8", None, 32, False),
+    ("te-nvfp4", "", ("e2m1", "nvfp4"), 16, False),
+    ("te-nvfp4", "tile=16x16,formula=te-2026-02", None, 16, True),
+    ("te-fp8-block", "element=e4m3", None, 128, False),
+    ("te-fp8-block", "tile=128x128,pow2=true", None, 128, True),
+]
+
+
+def check_block_quantize(torch, rpsim, core, tally, shapes):
+    rng = np.random.default_rng(40)
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def desc(v):
+        return (v.data_ptr(), "float32" if v.dtype == torch.float32 else "float64", v.shape[0], v.shape[1],
+                v.stride(0), v.stride(1))
+    for recipe, options, trainer, block, tiles in BLOCK_CASES:
+        ok = total = 0
+        first = ""
+        kw = dict(o.split("=") for o in options.split(",") if o)
+        for s in range(shapes):
+            m, k = int(rng.integers(1, 300)), int(rng.integers(1, 600))
+            x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-20, 20, (m, k)))).astype(np.float32)
+            x[rng.random((m, k)) < 0.01] = 0.0
+            xd = torch.from_numpy(x).cuda()
+            codes = torch.empty((m, k), dtype=torch.uint8, device="cuda")
+            scales = torch.empty((m, k), dtype=torch.float32, device="cuda")
+            core._cuda_block_quantize(recipe, options, desc(xd), float(np.max(np.abs(x))), scales=desc(scales),
+                                      codes_ptr=codes.data_ptr(), stream=stream)
+            q = rpsim.quantize(x, recipe, **kw)
+            tr = block if tiles else 1
+            want_scales = np.asarray(q["scales"], np.float32).reshape(-1, (k + block - 1) // block)
+            want_scales = np.repeat(np.repeat(want_scales, tr, 0)[:m], block, 1)[:, :k]
+            same = (codes.cpu().numpy() == q["codes"].reshape(m, k)) & \
+                (scales.cpu().numpy().view(np.uint32) == want_scales.view(np.uint32))
+            total, ok = total + same.size, ok + int(same.sum())
+            if not first and not same.all():
+                i, j = map(int, np.argwhere(~same)[0])
+                first = f"{m}x{k} ({i},{j}): x {x[i, j]!r}"
+            if trainer is None:
+                continue
+            values = torch.empty((m, k), dtype=torch.float64, device="cuda")
+            core._cuda_block_quantize(recipe, options, desc(xd), float(np.max(np.abs(x))), values=desc(values),
+                                      stream=stream, rounding="sr", seed=9, stream_id=s)
+            want = core._torch_block_quantize(x.astype(np.float64), trainer[0], trainer[1], block, 1, tiles,
+                                              (9, s))[0]
+            same = values.cpu().numpy().view(np.uint64) == np.asarray(want, np.float64).view(np.uint64)
+            total, ok = total + same.size, ok + int(same.sum())
+            if not first and not same.all():
+                i, j = map(int, np.argwhere(~same)[0])
+                first = f"sr {m}x{k} ({i},{j}): x {x[i, j]!r} cpu {want[i, j]!r}"
+        tally.add(f"block quantize {recipe} {options or 'defaults'}", ok, total, first)
+
+
 def time_ms(torch, fn, repeats):
     fn()
     torch.cuda.synchronize()
@@ -241,6 +304,7 @@ def main():
     print(f"device {info['device']}, torch {info['torch']}, rpsim kernels for {info['architectures']}", flush=True)
     speed = check_speed(torch, core, o.size, o.repeats)
     check_gemms(torch, rpsim, core, tally, o.shapes, o.threads)
+    check_block_quantize(torch, rpsim, core, tally, o.shapes)
     check_rounding(torch, rpsim, core, tally, min(o.values, 10**10), min(o.chunk, o.values), o.threads)
     passed = len(tally.rows) - tally.failed
     print(f"{passed} passed, {tally.failed} failed ({time.time() - started:.0f} s)")

@@ -21,22 +21,6 @@ namespace {
 
 constexpr const char* kFn = "rpsim_cuda_gemm";
 
-DMat view(const rpsim_cuda_matrix& m) {
-  return {m.dtype, m.data, m.row_stride, m.col_stride};
-}
-
-bool present(const rpsim_cuda_matrix* m) {
-  return m && m->data;
-}
-
-void check_matrix(const char* name, const rpsim_cuda_matrix& m, std::int64_t rows, std::int64_t cols) {
-  require_value_dtype(kFn, name, m.dtype);
-  if (m.rows != rows || m.cols != cols)
-    bad_argument(kFn, std::string(name) + " is " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                          ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
-  if (rows * cols > 0 && !m.data) bad_argument(kFn, std::string(name) + "'s data is NULL");
-}
-
 // The scales copied to the host (they are small: one per block or per row)
 // to be checked by the CPU's own rules (gemm.hpp check_gemm_scales).
 sim::Matrix to_host(const rpsim_cuda_matrix& m) {
@@ -313,10 +297,10 @@ extern "C" int rpsim_cuda_gemm(const char* model, const rpsim_cuda_matrix* a, co
       bad_argument(kFn, "A is " + std::to_string(a->rows) + "x" + std::to_string(a->cols) + " but B is " +
                             std::to_string(b->rows) + "x" + std::to_string(b->cols) +
                             " (A's columns must equal B's rows)");
-    check_matrix("A", *a, x.g.m, x.g.k);
-    check_matrix("B", *b, x.g.k, x.g.n);
-    check_matrix("D", *d, x.g.m, x.g.n);
-    if (present(c)) check_matrix("C", *c, x.g.m, x.g.n);
+    check_matrix(kFn, "A", *a, x.g.m, x.g.k);
+    check_matrix(kFn, "B", *b, x.g.k, x.g.n);
+    check_matrix(kFn, "D", *d, x.g.m, x.g.n);
+    if (present(c)) check_matrix(kFn, "C", *c, x.g.m, x.g.n);
     if (a->dtype != b->dtype) bad_argument(kFn, "A and B must have one dtype (f32 or f64)");
     x.a = view(*a);
     x.b = view(*b);

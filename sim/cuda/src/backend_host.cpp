@@ -82,6 +82,23 @@ Format parse_format_arg(const char* function, const char* name) {
   return parse_format(name);  // FormatError names the text
 }
 
+DMat view(const rpsim_cuda_matrix& m) {
+  return {m.dtype, m.data, m.row_stride, m.col_stride};
+}
+
+bool present(const rpsim_cuda_matrix* m) {
+  return m && m->data;
+}
+
+void check_matrix(const char* function, const char* name, const rpsim_cuda_matrix& m, std::int64_t rows,
+                  std::int64_t cols) {
+  require_value_dtype(function, name, m.dtype);
+  if (m.rows != rows || m.cols != cols)
+    bad_argument(function, std::string(name) + " is " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                               ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
+  if (rows * cols > 0 && !m.data) bad_argument(function, std::string(name) + "'s data is NULL");
+}
+
 RoundingDesc parse_rounding_arg(const char* function, const rpsim_cuda_rounding* r) {
   RoundingDesc d;
   if (!r) return d;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend_launch.hpp"
 #include "rpsim/cuda/backend.h"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/scalar_core.hpp"
@@ -59,6 +60,14 @@ void require_value_dtype(const char* function, const std::string& what, int dtyp
 bool fits_binary32(const Format& fmt);
 
 Format parse_format_arg(const char* function, const char* name);
+
+// A matrix argument as the kernels read it (strides in elements).
+DMat view(const rpsim_cuda_matrix& m);
+// A matrix with data (not NULL).
+bool present(const rpsim_cuda_matrix* m);
+// Throws naming `name` unless m is an f64 / f32 matrix of rows x cols with data.
+void check_matrix(const char* function, const char* name, const rpsim_cuda_matrix& m, std::int64_t rows,
+                  std::int64_t cols);
 RoundingDesc parse_rounding_arg(const char* function, const rpsim_cuda_rounding* r);
 
 }  // namespace rpsim::cuda::backend

@@ -13,6 +13,7 @@
 #include "rpsim/accumulation/tensor_core_step.hpp"
 #include "rpsim/cuda/backend.h"
 #include "rpsim/formats/format_desc.hpp"
+#include "rpsim/formats/recipe_block.hpp"
 #include "rpsim/formats/scalar_core.hpp"
 
 namespace rpsim::cuda::backend {
@@ -54,6 +55,18 @@ struct QuantizeArgs {
   std::size_t n = 0;
 };
 
+// A GEMM operand's block quantisation (backend_block.cu): recipe_block.hpp's
+// groups, one thread per block. Outputs without data are not written.
+struct BlockQuantizeArgs {
+  QuantSpec spec;
+  recipe::OperandGroups groups;
+  recipe::Nvfp4TensorScale tensor{1.0f, 1.0f};
+  bool stochastic = false;
+  recipe::StochasticElements sr;
+  DMat x, values, scales;
+  std::uint8_t* codes = nullptr;  // row-major, groups.rows x groups.cols
+};
+
 // The block-FMA GEMM under a kernel schedule (backend_tc.cu).
 constexpr int kTcTile = 16;       // output rows and columns per block
 constexpr int kTcPositions = 64;  // plan positions per shared-memory tile (>= one step)
@@ -89,6 +102,9 @@ void launch_round(const RoundArgs& a, void* stream);
 // *out = max |in[i]| with NaN skipped (amax's key kept in out's own bytes).
 void launch_amax(int dtype, const void* in, std::size_t n, double* out, void* stream);
 void launch_fp8_quantize(const QuantizeArgs& a, void* stream);
+
+// backend_block.cu
+void launch_block_quantize(const BlockQuantizeArgs& a, void* stream);
 
 // backend_gemm.cu. C with no data: zeros.
 void launch_sequential(const sim::AccumulatorOps& ops, GemmShape g, DMat a, DMat b, DMat c, DMat d,

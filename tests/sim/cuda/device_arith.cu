@@ -99,4 +99,33 @@ float element_value(recipe::ElementKind k, std::uint8_t code) {
   return recipe::nvcc::element_value(k, code);
 }
 
+namespace {
+// The callbacks as __host__ __device__ function objects (a host lambda may
+// not be called from the shared code's __host__ __device__ template).
+struct RowMajor {
+  const float* x;
+  std::size_t cols;
+  RPSIM_HD float operator()(std::size_t r, std::size_t c) const { return x[r * cols + c]; }
+};
+struct Store {
+  std::uint8_t* codes;
+  recipe::BlockScale* scales;
+  std::size_t cols;
+  RPSIM_HD void operator()(std::size_t r, std::size_t c, std::uint8_t code, const recipe::BlockScale& b) const {
+    codes[r * cols + c] = code;
+    scales[r * cols + c] = b;
+  }
+};
+}  // namespace
+
+void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g, const recipe::Nvfp4TensorScale& ts,
+                      const recipe::StochasticElements* sr, const float* x, std::uint8_t* codes,
+                      recipe::BlockScale* scales) {
+  for (std::size_t gi = 0; gi < recipe::nvcc::group_rows(g); ++gi)
+    for (std::size_t gj = 0; gj < recipe::nvcc::group_cols(g); ++gj)
+      for (std::size_t j = 0; j < recipe::nvcc::group_blocks(g); ++j)
+        recipe::nvcc::quantize_group_block(spec, g, gi, gj, j, ts, sr, RowMajor{x, g.cols},
+                                           Store{codes, scales, g.cols});
+}
+
 }  // namespace rpsim::device_arith

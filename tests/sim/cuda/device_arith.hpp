@@ -14,6 +14,7 @@
 #include "rpsim/accumulation/tensor_core_step.hpp"
 #include "rpsim/formats/format_desc.hpp"
 #include "rpsim/formats/recipe_arith_scales.hpp"
+#include "rpsim/formats/recipe_block.hpp"
 #include "rpsim/formats/scalar_core.hpp"
 
 namespace rpsim::device_arith {
@@ -56,5 +57,13 @@ float nvfp4_4over6_term(float q, std::uint8_t scale_code, float amax, float e4m3
 recipe::Fp8Scale te_fp8_scale(float amax, float max, bool pow2);
 std::uint8_t fp8_element(float x, float scale, recipe::ElementKind k, bool clamp);
 float element_value(recipe::ElementKind k, std::uint8_t code);
+
+// recipe_block.hpp: every block of every group of x (g.rows x g.cols,
+// row-major) through quantize_group_block, as the CUDA backend's block
+// quantiser runs it: each entry's code and its block's decode and encode
+// scales and scale code, row-major.
+void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g, const recipe::Nvfp4TensorScale& ts,
+                      const recipe::StochasticElements* sr, const float* x, std::uint8_t* codes,
+                      recipe::BlockScale* scales);
 
 }  // namespace rpsim::device_arith

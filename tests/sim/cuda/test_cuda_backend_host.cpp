@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rpsim/cuda/backend.h"
+#include "rpsim/formats/recipe_arith_scales.hpp"
 #include "shared_data.hpp"
 
 namespace {
@@ -120,4 +121,66 @@ TEST_CASE("cuda backend: without a device every good call returns RPSIM_CUDA_NO_
   }
   // After the refusals the runtime answers the same way (no sticky state).
   CHECK(rpsim_cuda_device_count(&count, &err) == RPSIM_CUDA_NO_DEVICE);
+}
+
+TEST_CASE("cuda backend: block quantisation names a bad recipe, option, output or rounding before the device",
+          "[device-arith]") {
+  rpsim_cuda_error err{};
+  auto x = matrix(fake(64), 4, 64), v = matrix(fake(1024), 4, 64, RPSIM_CUDA_F64);
+  auto q = [&](const char* recipe, const char* options, const rpsim_cuda_rounding* r = nullptr,
+               const rpsim_cuda_matrix* values = nullptr) {
+    return rpsim_cuda_block_quantize(recipe, options, &x, 1.0f, r, values ? values : &v, nullptr, nullptr,
+                                     nullptr, nullptr, &err);
+  };
+  const int good = device_present() ? RPSIM_CUDA_OK : RPSIM_CUDA_NO_DEVICE;
+  auto says = [&](const char* text) {
+    INFO(err.message);
+    CHECK(std::string(err.message).find(text) != std::string::npos);
+  };
+  // The recipe table's own errors (recipe.hpp recipe_spec), names listed.
+  CHECK(q("te-mxfp8", nullptr) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("te-mxfp8");
+  CHECK(q("torchao-mx", "scale_rule=round") == RPSIM_CUDA_BAD_ARGUMENT);
+  says("round");
+  CHECK(q("torchao-mx", "scale_rule") == RPSIM_CUDA_BAD_ARGUMENT);
+  says("not name=value");
+  // What the device does not run, named by its option.
+  CHECK(q("te-fp8-current", nullptr) == RPSIM_CUDA_UNSUPPORTED);
+  says("per-tensor");
+  CHECK(q("te-nvfp4", "rht=true,direction=columnwise") == RPSIM_CUDA_UNSUPPORTED);
+  says("not on the CUDA backend");
+  CHECK(q("te-nvfp4", "four_over_six=mae") == RPSIM_CUDA_UNSUPPORTED);
+  says("four_over_six");
+  // Outputs: shapes, the FP8 block products f32 cannot hold, at least one.
+  auto small = matrix(fake(1024), 4, 32, RPSIM_CUDA_F64);
+  CHECK(q("torchao-mx", nullptr, nullptr, &small) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("values is 4x32, expected 4x64");
+  auto v32 = matrix(fake(1024), 4, 64, RPSIM_CUDA_F32);
+  CHECK(q("te-fp8-block", nullptr, nullptr, &v32) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("use f64");
+  CHECK(rpsim_cuda_block_quantize("torchao-mx", nullptr, &x, 1.0f, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, &err) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("no output");
+  // Rounding: nearest even or stochastic, keyed by seed and stream only.
+  rpsim_cuda_rounding r{};
+  r.mode = "rtz";
+  CHECK(q("torchao-mx", nullptr, &r) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("rne or sr");
+  r = rpsim_cuda_rounding{};
+  r.mode = "sr";
+  r.overflow = "saturate";
+  CHECK(q("torchao-mx", nullptr, &r) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("mode, seed and stream_id only");
+  r = rpsim_cuda_rounding{};
+  r.mode = "sr";
+  CHECK(q("ocp-mx", "element=int8", &r) == RPSIM_CUDA_BAD_ARGUMENT);
+  says("MXINT8");
+  // Good calls: every device-run family, lines and tiles, nearest and stochastic.
+  double ges = 0;
+  CHECK(rpsim_cuda_block_quantize("te-nvfp4", "tile=16x16", &x, 3.5f, &r, &v, nullptr, nullptr, &ges, nullptr,
+                                  &err) == good);
+  CHECK(ges == double(rpsim::recipe::host::nvfp4_tensor_scale(3.5f, 448.0f).encode));
+  CHECK(q("torchao-mx", "element=e2m1,scale_rule=rceil", &r) == good);
+  CHECK(q("te-fp8-block", "pow2=true") == good);
+  CHECK(q("ocp-mx", "element=int8") == good);
 }

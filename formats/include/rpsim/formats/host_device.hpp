@@ -68,7 +68,27 @@ RPSIM_HD_INLINE float float_of(std::uint32_t b) {
 // binary32 operations, each rounded once to nearest even and never fused
 // (nvcc would contract a*b + c into an FMA; the host builds have
 // -ffp-contract=off): the recipes' scale arithmetic and the kernel folds.
+// A NaN operand gives x86 SSE's result, spelled out: the first NaN operand,
+// quieted. PyTorch's CPU kernels (the recipes' references) compute a * b as
+// vmulps(a, b); left to the hardware, the NaN out would hang on which operand
+// the compiler puts first (a * b and a + b commute, and GCC and nvcc's host
+// pass chose differently for one inlined call) and, on a GPU, be the
+// canonical NaN whatever the operands.
+RPSIM_HD_INLINE bool first_nan(float a, float b, float& out) {
+  const std::uint32_t ab = bits_of(a), bb = bits_of(b);
+  if ((ab & 0x7fffffffu) > 0x7f800000u) {
+    out = float_of(ab | 0x00400000u);
+    return true;
+  }
+  if ((bb & 0x7fffffffu) > 0x7f800000u) {
+    out = float_of(bb | 0x00400000u);
+    return true;
+  }
+  return false;
+}
 RPSIM_HD_INLINE float mul_f32(float a, float b) {
+  float nan;
+  if (first_nan(a, b, nan)) return nan;
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
 #else
@@ -76,6 +96,8 @@ RPSIM_HD_INLINE float mul_f32(float a, float b) {
 #endif
 }
 RPSIM_HD_INLINE float add_f32(float a, float b) {
+  float nan;
+  if (first_nan(a, b, nan)) return nan;
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
 #else
@@ -83,6 +105,8 @@ RPSIM_HD_INLINE float add_f32(float a, float b) {
 #endif
 }
 RPSIM_HD_INLINE float div_f32(float a, float b) {
+  float nan;
+  if (first_nan(a, b, nan)) return nan;
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
 #else

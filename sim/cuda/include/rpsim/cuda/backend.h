@@ -108,6 +108,32 @@ int rpsim_cuda_amax(int in_dtype, const void* in, size_t n, double* amax_out, vo
 int rpsim_cuda_fp8_quantize(const char* format, double scale, int in_dtype, const void* in, int out_dtype,
                             void* out, size_t n, void* stream, rpsim_cuda_error* err);
 
+/* Block quantisation of a GEMM operand as rpsim's trainer quantises it
+ * (sim/train block_operand.cpp, formats/recipe_block.hpp): x (rows x cols, F64
+ * or F32, read as binary32) under the recipe `recipe` with `options`
+ * ("name=value,...", the names rpsim.recipes() lists; NULL or "": defaults),
+ * rounded to nearest even, or stochastically with rounding->mode "sr".
+ * - Under 1 x b blocks each row is one group, in blocks of b (the last one
+ *   shorter); a matrix's columns are the rows of its transposed view (strides).
+ *   Under b x b tiles (tile=16x16, tile=128x128) each tile is one group with
+ *   one scale, read row by row.
+ * - Group g (row major over the groups) draws counter_random(rounding->seed,
+ *   mix64(rounding->stream_id ^ mix64(g)), k) for its k-th entry.
+ * - NVFP4 takes the tensor's amax (tensor_amax: the caller's max |x|, NaN if
+ *   any entry is) for its global scale; *tensor_scale_out (host memory, may be
+ *   NULL) gets that scale, ges (1 for MX and FP8), which a GEMM's epilogue
+ *   divides by.
+ * - Outputs, each optional (NULL data) but at least one: values (F64, or F32
+ *   except under FP8 block scaling: each element times its block's scale, what
+ *   a GEMM multiplies), scales (F32 or F64: each entry's block decode scale),
+ *   codes (U8 element encodings, row-major rows x cols).
+ * Not on the device (RPSIM_CUDA_UNSUPPORTED): per-tensor recipes, columnwise,
+ * rht, row_scaled and 4over6. */
+int rpsim_cuda_block_quantize(const char* recipe, const char* options, const rpsim_cuda_matrix* x,
+                              float tensor_amax, const rpsim_cuda_rounding* rounding,
+                              const rpsim_cuda_matrix* values, const rpsim_cuda_matrix* scales, uint8_t* codes,
+                              double* tensor_scale_out, void* stream, rpsim_cuda_error* err);
+
 /* D = A B + C under the accumulation model `model` (a spec string:
  * sequential:FMT:RND[:seed=N], fma:binary32|binary64:rne, tc:..., kernel:...,
  * cublas:h100:...), the bits of rpsim::sim::gemm. A is M x K, B K x N, C and
