@@ -60,6 +60,33 @@ rpsim_cuda_matrix matrix(const py::object& t) {
   return m;
 }
 
+void bind_block_quantize(py::module_& m) {
+  m.def(
+      "_cuda_block_quantize",
+      [](const std::string& recipe, const std::string& options, const py::object& x, float tensor_amax,
+         const py::object& values, const py::object& scales, std::uintptr_t codes, std::uintptr_t stream,
+         const std::string& rounding, std::uint64_t seed, std::uint64_t stream_id) {
+        const rpsim_cuda_matrix mx = matrix(x), mv = matrix(values), ms = matrix(scales);
+        const rpsim_cuda_rounding r{rounding.c_str(), "", "", 0, 0, 0, seed, stream_id, 0};
+        rpsim_cuda_error err{};
+        double ges = 1;
+        int code;
+        {
+          py::gil_scoped_release released;
+          code = rpsim_cuda_block_quantize(recipe.c_str(), options.c_str(), &mx, tensor_amax, &r, &mv, &ms,
+                                           static_cast<std::uint8_t*>(pointer(codes)), &ges, pointer(stream),
+                                           &err);
+        }
+        raise(code, err);
+        return ges;
+      },
+      "The operand's block quantisation on the device (backend.h rpsim_cuda_block_quantize); returns NVFP4's "
+      "global encode scale (1 otherwise).",
+      py::arg("recipe"), py::arg("options"), py::arg("x"), py::arg("tensor_amax") = 0.0f,
+      py::arg("values") = py::none(), py::arg("scales") = py::none(), py::arg("codes_ptr") = 0,
+      py::arg("stream") = 0, py::arg("rounding") = "rne", py::arg("seed") = 0, py::arg("stream_id") = 0);
+}
+
 void bind_backend(py::module_& m) {
   m.def("_cuda_built", [] { return true; });
   m.def("_cuda_architectures", [] { return std::string(rpsim_cuda_architectures()); });
@@ -129,30 +156,7 @@ void bind_backend(py::module_& m) {
       py::arg("model"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("d"), py::arg("stream") = 0,
       py::arg("sfa") = py::none(), py::arg("sfb") = py::none(), py::arg("scale_a") = py::none(),
       py::arg("scale_b") = py::none());
-  m.def(
-      "_cuda_block_quantize",
-      [](const std::string& recipe, const std::string& options, const py::object& x, float tensor_amax,
-         const py::object& values, const py::object& scales, std::uintptr_t codes, std::uintptr_t stream,
-         const std::string& rounding, std::uint64_t seed, std::uint64_t stream_id) {
-        const rpsim_cuda_matrix mx = matrix(x), mv = matrix(values), ms = matrix(scales);
-        const rpsim_cuda_rounding r{rounding.c_str(), "", "", 0, 0, 0, seed, stream_id, 0};
-        rpsim_cuda_error err{};
-        double ges = 1;
-        int code;
-        {
-          py::gil_scoped_release released;
-          code = rpsim_cuda_block_quantize(recipe.c_str(), options.c_str(), &mx, tensor_amax, &r, &mv, &ms,
-                                           static_cast<std::uint8_t*>(pointer(codes)), &ges, pointer(stream),
-                                           &err);
-        }
-        raise(code, err);
-        return ges;
-      },
-      "The operand's block quantisation on the device (backend.h rpsim_cuda_block_quantize); returns NVFP4's "
-      "global encode scale (1 otherwise).",
-      py::arg("recipe"), py::arg("options"), py::arg("x"), py::arg("tensor_amax") = 0.0f,
-      py::arg("values") = py::none(), py::arg("scales") = py::none(), py::arg("codes_ptr") = 0,
-      py::arg("stream") = 0, py::arg("rounding") = "rne", py::arg("seed") = 0, py::arg("stream_id") = 0);
+  bind_block_quantize(m);
 }
 
 #else
@@ -160,9 +164,8 @@ void bind_backend(py::module_& m) {
 void bind_backend(py::module_& m) {
   m.def("_cuda_built", [] { return false; });
   m.def("_cuda_device_count", [] { return 0; });
-  for (const char* name :
-       {"_cuda_architectures", "_cuda_round", "_cuda_amax", "_cuda_fp8_quantize", "_cuda_gemm",
-        "_cuda_block_quantize"})
+  for (const char* name : {"_cuda_architectures", "_cuda_round", "_cuda_amax", "_cuda_fp8_quantize",
+                           "_cuda_gemm", "_cuda_block_quantize"})
     m.def(name, [name](const py::args&, const py::kwargs&) -> py::object {
       throw std::runtime_error(std::string("rpsim.") + name +
                                ": rpsim was built without a CUDA compiler (configure with nvcc on PATH or at "

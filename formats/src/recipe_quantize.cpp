@@ -45,8 +45,8 @@ bool stochastic(const ElementRounding* r) {
 // One tile (MX, FP8 block or NVFP4 without 4over6): its scale from its amax
 // (recipe_block.hpp, the CUDA backend's rule too), each element's code;
 // stochastic rounding scales the element as the nearest path does.
-void scaled_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts, Quantized& q,
-                 const ElementRounding* r) {
+void scaled_tile(const Tensor& t, const Tile& tile, const QuantSpec& s, const Nvfp4TensorScale& ts,
+                 Quantized& q, const ElementRounding* r) {
   const BlockScale b = block_scale(s, detail::tile_amax(t, tile), ts);
   if (s.family != ScaleFamily::fp8) q.scale_codes.push_back(b.code);
   q.scales.push_back(b.decode);

@@ -118,8 +118,7 @@ TEST_CASE("recipe block: stochastic groups are quantize() of the group keyed by 
     er.mode = RoundingMode::stochastic;
     er.seed = sr.seed;
     er.stream = mix64(sr.stream ^ mix64(g));
-    const Quantized q =
-        quantize(spec, std::span<const float>(x).subspan(g * cols, cols), 1, cols, &er);
+    const Quantized q = quantize(spec, std::span<const float>(x).subspan(g * cols, cols), 1, cols, &er);
     for (std::size_t k = 0; k < cols; ++k) {
       REQUIRE(got.codes[g * cols + k] == q.codes[k]);
       differ += got.codes[g * cols + k] != nearest.codes[g * cols + k];

@@ -21,7 +21,8 @@ __global__ void block_quantize_kernel(BlockQuantizeArgs a) {
           // The element times its block's scale, as the trainer's operand
           // holds it (exact in binary64; the host refuses an f32 output that
           // would round it).
-          if (a.values.data) put(a.values, i, k, double(recipe::element_value(a.spec.element, code)) * double(b.decode));
+          if (a.values.data)
+            put(a.values, i, k, double(recipe::element_value(a.spec.element, code)) * double(b.decode));
           if (a.scales.data) put(a.scales, i, k, double(b.decode));
           if (a.codes) a.codes[r * a.groups.cols + c] = code;
         });

@@ -49,12 +49,14 @@ bool parse_stochastic(const rpsim_cuda_rounding* r) {
   if (!r) return false;
   const RoundingDesc d = parse_rounding_arg(kFn, r);
   if (d.mode != RoundingMode::nearest_even && d.mode != RoundingMode::stochastic)
-    bad_argument(kFn, std::string("rounding mode '") + r->mode + "' (block quantisation rounds to nearest even "
-                                                                 "or stochastically: rne or sr)");
+    bad_argument(kFn, std::string("rounding mode '") + r->mode +
+                          "' (block quantisation rounds to nearest even "
+                          "or stochastically: rne or sr)");
   if (d.overflow_set || (r->nan_policy && *r->nan_policy) || d.flush_subnormal_inputs ||
       d.flush_subnormal_outputs || r->stochastic_bits != 0 || r->first_index != 0)
-    bad_argument(kFn, "rounding: block quantisation takes mode, seed and stream_id only (the recipe fixes "
-                      "overflow, NaN and subnormals)");
+    bad_argument(kFn,
+                 "rounding: block quantisation takes mode, seed and stream_id only (the recipe fixes "
+                 "overflow, NaN and subnormals)");
   return d.mode == RoundingMode::stochastic;
 }
 
@@ -93,7 +95,8 @@ extern "C" int rpsim_cuda_block_quantize(const char* recipe, const char* options
       check_matrix(kFn, "scales", *scales, x->rows, x->cols);
       a.scales = view(*scales);
     }
-    if (!present(values) && !present(scales) && !codes) bad_argument(kFn, "no output (values, scales or codes)");
+    if (!present(values) && !present(scales) && !codes)
+      bad_argument(kFn, "no output (values, scales or codes)");
     a.codes = codes;
     a.x = view(*x);
     a.groups.rows = std::size_t(x->rows);

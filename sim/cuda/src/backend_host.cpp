@@ -94,8 +94,9 @@ void check_matrix(const char* function, const char* name, const rpsim_cuda_matri
                   std::int64_t cols) {
   require_value_dtype(function, name, m.dtype);
   if (m.rows != rows || m.cols != cols)
-    bad_argument(function, std::string(name) + " is " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                               ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
+    bad_argument(function, std::string(name) + " is " + std::to_string(m.rows) + "x" +
+                               std::to_string(m.cols) + ", expected " + std::to_string(rows) + "x" +
+                               std::to_string(cols));
   if (rows * cols > 0 && !m.data) bad_argument(function, std::string(name) + "'s data is NULL");
 }
 

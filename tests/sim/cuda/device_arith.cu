@@ -111,16 +111,17 @@ struct Store {
   std::uint8_t* codes;
   recipe::BlockScale* scales;
   std::size_t cols;
-  RPSIM_HD void operator()(std::size_t r, std::size_t c, std::uint8_t code, const recipe::BlockScale& b) const {
+  RPSIM_HD void operator()(std::size_t r, std::size_t c, std::uint8_t code,
+                           const recipe::BlockScale& b) const {
     codes[r * cols + c] = code;
     scales[r * cols + c] = b;
   }
 };
 }  // namespace
 
-void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g, const recipe::Nvfp4TensorScale& ts,
-                      const recipe::StochasticElements* sr, const float* x, std::uint8_t* codes,
-                      recipe::BlockScale* scales) {
+void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g,
+                      const recipe::Nvfp4TensorScale& ts, const recipe::StochasticElements* sr,
+                      const float* x, std::uint8_t* codes, recipe::BlockScale* scales) {
   for (std::size_t gi = 0; gi < recipe::nvcc::group_rows(g); ++gi)
     for (std::size_t gj = 0; gj < recipe::nvcc::group_cols(g); ++gj)
       for (std::size_t j = 0; j < recipe::nvcc::group_blocks(g); ++j)

@@ -62,8 +62,8 @@ float element_value(recipe::ElementKind k, std::uint8_t code);
 // row-major) through quantize_group_block, as the CUDA backend's block
 // quantiser runs it: each entry's code and its block's decode and encode
 // scales and scale code, row-major.
-void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g, const recipe::Nvfp4TensorScale& ts,
-                      const recipe::StochasticElements* sr, const float* x, std::uint8_t* codes,
-                      recipe::BlockScale* scales);
+void quantize_operand(const QuantSpec& spec, const recipe::OperandGroups& g,
+                      const recipe::Nvfp4TensorScale& ts, const recipe::StochasticElements* sr,
+                      const float* x, std::uint8_t* codes, recipe::BlockScale* scales);
 
 }  // namespace rpsim::device_arith

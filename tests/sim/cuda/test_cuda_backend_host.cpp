@@ -158,8 +158,8 @@ TEST_CASE("cuda backend: block quantisation names a bad recipe, option, output o
   auto v32 = matrix(fake(1024), 4, 64, RPSIM_CUDA_F32);
   CHECK(q("te-fp8-block", nullptr, nullptr, &v32) == RPSIM_CUDA_BAD_ARGUMENT);
   says("use f64");
-  CHECK(rpsim_cuda_block_quantize("torchao-mx", nullptr, &x, 1.0f, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                  nullptr, &err) == RPSIM_CUDA_BAD_ARGUMENT);
+  CHECK(rpsim_cuda_block_quantize("torchao-mx", nullptr, &x, 1.0f, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, &err) == RPSIM_CUDA_BAD_ARGUMENT);
   says("no output");
   // Rounding: nearest even or stochastic, keyed by seed and stream only.
   rpsim_cuda_rounding r{};

@@ -9,8 +9,8 @@
 // zeros, subnormals, infinities and NaN. Codes compared bit for bit, binary32
 // results too except a NaN's payload (same() below).
 #include <bit>
-#include <cmath>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -98,6 +98,66 @@ void report(const Count& c) {
   INFO(c.bad << " of " << c.n << " differ; first: " << c.first);
   CHECK(c.n > 1000);
   CHECK(c.bad == 0);
+}
+
+// Operands of ordinary values with the specials of inputs() scattered in
+// (NaN replaced by 0 unless `nan`).
+std::vector<float> block_operand(const std::vector<float>& in, std::uint64_t& state, std::size_t n,
+                                 bool nan) {
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    const std::uint64_t r = state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = (r >> 60) == 0
+            ? in[(r >> 20) % in.size()]
+            : std::ldexp(float(std::int64_t(r >> 40) - (1 << 23)) / float(1 << 23), int(r % 40) - 20);
+    if (!nan && v != v) v = 0.0f;
+  }
+  return x;
+}
+
+// Every MX rule and element format, FP8 block with and without pow2 scales,
+// NVFP4 under both formulas.
+std::vector<QuantSpec> block_specs() {
+  std::vector<QuantSpec> specs;
+  for (auto k : kinds)
+    for (auto r : rules) {
+      QuantSpec s;
+      s.family = ScaleFamily::mx;
+      s.element = k;
+      s.scale_rule = r;
+      specs.push_back(s);
+    }
+  for (auto k : {ElementKind::e4m3, ElementKind::e5m2})
+    for (bool pow2 : {false, true}) {
+      QuantSpec s;
+      s.family = ScaleFamily::fp8;
+      s.element = k;
+      s.pow2_scales = pow2;
+      specs.push_back(s);
+    }
+  for (auto f : {recipe::Nvfp4Formula::te_2026_03, recipe::Nvfp4Formula::te_2026_02}) {
+    QuantSpec s;
+    s.family = ScaleFamily::nvfp4;
+    s.element = ElementKind::e2m1;
+    s.formula = f;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+// The host compiler's copy of device_arith::quantize_operand.
+void host_operand(const QuantSpec& spec, const recipe::OperandGroups& g, const recipe::Nvfp4TensorScale& ts,
+                  const recipe::StochasticElements* sr, const std::vector<float>& x,
+                  std::vector<std::uint8_t>& codes, std::vector<recipe::BlockScale>& scales) {
+  for (std::size_t gi = 0; gi < host::group_rows(g); ++gi)
+    for (std::size_t gj = 0; gj < host::group_cols(g); ++gj)
+      for (std::size_t j = 0; j < host::group_blocks(g); ++j)
+        host::quantize_group_block(
+            spec, g, gi, gj, j, ts, sr, [&](std::size_t i, std::size_t k) { return x[i * g.cols + k]; },
+            [&](std::size_t i, std::size_t k, std::uint8_t code, const recipe::BlockScale& b) {
+              codes[i * g.cols + k] = code;
+              scales[i * g.cols + k] = b;
+            });
 }
 
 }  // namespace
@@ -222,46 +282,8 @@ TEST_CASE(
     "[device-arith]") {
   REQUIRE(std::string(device_arith::compiled_by()) == "nvcc");
   const std::vector<float> in = inputs();
-  // Operands of ordinary values with the specials of inputs() scattered in,
-  // shapes that are no multiple of the blocks.
   std::uint64_t state = 7;
-  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
-  auto operand = [&](std::size_t rows, std::size_t cols, bool nan) {
-    std::vector<float> x(rows * cols);
-    for (auto& v : x) {
-      const std::uint64_t r = next();
-      v = (r >> 60) == 0 ? in[(r >> 20) % in.size()]
-                         : std::ldexp(float(std::int64_t(r >> 40) - (1 << 23)) / float(1 << 23), int(r % 40) - 20);
-    }
-    if (!nan)
-      for (auto& v : x)
-        if (v != v) v = 0.0f;
-    return x;
-  };
-  std::vector<QuantSpec> specs;
-  for (auto k : kinds)
-    for (auto r : rules) {
-      QuantSpec s;
-      s.family = ScaleFamily::mx;
-      s.element = k;
-      s.scale_rule = r;
-      specs.push_back(s);
-    }
-  for (auto k : {ElementKind::e4m3, ElementKind::e5m2})
-    for (bool pow2 : {false, true}) {
-      QuantSpec s;
-      s.family = ScaleFamily::fp8;
-      s.element = k;
-      s.pow2_scales = pow2;
-      specs.push_back(s);
-    }
-  for (auto f : {recipe::Nvfp4Formula::te_2026_03, recipe::Nvfp4Formula::te_2026_02}) {
-    QuantSpec s;
-    s.family = ScaleFamily::nvfp4;
-    s.element = ElementKind::e2m1;
-    s.formula = f;
-    specs.push_back(s);
-  }
+  const std::vector<QuantSpec> specs = block_specs();
   Count c;
   for (const QuantSpec& spec : specs)
     for (std::size_t block : {16u, 32u})
@@ -272,15 +294,15 @@ TEST_CASE(
           g.cols = 45;
           g.block = block;
           g.tiles = tiles;
-          const std::vector<float> x = operand(g.rows, g.cols, nan);
+          const std::vector<float> x = block_operand(in, state, g.rows * g.cols, nan);
           float amax = 0;
           for (float v : x) amax = host::nan_max(amax, host::abs_f32(v));
           const recipe::Nvfp4TensorScale ts = host::nvfp4_tensor_scale(amax, 448.0f);
           for (bool stochastic : {false, true}) {
             if (stochastic && spec.element == ElementKind::int8) continue;  // (nearest only)
             recipe::StochasticElements sr;
-            sr.seed = next();
-            sr.stream = next();
+            sr.seed = state = state * 6364136223846793005ull + 1442695040888963407ull;
+            sr.stream = state ^ 0x9e3779b97f4a7c15ull;
             static const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
             if (stochastic) sr.element = rpsim::format(names[static_cast<int>(spec.element)]);
             Rounding r;
@@ -290,24 +312,15 @@ TEST_CASE(
             std::vector<std::uint8_t> dc(x.size()), hc(x.size());
             std::vector<recipe::BlockScale> ds(x.size()), hs(x.size());
             device_arith::quantize_operand(spec, g, ts, key, x.data(), dc.data(), ds.data());
-            for (std::size_t gi = 0; gi < host::group_rows(g); ++gi)
-              for (std::size_t gj = 0; gj < host::group_cols(g); ++gj)
-                for (std::size_t j = 0; j < host::group_blocks(g); ++j)
-                  host::quantize_group_block(
-                      spec, g, gi, gj, j, ts, key, [&](std::size_t i, std::size_t k) { return x[i * g.cols + k]; },
-                      [&](std::size_t i, std::size_t k, std::uint8_t code, const recipe::BlockScale& b) {
-                        hc[i * g.cols + k] = code;
-                        hs[i * g.cols + k] = b;
-                      });
-            for (std::size_t i = 0; i < x.size(); ++i)
-              c(dc[i] == hc[i] && ds[i].code == hs[i].code && same(ds[i].decode, hs[i].decode) &&
-                    same(ds[i].encode, hs[i].encode),
-                "operand entry " + std::to_string(i) + " (" + hex(x[i]) + ") family " +
-                    std::to_string(int(spec.family)) + " element " + std::to_string(int(spec.element)) +
-                    " rule " + std::to_string(int(spec.scale_rule)) + (stochastic ? " sr" : "") + " codes " +
-                    std::to_string(dc[i]) + "/" + std::to_string(hc[i]) + " scale codes " +
-                    std::to_string(ds[i].code) + "/" + std::to_string(hs[i].code) + " decode " + hex(ds[i].decode) +
-                    "/" + hex(hs[i].decode) + " encode " + hex(ds[i].encode) + "/" + hex(hs[i].encode));
+            host_operand(spec, g, ts, key, x, hc, hs);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+              const bool ok = dc[i] == hc[i] && ds[i].code == hs[i].code &&
+                              same(ds[i].decode, hs[i].decode) && same(ds[i].encode, hs[i].encode);
+              c(ok, ok ? std::string()
+                       : "operand entry " + hex(x[i]) + (stochastic ? " sr" : "") + " codes " +
+                             std::to_string(dc[i]) + "/" + std::to_string(hc[i]) + " decode " +
+                             hex(ds[i].decode) + "/" + hex(hs[i].decode));
+            }
           }
         }
   report(c);

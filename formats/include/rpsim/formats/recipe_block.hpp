@@ -65,10 +65,12 @@ RPSIM_HD_INLINE float stochastic_argument(const QuantSpec& spec, const BlockScal
 // v rounded stochastically into element format `f` (k's descriptor) with
 // rounding `r` (its random_bits drawn for this element), saturating (clamped
 // to the largest finite first; NaN kept), as the element code.
-RPSIM_HD_INLINE std::uint8_t stochastic_element(ElementKind k, const FormatDesc& f, const RoundingDesc& r, float v) {
+RPSIM_HD_INLINE std::uint8_t stochastic_element(ElementKind k, const FormatDesc& f, const RoundingDesc& r,
+                                                float v) {
   Flags flags = 0;
   const double max = hd::to_double(f, hd::max_finite_bits(f, false));
-  const double clamped = is_nan(v) ? double(v) : (double(v) < -max ? -max : (double(v) > max ? max : double(v)));
+  const double clamped =
+      is_nan(v) ? double(v) : (double(v) < -max ? -max : (double(v) > max ? max : double(v)));
   return encode_element(k, float(hd::to_double(f, hd::round_binary64(f, clamped, r, flags))));
 }
 

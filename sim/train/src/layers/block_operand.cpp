@@ -109,8 +109,9 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
     sr.element = f;
     sr.rounding = rounding_desc(rounding);
   }
-  auto at = [&](std::size_t r, std::size_t c) { return transposed ? x(Eigen::Index(c), Eigen::Index(r))
-                                                                   : x(Eigen::Index(r), Eigen::Index(c)); };
+  auto at = [&](std::size_t r, std::size_t c) {
+    return transposed ? x(Eigen::Index(c), Eigen::Index(r)) : x(Eigen::Index(r), Eigen::Index(c));
+  };
   Matrix out(x.rows(), x.cols());
   if (scales) scales->resize(x.rows(), x.cols());
   Fp8Stats s;
@@ -122,7 +123,8 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
         bool nonzero = false;
         double scale = 1;
         recipe::quantize_group_block(
-            spec, g, gi, gj, j, ts, layout.sr ? &sr : nullptr, [&](std::size_t r, std::size_t c) { return float(at(r, c)); },
+            spec, g, gi, gj, j, ts, layout.sr ? &sr : nullptr,
+            [&](std::size_t r, std::size_t c) { return float(at(r, c)); },
             [&](std::size_t r, std::size_t c, std::uint8_t code, const recipe::BlockScale& b) {
               const double v = at(r, c);
               scale = double(b.decode);  // the block's decoding scale

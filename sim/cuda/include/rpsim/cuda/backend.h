@@ -131,8 +131,8 @@ int rpsim_cuda_fp8_quantize(const char* format, double scale, int in_dtype, cons
  * rht, row_scaled and 4over6. */
 int rpsim_cuda_block_quantize(const char* recipe, const char* options, const rpsim_cuda_matrix* x,
                               float tensor_amax, const rpsim_cuda_rounding* rounding,
-                              const rpsim_cuda_matrix* values, const rpsim_cuda_matrix* scales, uint8_t* codes,
-                              double* tensor_scale_out, void* stream, rpsim_cuda_error* err);
+                              const rpsim_cuda_matrix* values, const rpsim_cuda_matrix* scales,
+                              uint8_t* codes, double* tensor_scale_out, void* stream, rpsim_cuda_error* err);
 
 /* D = A B + C under the accumulation model `model` (a spec string:
  * sequential:FMT:RND[:seed=N], fma:binary32|binary64:rne, tc:..., kernel:...,
