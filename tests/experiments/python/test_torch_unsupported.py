@@ -240,3 +240,19 @@ def test_a_model_is_emulated_once():
         rt.Trainer(m, "fp32")
     t.emulation.remove()
     rt.Trainer(m, "fp32")
+
+
+def test_saving_an_emulated_model_is_refused_by_name_and_works_after_remove(tmp_path):
+    # torch.save(model) pickled the emulation's local hook: "Can't pickle local object".
+    import copy
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 3))
+    emulation = rt.emulate(model, "fp16-amp")
+    with pytest.raises(rt.UnsupportedError, match=r"torch.save / pickle of a model under emulate.*state_dict"):
+        torch.save(model, tmp_path / "model.pt")
+    torch.save(model.state_dict(), tmp_path / "weights.pt")  # the weights save as they are
+    x = torch.randn(2, 4)
+    twin = copy.deepcopy(model)  # an EMA-style copy keeps its emulation
+    assert torch.equal(twin(x), model(x))
+    emulation.remove()
+    torch.save(model, tmp_path / "model.pt")
+    assert torch.equal(torch.load(tmp_path / "model.pt")(x), model(x))

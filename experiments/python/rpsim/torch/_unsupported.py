@@ -108,6 +108,12 @@ def refuse_checkpoint():
                            "gradient_checkpointing_disable())")
 
 
+def refuse_pickle():
+    raise UnsupportedError("rpsim.torch: torch.save / pickle of a model under emulate (its hooks and forward hold "
+                           "the emulation's C++ state): save model.state_dict(), or call the Emulation's remove() "
+                           "first (Trainer.emulation.remove())")
+
+
 def refuse_fused(name):
     raise UnsupportedError(f"rpsim.torch.emulate: torch {name} runs its GEMMs inside one PyTorch kernel, out of "
                            f"reach of rpsim's accumulation models; write it with {FUSED_GEMMS[name]} ({_LISTS})")
