@@ -29,11 +29,12 @@ from .. import _core
 from . import _blockscale, _conv, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import Flushes, LayerOutput, follow, upstream_flush
+from ._hooks import Hook, NotPickled
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
-    check_modules, check_not_checkpointed, check_not_emulated, refuse_fused, refuse_pickle
+    check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
 # Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
@@ -48,25 +49,7 @@ _KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _c
                      "baddbmm": _ops.baddbmm}
 
 
-class _Hook:
-    """A hook emulate() puts on the model: called as the function it wraps, shared (not copied) by
-    copy.deepcopy as a function is, and refused by name when pickled (torch.save(model))."""
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-    def __reduce_ex__(self, protocol):
-        refuse_pickle()
-
-    def __deepcopy__(self, memo):
-        return self
-
-
-class Emulation(TorchFunctionMode):
+class Emulation(NotPickled, TorchFunctionMode):
     """What emulate() returns: the model's op-level emulation, active during its forward pass.
     summary() lists the ops per path and the module types the policy could not classify;
     optimizer(opt) wraps an optimizer so updated parameters are stored in the policy's format."""
@@ -121,19 +104,7 @@ class Emulation(TorchFunctionMode):
         def hook(module, inputs, output):
             if self.telemetry:
                 self.flushes.claim(layer, output)
-        return _Hook(hook)
-
-    # torch.save(model) pickles the model's forward hooks and its forward (this Emulation, with the op
-    # core's C++ objects): refused by name, not with pickle's "Can't pickle local object". A deepcopy
-    # (an EMA copy of the model) copies the emulation with the model, as it did.
-    def __reduce_ex__(self, protocol):
-        refuse_pickle()
-
-    def __deepcopy__(self, memo):
-        new = self.__class__.__new__(self.__class__)
-        memo[id(self)] = new
-        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
-        return new
+        return Hook(hook)
 
     # -- formats ---------------------------------------------------------------------------------
     def rule(self, op):
