@@ -22,10 +22,9 @@ using detail::Tensor;
 using detail::Tile;
 
 const Format& element_format(ElementKind k) {
-  static const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
   if (k == ElementKind::int8)
     throw std::invalid_argument("stochastic rounding: MXINT8 elements are rounded to nearest only");
-  return rpsim::format(names[static_cast<int>(k)]);
+  return rpsim::format(element_name(k));
 }
 
 // v (already scaled as stochastic_argument scales it) rounded stochastically

@@ -35,10 +35,12 @@ struct RowOptions {
   throw std::invalid_argument(fmt::format("recipe {}: {}", row, why));
 }
 
+// ElementKind's names, in its order.
+constexpr std::array<const char*, 6> kElementNames{"e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8"};
+
 ElementKind element_kind(const std::string& name) {
-  static const std::array<const char*, 6> names{"e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8"};
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (name == names[i]) return static_cast<ElementKind>(i);
+  for (std::size_t i = 0; i < kElementNames.size(); ++i)
+    if (name == kElementNames[i]) return static_cast<ElementKind>(i);
   throw std::logic_error("element " + name);
 }
 
@@ -232,6 +234,10 @@ QuantSpec recipe_spec(std::string_view name, const RecipeOptions& options) {
     check_value(name, *o, value);
   }
   return row->make(RowOptions{options, name, row->info.options});
+}
+
+std::string_view element_name(recipe::ElementKind k) {
+  return kElementNames[static_cast<std::size_t>(k)];
 }
 
 }  // namespace rpsim

@@ -60,11 +60,6 @@ bool parse_stochastic(const rpsim_cuda_rounding* r) {
   return d.mode == RoundingMode::stochastic;
 }
 
-const char* element_name(recipe::ElementKind k) {
-  static const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8"};
-  return names[static_cast<int>(k)];
-}
-
 }  // namespace
 }  // namespace rpsim::cuda::backend
 
@@ -111,7 +106,7 @@ extern "C" int rpsim_cuda_block_quantize(const char* recipe, const char* options
       sr.mode = RoundingMode::stochastic;
       a.sr.seed = rounding->seed;
       a.sr.stream = rounding->stream_id;
-      a.sr.element = rpsim::format(element_name(a.spec.element));
+      a.sr.element = rpsim::format(rpsim::element_name(a.spec.element));
       a.sr.rounding = rounding_desc(sr);
     }
     // NVFP4's global scale from the tensor's amax (a NaN amax: every scale NaN).

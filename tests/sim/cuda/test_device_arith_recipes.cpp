@@ -303,8 +303,7 @@ TEST_CASE(
             recipe::StochasticElements sr;
             sr.seed = state = state * 6364136223846793005ull + 1442695040888963407ull;
             sr.stream = state ^ 0x9e3779b97f4a7c15ull;
-            static const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
-            if (stochastic) sr.element = rpsim::format(names[static_cast<int>(spec.element)]);
+            if (stochastic) sr.element = rpsim::format(element_name(spec.element));
             Rounding r;
             r.mode = RoundingMode::stochastic;
             sr.rounding = rounding_desc(r);

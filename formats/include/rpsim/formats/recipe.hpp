@@ -78,6 +78,10 @@ struct Quantized {
 // parts, each part under the whole tensor's scale. Throws
 // std::invalid_argument for a shape the recipe cannot take (RHT on rows
 // whose length is no multiple of 16) or a spec out of range.
+// An element kind's name, as the format table and the recipe options spell
+// it: e4m3 e5m2 e3m2 e2m3 e2m1 int8.
+std::string_view element_name(recipe::ElementKind k);
+
 Quantized quantize(const QuantSpec& spec, std::span<const float> x, std::size_t rows, std::size_t cols,
                    const ElementRounding* rounding = nullptr, std::span<const float> amax = {});
 

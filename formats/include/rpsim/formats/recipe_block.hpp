@@ -1,10 +1,10 @@
-// One block of a block-scaled recipe (recipe.hpp's QuantSpec), elements
-// rounded to nearest: its scale from its amax, each element's code, and a run
-// of an operand's groups as the trainer quantises them. RPSIM_HD (host_device.hpp): recipe_quantize.cpp's
-// tile loops and the CUDA backend's block quantiser (backend_block.cu) call
-// these same definitions; device-arith compares nvcc's copy with the host's.
-// The arithmetic itself is recipe_arith_scales.hpp's; only the choice of rule
-// per family is here.
+// A block-scaled recipe's blocks (recipe.hpp's QuantSpec): a block's scale
+// from its amax, each element's code (to nearest, or stochastically), and an
+// operand's groups as the trainer quantises them. RPSIM_HD (host_device.hpp):
+// recipe_quantize.cpp's tiles, the trainer's block_quantize_recipe and the
+// CUDA backend's block quantiser (backend_block.cu) call these definitions;
+// device-arith compares nvcc's copy with the host's. The arithmetic itself is
+// recipe_arith_scales.hpp's; only the choice of rule per family is here.
 #pragma once
 
 #include <cstddef>
