@@ -22,9 +22,10 @@ namespace rpsim::sim::train {
 namespace {
 
 recipe::ElementKind element_kind(const Format& f, Fp8Scaling scaling) {
-  const char* names[] = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
-  for (int i = 0; i < 5; ++i)
-    if (f == rpsim::format(names[i])) return static_cast<recipe::ElementKind>(i);
+  for (int i = 0; i < 5; ++i) {  // the floating-point kinds (MXINT8 is no format row)
+    const auto k = static_cast<recipe::ElementKind>(i);
+    if (f == rpsim::format(element_name(k))) return k;
+  }
   throw std::invalid_argument(fmt::format("{} quantises to {} elements, the op rule names {}",
                                           scaling == Fp8Scaling::nvfp4 ? "nvfp4" : "block scaling",
                                           scaling == Fp8Scaling::blockwise ? "e4m3 or e5m2" : "OCP MX",
