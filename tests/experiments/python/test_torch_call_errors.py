@@ -51,10 +51,23 @@ def test_a_model_returning_a_tuple_is_named():
             y = self.fc(x)
             return y, y.sum()
     t = rt.Trainer(Pair(), "bf16-amp", quiet=True)
-    with pytest.raises(TypeError, match=r"Trainer.step: the model returned a tuple, not a tensor; .*return the "
-                                        r"logits") as e:
-        t.step(torch.randn(4, 8), torch.zeros(4, dtype=torch.long))
+    x, y = torch.randn(4, 8), torch.zeros(4, dtype=torch.long)
+    with pytest.raises(TypeError, match=r"Trainer.step: the model returned a tuple of 2, not a tensor; .*"
+                                        r"Trainer\(\.\.\., output=0\) picks them") as e:
+        t.step(x, y)
     one_line(e)
+    with pytest.raises(TypeError, match=r"output: 1.5 is neither a key, an index nor a function"):
+        rt.Trainer(Pair(), "bf16-amp", output=1.5)
+    with pytest.raises(TypeError, match=r"output=<lambda> picked a str from the model's tuple of 2, not a"):
+        t.output = lambda out: "logits"
+        t.step(x, y)
+    with pytest.raises(ValueError, match=r"Trainer.step: output=2 picks nothing from the model's tuple of 2: "
+                                         r"IndexError"):
+        t.output = 2
+        t.step(x, y)
+    t.output = 0
+    assert math.isfinite(t.step(x, y))  # the tuple's first: the logits
+    assert t.step_index == 1
 
 
 @pytest.mark.parametrize("value, error, words", [

@@ -5,6 +5,7 @@ and nn.LSTM / nn.GRU (refused before; now emulated), and torchvision's ResNet-18
 trains 2 steps under Trainer with the FP64 shadow, and every fraction column it writes lies in
 [0, 1]. A step that hangs fails after a deadline instead of hanging CI."""
 import contextlib
+import copy
 import math
 import signal
 
@@ -219,3 +220,35 @@ def test_a_segmentation_net_trains_with_the_class_dimension_second():
     e = t.evaluate([(x, y)])
     assert e["test_loss_nats"] == pytest.approx(float(F.cross_entropy(out, y)), rel=1e-6)
     assert e["test_accuracy_percent"] == pytest.approx(100.0 * float((out.argmax(1) == y).float().mean()))
+
+
+def test_a_model_returning_a_dict_trains_with_output_naming_its_logits():
+    # torchvision's segmentation models return {"out": logits}: Trainer refused any non-tensor output,
+    # even with a loss that read out["out"]. output="out" picks the logits for the loss, the accuracy
+    # and the shadow alike.
+    torchvision = pytest.importorskip("torchvision", reason="python3-torchvision is not installed")
+    torch.manual_seed(6)
+    model = torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None, num_classes=3)
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0  # the head's dropout would draw other masks in the step than below
+    x, y = torch.randn(1, 3, 32, 32), torch.randint(0, 3, (1, 32, 32))
+    with pytest.raises(TypeError, match=r"returned a OrderedDict \(keys 'out'\), not a tensor; .*"
+                                        r"Trainer\(\.\.\., output='out'\) picks them"):
+        rt.Trainer(copy.deepcopy(model), "fp16-amp", quiet=True, shadow=False).step(x, y)
+    t = rt.Trainer(model, "fp16-amp", quiet=True, output="out")
+    with torch.no_grad():
+        out = model(x)["out"]
+    with deadline(600):
+        assert t.step(x, y) == float(F.cross_entropy(out, y))
+    assert rows(t)[0]["loss_fp64_nats"] not in ("", "nan")
+    e = t.evaluate([(x, y)])
+    model.eval()  # as evaluate scores: BatchNorm's running statistics
+    with torch.no_grad():
+        out = model(x)["out"]
+    model.train()
+    assert e["test_loss_nats"] == pytest.approx(float(F.cross_entropy(out, y)), rel=1e-6)
+    with pytest.raises(ValueError, match=r"output='logits' picks nothing from the model's OrderedDict "
+                                         r"\(keys 'out'\): KeyError"):
+        t.output = "logits"
+        t.evaluate([(x, y)])

@@ -18,7 +18,7 @@ from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._trainer_cells import TrainerCells
-from ._unsupported import check_batch, check_not_emulated, check_output, check_trainer_args
+from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
 
@@ -58,12 +58,16 @@ class Trainer(TrainerCells):
     the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
-    dtype: float64 for the shadow)."""
+    dtype: float64 for the shadow). output: what the loss and the accuracy take from a model that
+    returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
+    index (output=0: a tuple's first) or a function of the model's output; None: the output itself."""
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
-                 lr_schedule=None, quiet=False, total_steps=None):
+                 lr_schedule=None, quiet=False, total_steps=None, output=None):
         check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm)
+        check_output_arg(output)
+        self.output = output
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
             raise ValueError(f"total_steps: {total_steps!r} is not a positive number of steps (None: unknown)")
@@ -146,8 +150,7 @@ class Trainer(TrainerCells):
     # -- one step --------------------------------------------------------------------------------
     def _forward_loss(self, model, x, y, dtype):
         x = x.to(dtype) if x.is_floating_point() else x
-        out = model(x)
-        check_output(out)
+        out = check_output(model(x), output=self.output)
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
             return fn(out, y.to(out.dtype))
@@ -224,8 +227,8 @@ class Trainer(TrainerCells):
             with torch.no_grad():
                 for x, y in batches:
                     check_batch(x, y, "Trainer.evaluate")
-                    out = model(x.to(dtype) if x.is_floating_point() else x)
-                    check_output(out, "Trainer.evaluate")
+                    out = check_output(model(x.to(dtype) if x.is_floating_point() else x), "Trainer.evaluate",
+                                       self.output)
                     if y.is_floating_point():
                         loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
                         hits, count = float("nan"), count + y.shape[0]

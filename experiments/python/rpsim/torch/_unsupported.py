@@ -176,12 +176,41 @@ def check_batch(x, y, who="Trainer.step"):
                          "token of x, flattened)")
 
 
-def check_output(out, who="Trainer.step"):
-    """TypeError naming a model output Trainer cannot hand its loss (a tuple, a dict)."""
+def _parts(out):
+    """What a model output holds, for a message: a mapping's keys, a sequence's length."""
+    if isinstance(out, dict):
+        return f" (keys {', '.join(repr(k) for k in out)})"
+    return f" of {len(out)}" if isinstance(out, (tuple, list)) else ""
+
+
+def check_output_arg(output):
+    """TypeError for Trainer's output= of the wrong kind."""
+    if output is not None and not isinstance(output, (str, int)) and not callable(output):
+        raise TypeError(f"output: {output!r} is neither a key, an index nor a function picking the logits from "
+                        "what the model returns (output='out' for torchvision's segmentation models)")
+
+
+def check_output(out, who="Trainer.step", output=None):
+    """The logits of a model output: out itself, or what Trainer's output= picks from it (a key of a
+    dict, an index of a tuple, a function); TypeError naming an output the loss cannot take (a dict, a
+    tuple) with the output= that fixes it, ValueError for an output= that picks nothing."""
+    if output is not None:
+        shown = getattr(output, "__name__", type(output).__name__) if callable(output) else repr(output)
+        try:
+            picked = output(out) if callable(output) else out[output]
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"{who}: output={shown} picks nothing from the model's {type(out).__name__}"
+                             f"{_parts(out)}: {type(e).__name__} {e}") from None
+        if not isinstance(picked, torch.Tensor):
+            raise TypeError(f"{who}: output={shown} picked a {type(picked).__name__} from the model's "
+                            f"{type(out).__name__}{_parts(out)}, not a tensor of logits")
+        return picked
     if not isinstance(out, torch.Tensor):
-        raise TypeError(f"{who}: the model returned a {type(out).__name__}, not a tensor; Trainer passes "
-                        "model(x) to the loss as its first argument: return the logits (a wrapper module "
-                        "whose forward returns model(x)[0], say)")
+        first = next(iter(out), None) if isinstance(out, dict) else (0 if isinstance(out, (tuple, list)) else None)
+        fix = f"Trainer(..., output={first!r}) picks" if first is not None else "a wrapper module returning"
+        raise TypeError(f"{who}: the model returned a {type(out).__name__}{_parts(out)}, not a tensor; Trainer "
+                        f"passes the logits to the loss as its first argument: {fix} them")
+    return out
 
 
 def check_emulate_args(model, policy, seed, policy_names):
