@@ -256,3 +256,51 @@ def test_saving_an_emulated_model_is_refused_by_name_and_works_after_remove(tmp_
     emulation.remove()
     torch.save(model, tmp_path / "model.pt")
     assert torch.equal(torch.load(tmp_path / "model.pt")(x), model(x))
+
+
+def test_torchscript_is_refused_by_name():
+    # register_forward_hook failed inside emulate() with "not supported on ScriptModules".
+    for model, name in ((torch.jit.script(nn.Sequential(nn.Linear(8, 8))), "RecursiveScriptModule"),
+                        (nn.Sequential(torch.jit.script(nn.Linear(8, 8)), nn.ReLU()), "0"),
+                        (torch.jit.trace(nn.Linear(8, 8), torch.randn(2, 8)), "TopLevelTracedModule")):
+        with pytest.raises(rt.UnsupportedError, match=rf"emulate: module {name} is TorchScript .*emulate the "
+                                                      r"eager nn.Module") as e:
+            rt.emulate(model, "fp16-amp")
+        assert len(str(e.value)) < 400
+
+
+def dense_or_sparse(sparse):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(30, 8, sparse=sparse), nn.Flatten(), nn.Linear(24, 3))
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "fp16-pure", "bf16-amp", "nvfp4"])
+def test_sparse_embedding_gradients_give_the_dense_bits(policy):
+    # nn.Embedding(sparse=True) failed in GradScaler.unscale_ and in the gradient's rounding ("can't
+    # convert Sparse layout tensor to numpy"). Their entries are unscaled and rounded as the dense
+    # gradient's: three steps give the dense run's weights, bit for bit.
+    def run(sparse):
+        model = dense_or_sparse(sparse)
+        x, y = torch.randint(0, 30, (16, 3)), torch.randint(0, 3, (16,))
+        e = rt.emulate(model, policy)
+        opt, scaler = e.optimizer(torch.optim.SGD(model.parameters(), lr=0.1)), rt.GradScaler("pytorch")
+        for _ in range(3):
+            opt.zero_grad()
+            scaler.scale(nn.functional.cross_entropy(model(x), y)).backward()
+            assert model[0].weight.grad.is_sparse == sparse
+            scaler.step(opt)
+            scaler.update()
+        return [p.detach().clone() for p in model.parameters()]
+    dense, sparse = run(False), run(True)
+    assert not torch.equal(dense[0], dense_or_sparse(False)[0].weight)  # it trained
+    assert all(torch.equal(d, s) for d, s in zip(dense, sparse))
+
+
+def test_sparse_embeddings_are_refused_where_they_cannot_run():
+    with pytest.raises(rt.UnsupportedError, match=r"Trainer: module 0: an embedding with sparse=True .*set "
+                                                  r"sparse=False") as e:
+        rt.Trainer(dense_or_sparse(True), "fp16-amp")
+    assert len(str(e.value)) < 400
+    with pytest.raises(rt.UnsupportedError, match=r"emulate: module 0: a bfloat16 embedding with sparse=True: .*"
+                                                  r"set sparse=False"):
+        rt.emulate(dense_or_sparse(True).bfloat16(), "bf16-pure")

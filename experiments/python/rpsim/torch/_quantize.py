@@ -31,6 +31,10 @@ def round_tensor(x, fmt, rounding="rne", seed=0, stream=0, **options):
     (stochastic_bits, ftz, daz, saturate)."""
     check_tensor(x)
     src = x.detach()
+    if src.is_sparse:  # nn.Embedding(sparse=True)'s gradient: its entries, duplicates summed first
+        src = src.coalesce()
+        values = round_tensor(src._values(), fmt, rounding, seed, stream, **options)
+        return torch.sparse_coo_tensor(src._indices(), values, src.shape)
     if _OWN_FORMAT.get(src.dtype) == fmt and not any(options.values()):
         return src.clone()  # binary64 of a float64 tensor (the shadow's every rounding): each value itself
     wide = src.dtype in (torch.float16, torch.bfloat16)

@@ -18,6 +18,16 @@ def _writable(t):
     return t.double().contiguous(), True
 
 
+def _grad_values(p):
+    """p's gradient entries to unscale: the gradient itself, or a sparse gradient's values (coalesced
+    first, as torch.cuda.amp.GradScaler does: nn.Embedding(sparse=True))."""
+    if p.grad.is_sparse:
+        if not p.grad.is_coalesced():
+            p.grad = p.grad.coalesce()
+        return p.grad._values()
+    return p.grad
+
+
 def _grads(optimizer):
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -83,15 +93,16 @@ class GradScaler:
         # gradient multiplied by it and rounded once to its stored format, the inf/NaN check after.
         params = list(_grads(optimizer))
         with torch.no_grad():
-            nonzero = [p.grad != 0 for p in params] if self.count_flushed else None
-            views = [_writable(p.grad) for p in params]
+            grads = [_grad_values(p) for p in params]
+            nonzero = [g != 0 for g in grads] if self.count_flushed else None
+            views = [_writable(g) for g in grads]
             formats = [getattr(p, "_rpsim_grad_format", None) or _dtype_format(p.grad) for p in params]
             _, found = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats)
-            for i, ((v, back), p) in enumerate(zip(views, params)):
+            for i, ((v, back), g) in enumerate(zip(views, grads)):
                 if back:
-                    p.grad.copy_(v)
+                    g.copy_(v)
                 if nonzero is not None:  # gradients the unscale flushed (rpsim.torch.Trainer's underflow columns)
-                    self.flushed[id(p)] = nonzero[i] & (p.grad == 0)
+                    self.flushed[id(params[i])] = nonzero[i] & (g == 0)
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):
