@@ -181,3 +181,33 @@ def test_layer_norm_and_gelu_run_on_the_cli_layers_where_those_express_the_call(
         rpsim._core._TorchLayer("softmax", "fp32", 16)
     with pytest.raises(ValueError, match="out"):  # a row whose layer needs arguments of its own
         rpsim._core._TorchLayer("linear", "fp32", 16)
+
+
+def test_an_indexed_view_keeps_its_base_format():
+    # PyTorch 1.13's TorchFunctionMode does not see x[0], x[1:] or x[i]: their views lost the
+    # binary16 mark of a Linear's output under fp16-amp and an add of two of them was rounded to
+    # binary32, not binary16 as autocast adds two float16 tensors (an RNN's padded steps xp[t] did).
+    # They take their base's format, the same bits as the ops the mode sees (select, narrow).
+    class Sum(nn.Module):
+        def __init__(self, how):
+            super().__init__()
+            torch.manual_seed(4)
+            self.lin, self.how = nn.Linear(8, 8), how
+
+        def forward(self, x):
+            y = self.lin(x)
+            if self.how == "seen":
+                return y.select(0, 0) + y.narrow(0, 1, 1).select(0, 0) * 3
+            return y[0] + y[1:2][0] * 3 if self.how == "indexed" else y
+
+    x = torch.randn(2, 8)
+    out = {}
+    for how in ("seen", "indexed", "y"):
+        m = Sum(how)
+        rt.emulate(m, "fp16-amp")
+        out[how] = m(x).detach()
+    y = out["y"].double()
+    assert torch.equal(out["seen"], out["indexed"])
+    assert torch.equal(out["indexed"], out["indexed"].half().float())  # binary16 values
+    assert not torch.equal(out["indexed"].double(), y[0] + y[1] * 3)  # not binary32's (exact here)
+

@@ -12,7 +12,14 @@ NARROW_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def format_of(t, default):
-    return getattr(t, "_rpsim_format", default)
+    """The format t's values are in: its mark, else its base's where t is a view made out of the
+    emulation's sight (PyTorch 1.13's TorchFunctionMode does not see x[0], x[1:] or x[i] with an
+    integer: their views hold their base's values), else `default`."""
+    fmt = getattr(t, "_rpsim_format", None)
+    if fmt is None:
+        base = t._base
+        fmt = getattr(base, "_rpsim_format", None) if base is not None and base.dtype == t.dtype else None
+    return default if fmt is None else fmt
 
 
 def mark(t, fmt):
