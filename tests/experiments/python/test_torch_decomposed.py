@@ -151,6 +151,58 @@ def test_recurrent_modules_are_close_to_pytorch_under_fp32_and_fp64(make):
     close(run(copy.deepcopy(wide), "fp64", (xd,)), run(copy.deepcopy(wide), None, (xd,), emulate=False), 1e-12)
 
 
+def packed_run(rnn, x, lengths):
+    """rnn on x (batch first) packed to `lengths`: its padded output, final h (and c), the input's gradient."""
+    x = x.clone().requires_grad_()
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, state = rnn(packed)
+    y, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+    states = state if isinstance(state, tuple) else (state,)
+    (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum().backward()
+    return y.detach(), [s.detach() for s in states], x.grad
+
+
+@pytest.mark.parametrize("make", RECURRENT[1:], ids=["lstm_2_layers_bidirectional", "gru_bidirectional",
+                                                     "rnn_2_layers"])
+@pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp"])
+def test_a_packed_sequence_gives_each_sequence_its_own_bits(make, policy):
+    # A packed sequence (pack_padded_sequence: variable lengths, NLP's usual batch) was refused. It runs
+    # as PyTorch's packed layers do: each step on the sequences still running; in reverse a sequence
+    # starts at its own last step. So each sequence gets the bits it gets alone, unpadded: output, final
+    # state and its input's gradient.
+    torch.manual_seed(2)
+    rnn = make()
+    rnn.batch_first = True
+    lengths = [3, 5, 1, 4]
+    x = torch.randn(4, 5, 5)
+    rt.emulate(rnn, policy)
+    y, states, dx = packed_run(rnn, x, lengths)
+    for i, n in enumerate(lengths):
+        xi = x[i:i + 1, :n].clone().requires_grad_()
+        yi, si = rnn(xi)
+        (yi * torch.linspace(-1, 1, y.numel()).reshape(y.shape)[i:i + 1, :n]).sum().backward()
+        assert torch.equal(yi[0], y[i, :n]) and not y[i, n:].any()
+        for s, alone in zip(states, si if isinstance(si, tuple) else (si,)):
+            assert torch.equal(alone[:, 0], s[:, i])
+        assert torch.equal(xi.grad[0], dx[i, :n])
+
+
+@pytest.mark.parametrize("make", RECURRENT[1:], ids=["lstm_2_layers_bidirectional", "gru_bidirectional",
+                                                     "rnn_2_layers"])
+def test_a_packed_sequence_is_close_to_pytorch_under_fp32(make):
+    torch.manual_seed(3)
+    rnn = make()
+    rnn.batch_first = True
+    x, lengths = torch.randn(4, 5, 5), [3, 5, 1, 4]
+    ref = packed_run(copy.deepcopy(rnn), x, lengths)
+    emulated = copy.deepcopy(rnn)
+    rt.emulate(emulated, "fp32")
+    got = packed_run(emulated, x, lengths)
+    assert torch.allclose(got[0], ref[0], atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got[1], ref[1]))
+    assert torch.allclose(got[2], ref[2], atol=1e-6)
+
+
 @pytest.mark.parametrize("cell, explicit", [
     (nn.LSTMCell(5, 6), lambda c, x, hx: lstm_step(F.linear(x, c.weight_ih, c.bias_ih), *hx, c.weight_hh, c.bias_hh)),
     (nn.GRUCell(5, 6), lambda c, x, h: gru_step(F.linear(x, c.weight_ih, c.bias_ih), h, c.weight_hh, c.bias_hh)),
@@ -217,8 +269,3 @@ def test_what_the_decomposition_does_not_carry_is_refused_by_name():
     x = torch.randn(5, 2, 8)
     with pytest.raises(rt.UnsupportedError, match=r"nn.MultiheadAttention with bias_k/bias_v \(add_bias_kv=True\)"):
         m(x, x, x)
-    lstm = nn.LSTM(5, 6)
-    rt.emulate(lstm, "fp16-amp")
-    packed = nn.utils.rnn.pack_padded_sequence(torch.randn(4, 2, 5), [4, 2])
-    with pytest.raises(rt.UnsupportedError, match=r"torch lstm on a packed sequence: .*pad_packed_sequence"):
-        lstm(packed)

@@ -14,12 +14,11 @@ b_hh), and the cell's elementwise update in PyTorch's CPU order (aten/src/ATen/n
         h_z), n = tanh(i_n + r * h_n); h = (h - n) * z + n
   RNN   h = tanh(i + h_proj) (or relu)
 A bidirectional layer's reverse direction reads the steps last to first; its outputs follow the
-forward direction's along the features. Between layers, dropout in training. A packed sequence is
-refused (pad it: torch.nn.utils.rnn.pad_packed_sequence)."""
+forward direction's along the features. Between layers, dropout in training. A packed sequence
+(torch.nn.utils.rnn.pack_padded_sequence) runs as PyTorch's packed layers run it: each step on the
+sequences still running (_packed_direction)."""
 import torch
 import torch.nn.functional as F
-
-from ._unsupported import UnsupportedError
 
 
 def _lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
@@ -63,38 +62,82 @@ def _direction(kind, x, state, weights, has_biases, reverse):
     return torch.stack(outputs), state
 
 
-def _packed(kind, args):
-    """A packed sequence arrives as (data, batch_sizes, hx, ...): its second argument integers."""
-    if len(args) > 1 and isinstance(args[1], torch.Tensor) and not args[1].is_floating_point():
-        raise UnsupportedError(f"rpsim.torch.emulate: torch {kind} on a packed sequence: the emulation runs the "
-                               "recurrence step by step on a padded batch; pad it (torch.nn.utils.rnn."
-                               "pad_packed_sequence) before the module")
+def _rows(state, n):
+    """The first n rows of a state (h, or lstm's (h, c))."""
+    return tuple(z[:n] for z in state) if isinstance(state, tuple) else state[:n]
+
+
+def _joined(parts):
+    """States of row blocks stacked in order."""
+    if isinstance(parts[0], tuple):
+        return tuple(torch.cat(z) for z in zip(*parts))
+    return torch.cat(parts)
+
+
+def _packed_direction(kind, data, sizes, state, weights, has_biases, reverse):
+    """One layer, one direction over a packed sequence (data: the steps' rows one after the other,
+    sizes[t] of them at step t, the sequences sorted longest first) as PyTorch's PackedLayer and
+    ReversedPackedLayer run it (aten/src/ATen/native/RNN.cpp): forward, a sequence that has ended
+    leaves the batch with its final state; in reverse, a sequence joins when its last step comes,
+    from its initial state. (outputs in data's layout, final state in the sorted order)."""
+    w_ih, w_hh = weights[0], weights[1]
+    b_ih, b_hh = (weights[2], weights[3]) if has_biases else (None, None)
+    w_hr = weights[4 if has_biases else 2] if len(weights) > (4 if has_biases else 2) else None
+    xp = F.linear(data, w_ih, b_ih).split(sizes)  # every step's input projection in one GEMM
+    outputs, ended = [None] * len(sizes), []
+    h = state if not reverse else _rows(state, sizes[-1])
+    for t in (reversed(range(len(sizes))) if reverse else range(len(sizes))):
+        have = (h[0] if kind == "lstm" else h).shape[0]
+        if sizes[t] < have:  # forward: the sequences past their end keep their final state
+            ended.append(tuple(z[sizes[t]:] for z in h) if kind == "lstm" else h[sizes[t]:])
+            h = _rows(h, sizes[t])
+        elif sizes[t] > have:  # reverse: the sequences whose last step this is start
+            h = _joined([h, tuple(z[have:sizes[t]] for z in state) if kind == "lstm" else state[have:sizes[t]]])
+        if kind == "lstm":
+            h = _lstm_step(xp[t], h[0], h[1], w_hh, b_hh, w_hr)
+            outputs[t] = h[0]
+        else:
+            h = _STEPS[kind](xp[t], h, w_hh, b_hh)
+            outputs[t] = h
+    return torch.cat(outputs), _joined([h] + ended[::-1])
+
+
+def _layers(kind, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, one_direction):
+    """The stacked layers and directions: (output, finals, cells)."""
+    directions = 2 if bidirectional else 1
+    per = len(params) // (num_layers * directions)
+    finals, cells = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            state = (hx[0][k], hx[1][k]) if kind == "lstm" else hx[k]
+            out, state = one_direction(x, state, params[k * per:(k + 1) * per], d == 1)
+            outs.append(out)
+            finals.append(state[0] if kind == "lstm" else state)
+            if kind == "lstm":
+                cells.append(state[1])
+        x = torch.cat(outs, -1) if directions == 2 else outs[0]
+        if dropout and train and layer < num_layers - 1:
+            x = F.dropout(x, dropout, training=True)
+    return x, finals, cells
 
 
 def _recurrent(kind):
     """torch._VF.<kind>(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-    batch_first): (output, h_n) or, for lstm, (output, h_n, c_n)."""
-    def run(x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-        _packed(kind, (x, hx))
-        directions = 2 if bidirectional else 1
-        per = len(params) // (num_layers * directions)
-        if batch_first:
-            x = x.transpose(0, 1)
-        finals, cells = [], []
-        for layer in range(num_layers):
-            outs = []
-            for d in range(directions):
-                k = layer * directions + d
-                state = (hx[0][k], hx[1][k]) if kind == "lstm" else hx[k]
-                out, state = _direction(kind, x, state, params[k * per:(k + 1) * per], has_biases, d == 1)
-                outs.append(out)
-                finals.append(state[0] if kind == "lstm" else state)
-                if kind == "lstm":
-                    cells.append(state[1])
-            x = torch.cat(outs, -1) if directions == 2 else outs[0]
-            if dropout and train and layer < num_layers - 1:
-                x = F.dropout(x, dropout, training=True)
-        out = x.transpose(0, 1) if batch_first else x
+    batch_first), or on a packed sequence (data, batch_sizes, hx, params, has_biases, num_layers,
+    dropout, train, bidirectional): (output, h_n) or, for lstm, (output, h_n, c_n)."""
+    def run(x, *args):
+        if isinstance(args[0], torch.Tensor) and not args[0].is_floating_point():  # batch_sizes: packed
+            sizes = args[0].tolist()
+            out, finals, cells = _layers(kind, x, *args[1:], lambda z, state, w, rev: _packed_direction(
+                kind, z, sizes, state, w, args[3], rev))
+        else:
+            hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first = args
+            x = x.transpose(0, 1) if batch_first else x
+            out, finals, cells = _layers(kind, x, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                                         lambda z, state, w, rev: _direction(kind, z, state, w, has_biases, rev))
+            out = out.transpose(0, 1) if batch_first else out
         if kind == "lstm":
             return out, torch.stack(finals), torch.stack(cells)
         return out, torch.stack(finals)
