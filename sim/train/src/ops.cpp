@@ -138,7 +138,7 @@ const OpInfo kOps[] = {
      "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr,
      nullptr, TK::layout, "embedding", "Embedding"},
     {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
-     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__", ""},
+     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__ mv", ""},
     {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
      nullptr, nullptr, TK::layer, "softmax", "Softmax"},
     {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",

@@ -130,7 +130,6 @@ const TorchName kNames[] = {
     {"chain_matmul", TC::refused, "matmul"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
-    {"mv", TC::refused, "matmul"},
     {"addmv", TC::refused, "addmm"},
     {"dot", TC::refused, "matmul"},
     {"vdot", TC::refused, "matmul"},

@@ -211,3 +211,37 @@ def test_an_indexed_view_keeps_its_base_format():
     assert torch.equal(out["indexed"], out["indexed"].half().float())  # binary16 values
     assert not torch.equal(out["indexed"].double(), y[0] + y[1] * 3)  # not binary32's (exact here)
 
+
+def test_mv_is_a_name_of_the_matmul_row():
+    # torch.mv was refused ("write it with matmul"); autocast runs it in float16 as it runs matmul, and
+    # it is one more name of the op table's matmul row: the same bits as matmul on a column, forward
+    # and gradients, and out= (spectral_norm's power iteration writes torch.mv(w, v, out=v)).
+    assert "mv" in rt.ops()["matmul"]["torch_functions"]
+
+    class Mv(nn.Module):
+        def __init__(self, how):
+            super().__init__()
+            torch.manual_seed(5)
+            self.w, self.how = nn.Parameter(torch.randn(6, 8)), how
+
+        def forward(self, v):
+            if self.how == "mv":
+                return torch.mv(self.w, v)
+            if self.how == "out":
+                with torch.no_grad():
+                    return torch.mv(self.w, v, out=torch.empty(6))
+            return (self.w @ v.unsqueeze(-1)).squeeze(-1)
+
+    v = torch.randn(8)
+    got = {}
+    for how in ("mv", "matmul", "out"):
+        m = Mv(how)
+        e = rt.emulate(m, "fp16-amp")
+        y = m(v)
+        if how != "out":
+            (y * torch.arange(6.0)).sum().backward()
+        got[how] = (y.detach(), m.w.grad)
+        assert sum(e.counts["rpsim kernel"].values()) == 1  # one emulated GEMM
+    assert torch.equal(got["mv"][0], got["matmul"][0]) and torch.equal(got["mv"][1], got["matmul"][1])
+    assert torch.equal(got["out"][0], got["mv"][0])
+    assert torch.equal(got["mv"][0], got["mv"][0].half().float())

@@ -43,10 +43,10 @@ _VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten
           "unsqueeze", "view_as", "reshape_as", "movedim"}
 
 
-# rpsim.torch's implementation of each torch function the op table runs on the GEMM op (KERNELS).
-_KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "matmul": _ops.matmul,
-                     "__matmul__": _ops.matmul, "mm": _ops.mm, "bmm": _ops.bmm, "addmm": _ops.addmm,
-                     "baddbmm": _ops.baddbmm}
+# rpsim.torch's implementation of each torch function the op table runs on the GEMM op (KERNELS);
+_KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "mm": _ops.mm,
+                     "bmm": _ops.bmm, "addmm": _ops.addmm, "baddbmm": _ops.baddbmm}
+_ROW_FUNCTIONS = {"matmul": _ops.matmul}  # the row's other names (mv, __matmul__): torch.matmul's meaning
 
 
 class Emulation(NotPickled, TorchFunctionMode):
@@ -306,7 +306,9 @@ class Emulation(NotPickled, TorchFunctionMode):
         return cfg
 
     def _kernel(self, name, cfg, args, kwargs):
-        return _KERNEL_FUNCTIONS[name](*args, **kwargs, config=cfg)
+        out = kwargs.pop("out", None)  # torch.mv(w, v, out=v): spectral_norm's power iteration (no grad)
+        result = (_KERNEL_FUNCTIONS.get(name) or _ROW_FUNCTIONS[KERNELS[name]])(*args, **kwargs, config=cfg)
+        return result if out is None else out.copy_(result)
 
     # -- parameters ------------------------------------------------------------------------------
     def _storage(self):
