@@ -252,3 +252,42 @@ def test_a_model_returning_a_dict_trains_with_output_naming_its_logits():
                                          r"\(keys 'out'\): KeyError"):
         t.output = "logits"
         t.evaluate([(x, y)])
+
+
+class MaskedEncoder(nn.Module):
+    """A model of two inputs, as a tokenizer's batches come: token ids and a padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.emb = nn.Embedding(20, 16)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 1)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.enc(self.emb(input_ids), src_key_padding_mask=attention_mask == 0)
+        return self.head((h * attention_mask.unsqueeze(-1)).sum(1) / attention_mask.sum(1, keepdim=True))
+
+
+def test_a_model_of_several_inputs_trains_on_a_tuple_or_a_dict():
+    # Trainer.step(x, y) took one tensor: a model called with (input_ids, attention_mask) could not
+    # train. x may be a tuple of the model's arguments or a dict of its keyword arguments.
+    ids = torch.randint(0, 20, (4, 6))
+    mask = torch.ones(4, 6, dtype=torch.long)
+    mask[1, 4:] = mask[3, 2:] = 0
+    y = torch.tensor([0, 2, 1, 2])
+    losses = []
+    for x in ((ids, mask), {"input_ids": ids, "attention_mask": mask}):
+        model = MaskedEncoder()
+        t = rt.Trainer(model, "bf16-amp", quiet=True)
+        with torch.no_grad():
+            expected = float(F.cross_entropy(model(ids, mask), y))  # the emulated forward
+        losses.append(t.step(x, y))
+        assert losses[-1] == expected
+        assert rows(t)[0]["loss_fp64_nats"] not in ("", "nan")
+        assert math.isfinite(t.evaluate([(x, y)])["test_loss_nats"])
+    assert losses[0] == losses[1]
+    with pytest.raises(TypeError, match=r"Trainer.step: x is a tuple whose first entry is not a torch.Tensor"):
+        t.step((None, mask), y)
+    with pytest.raises(ValueError, match=r"Trainer.step: x holds 4 samples .* but y 3"):
+        t.step({"input_ids": ids, "attention_mask": mask}, y[:3])

@@ -41,6 +41,18 @@ def _class_layout(out, y):
     return out.flatten(0, -2), y.flatten(), -1
 
 
+def _call(model, x, dtype):
+    """model on batch x: a tensor, a tuple or list of its arguments, or a dict of its keyword arguments
+    (input_ids=, attention_mask=); floating-point tensors cast to dtype (the shadow's float64)."""
+    def cast(t):
+        return t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+    if isinstance(x, dict):
+        return model(**{k: cast(v) for k, v in x.items()})
+    if isinstance(x, (tuple, list)):
+        return model(*map(cast, x))
+    return model(cast(x))
+
+
 class Trainer(TrainerCells):
     """Trainer(model, policy="fp16-amp", optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
     loss=torch.nn.functional.cross_entropy, scaler=None, shadow=True, accumulation=None, out=None, ...)
@@ -57,6 +69,7 @@ class Trainer(TrainerCells):
     per step (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and
     the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
+    x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
     dtype: float64 for the shadow). output: what the loss and the accuracy take from a model that
     returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
@@ -149,8 +162,7 @@ class Trainer(TrainerCells):
 
     # -- one step --------------------------------------------------------------------------------
     def _forward_loss(self, model, x, y, dtype):
-        x = x.to(dtype) if x.is_floating_point() else x
-        out = check_output(model(x), output=self.output)
+        out = check_output(_call(model, x, dtype), output=self.output)
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
             return fn(out, y.to(out.dtype))
@@ -227,8 +239,7 @@ class Trainer(TrainerCells):
             with torch.no_grad():
                 for x, y in batches:
                     check_batch(x, y, "Trainer.evaluate")
-                    out = check_output(model(x.to(dtype) if x.is_floating_point() else x), "Trainer.evaluate",
-                                       self.output)
+                    out = check_output(_call(model, x, dtype), "Trainer.evaluate", self.output)
                     if y.is_floating_point():
                         loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
                         hits, count = float("nan"), count + y.shape[0]

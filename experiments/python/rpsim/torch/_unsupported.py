@@ -176,8 +176,17 @@ def check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad
 
 
 def check_batch(x, y, who="Trainer.step"):
-    """TypeError naming a batch half that is not a tensor, ValueError for an empty batch or halves of
-    different sizes; UnsupportedError for one off the CPU."""
+    """TypeError naming a batch half that is not a tensor (x may be a tuple or list of the model's
+    arguments or a dict of its keyword arguments, the first a tensor), ValueError for an empty batch
+    or halves of different sizes; UnsupportedError for one off the CPU."""
+    parts = list(x.items()) if isinstance(x, dict) else list(enumerate(x)) if isinstance(x, (tuple, list)) else None
+    if parts is not None:
+        if not parts or not isinstance(parts[0][1], torch.Tensor):
+            raise TypeError(f"{who}: x is a {type(x).__name__} whose first entry is not a torch.Tensor; x is a "
+                            "tensor, a tuple of the model's arguments or a dict of its keyword arguments, the "
+                            "first the batch's samples")
+        check_device([(f"x[{k!r}]", t) for k, t in parts], f"{who}'s batch")
+        x = parts[0][1]
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{who}: {name} is a {type(t).__name__}, not a torch.Tensor")
