@@ -209,7 +209,10 @@ class Trainer(TrainerCells):
             shadow_loss = float(sl)
         if step in self.histogram_steps:
             self._histograms(step, scale)
-        measured = self._measure()
+        # The unscale looked at every gradient the optimizer steps: none is nonfinite if it found none.
+        finite = {id(p) for g in self.optimizer.param_groups for p in g["params"]} \
+            if self.scaler.is_enabled() and not found else frozenset()
+        measured = self._measure(finite)
         skipped = self.scaler.step(self.optimizer) is None and self.scaler._scaler.skips(found)
         self.scaler.update()
         self.skipped_steps += int(skipped)

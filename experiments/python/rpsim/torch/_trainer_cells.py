@@ -73,10 +73,11 @@ class TrainerCells:
         grads = [self._cli_order(p, p.grad).detach().double().contiguous().numpy() for p in params]
         return _core._grad_norm(grads, c)
 
-    def _measure(self):
+    def _measure(self, finite=frozenset()):
         """Per layer: weight-gradient underflow, nonfinite and zero-vs-FP64 fractions over its trainable
         parameters' entries (None: none has a gradient), and the activation gradient's (None: none
-        arrived): [under, nonfinite, activation under, activation nonfinite, zero_vs, activation zero_vs]."""
+        arrived): [under, nonfinite, activation under, activation nonfinite, zero_vs, activation zero_vs].
+        finite: ids of parameters whose gradients the unscale found all finite (not looked at again)."""
         cells = []
         shadow = dict(self.shadow_layers)
         flushes = self.emulation.flushes
@@ -89,7 +90,8 @@ class TrainerCells:
                 under = flushes.weight_flushed(ps) / n
                 # Per tensor, weighted by its size, then over the layer's entries: telemetry.cpp's sums
                 # (exact predicates: on the gradients as they are, no float64 copies).
-                nonfinite = sum(_nonfinite(p.grad) * p.numel() for p in ps if p.grad is not None) / n
+                nonfinite = sum(_nonfinite(p.grad) * p.numel() for p in ps
+                                if p.grad is not None and id(p) not in finite) / n
                 if sm:
                     zero_vs = sum(_zero_vs(p.grad.reshape(-1), q.grad.reshape(-1)) * p.numel()
                                   for p, q in zip(ps, _trainable(sm))
@@ -111,9 +113,9 @@ class TrainerCells:
         cell = lambda v: "" if v is None else num(v)  # noqa: E731
         for (ln, m), c in zip(self.layers, measured):
             ps = _params(m)
-            we = _flat([self._cli_order(p, p) for p in ps])
             dist = ""
             if ln in shadow:
+                we = _flat([self._cli_order(p, p) for p in ps])
                 ws = _flat([self._cli_order(p, p) for p in _params(shadow[ln])])
                 dist = num(_core._torch_rel_distance(we.numpy(), ws.numpy()))
             stalled = entries = 0
