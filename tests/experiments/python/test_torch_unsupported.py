@@ -209,7 +209,7 @@ def test_wrong_kinds_of_argument_name_the_argument():
     with pytest.raises(TypeError, match="histogram_steps: 'all' is not a collection of step numbers"):
         rt.Trainer(m, "fp32", histogram_steps="all")
     t = rt.Trainer(nn.Linear(2, 2), "fp32")
-    with pytest.raises(TypeError, match="Trainer.step: x is a list, not a torch.Tensor"):
+    with pytest.raises(TypeError, match="Trainer.step: x is a list whose first entry is not a torch.Tensor"):
         t.step([[1.0, 2.0]], torch.tensor([0]))
 
 
