@@ -139,6 +139,9 @@ const OpInfo kOps[] = {
      nullptr, TK::layout, "embedding", "Embedding"},
     {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
      nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__ mv", ""},
+    // autocast leaves dot out of both lists: it computes in its inputs' format (spectral_norm's sigma).
+    {"dot", AC::follow_inputs, false, "inner product of two vectors (torch.dot): a row times a column",
+     nullptr, nullptr, nullptr, TK::gemm, "dot vdot", ""},
     {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
      nullptr, nullptr, TK::layer, "softmax", "Softmax"},
     {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",

@@ -131,8 +131,6 @@ const TorchName kNames[] = {
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
     {"addmv", TC::refused, "addmm"},
-    {"dot", TC::refused, "matmul"},
-    {"vdot", TC::refused, "matmul"},
     {"inner", TC::refused, "matmul"},
     {"kron", TC::refused, "matmul"},
     // Their modules, refused when emulate() is called (note: the function).

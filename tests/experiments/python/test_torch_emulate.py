@@ -245,3 +245,33 @@ def test_mv_is_a_name_of_the_matmul_row():
     assert torch.equal(got["mv"][0], got["matmul"][0]) and torch.equal(got["mv"][1], got["matmul"][1])
     assert torch.equal(got["out"][0], got["mv"][0])
     assert torch.equal(got["mv"][0], got["mv"][0].half().float())
+
+
+def test_dot_is_a_row_that_follows_its_inputs_and_spectral_norm_trains():
+    # torch.dot was refused, and with it spectral_norm (sigma = dot(u, mv(W, v))). autocast lists dot
+    # in neither list: its row follows its inputs, a binary32 row-times-column GEMM of binary32 values
+    # under fp16-amp, where mv runs in binary16.
+    row = rt.ops()["dot"]
+    assert row["torch_functions"] == ["dot", "vdot"] and row["torch_kernel"] == "gemm"
+    torch.manual_seed(6)
+    u, v = torch.randn(64), torch.randn(64)
+
+    class Dot(nn.Module):
+        def forward(self, u, v):
+            return torch.dot(u, v), torch.vdot(u, v)
+    m = Dot()
+    e = rt.emulate(m, "fp16-amp")
+    d, vd = m(u, v)
+    assert e.counts["rpsim kernel"]["dot"] == e.counts["rpsim kernel"]["vdot"] == 1
+    seq = np.float32(0)
+    for a, b in zip(u.numpy(), v.numpy()):  # sequential binary32: fma-free product, then the add
+        seq = np.float32(seq + np.float32(a * b))
+    assert d.item() == seq  # binary32 accumulation in order, not binary16
+    assert torch.equal(d, vd) and d.dtype == torch.float32
+    torch.manual_seed(7)
+    net = nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(8, 8)), nn.ReLU(), nn.Linear(8, 3))
+    t = rt.Trainer(net, "fp16-amp", quiet=True)
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    losses = [t.step(x, y) for _ in range(3)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert t.emulation.counts["rpsim kernel"]["dot"] > 0 and t.emulation.counts["rpsim kernel"]["mv"] > 0

@@ -46,7 +46,7 @@ _VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten
 # rpsim.torch's implementation of each torch function the op table runs on the GEMM op (KERNELS);
 _KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "mm": _ops.mm,
                      "bmm": _ops.bmm, "addmm": _ops.addmm, "baddbmm": _ops.baddbmm}
-_ROW_FUNCTIONS = {"matmul": _ops.matmul}  # the row's other names (mv, __matmul__): torch.matmul's meaning
+_ROW_FUNCTIONS = {"matmul": _ops.matmul, "dot": _ops.matmul}  # mv, __matmul__, dot: torch.matmul's meaning
 
 
 class Emulation(NotPickled, TorchFunctionMode):
