@@ -275,3 +275,15 @@ def test_dot_is_a_row_that_follows_its_inputs_and_spectral_norm_trains():
     losses = [t.step(x, y) for _ in range(3)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert t.emulation.counts["rpsim kernel"]["dot"] > 0 and t.emulation.counts["rpsim kernel"]["mv"] > 0
+
+
+def test_torch_autocast_around_an_emulated_model_changes_no_bit():
+    # The policy is the emulated autocast; PyTorch's own (CPU bfloat16 here) is not applied on top.
+    torch.manual_seed(8)
+    m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+    rt.emulate(m, "fp16-amp")
+    x = torch.randn(4, 8)
+    plain = m(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = m(x)
+    assert inside.dtype == torch.float32 and torch.equal(plain, inside)
