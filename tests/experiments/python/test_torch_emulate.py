@@ -287,3 +287,20 @@ def test_torch_autocast_around_an_emulated_model_changes_no_bit():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         inside = m(x)
     assert inside.dtype == torch.float32 and torch.equal(plain, inside)
+
+
+def test_a_torch_lr_scheduler_drives_the_emulated_optimizer():
+    # Emulation.optimizer replaced step with a plain function; torch's LR schedulers wrap a bound
+    # method (step.__self__) and failed with an AttributeError when made on it.
+    torch.manual_seed(9)
+    m = nn.Linear(8, 3)
+    e = rt.emulate(m, "fp16-pure")
+    opt = e.optimizer(torch.optim.SGD(m.parameters(), lr=0.1))
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        m(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        sched.step()
+    assert opt.param_groups[0]["lr"] == 0.1 / 8 and e.step == 3
+    assert torch.equal(m.weight, m.weight.half().float())  # the policy's store still ran

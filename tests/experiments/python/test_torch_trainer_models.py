@@ -291,3 +291,24 @@ def test_a_model_of_several_inputs_trains_on_a_tuple_or_a_dict():
         t.step((None, mask), y)
     with pytest.raises(ValueError, match=r"Trainer.step: x holds 4 samples .* but y 3"):
         t.step({"input_ids": ids, "attention_mask": mask}, y[:3])
+
+
+def test_a_torch_lr_scheduler_steps_the_model_and_its_shadow_alike():
+    # A scheduler made on Trainer.optimizer left the shadow's learning rate where it started (and
+    # could not be made at all: Emulation.optimizer's step was no bound method). scheduler= makes one
+    # per optimizer and steps both once per step.
+    t = rt.Trainer(mlp_for_scheduler(), "bf16-amp", quiet=True,
+                   scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5))
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    for _ in range(3):
+        t.step(x, y)
+    assert t.optimizer.param_groups[0]["lr"] == t.shadow_optimizer.param_groups[0]["lr"] == 0.1 / 8
+    with pytest.raises(TypeError, match=r"scheduler: StepLR is not a function of the optimizer"):
+        rt.Trainer(mlp_for_scheduler(), "bf16-amp", scheduler=torch.optim.lr_scheduler.StepLR(t.optimizer, 1))
+    with pytest.raises(ValueError, match=r"scheduler and lr_schedule both set the learning rate"):
+        rt.Trainer(mlp_for_scheduler(), "bf16-amp", scheduler=lambda o: None, lr_schedule=lambda s, a: 0.1)
+
+
+def mlp_for_scheduler():
+    torch.manual_seed(10)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))

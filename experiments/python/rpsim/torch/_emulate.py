@@ -20,6 +20,7 @@ PyTorch's ops run on float32 copies of its values (exact), results stay at least
 """
 import collections
 import copy
+import types
 
 import torch
 from torch import nn
@@ -359,12 +360,12 @@ class Emulation(NotPickled, TorchFunctionMode):
                                  f"{type(opt).__name__}")
             opt.kahan_format = self._storage()
 
-        def emulated_step(*args, **kwargs):
+        def emulated_step(_opt, *args, **kwargs):
             result = step(*args, **kwargs)
             self.step += 1
             self._store_parameters(self.policy["update_rounding"])
             return result
-        opt.step = emulated_step
+        opt.step = types.MethodType(emulated_step, opt)  # bound: torch's LR schedulers read step.__self__
         return opt
 
     def remove(self):

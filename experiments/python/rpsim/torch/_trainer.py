@@ -18,7 +18,8 @@ from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._trainer_cells import TrainerCells
-from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_trainer_args
+from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_scheduler_arg, \
+    check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
 
@@ -66,7 +67,9 @@ class Trainer(TrainerCells):
     writes the four files whole. scaler: a policy name of the loss-scaler table, a GradScaler, or
     None for the policy's default ("dynamic" means PyTorch's). max_grad_norm > 0 clips as rpsim does
     (its norm, coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr
-    per step (rpsim.torch.lr_schedule(config)). Ctrl-C inside run() stops at a step boundary, and
+    per step (rpsim.torch.lr_schedule(config)); scheduler(optimizer) makes a torch LR scheduler
+    (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
+    model's optimizer and one for the shadow's, each stepped once per step. Ctrl-C inside run() stops at a step boundary, and
     the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
@@ -77,9 +80,11 @@ class Trainer(TrainerCells):
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
-                 lr_schedule=None, quiet=False, total_steps=None, output=None):
+                 lr_schedule=None, quiet=False, total_steps=None, output=None, scheduler=None):
         check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm)
         check_output_arg(output)
+        check_scheduler_arg(scheduler, lr_schedule)
+        self._make_scheduler = scheduler
         self.output = output
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
@@ -129,6 +134,8 @@ class Trainer(TrainerCells):
         if shadow:
             self.shadow_emulation = emulate(self.shadow_model, "fp64", seed=seed)
             self.shadow_optimizer = make_opt(self.shadow_model.parameters())
+        opts = [self.optimizer] + ([self.shadow_optimizer] if shadow else [])
+        self.schedulers = [self._make_scheduler(o) for o in opts] if self._make_scheduler else []
         self._column_major = set(self.emulation.embedding_tables)
         if shadow:
             self._column_major |= self.shadow_emulation.embedding_tables
@@ -218,6 +225,8 @@ class Trainer(TrainerCells):
         self.skipped_steps += int(skipped)
         if self.shadow_model is not None:
             self.shadow_optimizer.step()
+        for s in self.schedulers:  # one scheduler step per optimizer step, the shadow's in lockstep
+            s.step()
         head = [str(step), str(epoch), num(loss), num(shadow_loss) if self.shadow_model is not None else "",
                 num(scale), "1" if skipped else "0", "1" if found else "0", num(grad_norm)]
         self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped) + self._fp8_cells()))

@@ -216,6 +216,18 @@ def check_output_arg(output):
                         "what the model returns (output='out' for torchvision's segmentation models)")
 
 
+def check_scheduler_arg(scheduler, lr_schedule):
+    """TypeError for Trainer's scheduler= of the wrong kind, ValueError beside lr_schedule=."""
+    if scheduler is None:
+        return
+    if not callable(scheduler) or hasattr(scheduler, "get_last_lr"):
+        raise TypeError(f"scheduler: {type(scheduler).__name__} is not a function of the optimizer making the LR "
+                        "scheduler (lambda opt: torch.optim.lr_scheduler.StepLR(opt, 10)): Trainer makes one for "
+                        "the model's optimizer and one for its FP64 shadow's")
+    if lr_schedule is not None:
+        raise ValueError("scheduler and lr_schedule both set the learning rate: give one")
+
+
 def check_output(out, who="Trainer.step", output=None):
     """The logits of a model output: out itself, or what Trainer's output= picks from it (a key of a
     dict, an index of a tuple, a function); TypeError naming an output the loss cannot take (a dict, a
