@@ -148,3 +148,16 @@ def test_an_unemulated_scaling_is_refused_by_name():
     model, _, _ = rt.from_config(load("mlp-fp8"), 1)
     with pytest.raises(ValueError, match="nvfp8"):
         rt.emulate(model, {"name": "fp8", "fp8": {"scaling": "nvfp8"}})
+
+
+def test_a_config_with_gradient_accumulation_is_refused_by_from_config():
+    # Trainer steps whole batches: a config of micro-batches (deepspeed-fp16.json's
+    # gradient_accumulation_steps) would have given another run than rpsim train's, silently.
+    cfg = json.loads((CONFIGS / "deepspeed-fp16.json").read_text())
+    cfg["gradient_accumulation_steps"] = 2
+    with pytest.raises(rt.UnsupportedError, match=r"from_config: gradient_accumulation_steps 2: rpsim.torch.Trainer "
+                                                  r"steps whole batches"):
+        rt.from_config(cfg, 1)
+    cfg["gradient_accumulation_steps"] = 1
+    model, batches, _ = rt.from_config(cfg, 1)
+    assert len(batches) == 1 and batches[0][0].shape[0] == 8
