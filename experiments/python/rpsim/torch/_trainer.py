@@ -69,8 +69,8 @@ class Trainer(TrainerCells):
     (its norm, coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr
     per step (rpsim.torch.lr_schedule(config)); scheduler(optimizer) makes a torch LR scheduler
     (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
-    model's optimizer and one for the shadow's, each stepped once per step. Ctrl-C inside run() stops at a step boundary, and
-    the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
+    model's optimizer and one for the shadow's, each stepped once per step. Ctrl-C inside run()
+    stops at a step boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
