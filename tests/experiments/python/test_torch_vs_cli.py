@@ -82,6 +82,10 @@ CASES = {
     # fp16-amp without loss scaling, and bf16-pure with stochastically rounded updates.
     "mlp-fp16-amp-noscale": {"base": "mlp-fp16-amp", "loss_scaler": {"policy": "none"}},
     "mlp-bf16-pure-sr": {"base": "mlp-bf16-pure", "policy": {"name": "bf16-pure", "update_rounding": "sr"}},
+    # Stochastic updates across skipped steps: PyTorch's scaler from 2^24 skips steps 0-3 and 9 (the
+    # optimizer's draws are keyed by the steps it applied, in both front-ends).
+    "mlp-fp16-pure-sr-skips": {"base": "mlp-fp16-amp", "policy": {"name": "fp16-pure", "update_rounding": "sr"},
+                               "loss_scaler": {"policy": "pytorch", "init_scale": 2.0 ** 24}, "steps": 14},
     # Compensated updates (the Kahan compensation in rpsim.torch.SGD's state, bfloat16).
     "mlp-bf16-kahan": {},
     # The remaining rows of the policy table on the shipped MLP.
@@ -135,6 +139,9 @@ BLOCK_SCALED = sorted(c for c in CASES if any(k in c for k in ("mx", "nvfp4", "b
 def test_steps_histograms_and_evaluations_byte_identical(case, cli_pair):
     t, ref = cli_pair.run(CONFIGS, case, CASES[case], load, through_torch)
     cli_pair.same_csvs(t, ref)
+    if case.endswith("-skips"):  # the case is about skipped steps: it has some, and steps applied after
+        skipped = [row.split(",")[5] for row in t.steps_csv.splitlines()[1:]]
+        assert "1" in skipped[:4] and "0" in skipped[4:], skipped
 
 
 def test_kahan_needs_an_optimizer_that_carries_the_compensation():
