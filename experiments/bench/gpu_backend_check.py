@@ -11,7 +11,8 @@
      (the recipe mechanism recipe-check holds to TE and torchao) for MX, NVFP4 and FP8 block rows, in
      lines and tiles; stochastic MX and NVFP4 values against rpsim train's quantiser
      (_torch_block_quantize), at --shapes random shapes each;
-  4. speed: an emulated tc:h100:fp16:fp32 GEMM 4096^3 against cuBLAS SGEMM (binary32, TF32 off) in the
+  4. rpsim.torch.quantize on CUDA tensors (the module's routing to the backend) against the CPU's;
+  5. speed: an emulated tc:h100:fp16:fp32 GEMM 4096^3 against cuBLAS SGEMM (binary32, TF32 off) in the
      same process, CUDA-event timed, with the memory each takes (aim: >= 1/10).
 
     PYTHONPATH=build/python python3 experiments/bench/gpu_backend_check.py [--values N] [--shapes S]
@@ -243,6 +244,30 @@ def check_block_quantize(torch, rpsim, core, tally, shapes):
         tally.add(f"block quantize {recipe} {options or 'defaults'}", ok, total, first)
 
 
+def check_torch_quantize(torch, tally, n=1 << 16):
+    """rpsim.torch.quantize on CUDA tensors (routed to rpsim_cuda_round) against the same call on the
+    CPU: forward values and the gradient's backward rounding, float32 / float64 / bfloat16 / float16
+    tensors, stochastic rounding included."""
+    import rpsim.torch as rt
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        for fmt, mode, extra in (("binary16", "rne", {}), ("bfloat16", "sr", {"seed": 3, "stream": 9}),
+                                 ("e4m3", "rne", {"saturate": True}), ("e5m2", "rtz", {"ftz": True}),
+                                 ("e2m1", "sr", {"stochastic_bits": 8}), ("q8.7", "rna", {})):
+            x = torch.from_numpy(inputs(n, 7, np.float64)).clamp(-1e30, 1e30).to(dtype)
+            cpu = x.clone().requires_grad_()
+            gpu = x.cuda().requires_grad_()
+            kw = dict(extra, backward_format="e5m2", backward_rounding="sr")
+            a, b = rt.quantize(cpu, fmt, mode, **kw), rt.quantize(gpu, fmt, mode, **kw)
+            g = torch.linspace(-3, 3, n, dtype=dtype)
+            a.backward(g)
+            b.backward(g.cuda())
+            same = (a.detach().view(-1) == b.detach().cpu().view(-1)) | (a.isnan() & b.cpu().isnan())
+            same_g = (cpu.grad == gpu.grad.cpu()) | (cpu.grad.isnan() & gpu.grad.cpu().isnan())
+            first = "" if bool(same.all()) else f"x={float(x[~same][0])}"
+            tally.add(f"rpsim.torch.quantize {dtype} -> {fmt} {mode}", int(same.sum()) + int(same_g.sum()), 2 * n,
+                      first)
+
+
 def time_ms(torch, fn, repeats):
     fn()
     torch.cuda.synchronize()
@@ -305,6 +330,7 @@ def main():
     speed = check_speed(torch, core, o.size, o.repeats)
     check_gemms(torch, rpsim, core, tally, o.shapes, o.threads)
     check_block_quantize(torch, rpsim, core, tally, o.shapes)
+    check_torch_quantize(torch, tally)
     check_rounding(torch, rpsim, core, tally, min(o.values, 10**10), min(o.chunk, o.values), o.threads)
     passed = len(tally.rows) - tally.failed
     print(f"{passed} passed, {tally.failed} failed ({time.time() - started:.0f} s)")

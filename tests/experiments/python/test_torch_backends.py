@@ -68,3 +68,62 @@ def test_cuda_calls_check_arguments_then_the_device():
     with pytest.raises(RuntimeError, match="no CUDA device"):
         _core._cuda_amax(4096, "float32", 16, 8192)
     assert rpsim  # the package imported beside rpsim.torch
+
+
+def test_quantize_routes_a_cuda_tensor_to_the_backend_with_the_cpu_calls_keys(monkeypatch):
+    # rpsim.torch.quantize on a CUDA tensor calls rpsim_cuda_round on its storage. No GPU here: a fake
+    # backend that reads the pointers as host memory and rounds with the CPU core stands in for the
+    # device, so what is checked is the routing (pointers, element count, dtypes, seed, stream, ftz,
+    # daz, saturate, stochastic_bits): the CPU call's bits, forward and backward. (The device's own
+    # bits against the CPU's: experiments/bench/gpu_backend_check.py, owed to a GPU.)
+    import ctypes
+    import numpy as np
+    from rpsim.torch import _quantize
+    calls = []
+
+    def fake_round(fmt, in_ptr, in_dtype, out_ptr, out_dtype, n, stream, rounding, seed, stream_id, ftz, daz,
+                   overflow, stochastic_bits, first_index=0, nan_policy=""):
+        calls.append((fmt, in_dtype, n, stream, rounding, seed, stream_id))
+        ct = ctypes.c_double if in_dtype == "float64" else ctypes.c_float
+        src = np.ctypeslib.as_array((ct * n).from_address(in_ptr))
+        dst = np.ctypeslib.as_array((ct * n).from_address(out_ptr))
+        saturate = None if overflow == "" else overflow == "saturate"
+        _core.round(src, fmt, rounding, seed=seed, stream=stream_id, out=dst, ftz=ftz, daz=daz,
+                    saturate=saturate, stochastic_bits=stochastic_bits or 32)
+
+    class FakeStream:
+        cuda_stream = 12345
+
+    class AsIfCuda(torch.Tensor):  # a CPU tensor the routing takes for a CUDA one
+        is_cuda = True
+        is_cpu = False
+
+    monkeypatch.setattr(_core, "_cuda_round", fake_round)
+    monkeypatch.setattr(_quantize, "_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: FakeStream())
+    x = torch.randn(1000, dtype=torch.float64) * 300
+    for fmt, mode, kw in (("binary16", "rne", {}), ("bfloat16", "sr", {"seed": 3, "stream": 9}),
+                          ("e4m3", "rne", {"saturate": True}), ("e5m2", "rtz", {"ftz": True, "daz": True}),
+                          ("e2m1", "sr", {"stochastic_bits": 8, "seed": 1})):
+        for dtype in (torch.float64, torch.float32):
+            calls.clear()
+            xd = x.to(dtype)
+            cpu = xd.clone().requires_grad_()
+            dev = xd.clone().as_subclass(AsIfCuda).requires_grad_()
+            back = dict(kw, backward_format="e5m2", backward_rounding="sr")
+            a, b = rt.quantize(cpu, fmt, mode, **back), rt.quantize(dev, fmt, mode, **back)
+            g = torch.linspace(-3, 3, 1000, dtype=dtype)
+            a.backward(g)
+            b.backward(g.as_subclass(AsIfCuda))  # (on a GPU the incoming gradient is on the device)
+            assert torch.equal(a.detach(), torch.Tensor(b.detach())), (fmt, mode, dtype)
+            assert torch.equal(cpu.grad, torch.Tensor(dev.grad)), (fmt, mode, dtype)
+            name = "float64" if dtype == torch.float64 else "float32"
+            seed, stream = kw.get("seed", 0), kw.get("stream", 0)
+            assert calls == [(fmt, name, 1000, 12345, mode, seed, stream),
+                             ("e5m2", name, 1000, 12345, "sr", seed, stream + 1)]
+
+
+def test_quantize_names_a_device_it_cannot_round_on():
+    x = torch.empty(4, device="meta")
+    with pytest.raises(TypeError, match=r"x: a tensor on meta; rpsim.torch emulates on the CPU"):
+        rt.quantize(x, "binary16")
