@@ -1,7 +1,7 @@
 """The proof that rpsim.torch and `rpsim train` are one core: the shipped mlp-* and cnn configs, written as
 plain torch modules with the CLI's initial weights and batches (rpsim.torch.from_config), give
 byte-identical steps.csv, histograms.csv and evaluations.csv through rpsim.torch.Trainer and rpsim.train
-(issue #27), for every named policy of the policy table, study-fixed-point.json's q16.14 policy object
+(issue #27), for every named policy of the policy table, gradient accumulation over micro-batches, study-fixed-point.json's q16.14 policy object
 (round to nearest), an MLP with LayerNorm and GELU, and the gpt configs' optimizer (AdamW, warmup and
 cosine decay, clipping). The gpt configs: test_torch_vs_cli_gpt.py; the block-scaled cases of CASES run
 from test_torch_vs_cli_block_scaled.py (a ctest entry of their own, so that two cores share the time)."""
@@ -37,7 +37,8 @@ def through_torch(cfg):
     t = rt.Trainer(model, cfg["policy"], optimizer(opt), rt.RpsimLoss("cross_entropy", cfg["policy"]),
                    scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
                    histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []),
-                   max_grad_norm=cfg.get("max_grad_norm", 0.0), lr_schedule=rt.lr_schedule(cfg))
+                   max_grad_norm=cfg.get("max_grad_norm", 0.0), lr_schedule=rt.lr_schedule(cfg),
+                   gradient_accumulation_steps=cfg.get("gradient_accumulation_steps", 1))
     t.run(batches)
     t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
     return t
@@ -86,6 +87,13 @@ CASES = {
     # optimizer's draws are keyed by the steps it applied, in both front-ends).
     "mlp-fp16-pure-sr-skips": {"base": "mlp-fp16-amp", "policy": {"name": "fp16-pure", "update_rounding": "sr"},
                                "loss_scaler": {"policy": "pytorch", "init_scale": 2.0 ** 24}, "steps": 14},
+    # Gradient accumulation (DeepSpeed's gradient_accumulation_steps): micro-batches seeded with
+    # binary32(scale / k), gradients summed, the underflow columns the micro-batches' mean; with
+    # skipped steps (PyTorch's scaler from 2^24), and under NVFP4's stochastic gradients (block-scaled).
+    "mlp-fp16-amp-accum": {"base": "mlp-fp16-amp", "gradient_accumulation_steps": 2, "steps": 8,
+                           "loss_scaler": {"policy": "pytorch", "init_scale": 2.0 ** 24}},
+    "cnn-fp16-amp-accum": {"base": "cnn-fp16-amp", "gradient_accumulation_steps": 2, "steps": 4, "test_limit": 1000},
+    "mlp-nvfp4-accum": {"base": "mlp-fp8", "policy": "nvfp4", "gradient_accumulation_steps": 4, "steps": 5},
     # Compensated updates (the Kahan compensation in rpsim.torch.SGD's state, bfloat16).
     "mlp-bf16-kahan": {},
     # The remaining rows of the policy table on the shipped MLP.
@@ -156,15 +164,3 @@ def test_an_unemulated_scaling_is_refused_by_name():
     with pytest.raises(ValueError, match="nvfp8"):
         rt.emulate(model, {"name": "fp8", "fp8": {"scaling": "nvfp8"}})
 
-
-def test_a_config_with_gradient_accumulation_is_refused_by_from_config():
-    # Trainer steps whole batches: a config of micro-batches (deepspeed-fp16.json's
-    # gradient_accumulation_steps) would have given another run than rpsim train's, silently.
-    cfg = json.loads((CONFIGS / "deepspeed-fp16.json").read_text())
-    cfg["gradient_accumulation_steps"] = 2
-    with pytest.raises(rt.UnsupportedError, match=r"from_config: gradient_accumulation_steps 2: rpsim.torch.Trainer "
-                                                  r"steps whole batches"):
-        rt.from_config(cfg, 1)
-    cfg["gradient_accumulation_steps"] = 1
-    model, batches, _ = rt.from_config(cfg, 1)
-    assert len(batches) == 1 and batches[0][0].shape[0] == 8

@@ -52,6 +52,22 @@ class Flushes:
 
     def clear(self):
         self.masks, self.counts, self.outputs = {}, {}, collections.defaultdict(list)
+        self.micro = {}  # parameter -> flushes summed over a step's finished micro-batches
+
+    def end_micro_batch(self, last):
+        """Gradient accumulation: the micro-batch's flushes per parameter into the step's sums; the
+        activation marks only the last micro-batch's are kept (rpsim train's columns are its)."""
+        for key in set(self.masks) | set(self.counts):
+            m = self.masks.get(key)
+            self.micro[key] = self.micro.get(key, 0) + (int(m.sum()) if m is not None else 0) + self.counts.get(key, 0)
+        self.masks, self.counts = {}, {}
+        if not last:
+            self.outputs = collections.defaultdict(list)
+
+    def end_accumulation(self, k):
+        """After k micro-batches: each parameter's count is their mean (rpsim train's integer division)."""
+        self.counts = {key: total // k for key, total in self.micro.items()}
+        self.micro = {}
 
     def param(self, p, mask):
         """mask (p's shape) of p's gradient entries a rounding flushed; p may be a view of a parameter

@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import _core
 from . import _gpt
-from ._unsupported import UnsupportedError, no_double_backward
+from ._unsupported import no_double_backward
 
 
 class _Loss(torch.autograd.Function):
@@ -145,12 +145,9 @@ def from_config(config, steps, overrides=(), *, with_test=False):
     model, as the CLI rounds them to the policy's data format). Under a policy that stores binary64
     weights (fp64) every model type is a float64 model holding the CLI's binary64 initial weights.
     with_test: (model, batches, test batches, config), the test set in the CLI's evaluation batches
-    (eval_batch_size)."""
+    (eval_batch_size). The batches are the CLI's whole steps: a config of micro-batches trains as
+    rpsim train does under Trainer(gradient_accumulation_steps=k)."""
     raw = _core._torch_train_setup(config, list(overrides), steps)
-    if raw["gradient_accumulation_steps"] > 1:  # (the config as parsed: DeepSpeed's own key included)
-        raise UnsupportedError(f"from_config: gradient_accumulation_steps {raw['gradient_accumulation_steps']}: "
-                               "rpsim.torch.Trainer steps whole batches, not micro-batches, so its run would not "
-                               "be rpsim train's; set it to 1, or run rpsim train")
     cfg = config
     if not isinstance(config, dict):
         with open(os.fspath(config)) as f:

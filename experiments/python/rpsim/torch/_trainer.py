@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .. import _core
-from . import _blockscale
+from . import _blockscale, _micro
 from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
 from ._progress import ProgressLine
@@ -54,7 +54,7 @@ def _call(model, x, dtype):
     return model(cast(x))
 
 
-class Trainer(TrainerCells):
+class Trainer(TrainerCells, _micro.Accumulation):
     """Trainer(model, policy="fp16-amp", optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
     loss=torch.nn.functional.cross_entropy, scaler=None, shadow=True, accumulation=None, out=None, ...)
 
@@ -69,7 +69,8 @@ class Trainer(TrainerCells):
     (its norm, coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr
     per step (rpsim.torch.lr_schedule(config)); scheduler(optimizer) makes a torch LR scheduler
     (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
-    model's optimizer and one for the shadow's, each stepped once per step. Ctrl-C inside run()
+    model's optimizer and one for the shadow's, each stepped once per step. gradient_accumulation_steps:
+    micro-batches per step, as rpsim train runs them (_micro). Ctrl-C inside run()
     stops at a step boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
@@ -80,11 +81,13 @@ class Trainer(TrainerCells):
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
-                 lr_schedule=None, quiet=False, total_steps=None, output=None, scheduler=None):
+                 lr_schedule=None, quiet=False, total_steps=None, output=None, scheduler=None,
+                 gradient_accumulation_steps=1):
         check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm)
         check_output_arg(output)
         check_scheduler_arg(scheduler, lr_schedule)
         self._make_scheduler = scheduler
+        self.accumulation_steps, self._micro_size = gradient_accumulation_steps, None
         self.output = output
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
@@ -117,6 +120,7 @@ class Trainer(TrainerCells):
 
     def _attach(self, model, scaler, make_opt, shadow, seed):
         self.policy = self.emulation.policy
+        _micro.check_steps(self.accumulation_steps, self.policy)
         # The batches in binary64 where the policy's data are (fp64; emulate needs a float64 model).
         wide = self.policy["data"] == "binary64" and all(p.dtype == torch.float64 for p in model.parameters())
         self.dtype = torch.float64 if wide else torch.float32
@@ -191,8 +195,12 @@ class Trainer(TrainerCells):
         self._grab.grads.clear()
         self.optimizer.zero_grad(set_to_none=True)
         scale = self.scaler.get_scale()
-        loss = self._forward_loss(self.model, x, y, self.dtype)
-        self.scaler.scale(loss).backward()
+        parts = self._micro_batches(x, y)
+        if len(parts) == 1:
+            loss = self._forward_loss(self.model, x, y, self.dtype)
+            self.scaler.scale(loss).backward()
+        else:
+            loss = self._accumulate(parts, self.model, self.dtype, _micro.seed(scale, len(parts)))
         self.scaler.unscale_(self.optimizer)
         found = self.scaler.found_inf()
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -208,8 +216,11 @@ class Trainer(TrainerCells):
         if self.shadow_model is not None:
             self._shadow_grab.grads.clear()
             self.shadow_optimizer.zero_grad(set_to_none=True)
-            sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
-            sl.backward()
+            if len(parts) == 1:
+                sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
+                sl.backward()
+            else:
+                sl = self._accumulate(parts, self.shadow_model, torch.float64, 1.0 / len(parts))
             if self.max_grad_norm > 0:
                 sp = [p for p in self.shadow_model.parameters() if p.grad is not None]
                 self._clip(sp, self._grad_norm(sp, "binary64"), "binary64", "binary64", None)
