@@ -87,6 +87,22 @@ py::list scale_gradients_py(const py::list& grads, double coef, const std::vecto
   return flushed;
 }
 
+py::list accumulate_gradients_py(const py::list& sums, const py::list& grads,
+                                 const std::vector<std::string>& formats, bool first) {
+  if (sums.size() != grads.size() || formats.size() != grads.size())
+    throw py::value_error("one sum and one format per gradient are needed");
+  py::list flushed;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    Values s(sums[i], "sum"), g(grads[i], "gradient");
+    if (s.span().size() != g.span().size())
+      throw py::value_error(
+          fmt::format("sum {} holds {} entries, its gradient {}", i, s.span().size(), g.span().size()));
+    flushed.append(train::accumulate_gradient(s.span(), g.span(), format_arg(formats[i]), first));
+    s.store();
+  }
+  return flushed;
+}
+
 }  // namespace
 
 void bind_step_ops(py::module_& m) {
@@ -104,6 +120,10 @@ void bind_step_ops(py::module_& m) {
       arg("max_norm"), arg("norm"), arg("format"), "max_norm / (norm + 1e-6) in `format`.");
   m.def("_scale_gradients", &scale_gradients_py, arg("grads"), arg("coef"), arg("formats"),
         "Each gradient (in place) times coef, rounded to its format: entries flushed per gradient.");
+  m.def("_accumulate_gradients", &accumulate_gradients_py, arg("sums"), arg("grads"), arg("formats"),
+        arg("first"),
+        "Gradient accumulation (in place): each sum = its gradient (first) or sum + gradient, rounded to its "
+        "format to nearest even: entries flushed per sum.");
 }
 
 }  // namespace rpsim::python

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "rpsim/train/step_ops.hpp"
+
 namespace rpsim::sim::train {
 
 std::vector<std::vector<std::size_t>> micro_batches(const std::vector<std::size_t>& idx, std::size_t micro) {
@@ -19,16 +21,17 @@ void GradAccumulator::add(const std::vector<Parameter*>& params) {
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = *params[i];
-    Matrix sum = added_ == 0 ? p.grad : Matrix(sums_[i] + p.grad);
     flushed_[i] += p.grad_underflow;
-    if (format_) {
-      // Round to nearest even, as the framework's add_ and .to() do (no
-      // stochastic rounding scope is active between backward passes).
-      Matrix r = rounded(*format_, sum, RoundingMode::nearest_even);
-      flushed_[i] += count_flushed(sum, r);
-      sum = std::move(r);
+    if (!format_) {
+      sums_[i] = added_ == 0 ? p.grad : Matrix(sums_[i] + p.grad);
+      continue;
     }
-    sums_[i] = std::move(sum);
+    // Rounded to nearest even, as the framework's add_ and .to() do (no
+    // stochastic rounding scope is active between backward passes): the op
+    // core's accumulate_gradient, which rpsim.torch's Trainer calls too.
+    if (added_ == 0) sums_[i].resize(p.grad.rows(), p.grad.cols());
+    flushed_[i] += accumulate_gradient({sums_[i].data(), std::size_t(sums_[i].size())},
+                                       {p.grad.data(), std::size_t(p.grad.size())}, *format_, added_ == 0);
   }
   ++added_;
 }

@@ -38,7 +38,8 @@ def through_torch(cfg):
                    scaler=rt.GradScaler(policy, **scaler) if policy else None, seed=cfg.get("seed", 0),
                    histogram_steps=cfg.get("telemetry", {}).get("histogram_steps", []),
                    max_grad_norm=cfg.get("max_grad_norm", 0.0), lr_schedule=rt.lr_schedule(cfg),
-                   gradient_accumulation_steps=cfg.get("gradient_accumulation_steps", 1))
+                   gradient_accumulation_steps=cfg.get("gradient_accumulation_steps", 1),
+                   grad_accum_format=cfg.get("grad_accum_format"))
     t.run(batches)
     t.evaluate(test, epoch=1)  # the CLI labels a run that stops mid-epoch with epoch 1
     return t
@@ -88,10 +89,16 @@ CASES = {
     "mlp-fp16-pure-sr-skips": {"base": "mlp-fp16-amp", "policy": {"name": "fp16-pure", "update_rounding": "sr"},
                                "loss_scaler": {"policy": "pytorch", "init_scale": 2.0 ** 24}, "steps": 14},
     # Gradient accumulation (DeepSpeed's gradient_accumulation_steps): micro-batches seeded with
-    # binary32(scale / k), gradients summed, the underflow columns the micro-batches' mean; with
-    # skipped steps (PyTorch's scaler from 2^24), and under NVFP4's stochastic gradients (block-scaled).
+    # binary32(scale / k), gradients summed by the op core's accumulate_gradient, the underflow columns
+    # the micro-batches' mean; with skipped steps (PyTorch's scaler from 2^24), binary16 sums under
+    # fp16-pure (underflow in them), a bfloat16 accumulator (grad_accum_format), and under NVFP4's
+    # stochastic gradients (block-scaled).
     "mlp-fp16-amp-accum": {"base": "mlp-fp16-amp", "gradient_accumulation_steps": 2, "steps": 8,
                            "loss_scaler": {"policy": "pytorch", "init_scale": 2.0 ** 24}},
+    "mlp-fp16-pure-accum": {"base": "mlp-fp16-amp", "policy": "fp16-pure", "gradient_accumulation_steps": 4,
+                            "steps": 6},
+    "mlp-fp16-amp-accum-bf16": {"base": "mlp-fp16-amp", "gradient_accumulation_steps": 2,
+                                "grad_accum_format": "bfloat16", "steps": 6},
     "cnn-fp16-amp-accum": {"base": "cnn-fp16-amp", "gradient_accumulation_steps": 2, "steps": 4, "test_limit": 1000},
     "mlp-nvfp4-accum": {"base": "mlp-fp8", "policy": "nvfp4", "gradient_accumulation_steps": 4, "steps": 5},
     # Compensated updates (the Kahan compensation in rpsim.torch.SGD's state, bfloat16).

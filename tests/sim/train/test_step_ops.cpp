@@ -58,3 +58,19 @@ TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-co
   CHECK(g[1] == 0.0);
   CHECK(flushed == 1);
 }
+
+TEST_CASE("train: gradient accumulation casts the first micro-batch and rounds each later sum once",
+          "[train][op-core]") {
+  const Format& bf16 = formats::bfloat16();
+  std::vector<double> sum(3);
+  const std::vector<double> g0 = {1.0 + std::ldexp(1.0, -9), 1e-45, 3.0},
+                            g1 = {std::ldexp(1.0, -9), 0.0, -3.0};
+  // The cast: 1 + 2^-9 ties to 1 (even); 1e-45 is below half of bfloat16's smallest subnormal (2^-133).
+  CHECK(accumulate_gradient(sum, g0, bf16, true) == 1);
+  CHECK(sum == std::vector<double>{1.0, 0.0, 3.0});
+  // Then sum + g in binary64 and one rounding: 1 + 2^-9 ties to 1 again (not 1 + 2^-8 from two
+  // roundings of 1 + 2^-9 + 2^-9); 3 - 3 is an exact zero, no flush.
+  CHECK(accumulate_gradient(sum, g1, bf16, false) == 0);
+  CHECK(sum == std::vector<double>{1.0, 0.0, 0.0});
+  CHECK(r(bf16, r(bf16, 1.0 + std::ldexp(1.0, -9)) + std::ldexp(1.0, -9)) == 1.0);
+}

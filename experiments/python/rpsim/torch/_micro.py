@@ -2,25 +2,36 @@
 accumulated_backward, grad_accum.cpp; DeepSpeed's engine): a step's batch in micro-batches of a fixed
 size (a short batch gives fewer), each micro-batch's loss seeded with binary32(scale / k) (DeepSpeed
 divides the loss by gradient_accumulation_steps before the loss scaler multiplies it; the FP64
-shadow: 1 / k), the step's loss the mean of theirs, the gradients summed across them in the
-gradient format (autograd's add into a binary32 or binary64 .grad: one correctly rounded add, as
-the CLI's sum rounded once), the underflow counts the micro-batches' mean (integer division), the
+shadow: 1 / k), the step's loss the mean of theirs, the gradients summed across them by the op
+core's accumulate_gradient in the accumulation format (the shadow's in binary64 by autograd, exact
+as the CLI's), the underflow counts the micro-batches' mean (integer division), the
 activation-gradient columns the last micro-batch's."""
 import torch
 
 from .. import _core
 
 
-def check_steps(k, policy):
-    """ValueError for gradient_accumulation_steps out of range or under a policy whose gradients autograd
-    cannot sum as the CLI does (a narrow gradient format: the CLI rounds each sum to it once)."""
+def check_steps(k):
+    """ValueError for gradient_accumulation_steps out of range."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"gradient_accumulation_steps: {k!r} is not a number of micro-batches >= 1")
-    if k > 1 and policy["gradients"] not in ("binary32", "binary64"):
-        raise ValueError(f"gradient_accumulation_steps {k}: policy {policy['name']} keeps gradients in "
-                         f"{policy['gradients']}, whose sums rpsim.torch does not round as rpsim train's "
-                         "accumulator does; use a policy with binary32 gradients (fp16-amp, bf16-amp, fp8 ...) "
-                         "or rpsim train")
+
+
+def sum_gradients(model, sums, fmt, flushes):
+    """The micro-batch's gradients into the step's sums (the op core's accumulate_gradient: the first
+    cast to `fmt`, later ones added in binary64 and rounded once, as rpsim train's accumulator), their
+    flushes counted for the micro-batch; the gradients cleared for the next micro-batch."""
+    for first in (True, False):
+        ps = [p for p in model.parameters() if p.grad is not None and (id(p) not in sums) == first]
+        grads = [(p.grad.detach() if p.grad.dtype in (torch.float32, torch.float64) else p.grad.float()).contiguous()
+                 for p in ps]
+        for p, g in zip(ps, grads):
+            sums.setdefault(id(p), torch.empty(g.shape, dtype=g.dtype))
+        flushed = _core._accumulate_gradients([sums[id(p)].numpy() for p in ps], [g.numpy() for g in grads],
+                                              [fmt] * len(ps), first)
+        for p, n in zip(ps, flushed):
+            flushes.param_count(p, n)
+            p.grad = None
 
 
 def samples(x):
@@ -74,7 +85,7 @@ class Accumulation:
         """Forward and backward over the micro-batches, gradients summed by autograd (_micro): the
         mean loss. The emulated model's rounding streams are the micro-steps step * k + m."""
         emulated, base = model is self.model, self.emulation.step
-        loss, flushes = 0.0, self.emulation.flushes
+        loss, flushes, sums = 0.0, self.emulation.flushes, {}
         for m, (xm, ym) in enumerate(parts):
             grab = self._grab if emulated else self._shadow_grab
             grab.grads.clear()  # the activation columns: the last micro-batch's
@@ -83,9 +94,13 @@ class Accumulation:
             lm = self._forward_loss(model, xm, ym, dtype)
             (lm * torch.tensor(seed, dtype=lm.dtype)).backward()
             loss += float(lm) / len(parts)
-            if emulated:
+            if emulated:  # (the shadow's binary64 sums: autograd's exact adds, as the CLI's)
+                sum_gradients(model, sums, self.grad_accum_format or self.policy["gradients"], flushes)
                 flushes.end_micro_batch(last=m == len(parts) - 1)
         if emulated:
             self.emulation.step = base
             flushes.end_accumulation(len(parts))
+            for p in model.parameters():
+                if id(p) in sums:
+                    p.grad = sums[id(p)].to(p.dtype)
         return loss

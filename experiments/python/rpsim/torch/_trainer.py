@@ -70,7 +70,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     per step (rpsim.torch.lr_schedule(config)); scheduler(optimizer) makes a torch LR scheduler
     (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
     model's optimizer and one for the shadow's, each stepped once per step. gradient_accumulation_steps:
-    micro-batches per step, as rpsim train runs them (_micro). Ctrl-C inside run()
+    micro-batches per step, as rpsim train runs them (_micro), their gradients summed in
+    grad_accum_format (None: the policy's gradient format). Ctrl-C inside run()
     stops at a step boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
     scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
@@ -82,12 +83,14 @@ class Trainer(TrainerCells, _micro.Accumulation):
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
                  lr_schedule=None, quiet=False, total_steps=None, output=None, scheduler=None,
-                 gradient_accumulation_steps=1):
+                 gradient_accumulation_steps=1, grad_accum_format=None):
         check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad_norm)
         check_output_arg(output)
         check_scheduler_arg(scheduler, lr_schedule)
         self._make_scheduler = scheduler
+        _micro.check_steps(gradient_accumulation_steps)
         self.accumulation_steps, self._micro_size = gradient_accumulation_steps, None
+        self.grad_accum_format = grad_accum_format
         self.output = output
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
@@ -120,7 +123,6 @@ class Trainer(TrainerCells, _micro.Accumulation):
 
     def _attach(self, model, scaler, make_opt, shadow, seed):
         self.policy = self.emulation.policy
-        _micro.check_steps(self.accumulation_steps, self.policy)
         # The batches in binary64 where the policy's data are (fp64; emulate needs a float64 model).
         wide = self.policy["data"] == "binary64" and all(p.dtype == torch.float64 for p in model.parameters())
         self.dtype = torch.float64 if wide else torch.float32

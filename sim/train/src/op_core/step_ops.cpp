@@ -63,4 +63,14 @@ std::int64_t scale_gradient(std::span<double> g, double coef, const Format& grad
   return multiply(g, coef, gradients);
 }
 
+std::int64_t accumulate_gradient(std::span<double> sum, std::span<const double> g, const Format& f,
+                                 bool first) {
+  std::vector<double> exact(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) exact[i] = first ? g[i] : sum[i] + g[i];
+  nearest_rounding(f)(std::span<const double>(exact), sum);
+  std::int64_t flushed = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) flushed += exact[i] != 0 && sum[i] == 0;
+  return flushed;
+}
+
 }  // namespace rpsim::sim::train

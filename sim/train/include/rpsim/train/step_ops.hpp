@@ -44,4 +44,13 @@ double clip_coefficient(double max_norm, double norm, const Format& c);
 // nonzero entries flushed to zero.
 std::int64_t scale_gradient(std::span<double> g, double coef, const Format& gradients);
 
+// Gradient accumulation over micro-batches (DeepSpeed's grad_accum buffer:
+// zero/stage_1_and_2.py casts the first micro-batch's gradient into it and
+// adds each later one, the sum rounded): sum = round(g) for the first,
+// round(sum + g) after, to nearest even in f, in place (the sum of two
+// values in binary64, then one rounding). Returns the nonzero entries the
+// rounding flushed to zero.
+std::int64_t accumulate_gradient(std::span<double> sum, std::span<const double> g, const Format& f,
+                                 bool first);
+
 }  // namespace rpsim::sim::train
