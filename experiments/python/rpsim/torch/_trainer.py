@@ -71,9 +71,10 @@ class Trainer(TrainerCells, _micro.Accumulation):
     (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
     model's optimizer and one for the shadow's, each stepped once per step. gradient_accumulation_steps:
     micro-batches per step, as rpsim train runs them (_micro), their gradients summed in
-    grad_accum_format (None: the policy's gradient format). Ctrl-C inside run()
-    stops at a step boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them (steps/s, loss,
-    scale; an ETA where total_steps is given or run()'s batches have a length); quiet=True: none.
+    grad_accum_format (None: the policy's gradient format). Ctrl-C inside run() stops at a step
+    boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them
+    (steps/s, loss, scale; an ETA where total_steps is given or run()'s batches have a length);
+    quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
     dtype: float64 for the shadow). output: what the loss and the accuracy take from a model that
@@ -198,7 +199,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.optimizer.zero_grad(set_to_none=True)
         scale = self.scaler.get_scale()
         parts = self._micro_batches(x, y)
-        if len(parts) == 1:
+        if self.accumulation_steps == 1:  # (k > 1: the accumulator and micro-step keys even for one part)
             loss = self._forward_loss(self.model, x, y, self.dtype)
             self.scaler.scale(loss).backward()
         else:
@@ -218,7 +219,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         if self.shadow_model is not None:
             self._shadow_grab.grads.clear()
             self.shadow_optimizer.zero_grad(set_to_none=True)
-            if len(parts) == 1:
+            if self.accumulation_steps == 1:
                 sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
                 sl.backward()
             else:
