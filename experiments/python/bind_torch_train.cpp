@@ -73,7 +73,6 @@ py::dict setup_py(const py::object& config, const std::vector<std::string>& over
   d["layers"] = layers;
   d["batches"] = batches;
   d["policy"] = c.policy.name;
-  d["gradient_accumulation_steps"] = c.gradient_accumulation_steps;
   d["channels"] = data.train.channels;
   // The gpt row's sizes (the parameters do not say the heads).
   py::dict gpt;
