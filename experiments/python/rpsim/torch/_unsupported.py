@@ -52,16 +52,21 @@ def check_modules(model):
                                    f"accumulation models; write it with {FUSED_GEMMS[op]}")
 
 
+def _sparse_embeddings(model):
+    """(name, module) of the embeddings with sparse=True (sparse gradients)."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse]
+
+
 def check_dtypes(model, policy_name, fmt):
     """ValueError naming the parameter dtypes of `model` that cannot hold the policy's weight format
     `fmt` (a float32 model under fp64, a float16 one under fp16-amp's binary32 master weights)."""
     from ._marks import holds
-    narrow = [n for n, m in model.named_modules() if getattr(m, "sparse", False) is True
-              and isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.weight.dtype in (torch.float16, torch.bfloat16)]
+    narrow = [(n, m) for n, m in _sparse_embeddings(model) if m.weight.dtype in (torch.float16, torch.bfloat16)]
     if narrow:  # its ops run on a float32 copy of the table, whose cast back cannot carry a sparse gradient
-        raise UnsupportedError(f"rpsim.torch.emulate: module {narrow[0]}: a {str(model.get_parameter(narrow[0] + '.weight').dtype)[6:]} "
-                               "embedding with sparse=True: PyTorch's cast of its table has no sparse gradient; "
-                               "set sparse=False (the same values, dense) or keep the model in float32")
+        name, m = narrow[0]
+        raise UnsupportedError(f"rpsim.torch.emulate: module {name}: a {str(m.weight.dtype)[6:]} embedding with "
+                               "sparse=True: PyTorch's cast of its table has no sparse gradient; set sparse=False "
+                               "(the same values, dense) or keep the model in float32")
     bad = sorted({str(p.dtype) for p in model.parameters() if not holds(p.dtype, fmt)})
     if not bad:
         return
@@ -147,11 +152,12 @@ def check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad
     from ._scaler import GradScaler
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: {type(model).__name__} is not a torch.nn.Module")
-    sparse = [n for n, m in model.named_modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse]
+    sparse = _sparse_embeddings(model)
     if sparse:  # its columns (underflow, stalled updates, the norm) read dense gradients
-        raise UnsupportedError(f"rpsim.torch.Trainer: module {sparse[0]}: an embedding with sparse=True gives sparse gradients, which "
-                               "Trainer's telemetry does not read; set sparse=False (the same values, dense), or "
-                               "run emulate() in your own loop (rpsim.torch.GradScaler unscales sparse gradients)")
+        raise UnsupportedError(f"rpsim.torch.Trainer: module {sparse[0][0]}: an embedding with sparse=True gives "
+                               "sparse gradients, which Trainer's telemetry does not read; set sparse=False (the "
+                               "same values, dense), or run emulate() in your own loop (rpsim.torch.GradScaler "
+                               "unscales sparse gradients)")
     if isinstance(optimizer, torch.optim.Optimizer) or (optimizer is not None and not callable(optimizer)):
         raise TypeError(f"optimizer: {type(optimizer).__name__} is not a function of the parameters making the "
                         "optimizer (lambda params: torch.optim.SGD(params, lr=0.1)): Trainer builds one for the "
