@@ -125,8 +125,6 @@ const TorchName kNames[] = {
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
     {"conv3d", TC::refused, "conv2d over slices"},
     {"bilinear", TC::refused, "matmul"},
-    {"einsum", TC::refused, "matmul / bmm"},
-    {"tensordot", TC::refused, "matmul"},
     {"chain_matmul", TC::refused, "matmul"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
@@ -150,6 +148,10 @@ const TorchName kNames[] = {
     {"gru_cell", TC::decomposed, "linear layers and elementwise gates"},
     {"rnn_tanh_cell", TC::decomposed, "a linear layer and tanh"},
     {"rnn_relu_cell", TC::decomposed, "a linear layer and relu"},
+    // As ATen lowers them (Linear.cpp): permutes, sums and one bmm per pair
+    // of operands; one mm.
+    {"einsum", TC::decomposed, "permutes, sums and a bmm per pair of operands"},
+    {"tensordot", TC::decomposed, "permutes and an mm"},
 };
 
 }  // namespace

@@ -11,9 +11,10 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   backends()                              {"cpu": ..., "cuda": {"built": ..., "available": ...}}
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
   UnsupportedError                        (a ValueError) what emulate cannot carry: a transposed
-                                          convolution, einsum, a custom autograd Function, a GPU model,
-                                          a double backward ... (nn.LSTM / GRU / RNN and
-                                          nn.MultiheadAttention run as the ops they are made of)
+                                          convolution, kron, a custom autograd Function, a GPU model,
+                                          a double backward ... (nn.LSTM / GRU / RNN,
+                                          nn.MultiheadAttention, einsum and tensordot run as the ops
+                                          they are made of)
   Trainer(model, policy, optimizer, ...)  an FP64 shadow in lockstep and rpsim train's four files,
                                           written as the steps end (a Ctrl-C keeps them)
   UnknownFormatError                      (a ValueError) a Telemetry formats= entry that is neither a

@@ -1,0 +1,145 @@
+"""torch.einsum and torch.tensordot under rpsim.torch.emulate (experiments/python/rpsim/torch/_contract.py):
+run as ATen lowers them, permutes and sums around one bmm (mm) on the op table's GEMM row. Checked
+against torch's own einsum and tensordot in fp32 (values, gradients, shapes, errors), and under
+fp16-amp bit for bit against the same contraction written with matmul, whose GEMM row is the one
+einsum's bmm reaches."""
+import pytest
+
+torch = pytest.importorskip("torch")
+rt = pytest.importorskip("rpsim.torch")
+nn = torch.nn
+F = torch.nn.functional
+
+# (equation, operand shapes): batched products, attention's two, a dot, an outer product, a
+# diagonal, a transpose, an implicit output, broadcast ellipses, two contracted dimensions, three
+# operands (left to right), a subscript one operand alone holds, uppercase subscripts.
+CASES = [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhid,bhjd->bhij", [(2, 3, 5, 4), (2, 3, 6, 4)]),
+    ("bhij,bhjd->bhid", [(2, 3, 5, 6), (2, 3, 6, 4)]),
+    ("i,i->", [(7,), (7,)]),
+    ("bi,bi->b", [(3, 7), (3, 7)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ii->i", [(4, 4)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij,jk", [(3, 4), (4, 5)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("ijk,jkl->il", [(2, 3, 4), (3, 4, 5)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("ij,jk,k->i", [(3, 4), (4, 5), (5,)]),
+    ("ijx,jk->ik", [(3, 4, 2), (4, 5)]),
+    ("iJ,Jk->ik", [(3, 4), (4, 5)]),
+    ("ii,ij->j", [(3, 3), (3, 2)]),
+]
+
+
+class Contract(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _operands(shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, requires_grad=True) for s in shapes]
+
+
+@pytest.mark.parametrize("equation,shapes", CASES, ids=[c[0] for c in CASES])
+def test_einsum_under_fp32_is_torchs_einsum(equation, shapes):
+    ops = _operands(shapes)
+    want = torch.einsum(equation, *ops)
+    want.sum().backward()
+    want_grads = [t.grad.clone() for t in ops]
+    for t in ops:
+        t.grad = None
+    m = Contract(lambda *xs: torch.einsum(equation, *xs))
+    em = rt.emulate(m, "fp32")
+    got = m(*ops)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    for t, g in zip(ops, want_grads):
+        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
+    counts = em.summary()
+    assert "einsum" in str(counts)
+
+
+def test_einsum_takes_the_list_form_and_torchs_errors():
+    a, b = _operands([(2, 3), (3, 4)])
+    m = Contract(lambda x, y: torch.einsum("ij,jk->ik", [x, y]))
+    rt.emulate(m, "fp32")
+    torch.testing.assert_close(m(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    bad = Contract(lambda x, y: torch.einsum("ij,jk->ik", x, x))
+    rt.emulate(bad, "fp32")
+    with pytest.raises(RuntimeError, match="einsum\\(\\): subscript j has size 2 for operand 1"):
+        bad(a, b)
+
+
+def _attention_scores(fn):
+    class Scores(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.q, self.k, self.v = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 16)
+            self.head = nn.Linear(16, 10)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = (p(x).view(b, t, 4, 4).transpose(1, 2) for p in (self.q, self.k, self.v))
+            att = fn("scores", q, k).softmax(-1)
+            y = fn("mix", att, v).transpose(1, 2).reshape(b, t, 16)
+            return self.head(y.mean(1))
+    return Scores()
+
+
+def _with_einsum(which, a, b):
+    return torch.einsum("bhid,bhjd->bhij" if which == "scores" else "bhij,bhjd->bhid", a, b)
+
+
+def _with_matmul(which, a, b):
+    return a @ (b.transpose(-1, -2) if which == "scores" else b)
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp", "fp8"])
+def test_einsum_attention_trains_with_the_bits_of_its_matmul_twin(policy):
+    """The same model with einsum and with matmul: each einsum reaches the bmm row with K in index
+    order, so Trainer's losses and weights agree bit for bit; and the scores are binary16 values
+    under fp16-amp (the GEMM's output format), not binary32 ones."""
+    x = torch.randn(4, 6, 16, generator=torch.Generator().manual_seed(1))
+    y = torch.arange(4) % 10
+    runs = []
+    for fn in (_with_einsum, _with_matmul):
+        model = _attention_scores(fn)
+        tr = rt.Trainer(model, policy, lambda p: torch.optim.SGD(p, lr=0.5), loss=F.cross_entropy,
+                        shadow=False, histogram_steps=())
+        losses = [tr.step(x, y) for _ in range(3)]
+        runs.append((losses, [p.detach().clone() for p in model.parameters()]))
+    assert runs[0][0] == runs[1][0]
+    for p, q in zip(runs[0][1], runs[1][1]):
+        assert torch.equal(p, q)
+    if policy == "fp16-amp":
+        q = k = torch.randn(2, 4, 6, 4)
+        out = Contract(lambda a, b: torch.einsum("bhid,bhjd->bhij", a, b))
+        rt.emulate(out, policy)
+        s = out(q, k)
+        assert torch.equal(s, s.half().float()), "the scores are not binary16 values"
+        assert not torch.equal(s, torch.einsum("bhid,bhjd->bhij", q, k))
+
+
+@pytest.mark.parametrize("dims,shapes", [(2, [(3, 4, 5), (4, 5, 6)]), (1, [(3, 4), (4, 2)]),
+                                         (([1, 0], [0, 2]), [(4, 3, 2), (3, 5, 4)]), (0, [(2,), (3,)])])
+def test_tensordot_under_fp32_is_torchs_and_fp16_amp_is_its_mm(dims, shapes):
+    a, b = _operands(shapes)
+    want = torch.tensordot(a, b, dims=dims)
+    m = Contract(lambda x, y: torch.tensordot(x, y, dims=dims))
+    rt.emulate(m, "fp32")
+    got = m(a, b)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    half = Contract(lambda x, y: torch.tensordot(x, y, dims=dims))
+    rt.emulate(half, "fp16-amp")
+    h = half(a, b)
+    assert torch.equal(h, h.half().float())
