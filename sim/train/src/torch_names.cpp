@@ -120,8 +120,6 @@ const TorchName kNames[] = {
     {"share_memory_", TC::layout, ""},
     // GEMMs PyTorch fuses into one kernel that rpsim.torch cannot split:
     // refused, with what to write instead.
-    {"conv_transpose1d", TC::refused, "an upsampling and conv1d"},
-    {"conv_transpose2d", TC::refused, "an upsampling and conv2d"},
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
     {"conv3d", TC::refused, "conv2d over slices"},
     {"bilinear", TC::refused, "matmul"},
@@ -132,8 +130,6 @@ const TorchName kNames[] = {
     {"inner", TC::refused, "matmul"},
     {"kron", TC::refused, "matmul"},
     // Their modules, refused when emulate() is called (note: the function).
-    {"ConvTranspose1d", TC::refused_module, "conv_transpose1d"},
-    {"ConvTranspose2d", TC::refused_module, "conv_transpose2d"},
     {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
     {"Conv3d", TC::refused_module, "conv3d"},
     {"Bilinear", TC::refused_module, "bilinear"},

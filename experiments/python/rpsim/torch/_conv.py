@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import _core
-from ._ops import _bias_telemetry, _check, _config, _gemm, _telemetry, _values
+from ._ops import _bias_telemetry, _check, _config, _dtype_format, _gemm, _telemetry, _values
+from ._quantize import quantize
 from ._unsupported import no_double_backward
 
 
@@ -105,3 +106,79 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
 
 def _one(v):
     return v if isinstance(v, int) else v[0]
+
+
+class _Fold(torch.autograd.Function):
+    """col2im, (N, C * kh * kw, L) columns into (N, C, H, W): the op core's (the overlapping patches
+    summed in binary64 in rpsim train's Conv2d order), left in binary64; backward F.unfold, a
+    gather."""
+
+    @staticmethod
+    def forward(ctx, cols, size, channels, geometry):
+        ctx.geometry = geometry
+        kernel, dilation, padding, stride = geometry
+        y, _ = _core._col2im(_values(cols).numpy(), size, channels, kernel, dilation, padding, stride, "binary64")
+        return torch.from_numpy(y).to(cols.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        no_double_backward("conv_transpose2d's col2im")
+        kernel, dilation, padding, stride = ctx.geometry
+        return F.unfold(grad, kernel, dilation=dilation, padding=padding, stride=stride), None, None, None
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     model=None, *, config=None):
+    """F.conv_transpose2d as the input gradient of a conv2d (as CPU PyTorch and cuDNN run it): per
+    group one emulated GEMM, x's pixels (N * H * W, C_in/groups) times the weight (C_in/groups,
+    C_out/groups * kh * kw), its columns (in the GEMM's output format) summed into the output by the
+    op core's col2im in binary64, the bias added there, and the sum rounded once to the GEMM's output
+    format (an epilogue after the fold). The bias gradient is autograd's sum of the output gradient,
+    rounded with the other parameter gradients."""
+    _check(("input", x), ("weight", weight), ("bias", bias))
+    cfg = _config(model, config)
+    unbatched = x.dim() == 3
+    if unbatched:
+        x = x.unsqueeze(0)
+    n, cin, h, w = x.shape
+    _, ocg, kh, kw = weight.shape
+    stride, padding, dilation, extra = _pair(stride), _pair(padding), _pair(dilation), _pair(output_padding)
+    size = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
+                 for i, s, p, d, k, e in zip((h, w), stride, padding, dilation, (kh, kw), extra))
+    cg = cin // groups
+    outs = []
+    for g in range(groups):
+        wg = weight[g * cg:(g + 1) * cg]
+        gcfg = _telemetry(cfg, wg, lambda m, s=wg.shape: m[0].reshape(s),
+                          lambda m, g=g: _folded_mask(m, (n, ocg * groups) + size, g * ocg, (kh, kw), dilation,
+                                                      padding, stride))
+        cols = _gemm(x[:, g * cg:(g + 1) * cg].flatten(2).transpose(1, 2), wg.reshape(cg, -1).unsqueeze(0),
+                     gcfg, fold=True).reshape(n, h * w, -1)
+        outs.append(_Fold.apply(cols.transpose(1, 2), size, ocg, ((kh, kw), dilation, padding, stride)))
+    y = torch.cat(outs, dim=1) if groups > 1 else outs[0]
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    op = getattr(cfg, "op", None)
+    fmt = op.output_format(cfg.a_format or _dtype_format(x)) if op is not None else _dtype_format(x)
+    y = quantize(y, fmt)
+    return y.squeeze(0) if unbatched else y
+
+
+def _folded_mask(m, shape, first_channel, kernel, dilation, padding, stride):
+    """A group's column mask (1, N * L, channels * kh * kw) in the output's layout (N, C, H, W): an
+    output entry's gradient appears in each column it was summed from, all flushed or none."""
+    n = shape[0]
+    cols = m.reshape(n, -1, m.shape[-1]).transpose(1, 2).double()
+    part = F.fold(cols, shape[2:], kernel, dilation=dilation, padding=padding, stride=stride) > 0
+    full = torch.zeros(shape, dtype=torch.bool)
+    full[:, first_channel:first_channel + part.shape[1]] = part
+    return full
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     model=None, *, config=None):
+    """F.conv_transpose1d as conv_transpose2d over a height of 1."""
+    x4 = x.unsqueeze(-2) if x.dim() == 3 else x.unsqueeze(0).unsqueeze(-2)
+    y = conv_transpose2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)),
+                         (0, _one(output_padding)), groups, (1, _one(dilation)), model, config=config).squeeze(-2)
+    return y.squeeze(0) if x.dim() == 2 else y

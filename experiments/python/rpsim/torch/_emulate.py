@@ -2,19 +2,19 @@
 
 The policy rows and the op table's autocast classes come from the C++ tables (rpsim._core
 ._torch_policy / _torch_ops), the ones the CLI reads. The paths an op takes, listed by summary():
-  rpsim kernel   linear, conv1d/conv2d, matmul/mm/bmm/addmm/baddbmm: rpsim's GEMMs under the op's
-                 rule (compute, output, backward formats, accumulation model), as `rpsim train`;
-                 layer_norm and gelu on the CLI's C++ layers where they express the call (_layers);
+  rpsim kernel   linear, conv1d/conv2d and their transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
+                 GEMMs under the op's rule (compute, output, backward formats, accumulation model),
+                 as `rpsim train`; layer_norm and gelu on the CLI's C++ layers (_layers);
   binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs,
                  its output (and the gradient arriving at it) rounded to the format its autocast
                  class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
                  promoted format of its inputs (neither list), as torch.autocast does;
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
-  decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells: run as the linear,
-                 matmul and elementwise ops they are made of (_decompose), each on the paths above.
-What none of the paths can carry (a transposed convolution, a custom autograd Function, a GPU
-tensor, a second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps
-its rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
+  decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
+                 as the ops they are made of (_decompose), each on the paths above.
+What none of the paths can carry (a 3-D convolution, a custom autograd Function, a GPU tensor, a
+second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps its
+rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
 (model.half() under fp16-pure, model.bfloat16() under bf16-pure): its parameters are the storage,
 PyTorch's ops run on float32 copies of its values (exact), results stay at least float32.
 """
@@ -27,10 +27,12 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from .. import _core
-from . import _blockscale, _conv, _layers, _ops
+from . import _blockscale, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
+from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAYER_GEMMS, \
+    ROW_FUNCTIONS as _ROW_FUNCTIONS
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
@@ -42,12 +44,6 @@ from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOW
 # transposed) returns that layer output for the activation columns (_flushes.Flushes.claim).
 _VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
           "unsqueeze", "view_as", "reshape_as", "movedim"}
-
-
-# rpsim.torch's implementation of each torch function the op table runs on the GEMM op (KERNELS);
-_KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "mm": _ops.mm,
-                     "bmm": _ops.bmm, "addmm": _ops.addmm, "baddbmm": _ops.baddbmm}
-_ROW_FUNCTIONS = {"matmul": _ops.matmul, "dot": _ops.matmul}  # mv, __matmul__, dot: torch.matmul's meaning
 
 
 class Emulation(NotPickled, TorchFunctionMode):
@@ -236,7 +232,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         self.counts["rpsim kernel"][name if op != "lm_head" else "linear (lm_head)"] += 1
         cfg = self.gemm_config(op, fmt)
         mark = None
-        if name in ("linear", "conv2d", "conv1d") and param in self.param_layer:
+        if name in _LAYER_GEMMS and param in self.param_layer:
             cfg = self._layer_config(cfg, op, name, self.param_layer[param], args)
             if self.telemetry:
                 mark = LayerOutput(())
