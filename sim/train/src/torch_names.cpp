@@ -126,9 +126,6 @@ const TorchName kNames[] = {
     {"chain_matmul", TC::refused, "matmul"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
-    {"addmv", TC::refused, "addmm"},
-    {"inner", TC::refused, "matmul"},
-    {"kron", TC::refused, "matmul"},
     // Their modules, refused when emulate() is called (note: the function).
     {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
     {"Conv3d", TC::refused_module, "conv3d"},
@@ -148,6 +145,9 @@ const TorchName kNames[] = {
     // of operands; one mm.
     {"einsum", TC::decomposed, "permutes, sums and a bmm per pair of operands"},
     {"tensordot", TC::decomposed, "permutes and an mm"},
+    {"inner", TC::decomposed, "tensordot over the last dimensions"},
+    {"kron", TC::decomposed, "a broadcast product (no GEMM)"},
+    {"addmv", TC::decomposed, "addmm on the vector as a column"},
 };
 
 }  // namespace

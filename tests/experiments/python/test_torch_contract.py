@@ -143,3 +143,41 @@ def test_tensordot_under_fp32_is_torchs_and_fp16_amp_is_its_mm(dims, shapes):
     rt.emulate(half, "fp16-amp")
     h = half(a, b)
     assert torch.equal(h, h.half().float())
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (torch.inner, [(3, 4), (5, 4)]), (torch.inner, [(4,), (4,)]), (torch.inner, [(), (2, 3)]),
+    (torch.kron, [(2, 3), (4, 5)]), (torch.kron, [(2,), (3, 2)]),
+    (lambda c, m, v: torch.addmv(c, m, v, beta=0.5, alpha=2.0), [(3,), (3, 4), (4,)]),
+], ids=["inner", "inner-1d", "inner-scalar", "kron", "kron-ranks", "addmv"])
+def test_inner_kron_addmv_under_fp32_are_torchs(fn, shapes):
+    ops = _operands(shapes)
+    want = fn(*ops)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in ops]
+    for t in ops:
+        t.grad = None
+    m = Contract(fn)
+    rt.emulate(m, "fp32")
+    got = m(*ops)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    for t, g in zip(ops, grads):
+        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
+
+
+def test_under_fp16_amp_addmv_is_addmm_and_kron_a_product():
+    """addmv on the addmm row (autocast's float16 list holds both); kron is no GEMM: its products
+    follow their inputs, binary32 values stay binary32."""
+    c, m, v = _operands([(3,), (3, 4), (4,)])
+    a = Contract(lambda c, m, v: torch.addmv(c, m, v))
+    twin = Contract(lambda c, m, v: torch.addmm(c.unsqueeze(-1), m, v.unsqueeze(-1)).squeeze(-1))
+    rt.emulate(a, "fp16-amp")
+    rt.emulate(twin, "fp16-amp")
+    y = a(c, m, v)
+    assert torch.equal(y, twin(c, m, v)) and torch.equal(y, y.half().float())
+    k = Contract(torch.kron)
+    rt.emulate(k, "fp16-amp")
+    x, z = _operands([(2, 2), (2, 3)])
+    assert torch.equal(k(x, z), torch.kron(x, z))

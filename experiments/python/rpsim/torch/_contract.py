@@ -15,6 +15,10 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
           output (lro) the batch, the contracted ones flattened in order into K.
   tensordot  both operands permuted (kept dimensions, then the contracted ones in the order given)
           and multiplied by one mm.
+  inner   a product when either is a scalar, else tensordot over the last dimensions
+          (LinearAlgebra.cpp).
+  kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
+  addmv   beta * input + alpha * (mat @ vec): the addmm row on vec as a column.
 So each output element is the dot product over K in index order that the GEMM row models; only
 the shapes that torch's GEMM sees are those of that lowering."""
 import collections
@@ -234,3 +238,26 @@ def tensordot(a, b, dims=2, out=None):
     if out is None:
         return result
     return out.resize_(result.shape).copy_(result)
+
+
+def inner(a, b, *, out=None):
+    """torch.inner(a, b) as ATen lowers it."""
+    result = a * b if a.dim() == 0 or b.dim() == 0 else tensordot(a, b, ([-1], [-1]))
+    return result if out is None else out.resize_(result.shape).copy_(result)
+
+
+def kron(a, b, *, out=None):
+    """torch.kron(a, b) as ATen computes it: an elementwise product, no GEMM."""
+    nd = max(a.dim(), b.dim())
+    sa = [1] * (nd - a.dim()) + list(a.shape)
+    sb = [1] * (nd - b.dim()) + list(b.shape)
+    result = (a.reshape([d for n in sa for d in (n, 1)]) * b.reshape([d for n in sb for d in (1, n)]))
+    result = result.reshape([x * y for x, y in zip(sa, sb)])
+    return result if out is None else out.resize_(result.shape).copy_(result)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """torch.addmv as the addmm row computes it, vec a one-column matrix."""
+    c = input.unsqueeze(-1) if input.dim() == 1 else input
+    result = torch.addmm(c, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha).squeeze(-1)
+    return result if out is None else out.resize_(result.shape).copy_(result)

@@ -4,19 +4,19 @@ cell has nothing to measure (a frozen layer has no weight gradient, no gradient 
 output) it is left empty, as the CLI leaves the shadow columns of a run without a shadow. What each
 underflow fraction counts: _flushes."""
 import torch
-from torch import nn
 
 from .. import _core
 from ._layer_groups import params as _params, trainable as _trainable
 from ._run_files import _flat, _histogram, _nonfinite, _zero_vs, num
 from ._scaler import _writable
+from ._tables import MODULE_OPS
 
 
 class TrainerCells:
     """Trainer's measurements (a mixin: self.emulation, self.layers, self.shadow_layers, self._grab ...)."""
 
     def _fp8_layer(self, module):
-        op = {nn.Linear: "linear", nn.Conv2d: "conv2d", nn.Conv1d: "conv2d"}.get(type(module))
+        op = MODULE_OPS.get(type(module))  # the op table's row of the module (none: not a GEMM layer)
         rule = self.emulation.rule(op) if op else None
         return bool(rule and rule.get("scaled_inputs"))
 

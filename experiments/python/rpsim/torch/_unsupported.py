@@ -1,11 +1,12 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
 PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a 3-D
-convolution, kron), a custom autograd Function (its backward runs after the forward,
-outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or batch off the CPU (the C++ kernels read host memory), and a second
-derivative through rpsim's kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU,
-nn.RNN, their cells, nn.MultiheadAttention, einsum and tensordot are emulated as the ops they are made of (_decompose).
-Each message is a line or two: what, and what to write instead; rpsim.torch.ops() and an Emulation's
-summary() list what is emulated."""
+convolution, chain_matmul), a custom autograd Function (its backward runs after the forward,
+outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
+batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
+kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
+nn.MultiheadAttention, einsum, tensordot, inner, kron and addmv are emulated as the ops they are
+made of (_decompose). Each message is a line or two: what, and what to write instead;
+rpsim.torch.ops() and an Emulation's summary() list what is emulated."""
 import math
 import os
 import sys
