@@ -303,3 +303,18 @@ def test_sparse_embeddings_are_refused_where_they_cannot_run():
     with pytest.raises(rt.UnsupportedError, match=r"emulate: module 0: a bfloat16 embedding with sparse=True: .*"
                                                   r"set sparse=False"):
         rt.emulate(dense_or_sparse(True).bfloat16(), "bf16-pure")
+
+
+def test_a_lazy_module_is_refused_until_its_first_forward():
+    """nn.LazyLinear's parameters do not exist before a batch has run: refused by name, with the fix;
+    after one forward the model emulates."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.LazyLinear(3))
+    with pytest.raises(rt.UnsupportedError, match=r"module 1 \(LazyLinear\) has uninitialized parameters.*"
+                                                 r"run the model once on a batch") as e:
+        rt.emulate(model, "fp16-amp")
+    short(str(e.value))
+    with pytest.raises(rt.UnsupportedError, match="LazyLinear"):
+        rt.Trainer(model, "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.1))
+    model(torch.randn(2, 4))
+    rt.emulate(model, "fp16-amp")
+    assert model(torch.randn(2, 4)).shape == (2, 3)

@@ -38,9 +38,13 @@ _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 
 
 def check_modules(model):
-    """UnsupportedError naming the first module of `model` whose forward is a fused-GEMM op, or
-    TorchScript."""
+    """UnsupportedError naming the first module of `model` whose forward is a fused-GEMM op, that is
+    TorchScript, or whose parameters a lazy module has not made yet (nothing to round or hook)."""
     for name, m in model.named_modules():
+        if any(nn.parameter.is_lazy(t) for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))):
+            raise UnsupportedError(f"rpsim.torch.emulate: module {name or type(m).__name__} ({type(m).__name__}) "
+                                   "has uninitialized parameters (a lazy module): run the model once on a batch "
+                                   "(model(x)) before emulate, or write it with its sizes")
         if isinstance(m, torch.jit.ScriptModule):
             raise UnsupportedError(f"rpsim.torch.emulate: module {name or type(m).__name__} is TorchScript "
                                    "(torch.jit.script / trace), whose ops run in TorchScript's interpreter where no "
