@@ -122,14 +122,12 @@ const TorchName kNames[] = {
     // refused, with what to write instead.
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
     {"conv3d", TC::refused, "conv2d over slices"},
-    {"bilinear", TC::refused, "matmul"},
     {"chain_matmul", TC::refused, "matmul"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
     // Their modules, refused when emulate() is called (note: the function).
     {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
     {"Conv3d", TC::refused_module, "conv3d"},
-    {"Bilinear", TC::refused_module, "bilinear"},
     // Fused modules run as the GEMMs and elementwise ops they are made of
     // (rpsim.torch's _attention and _recurrent).
     {"multi_head_attention_forward", TC::decomposed, "linear, matmul and softmax"},
@@ -148,6 +146,7 @@ const TorchName kNames[] = {
     {"inner", TC::decomposed, "tensordot over the last dimensions"},
     {"kron", TC::decomposed, "a broadcast product (no GEMM)"},
     {"addmv", TC::decomposed, "addmm on the vector as a column"},
+    {"bilinear", TC::decomposed, "two bmm per output feature (ATen's _trilinear)"},
 };
 
 }  // namespace

@@ -181,3 +181,39 @@ def test_under_fp16_amp_addmv_is_addmm_and_kron_a_product():
     rt.emulate(k, "fp16-amp")
     x, z = _operands([(2, 2), (2, 3)])
     assert torch.equal(k(x, z), torch.kron(x, z))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_bilinear_under_fp32_is_torchs_and_under_fp16_amp_its_two_gemms(bias):
+    """nn.Bilinear as ATen's _trilinear: per output feature x1 W_k (a bmm) then a row-wise dot with x2
+    (a bmm), so under fp16-amp each feature is the low format's value of those two GEMMs in a
+    binary32 tensor (+ bias in binary32), the bits of the same two GEMMs written with matmul."""
+    torch.manual_seed(0)
+    m = nn.Bilinear(5, 4, 3, bias=bias)
+    x1, x2 = _operands([(2, 6, 5), (2, 6, 4)])
+    want = m(x1, x2)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in (x1, x2, *m.parameters())]
+    for t in (x1, x2, *m.parameters()):
+        t.grad = None
+    rt.emulate(m, "fp32")
+    got = m(x1, x2)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    for t, g in zip((x1, x2, *m.parameters()), grads):
+        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
+    half = nn.Bilinear(5, 4, 3, bias=bias)
+    w, b = half.weight.detach().clone(), None if half.bias is None else half.bias.detach().clone()
+
+    def twin(a, c):
+        a, c = a.reshape(-1, 5), c.reshape(-1, 4)
+        cols = [((a @ w[k]).unsqueeze(1) @ c.unsqueeze(2)).reshape(-1, 1) for k in range(3)]
+        out = torch.zeros(a.shape[0], 3).add_(torch.cat(cols, 1)).reshape(2, 6, 3)
+        return out if b is None else out + b
+    rt.emulate(half, "fp16-amp")
+    t = Contract(twin)
+    rt.emulate(t, "fp16-amp")
+    y = half(x1, x2)
+    assert y.dtype == torch.float32 and torch.equal(y, t(x1, x2))
+    if not bias:
+        assert torch.equal(y, y.half().float())

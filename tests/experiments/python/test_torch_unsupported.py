@@ -23,7 +23,6 @@ def short(message):
 @pytest.mark.parametrize("module, op, instead", [
     (nn.ConvTranspose3d(2, 2, 1), "conv_transpose3d", "an upsampling and conv2d"),
     (nn.Conv3d(2, 2, 1), "conv3d", "conv2d over slices"),
-    (nn.Bilinear(3, 3, 2), "bilinear", "matmul"),
 ])
 def test_a_module_with_fused_gemms_is_refused_by_emulate(module, op, instead):
     model = nn.Sequential(nn.Linear(4, 4), module)

@@ -19,6 +19,9 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
           (LinearAlgebra.cpp).
   kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
   addmv   beta * input + alpha * (mat @ vec): the addmm row on vec as a column.
+  bilinear  ATen's _trilinear unrolled over the output features: per feature k, x1 W_k as one bmm,
+          then its row-wise dot with x2 as another, added into a zero float tensor of x1's dtype
+          (so under autocast the result is binary32 holding the low format's values), then + bias.
 So each output element is the dot product over K in index order that the GEMM row models; only
 the shapes that torch's GEMM sees are those of that lowering."""
 import collections
@@ -261,3 +264,18 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     c = input.unsqueeze(-1) if input.dim() == 1 else input
     result = torch.addmm(c, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha).squeeze(-1)
     return result if out is None else out.resize_(result.shape).copy_(result)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """F.bilinear as ATen computes it (bilinear, _trilinear with unroll_dim 1)."""
+    _meta_check(torch._C._VariableFunctions.bilinear, input1, input2, weight, bias)
+    out_shape = tuple(input1.shape[:-1]) + (weight.shape[0],)
+    x1 = input1.reshape(-1, input1.shape[-1]).unsqueeze(1).unsqueeze(3)  # (B, 1, I, 1)
+    x2 = input2.reshape(-1, input2.shape[-1]).unsqueeze(1).unsqueeze(2)  # (B, 1, 1, J)
+    w = weight.unsqueeze(0)  # (1, O, I, J)
+    output = torch.zeros(x1.shape[0], weight.shape[0], 1, 1, dtype=input1.dtype, device=input1.device)
+    for k in range(weight.shape[0]):
+        buf = _sumproduct_pair(_sumproduct_pair(x1, w.narrow(1, k, 1), [2]), x2, [3])
+        output.narrow(1, k, 1).add_(buf)
+    output = output.reshape(out_shape)
+    return output if bias is None else output + bias

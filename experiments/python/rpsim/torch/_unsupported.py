@@ -4,8 +4,8 @@ convolution, chain_matmul), a custom autograd Function (its backward runs after 
 outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
 batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
 kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
-nn.MultiheadAttention, einsum, tensordot, inner, kron and addmv are emulated as the ops they are
-made of (_decompose). Each message is a line or two: what, and what to write instead;
+nn.MultiheadAttention, nn.Bilinear, einsum, tensordot, inner, kron and addmv are emulated as the
+ops they are made of (_decompose). Each message is a line or two: what, and what to write instead;
 rpsim.torch.ops() and an Emulation's summary() list what is emulated."""
 import math
 import os
