@@ -97,3 +97,18 @@ def test_a_decoder_trains_under_every_policy_family_with_its_telemetry(policy):
         header, *rows = open(f"{out}/steps.csv").read().splitlines()
     assert all(0 < v < 5 for v in losses) and losses[-1] < losses[0]
     assert "up_activation_grad_underflow_fraction" in header.split(",") and len(rows) == 3
+
+
+def test_the_bias_joins_the_binary64_sum_and_the_output_is_rounded_once():
+    """Two overlapping columns, 1 and 2^-11, and a bias of 2^-40: their binary64 sum lies just above
+    binary16's tie between 1 and 1 + 2^-10 and rounds up; a float32 sum first would land on the
+    tie and round to even, 1."""
+    m = nn.ConvTranspose2d(1, 1, 2)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor([[[[1.0, 1.0], [0.0, 0.0]]]]))
+        m.bias.fill_(2.0 ** -40)
+    rt.emulate(m, "fp16-amp")
+    y = m(torch.tensor([[[[1.0, 2.0 ** -11]]]]))
+    assert y.shape == (1, 1, 2, 3)
+    assert y[0, 0, 0, 1].item() == 1 + 2.0 ** -10
+    assert y[0, 0, 0, 0].item() == 1.0 and y[0, 0, 1, 1].item() == 0.0  # 2^-40 underflows binary16

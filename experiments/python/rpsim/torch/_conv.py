@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .. import _core
 from ._ops import _bias_telemetry, _check, _config, _dtype_format, _gemm, _telemetry, _values
-from ._quantize import quantize
+from ._quantize import round_tensor
 from ._unsupported import no_double_backward
 
 
@@ -46,17 +46,20 @@ class _Unfold(torch.autograd.Function):
         return torch.from_numpy(dx).to(ctx.dtype), None, None, None
 
 
+def _prologue(x, weight, bias, model, config):
+    """(the GEMM config, x with a batch dimension, whether x had none)."""
+    _check(("input", x), ("weight", weight), ("bias", bias))
+    unbatched = x.dim() == 3
+    return _config(model, config), (x.unsqueeze(0) if unbatched else x), unbatched
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
     """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
     transpose, one emulated GEMM per group with its slice of the bias in the GEMM's epilogue; the
     input gradient's col2im as _Unfold's backward."""
-    _check(("input", x), ("weight", weight), ("bias", bias))
     if isinstance(padding, str):
         raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
-    cfg = _config(model, config)
-    unbatched = x.dim() == 3
-    if unbatched:
-        x = x.unsqueeze(0)
+    cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, _, h, w = x.shape
     oc, cg, kh, kw = weight.shape
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
@@ -110,21 +113,25 @@ def _one(v):
 
 class _Fold(torch.autograd.Function):
     """col2im, (N, C * kh * kw, L) columns into (N, C, H, W): the op core's (the overlapping patches
-    summed in binary64 in rpsim train's Conv2d order), left in binary64; backward F.unfold, a
-    gather."""
+    summed in binary64 in rpsim train's Conv2d order), the bias added in binary64, the sum rounded
+    once to `fmt`; backward F.unfold (a gather) and, for the bias, autograd's sum."""
 
     @staticmethod
-    def forward(ctx, cols, size, channels, geometry):
-        ctx.geometry = geometry
+    def forward(ctx, cols, bias, size, channels, geometry, fmt):
+        ctx.geometry, ctx.bias = geometry, bias is not None
         kernel, dilation, padding, stride = geometry
         y, _ = _core._col2im(_values(cols).numpy(), size, channels, kernel, dilation, padding, stride, "binary64")
-        return torch.from_numpy(y).to(cols.dtype)
+        y = torch.from_numpy(y)
+        if bias is not None:
+            y += bias.detach().double().reshape(1, -1, 1, 1)
+        return round_tensor(y, fmt).to(cols.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         no_double_backward("conv_transpose2d's col2im")
         kernel, dilation, padding, stride = ctx.geometry
-        return F.unfold(grad, kernel, dilation=dilation, padding=padding, stride=stride), None, None, None
+        dcols = F.unfold(grad, kernel, dilation=dilation, padding=padding, stride=stride)
+        return dcols, grad.sum((0, 2, 3)) if ctx.bias else None, None, None, None, None
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
@@ -133,19 +140,17 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     group one emulated GEMM, x's pixels (N * H * W, C_in/groups) times the weight (C_in/groups,
     C_out/groups * kh * kw), its columns (in the GEMM's output format) summed into the output by the
     op core's col2im in binary64, the bias added there, and the sum rounded once to the GEMM's output
-    format (an epilogue after the fold). The bias gradient is autograd's sum of the output gradient,
+    format (an epilogue after the fold: _Fold). The bias gradient is autograd's sum of the output gradient,
     rounded with the other parameter gradients."""
-    _check(("input", x), ("weight", weight), ("bias", bias))
-    cfg = _config(model, config)
-    unbatched = x.dim() == 3
-    if unbatched:
-        x = x.unsqueeze(0)
+    cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, cin, h, w = x.shape
     _, ocg, kh, kw = weight.shape
     stride, padding, dilation, extra = _pair(stride), _pair(padding), _pair(dilation), _pair(output_padding)
     size = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
                  for i, s, p, d, k, e in zip((h, w), stride, padding, dilation, (kh, kw), extra))
     cg = cin // groups
+    op = getattr(cfg, "op", None)
+    fmt = op.output_format(cfg.a_format or _dtype_format(x)) if op is not None else _dtype_format(x)
     outs = []
     for g in range(groups):
         wg = weight[g * cg:(g + 1) * cg]
@@ -154,13 +159,9 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                                                       padding, stride))
         cols = _gemm(x[:, g * cg:(g + 1) * cg].flatten(2).transpose(1, 2), wg.reshape(cg, -1).unsqueeze(0),
                      gcfg, fold=True).reshape(n, h * w, -1)
-        outs.append(_Fold.apply(cols.transpose(1, 2), size, ocg, ((kh, kw), dilation, padding, stride)))
+        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
+        outs.append(_Fold.apply(cols.transpose(1, 2), bg, size, ocg, ((kh, kw), dilation, padding, stride), fmt))
     y = torch.cat(outs, dim=1) if groups > 1 else outs[0]
-    if bias is not None:
-        y = y + bias.reshape(1, -1, 1, 1)
-    op = getattr(cfg, "op", None)
-    fmt = op.output_format(cfg.a_format or _dtype_format(x)) if op is not None else _dtype_format(x)
-    y = quantize(y, fmt)
     return y.squeeze(0) if unbatched else y
 
 
