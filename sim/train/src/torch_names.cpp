@@ -122,7 +122,6 @@ const TorchName kNames[] = {
     // refused, with what to write instead.
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
     {"conv3d", TC::refused, "conv2d over slices"},
-    {"chain_matmul", TC::refused, "matmul"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
     // Their modules, refused when emulate() is called (note: the function).
@@ -147,6 +146,8 @@ const TorchName kNames[] = {
     {"kron", TC::decomposed, "a broadcast product (no GEMM)"},
     {"addmv", TC::decomposed, "addmm on the vector as a column"},
     {"bilinear", TC::decomposed, "two bmm per output feature (ATen's _trilinear)"},
+    {"linalg_multi_dot", TC::decomposed, "mm in ATen's matrix-chain order"},
+    {"chain_matmul", TC::decomposed, "mm in ATen's matrix-chain order"},
 };
 
 }  // namespace

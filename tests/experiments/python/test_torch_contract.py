@@ -217,3 +217,41 @@ def test_bilinear_under_fp32_is_torchs_and_under_fp16_amp_its_two_gemms(bias):
     assert y.dtype == torch.float32 and torch.equal(y, t(x1, x2))
     if not bias:
         assert torch.equal(y, y.half().float())
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (4, 5)], [(2, 9), (9, 3), (3, 7)], [(9, 2), (2, 9), (9, 2)],
+                                    [(3, 3), (3, 3), (3, 3)], [(4,), (4, 6), (6, 2), (2, 5), (5,)],
+                                    [(5, 2), (2, 8), (8, 3), (3, 6), (6, 4)]])
+def test_multi_dot_and_chain_matmul_take_atens_order(shapes):
+    """Values and gradients within 1e-5 of torch's under fp32; under fp16-amp the bits of the same mm
+    written in the order ATen's matrix-chain programme picks (order() below, an independent
+    enumeration of every parenthesization, the first of least cost; of three on a tie, (AB)C)."""
+    ops = _operands(shapes)
+    want = torch.linalg.multi_dot(ops)
+    m = Contract(lambda *xs: torch.linalg.multi_dot(list(xs)))
+    rt.emulate(m, "fp32")
+    torch.testing.assert_close(m(*ops), want, rtol=1e-5, atol=1e-5)
+    mats = [o.unsqueeze(0) if i == 0 and o.dim() == 1 else o.unsqueeze(-1) if o.dim() == 1 else o
+            for i, o in enumerate(ops)]
+
+    def order(i, j):  # (cost, product) of mats[i..j]: the first split of least cost, strict less
+        if i == j:
+            return 0, mats[i]
+        best = None
+        for k in range(i, j):
+            cl, left = order(i, k)
+            cr, right = order(k + 1, j)
+            cost = cl + cr + mats[i].shape[0] * mats[k].shape[1] * mats[j].shape[1]
+            if best is None or cost < best[0] or (len(mats) == 3 and cost == best[0] and k == j - 1):
+                best = (cost, left @ right)
+        return best
+    half = Contract(lambda *xs: torch.linalg.multi_dot(list(xs)))
+    twin = Contract(lambda *xs: order(0, len(mats) - 1)[1])
+    rt.emulate(half, "fp16-amp")
+    rt.emulate(twin, "fp16-amp")
+    got = half(*ops)
+    assert torch.equal(got, twin(*ops).reshape(got.shape))
+    if all(o.dim() == 2 for o in ops):
+        chain = Contract(lambda *xs: torch.chain_matmul(*xs))
+        rt.emulate(chain, "fp16-amp")
+        assert torch.equal(chain(*ops), got)

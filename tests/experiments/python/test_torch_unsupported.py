@@ -1,4 +1,4 @@
-"""rpsim.torch as a demanding user meets it: what it cannot emulate (a 3-D convolution, chain_matmul,
+"""rpsim.torch as a demanding user meets it: what it cannot emulate (a 3-D convolution, addbmm,
 a custom autograd Function, a model off the CPU, a second derivative) raises
 rpsim.torch.UnsupportedError naming the thing and what to write instead, in a line or two (issue #36:
 the refusals listed the whole op table, ~1,500 characters); a module type no path carries is refused
@@ -35,12 +35,12 @@ def test_a_module_with_fused_gemms_is_refused_by_emulate(module, op, instead):
 
 
 def test_a_function_with_fused_gemms_is_refused_at_its_call():
-    class Chain(nn.Module):
+    class Addbmm(nn.Module):
         def forward(self, a):
-            return torch.chain_matmul(a, a)
-    m = Chain()
+            return torch.addbmm(a[0], a, a)
+    m = Addbmm()
     rt.emulate(m, "fp32")
-    with pytest.raises(rt.UnsupportedError, match="torch chain_matmul .*matmul") as e:
+    with pytest.raises(rt.UnsupportedError, match="torch addbmm .*baddbmm and a sum") as e:
         m(torch.randn(2, 3, 3))
     short(str(e.value))
 

@@ -11,7 +11,7 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   backends()                              {"cpu": ..., "cuda": {"built": ..., "available": ...}}
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
   UnsupportedError                        (a ValueError) what emulate cannot carry: a 3-D
-                                          convolution, chain_matmul, a custom autograd Function, a GPU model,
+                                          convolution, addbmm, a custom autograd Function, a GPU model,
                                           a double backward ... (nn.LSTM / GRU / RNN,
                                           nn.MultiheadAttention, einsum, tensordot ... run as the ops
                                           they are made of)

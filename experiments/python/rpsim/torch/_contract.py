@@ -19,6 +19,9 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
           (LinearAlgebra.cpp).
   kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
   addmv   beta * input + alpha * (mat @ vec): the addmm row on vec as a column.
+  multi_dot  (chain_matmul too) mm in the order of least scalar products: for three operands the
+          cheaper of (AB)C and A(BC) ((AB)C on a tie), for more the matrix-chain order ATen's dynamic programme picks
+          (the first split of least cost); a 1-D first or last operand as a row or a column.
   bilinear  ATen's _trilinear unrolled over the output features: per feature k, x1 W_k as one bmm,
           then its row-wise dot with x2 as another, added into a zero float tensor of x1's dtype
           (so under autocast the result is binary32 holding the low format's values), then + bias.
@@ -279,3 +282,60 @@ def bilinear(input1, input2, weight, bias=None):
         output.narrow(1, k, 1).add_(buf)
     output = output.reshape(out_shape)
     return output if bias is None else output + bias
+
+
+def multi_dot(tensors, *, out=None):
+    """torch.linalg.multi_dot(tensors) in ATen's order of products."""
+    tensors = list(tensors)
+    _meta_check(lambda *ts: torch._C._linalg.linalg_multi_dot(list(ts)), *tensors)
+    first_1d, last_1d = tensors[0].dim() == 1, tensors[-1].dim() == 1
+    if first_1d:
+        tensors[0] = tensors[0].unsqueeze(0)
+    if last_1d:
+        tensors[-1] = tensors[-1].unsqueeze(-1)
+    if len(tensors) == 2:
+        result = torch.mm(tensors[0], tensors[1])
+    elif len(tensors) == 3:
+        a, b, c, d = tensors[0].shape[0], tensors[1].shape[0], tensors[2].shape[0], tensors[2].shape[1]
+        ab_first = a * c * (b + d) <= b * d * (a + c)  # a tie: (AB)C, as torch 1.13's multi_dot
+        result = torch.mm(torch.mm(tensors[0], tensors[1]), tensors[2]) if ab_first else \
+            torch.mm(tensors[0], torch.mm(tensors[1], tensors[2]))
+    else:
+        result = _chain(tensors, _chain_order(tensors), 0, len(tensors) - 1)
+    if first_1d:
+        result = result.squeeze(0)
+    if last_1d:
+        result = result.squeeze(-1)
+    return result if out is None else out.resize_(result.shape).copy_(result)
+
+
+def chain_matmul(*matrices, out=None):
+    """torch.chain_matmul: multi_dot of its matrices (one: a copy)."""
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    result = matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
+    return result if out is None else out.resize_(result.shape).copy_(result)
+
+
+def _chain_order(tensors):
+    """s[i][j]: where the cheapest product of tensors i..j splits (ATen's matrix_chain_order)."""
+    n = len(tensors)
+    p = [t.shape[0] for t in tensors] + [tensors[-1].shape[1]]
+    m = [[0] * n for _ in range(n)]
+    s = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            m[i][j] = None
+            for k in range(i, j):
+                q = m[i][k] + m[k + 1][j] + p[i] * p[k + 1] * p[j + 1]
+                if m[i][j] is None or q < m[i][j]:
+                    m[i][j], s[i][j] = q, k
+    return s
+
+
+def _chain(tensors, order, i, j):
+    if i == j:
+        return tensors[i]
+    k = order[i][j]
+    return torch.mm(_chain(tensors, order, i, k), _chain(tensors, order, k + 1, j))
