@@ -121,12 +121,10 @@ const TorchName kNames[] = {
     // GEMMs PyTorch fuses into one kernel that rpsim.torch cannot split:
     // refused, with what to write instead.
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
-    {"conv3d", TC::refused, "conv2d over slices"},
     {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
     // Their modules, refused when emulate() is called (note: the function).
     {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
-    {"Conv3d", TC::refused_module, "conv3d"},
     // Fused modules run as the GEMMs and elementwise ops they are made of
     // (rpsim.torch's _attention and _recurrent).
     {"multi_head_attention_forward", TC::decomposed, "linear, matmul and softmax"},

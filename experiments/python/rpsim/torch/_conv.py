@@ -49,7 +49,7 @@ class _Unfold(torch.autograd.Function):
 def _prologue(x, weight, bias, model, config):
     """(the GEMM config, x with a batch dimension, whether x had none)."""
     _check(("input", x), ("weight", weight), ("bias", bias))
-    unbatched = x.dim() == 3
+    unbatched = x.dim() == weight.dim() - 1
     return _config(model, config), (x.unsqueeze(0) if unbatched else x), unbatched
 
 
@@ -88,10 +88,11 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
 
 
 def _conv_output_mask(m, shape, first_channel):
-    """A group's GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W)."""
-    n, _, oh, ow = shape
+    """A group's GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W),
+    or (N, C, T, H, W)."""
+    n, spatial = shape[0], tuple(shape[2:])
     full = torch.zeros(shape, dtype=torch.bool)
-    part = m.reshape(n, oh * ow, -1).transpose(1, 2).reshape(n, -1, oh, ow)
+    part = m.reshape(n, -1, m.shape[-1]).transpose(1, 2).reshape(n, -1, *spatial)
     full[:, first_channel:first_channel + part.shape[1]] = part
     return full
 
@@ -183,3 +184,70 @@ def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     y = conv_transpose2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)),
                          (0, _one(output_padding)), groups, (1, _one(dilation)), model, config=config).squeeze(-2)
     return y.squeeze(0) if x.dim() == 2 else y
+
+
+class _Unfold3d(torch.autograd.Function):
+    """conv3d's columns (N, T' * H' * W', C * kt * kh * kw), ATen's vol2col order (channel, then the
+    kernel's depth, height, width); backward col2vol: every kernel offset's slice added in binary64,
+    offsets in that order, the sum rounded once to the input's format (x_format; None: its
+    dtype's), as conv2d's col2im."""
+
+    @staticmethod
+    def forward(ctx, x, geometry, x_format):
+        kernel, dilation, padding, stride = geometry
+        ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
+        xp = F.pad(x, [p for q in reversed(padding) for p in (q, q)])
+        for dim, (k, d, s) in enumerate(zip(kernel, dilation, stride)):
+            xp = xp.unfold(2 + dim, d * (k - 1) + 1, s)
+        patches = xp[..., ::dilation[0], ::dilation[1], ::dilation[2]]  # (N, C, T', H', W', kt, kh, kw)
+        ctx.out = patches.shape[2:5]
+        return patches.permute(0, 2, 3, 4, 1, 5, 6, 7).reshape(x.shape[0], -1, patches[0, :, 0, 0, 0].numel())
+
+    @staticmethod
+    def backward(ctx, grad):
+        no_double_backward("conv3d's col2vol")
+        kernel, dilation, padding, stride = ctx.geometry
+        n, c = ctx.shape[:2]
+        g = grad.detach().double().reshape(n, *ctx.out, c, *kernel).permute(0, 4, 1, 2, 3, 5, 6, 7)
+        dx = torch.zeros(n, c, *(size + 2 * p for size, p in zip(ctx.shape[2:], padding)), dtype=torch.float64)
+        for a in range(kernel[0]):
+            for b in range(kernel[1]):
+                for e in range(kernel[2]):
+                    at = [o * d for o, d in zip((a, b, e), dilation)]
+                    dx[:, :, at[0]:at[0] + stride[0] * (ctx.out[0] - 1) + 1:stride[0],
+                       at[1]:at[1] + stride[1] * (ctx.out[1] - 1) + 1:stride[1],
+                       at[2]:at[2] + stride[2] * (ctx.out[2] - 1) + 1:stride[2]] += g[..., a, b, e]
+        dx = dx[:, :, padding[0]:padding[0] + ctx.shape[2], padding[1]:padding[1] + ctx.shape[3],
+                padding[2]:padding[2] + ctx.shape[4]]
+        fmt = ctx.x_format or ("binary64" if ctx.dtype == torch.float64 else "binary32")
+        return round_tensor(dx, fmt).to(ctx.dtype), None, None
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
+    """F.conv3d as ATen's CPU kernel (slow_conv3d) runs it: vol2col columns times the weight's
+    transpose, one emulated GEMM per group with its slice of the bias in the epilogue; the input
+    gradient's col2vol in binary64, rounded once (_Unfold3d)."""
+    if isinstance(padding, str):
+        raise ValueError(f"conv3d: padding '{padding}': give the padding as numbers")
+    cfg, x, unbatched = _prologue(x, weight, bias, model, config)
+    n = x.shape[0]
+    oc, cg, *kernel = weight.shape
+    geometry = (tuple(kernel), _triple(dilation), _triple(padding), _triple(stride))
+    sizes = [(i + 2 * p - d * (k - 1) - 1) // s + 1
+             for i, k, d, p, s in zip(x.shape[2:], kernel, *geometry[1:])]
+    outs, ocg = [], oc // groups
+    for g in range(groups):
+        cols = _Unfold3d.apply(x[:, g * cg:(g + 1) * cg], geometry, cfg.x_format)
+        ws = weight[g * ocg:(g + 1) * ocg]
+        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
+        gcfg = _bias_telemetry(_telemetry(cfg, ws, lambda m, s=ws.shape: m[0].t().reshape(s),
+                                          lambda m, g=g: _conv_output_mask(m, (n, oc, *sizes), g * ocg)), bg)
+        outs.append(_gemm(cols, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg, fold=True)
+                    .reshape(n, cols.shape[1], ocg))
+    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
+    y = y.transpose(1, 2).reshape(n, oc, *sizes)
+    return y.squeeze(0) if unbatched else y
+
+
+def _triple(v):
+    return (v, v, v) if isinstance(v, int) else tuple(v)

@@ -2,7 +2,7 @@
 
 The policy rows and the op table's autocast classes come from the C++ tables (rpsim._core
 ._torch_policy / _torch_ops), the ones the CLI reads. The paths an op takes, listed by summary():
-  rpsim kernel   linear, conv1d/conv2d and their transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
+  rpsim kernel   linear, conv1d/2d/3d and 1-D/2-D transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
                  GEMMs under the op's rule (compute, output, backward formats, accumulation model),
                  as `rpsim train`; layer_norm and gelu on the CLI's C++ layers (_layers);
   binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs,
@@ -12,9 +12,9 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
   decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
                  as the ops they are made of (_decompose), each on the paths above.
-What none of the paths can carry (a 3-D convolution, a custom autograd Function, a GPU tensor, a
-second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps its
-rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
+What none of the paths can carry (a transposed 3-D convolution, a custom autograd Function, a GPU
+tensor, a second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps
+its rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
 (model.half() under fp16-pure, model.bfloat16() under bf16-pure): its parameters are the storage,
 PyTorch's ops run on float32 copies of its values (exact), results stay at least float32.
 """

@@ -5,6 +5,7 @@ from . import _conv, _ops
 # state, its telemetry: the layer's parameter is their weight); and the rows' other names.
 KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "mm": _ops.mm,
                     "bmm": _ops.bmm, "addmm": _ops.addmm, "baddbmm": _ops.baddbmm,
-                    "conv_transpose2d": _conv.conv_transpose2d, "conv_transpose1d": _conv.conv_transpose1d}
-LAYER_GEMMS = {"linear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d"}
+                    "conv_transpose2d": _conv.conv_transpose2d, "conv_transpose1d": _conv.conv_transpose1d,
+                    "conv3d": _conv.conv3d}
+LAYER_GEMMS = {"linear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "conv3d"}
 ROW_FUNCTIONS = {"matmul": _ops.matmul, "dot": _ops.matmul}  # mv, __matmul__, dot: torch.matmul's meaning

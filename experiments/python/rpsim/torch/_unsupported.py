@@ -1,6 +1,6 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
-PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a 3-D
-convolution, addbmm), a custom autograd Function (its backward runs after the forward,
+PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a
+transposed 3-D convolution, addbmm), a custom autograd Function (its backward runs after the forward,
 outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
 batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
 kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
