@@ -136,9 +136,9 @@ def _align(op, labs, where, ell_at, ell_dims, total, dim_counts):
     permuted to the aligned order; dim_counts counts the operands with a dimension other than 1."""
     perm = [-1] * total
     d = 0
+    covered = op.dim() - (len(labs) - 1)  # the ellipsis's dimensions, counted before any diagonal
     for s in labs:
         if s == _ELLIPSIS:
-            covered = op.dim() - (len(labs) - 1)
             for j in range(ell_dims - covered, ell_dims):
                 dim_counts[ell_at + j] += op.shape[d] != 1
                 perm[ell_at + j], d = d, d + 1
