@@ -43,6 +43,16 @@ class Contract(nn.Module):
         return self.fn(*xs)
 
 
+def _torch_grads(fn, ops):
+    """fn(*ops) as torch computes it and the gradients of its sum; the operands' .grad cleared."""
+    want = fn(*ops)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in ops]
+    for t in ops:
+        t.grad = None
+    return want, grads
+
+
 def _operands(shapes, seed=0):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(s, generator=g, requires_grad=True) for s in shapes]
@@ -51,11 +61,7 @@ def _operands(shapes, seed=0):
 @pytest.mark.parametrize("equation,shapes", CASES, ids=[c[0] for c in CASES])
 def test_einsum_under_fp32_is_torchs_einsum(equation, shapes):
     ops = _operands(shapes)
-    want = torch.einsum(equation, *ops)
-    want.sum().backward()
-    want_grads = [t.grad.clone() for t in ops]
-    for t in ops:
-        t.grad = None
+    want, want_grads = _torch_grads(lambda *xs: torch.einsum(equation, *xs), ops)
     m = Contract(lambda *xs: torch.einsum(equation, *xs))
     em = rt.emulate(m, "fp32")
     got = m(*ops)
@@ -153,11 +159,7 @@ def test_tensordot_under_fp32_is_torchs_and_fp16_amp_is_its_mm(dims, shapes):
 ], ids=["inner", "inner-1d", "inner-scalar", "kron", "kron-ranks", "addmv"])
 def test_inner_kron_addmv_under_fp32_are_torchs(fn, shapes):
     ops = _operands(shapes)
-    want = fn(*ops)
-    want.sum().backward()
-    grads = [t.grad.clone() for t in ops]
-    for t in ops:
-        t.grad = None
+    want, grads = _torch_grads(fn, ops)
     m = Contract(fn)
     rt.emulate(m, "fp32")
     got = m(*ops)

@@ -211,6 +211,11 @@ def _sumproduct_pair(left, right, sum_dims):
     return torch.bmm(left, right).view(out_size).permute(back)
 
 
+def _out(result, out):
+    """result, or written into `out` (a function's out= argument) and out returned."""
+    return result if out is None else out.resize_(result.shape).copy_(result)
+
+
 def tensordot(a, b, dims=2, out=None):
     """torch.tensordot(a, b, dims) as ATen lowers it: one mm of the permuted operands."""
     if isinstance(dims, torch.Tensor):
@@ -241,15 +246,13 @@ def tensordot(a, b, dims=2, out=None):
     sizes = [t1.shape[i] for i in keep_a] + [t2.shape[i] for i in keep_b]
     result = torch.mm(t1.permute(keep_a + dims_a).reshape(size1, csize),
                       t2.permute(dims_b + keep_b).reshape(csize, size2)).reshape(sizes)
-    if out is None:
-        return result
-    return out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def inner(a, b, *, out=None):
     """torch.inner(a, b) as ATen lowers it."""
     result = a * b if a.dim() == 0 or b.dim() == 0 else tensordot(a, b, ([-1], [-1]))
-    return result if out is None else out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def kron(a, b, *, out=None):
@@ -259,14 +262,14 @@ def kron(a, b, *, out=None):
     sb = [1] * (nd - b.dim()) + list(b.shape)
     result = (a.reshape([d for n in sa for d in (n, 1)]) * b.reshape([d for n in sb for d in (1, n)]))
     result = result.reshape([x * y for x, y in zip(sa, sb)])
-    return result if out is None else out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """torch.addmv as the addmm row computes it, vec a one-column matrix."""
     c = input.unsqueeze(-1) if input.dim() == 1 else input
     result = torch.addmm(c, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha).squeeze(-1)
-    return result if out is None else out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def bilinear(input1, input2, weight, bias=None):
@@ -306,7 +309,7 @@ def multi_dot(tensors, *, out=None):
         result = result.squeeze(0)
     if last_1d:
         result = result.squeeze(-1)
-    return result if out is None else out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def chain_matmul(*matrices, out=None):
@@ -314,7 +317,7 @@ def chain_matmul(*matrices, out=None):
     if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
         matrices = tuple(matrices[0])
     result = matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
-    return result if out is None else out.resize_(result.shape).copy_(result)
+    return _out(result, out)
 
 
 def _chain_order(tensors):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .. import _core
 from ._ops import _bias_telemetry, _check, _config, _dtype_format, _gemm, _telemetry, _values
-from ._quantize import round_tensor
+from ._quantize import _OWN_FORMAT, round_tensor
 from ._unsupported import no_double_backward
 
 
@@ -90,9 +90,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
 def _conv_output_mask(m, shape, first_channel):
     """A group's GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W),
     or (N, C, T, H, W)."""
-    n, spatial = shape[0], tuple(shape[2:])
+    n = shape[0]
+    return _in_channels(m.reshape(n, -1, m.shape[-1]).transpose(1, 2).reshape(n, -1, *shape[2:]), shape,
+                        first_channel)
+
+
+def _in_channels(part, shape, first_channel):
+    """A group's mask `part` placed at its channels of an all-False mask of the output's shape."""
     full = torch.zeros(shape, dtype=torch.bool)
-    part = m.reshape(n, -1, m.shape[-1]).transpose(1, 2).reshape(n, -1, *spatial)
     full[:, first_channel:first_channel + part.shape[1]] = part
     return full
 
@@ -172,9 +177,7 @@ def _folded_mask(m, shape, first_channel, kernel, dilation, padding, stride):
     n = shape[0]
     cols = m.reshape(n, -1, m.shape[-1]).transpose(1, 2).double()
     part = F.fold(cols, shape[2:], kernel, dilation=dilation, padding=padding, stride=stride) > 0
-    full = torch.zeros(shape, dtype=torch.bool)
-    full[:, first_channel:first_channel + part.shape[1]] = part
-    return full
+    return _in_channels(part, shape, first_channel)
 
 
 def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
@@ -219,7 +222,7 @@ class _Unfold3d(torch.autograd.Function):
                        at[2]:at[2] + stride[2] * (ctx.out[2] - 1) + 1:stride[2]] += g[..., a, b, e]
         dx = dx[:, :, padding[0]:padding[0] + ctx.shape[2], padding[1]:padding[1] + ctx.shape[3],
                 padding[2]:padding[2] + ctx.shape[4]]
-        fmt = ctx.x_format or ("binary64" if ctx.dtype == torch.float64 else "binary32")
+        fmt = ctx.x_format or _OWN_FORMAT[ctx.dtype]
         return round_tensor(dx, fmt).to(ctx.dtype), None, None
 
 
