@@ -43,14 +43,23 @@ class Contract(nn.Module):
         return self.fn(*xs)
 
 
-def _torch_grads(fn, ops):
-    """fn(*ops) as torch computes it and the gradients of its sum; the operands' .grad cleared."""
+def _matches_torch_under_fp32(fn, ops):
+    """fn(*ops) emulated under fp32 has torch's shape, and its value and the gradients of its sum are
+    within 1e-5 of torch's; the Emulation."""
     want = fn(*ops)
     want.sum().backward()
     grads = [t.grad.clone() for t in ops]
     for t in ops:
         t.grad = None
-    return want, grads
+    m = Contract(fn)
+    em = rt.emulate(m, "fp32")
+    got = m(*ops)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    for t, g in zip(ops, grads):
+        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
+    return em
 
 
 def _operands(shapes, seed=0):
@@ -60,18 +69,8 @@ def _operands(shapes, seed=0):
 
 @pytest.mark.parametrize("equation,shapes", CASES, ids=[c[0] for c in CASES])
 def test_einsum_under_fp32_is_torchs_einsum(equation, shapes):
-    ops = _operands(shapes)
-    want, want_grads = _torch_grads(lambda *xs: torch.einsum(equation, *xs), ops)
-    m = Contract(lambda *xs: torch.einsum(equation, *xs))
-    em = rt.emulate(m, "fp32")
-    got = m(*ops)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    got.sum().backward()
-    for t, g in zip(ops, want_grads):
-        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
-    counts = em.summary()
-    assert "einsum" in str(counts)
+    em = _matches_torch_under_fp32(lambda *xs: torch.einsum(equation, *xs), _operands(shapes))
+    assert "einsum" in str(em.summary())
 
 
 def test_einsum_takes_the_list_form_and_torchs_errors():
@@ -158,16 +157,7 @@ def test_tensordot_under_fp32_is_torchs_and_fp16_amp_is_its_mm(dims, shapes):
     (lambda c, m, v: torch.addmv(c, m, v, beta=0.5, alpha=2.0), [(3,), (3, 4), (4,)]),
 ], ids=["inner", "inner-1d", "inner-scalar", "kron", "kron-ranks", "addmv"])
 def test_inner_kron_addmv_under_fp32_are_torchs(fn, shapes):
-    ops = _operands(shapes)
-    want, grads = _torch_grads(fn, ops)
-    m = Contract(fn)
-    rt.emulate(m, "fp32")
-    got = m(*ops)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    got.sum().backward()
-    for t, g in zip(ops, grads):
-        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5)
+    _matches_torch_under_fp32(fn, _operands(shapes))
 
 
 def test_under_fp16_amp_addmv_is_addmm_and_kron_a_product():
