@@ -139,10 +139,15 @@ const OpInfo kOps[] = {
      "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr,
      nullptr, TK::layout, "embedding", "Embedding"},
     {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
-     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__ mv", ""},
+     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__ mv addmv addbmm", ""},
     // autocast leaves dot out of both lists: it computes in its inputs' format (spectral_norm's sigma).
     {"dot", AC::follow_inputs, false, "inner product of two vectors (torch.dot): a row times a column",
      nullptr, nullptr, nullptr, TK::gemm, "dot vdot", ""},
+    // autocast casts no in-place op: x.addmm_(a, b) is a GEMM in its inputs'
+    // format (and torch refuses mixed ones), as dot.
+    {"gemm_in_place", AC::follow_inputs, false,
+     "a GEMM into its input (x.addmm_(a, b)): in its inputs' format, as autocast casts no in-place op",
+     nullptr, nullptr, nullptr, TK::gemm, "addmm_ baddbmm_ addmv_ addbmm_", ""},
     {"softmax", AC::fp32, false, "attention's softmax over each row, its max subtracted first", nullptr,
      nullptr, nullptr, TK::layer, "softmax", "Softmax"},
     {"add", AC::follow_inputs, false, "residual add, in the wider format of its two inputs (type promotion)",

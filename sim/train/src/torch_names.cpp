@@ -121,7 +121,6 @@ const TorchName kNames[] = {
     // GEMMs PyTorch fuses into one kernel that rpsim.torch cannot split:
     // refused, with what to write instead.
     {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
-    {"addbmm", TC::refused, "baddbmm and a sum"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
     // Their modules, refused when emulate() is called (note: the function).
     {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
@@ -142,7 +141,6 @@ const TorchName kNames[] = {
     {"tensordot", TC::decomposed, "permutes and an mm"},
     {"inner", TC::decomposed, "tensordot over the last dimensions"},
     {"kron", TC::decomposed, "a broadcast product (no GEMM)"},
-    {"addmv", TC::decomposed, "addmm on the vector as a column"},
     {"bilinear", TC::decomposed, "two bmm per output feature (ATen's _trilinear)"},
     {"linalg_multi_dot", TC::decomposed, "mm in ATen's matrix-chain order"},
     {"chain_matmul", TC::decomposed, "mm in ATen's matrix-chain order"},

@@ -60,6 +60,38 @@ def test_addmm_and_baddbmm_take_c_as_the_gemm_does(model):
 
 
 @pytest.mark.parametrize("model", ["tc:h100:fp16:fp32", "sequential:fp16:rne"])
+def test_addbmm_is_one_addmm_per_batch_into_the_running_result_and_addmv_a_column(model):
+    """addbmm as ATen computes it on CPU and CUDA (LinearAlgebra.cpp, addbmm_impl_): the result starts
+    as input and each batch in order is one GEMM with the running result as C, rounded each time
+    (not one GEMM over the batches' K); addmv is addmm on the vector as a column."""
+    ab, bb, c = rand(3, 6, 24, seed=12), rand(3, 24, 5, seed=13), rand(6, 5, seed=14)
+    want = c.numpy()
+    for i in range(3):
+        want = gemm(ab[i], bb[i], model, want)
+    assert np.array_equal(rt.addbmm(c, ab, bb, model=model).numpy(), want)
+    one_gemm = gemm(ab.permute(1, 0, 2).reshape(6, 72), bb.reshape(72, 5), model, c)
+    # Under the tensor-core model the two orders differ (the test tells them apart); a sequential
+    # binary16 sum with C first rounds at the same adds either way.
+    assert np.array_equal(want, one_gemm) == model.startswith("sequential")
+    m, v, cv = rand(6, 24, seed=15), rand(24, seed=16), rand(6, seed=17)
+    assert np.array_equal(rt.addmv(cv, m, v, model=model).numpy(),
+                          gemm(m, v.reshape(24, 1), model, cv.reshape(6, 1)).reshape(-1))
+
+
+def test_beta_zero_ignores_c_as_torch_does():
+    """torch.addmm, baddbmm, addbmm, addmv with beta = 0 do not propagate NaN or inf from input: the
+    result is the one a zero input gives (0 * NaN in the epilogue gave NaN)."""
+    a, b = rand(4, 8, seed=18), rand(8, 3, seed=19)
+    calls = [lambda c: rt.addmm(c, a, b, beta=0), lambda c: rt.baddbmm(c[None], a[None], b[None], beta=0, alpha=2),
+             lambda c: rt.addbmm(c, a[None], b[None], beta=0), lambda c: rt.addmv(c[:, 0], a, b[:, 0], beta=0)]
+    for call in calls:
+        for bad in (float("nan"), float("inf")):
+            got = call(torch.full((4, 3), bad, dtype=torch.float64))
+            assert torch.isfinite(got).all() and torch.equal(got, call(torch.zeros(4, 3, dtype=torch.float64)))
+    assert torch.isfinite(torch.addmm(torch.full((4, 3), float("nan")), a.float(), b.float(), beta=0)).all()
+
+
+@pytest.mark.parametrize("model", ["tc:h100:fp16:fp32", "sequential:fp16:rne"])
 def test_linear_is_the_gemm_with_a_bias_epilogue(model):
     x, w, bias = rand(4, 3, 20, seed=15), rand(8, 20, seed=16), rand(8, seed=17)
     y = rt.linear(x, w, None, model)

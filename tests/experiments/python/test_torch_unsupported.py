@@ -1,4 +1,4 @@
-"""rpsim.torch as a demanding user meets it: what it cannot emulate (a transposed 3-D convolution, addbmm,
+"""rpsim.torch as a demanding user meets it: what it cannot emulate (a transposed 3-D convolution,
 a custom autograd Function, a model off the CPU, a second derivative) raises
 rpsim.torch.UnsupportedError naming the thing and what to write instead, in a line or two (issue #36:
 the refusals listed the whole op table, ~1,500 characters); a module type no path carries is refused
@@ -34,13 +34,13 @@ def test_a_module_with_fused_gemms_is_refused_by_emulate(module, op, instead):
 
 
 def test_a_function_with_fused_gemms_is_refused_at_its_call():
-    class Addbmm(nn.Module):
+    class Deconv3d(nn.Module):
         def forward(self, a):
-            return torch.addbmm(a[0], a, a)
-    m = Addbmm()
+            return nn.functional.conv_transpose3d(a, torch.ones(2, 2, 1, 1, 1))
+    m = Deconv3d()
     rt.emulate(m, "fp32")
-    with pytest.raises(rt.UnsupportedError, match="torch addbmm .*baddbmm and a sum") as e:
-        m(torch.randn(2, 3, 3))
+    with pytest.raises(rt.UnsupportedError, match="torch conv_transpose3d .*an upsampling and conv2d") as e:
+        m(torch.randn(1, 2, 3, 3, 3))
     short(str(e.value))
 
 

@@ -4,14 +4,15 @@ PyTorch training run, on the same C++ core as the `rpsim` command line.
 Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-up installs it).
 
   quantize(x, format, rounding, ...)      differentiable rounding (forward, and the gradient if asked)
-  mm bmm matmul addmm baddbmm linear      GEMMs (forward and both backward) under an accumulation
-  conv1d conv2d; Linear Conv1d Conv2d     model, the same bits as rpsim.gemm
+  mm bmm matmul addmm baddbmm addmv      GEMMs (forward and both backward) under an accumulation
+  addbmm linear conv1d conv2d;            model, the same bits as rpsim.gemm (addbmm: one GEMM per
+  Linear Conv1d Conv2d                    batch into the running result, as ATen)
   GradScaler(policy, **params)            torch.cuda.amp.GradScaler's API over the C++ scaler table
   emulate(model, policy, accumulation)    `rpsim train`'s precision policies on any nn.Module
   backends()                              {"cpu": ..., "cuda": {"built": ..., "available": ...}}
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
   UnsupportedError                        (a ValueError) what emulate cannot carry: a
-                                          transposed 3-D convolution, addbmm, a custom autograd Function, a GPU model,
+                                          transposed 3-D convolution, a custom autograd Function, a GPU model,
                                           a double backward ... (nn.LSTM / GRU / RNN,
                                           nn.MultiheadAttention, einsum, tensordot ... run as the ops
                                           they are made of)
@@ -40,7 +41,7 @@ from ._capture import capture_gemms  # noqa: E402
 from ._telemetry import Telemetry, TelemetryError  # noqa: E402
 from ._gradstats import UnknownFormatError  # noqa: E402
 from ._quantize import quantize  # noqa: E402
-from ._ops import GemmConfig, addmm, baddbmm, bmm, linear, matmul, mm  # noqa: E402
+from ._ops import GemmConfig, addbmm, addmm, addmv, baddbmm, bmm, linear, matmul, mm  # noqa: E402
 from ._conv import conv1d, conv2d  # noqa: E402
 from ._modules import Conv1d, Conv2d, Linear  # noqa: E402
 from ._scaler import GradScaler  # noqa: E402
@@ -53,7 +54,7 @@ from ._reference import SGD, AdamW, RpsimLoss, from_config, lr_schedule  # noqa:
 from ._backends import backends  # noqa: E402
 
 __all__ = ["capture_gemms", "Telemetry", "TelemetryError", "UnknownFormatError",
-           "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
+           "quantize", "GemmConfig", "mm", "bmm", "matmul", "addmm", "baddbmm", "addmv", "addbmm", "linear", "conv1d", "conv2d",
            "Linear", "Conv1d", "Conv2d", "GradScaler", "emulate", "Emulation", "ops", "policies", "policy",
            "Trainer", "SGD", "AdamW", "RpsimLoss", "from_config", "lr_schedule", "UnsupportedError",
            "OutputDirError", "backends"]

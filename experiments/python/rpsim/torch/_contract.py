@@ -18,7 +18,6 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
   inner   a product when either is a scalar, else tensordot over the last dimensions
           (LinearAlgebra.cpp).
   kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
-  addmv   beta * input + alpha * (mat @ vec): the addmm row on vec as a column.
   multi_dot  (chain_matmul too) mm in the order of least scalar products: for three operands the
           cheaper of (AB)C and A(BC) ((AB)C on a tie), for more the matrix-chain order ATen's dynamic programme picks
           (the first split of least cost); a 1-D first or last operand as a row or a column.
@@ -262,13 +261,6 @@ def kron(a, b, *, out=None):
     sb = [1] * (nd - b.dim()) + list(b.shape)
     result = (a.reshape([d for n in sa for d in (n, 1)]) * b.reshape([d for n in sb for d in (1, n)]))
     result = result.reshape([x * y for x, y in zip(sa, sb)])
-    return _out(result, out)
-
-
-def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
-    """torch.addmv as the addmm row computes it, vec a one-column matrix."""
-    c = input.unsqueeze(-1) if input.dim() == 1 else input
-    result = torch.addmm(c, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha).squeeze(-1)
     return _out(result, out)
 
 

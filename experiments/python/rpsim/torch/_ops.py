@@ -161,8 +161,9 @@ def matmul(a, b, model=None, *, config=None):
 
 
 def _scaled(out, c, beta, alpha):
-    # beta/alpha other than 1 are elementwise ops after the GEMM, in the tensor's dtype.
-    return alpha * out + beta * c
+    # beta/alpha other than 1 are elementwise ops after the GEMM, in the tensor's dtype. beta = 0
+    # ignores C: torch's addmm "will not propagate nan and inf" from it (0 * inf would).
+    return alpha * out if beta == 0 else alpha * out + beta * c
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, model=None, config=None):
@@ -184,6 +185,36 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, model=None, config=None):
         c = input.expand(batch1.shape[0], batch1.shape[1], batch2.shape[2])
         return _gemm(batch1, batch2, cfg, c=c)
     return _scaled(bmm(batch1, batch2, config=cfg), input, beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, model=None, config=None):
+    """beta input + alpha (mat @ vec): addmm on vec as a one-column matrix."""
+    c = input.unsqueeze(-1) if input.dim() == 1 else input
+    return addmm(c, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha, model=model, config=config).squeeze(-1)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, model=None, config=None):
+    """beta input + alpha sum_i (batch1[i] @ batch2[i]) as ATen computes it on CPU and CUDA alike
+    (LinearAlgebra.cpp, addbmm_impl_): one addmm per batch into the running result, in batch order,
+    each rounded to the output format; beta on the first only."""
+    _check(("input", input), ("batch1", batch1), ("batch2", batch2))
+    if batch1.dim() != 3 or batch2.dim() != 3 or batch1.shape[0] != batch2.shape[0]:
+        raise ValueError(f"addbmm: needs 3-D batches of one count, got {tuple(batch1.shape)} and "
+                         f"{tuple(batch2.shape)}")
+    result = input.expand(batch1.shape[1], batch2.shape[2])
+    if batch1.shape[0] == 0:
+        return result * beta if beta != 0 else torch.zeros_like(result)
+    for i in range(batch1.shape[0]):
+        result = addmm(result, batch1[i], batch2[i], beta=beta if i == 0 else 1, alpha=alpha, model=model,
+                       config=config)
+    return result
+
+
+def in_place(op):
+    """x.op_(...) for a GEMM op: the op's result copied into x, which the caller keeps."""
+    def run(self, *args, **kwargs):
+        return self.copy_(op(self, *args, **kwargs))
+    return run
 
 
 def _telemetry(cfg, weight, b_to_weight, out_to_output=None):

@@ -1,10 +1,10 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
 PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a
-transposed 3-D convolution, addbmm), a custom autograd Function (its backward runs after the forward,
+transposed 3-D convolution), a custom autograd Function (its backward runs after the forward,
 outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
 batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
 kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
-nn.MultiheadAttention, nn.Bilinear, einsum, tensordot, inner, kron, addmv and multi_dot are
+nn.MultiheadAttention, nn.Bilinear, einsum, tensordot, inner, kron and multi_dot are
 emulated as the ops they are made of (_decompose). Each message is a line or two: what, and what to write instead;
 rpsim.torch.ops() and an Emulation's summary() list what is emulated."""
 import math
