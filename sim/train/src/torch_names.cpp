@@ -15,6 +15,10 @@ using TC = TorchClass;
 // decomposed or refused before).
 const TorchName kNames[] = {
     {"prelu", TC::lower_precision, ""},
+    // CUDA's addr kernel computes beta * self + (alpha * vec1) * vec2 in the
+    // tensors' type: at half and bfloat16 (c10::Half arithmetic) each product
+    // and the sum rounded to it, so it runs as those elementwise ops.
+    {"addr", TC::lower_precision_decomposed, "the products and the sum, each rounded"},
     {"acos", TC::fp32, ""},
     {"asin", TC::fp32, ""},
     {"cosh", TC::fp32, ""},
@@ -159,6 +163,7 @@ const char* torch_class_name(TorchClass c) {
     case TorchClass::layout: return "layout";
     case TorchClass::refused: return "refused";
     case TorchClass::refused_module: return "refused_module";
+    case TorchClass::lower_precision_decomposed: return "lower_precision_decomposed";
     default: return "decomposed";
   }
 }

@@ -18,6 +18,7 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
   inner   a product when either is a scalar, else tensordot over the last dimensions
           (LinearAlgebra.cpp).
   kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
+  addr    no GEMM: (alpha * vec1) times vec2 broadcast, plus beta * input, each an op (CUDA's kernel).
   multi_dot  (chain_matmul too) mm in the order of least scalar products: for three operands the
           cheaper of (AB)C and A(BC) ((AB)C on a tie), for more the matrix-chain order ATen's dynamic programme picks
           (the first split of least cost); a 1-D first or last operand as a row or a column.
@@ -42,10 +43,9 @@ def _meta_check(call, *args):
     no_mode = getattr(overrides, "_no_torch_function_mode", None)
     if no_mode is None:
         return
-    meta = [torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
-            for t in args]
-    with no_mode():
-        call(*meta)
+    with no_mode():  # (the meta tensors too: no op of the model's counted in its summary)
+        call(*[torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
+               for t in args])
 
 
 def _parse(equation, count):
@@ -261,6 +261,16 @@ def kron(a, b, *, out=None):
     sb = [1] * (nd - b.dim()) + list(b.shape)
     result = (a.reshape([d for n in sa for d in (n, 1)]) * b.reshape([d for n in sb for d in (1, n)]))
     result = result.reshape([x * y for x, y in zip(sa, sb)])
+    return _out(result, out)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """torch.addr as CUDA's kernel computes it (LinearAlgebra.cu, addr_kernel_cuda): per entry
+    beta * self + (alpha * vec1) * vec2 in the tensors' type, each product and the sum an op of its
+    own (at half and bfloat16 each rounded to it); with beta = 0 self is not read (no NaN from it)."""
+    _meta_check(torch._C._VariableFunctions.addr, input, vec1, vec2)
+    product = (alpha * vec1).unsqueeze(-1) * vec2
+    result = product if beta == 0 else beta * input + product
     return _out(result, out)
 
 

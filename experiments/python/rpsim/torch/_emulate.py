@@ -5,10 +5,10 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
   rpsim kernel   linear, conv1d/2d/3d and 1-D/2-D transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
                  GEMMs under the op's rule (compute, output, backward formats, accumulation model),
                  as `rpsim train`; layer_norm and gelu on the CLI's C++ layers (_layers);
-  binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs,
-                 its output (and the gradient arriving at it) rounded to the format its autocast
-                 class gives it: the low format (lower-precision list), binary32 (fp32 list), or the
-                 promoted format of its inputs (neither list), as torch.autocast does;
+  binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs (cast
+                 first to the low format on the lower-precision list), its output (and the gradient
+                 arriving at it) rounded to its autocast class's format: the low format (lower-precision
+                 list), binary32 (fp32 list), or its inputs' promoted format (neither), as autocast does;
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
   decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
                  as the ops they are made of (_decompose), each on the paths above.
@@ -29,7 +29,7 @@ from torch.overrides import TorchFunctionMode
 from .. import _core
 from . import _blockscale, _layers, _ops
 from ._decompose import DECOMPOSED
-from ._flushes import Flushes, LayerOutput, follow, upstream_flush
+from ._flushes import VIEWS as _VIEWS, Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
 from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAYER_GEMMS, \
     ROW_FUNCTIONS as _ROW_FUNCTIONS
@@ -39,11 +39,6 @@ from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
     check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
-
-# Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
-# transposed) returns that layer output for the activation columns (_flushes.Flushes.claim).
-_VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
-          "unsqueeze", "view_as", "reshape_as", "movedim"}
 
 
 class Emulation(NotPickled, TorchFunctionMode):
@@ -177,11 +172,20 @@ class Emulation(NotPickled, TorchFunctionMode):
                          backward_format=fmt)
         return _mark(t, fmt)
 
+    def _autocast_inputs(self, args):
+        """args' float tensors in the autocast format, as autocast casts an op of its lower-precision
+        list's inputs (binary64 ones stay); the gradient reaches them in it (PReLU's weight)."""
+        keep = (self.autocast, "binary64")
+        return _map_tensors(lambda t: t if not t.is_floating_point() or _format_of(t, self.base) in keep
+                            else self._output(t, self.autocast), args)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _name(func)
         if not self._functions_checked and torch.is_grad_enabled():
             check_not_checkpointed()
+        if self.autocast is not None and name in TORCH_LOWER_PRECISION:  # prelu, addr: autocast's cast
+            args, kwargs = self._autocast_inputs(args), {k: self._autocast_inputs(v) for k, v in kwargs.items()}
         if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention: their ops, each under this mode
             self.counts["decomposed"][name] += 1
             with self:

@@ -21,6 +21,11 @@ import collections
 
 import torch
 
+# Pure views: a module returning a view of a layer's output (nn.MultiheadAttention: its out_proj's,
+# transposed) returns that layer output for the activation columns (Flushes.claim).
+VIEWS = {"view", "reshape", "transpose", "permute", "t", "contiguous", "flatten", "unflatten", "squeeze",
+         "unsqueeze", "view_as", "reshape_as", "movedim"}
+
 
 class LayerOutput:
     """The mark on a tensor a layer's kernel produced (a GEMM, a C++ layer), gathering the flushes of

@@ -20,15 +20,16 @@ ROW_OPS = {f: o["name"] for o in _OPS for f in o["torch_functions"]}
 # Leaf module types and the op-table row they are.
 MODULE_OPS = {getattr(nn, m): o["name"] for o in _OPS for m in o["torch_modules"]}
 # torch.autocast's lists for the ops outside the op table; everything else follows its inputs.
-TORCH_LOWER_PRECISION = set(_names("lower_precision"))
+TORCH_LOWER_PRECISION = set(_names("lower_precision")) | set(_names("lower_precision_decomposed"))
 TORCH_FP32 = set(_names("fp32"))
 # No arithmetic: the output holds values of the input's format (the rows run as layout too).
 LAYOUT = set(_names("layout")) | {f for o in _OPS if o["torch_kernel"] == "layout" for f in o["torch_functions"]}
 # GEMMs fused into one PyTorch kernel: refused, with what to write instead; their module types.
 FUSED_GEMMS = _names("refused")
 FUSED_MODULES = {getattr(nn, m): f for m, f in _names("refused_module").items()}
-# Fused modules run as the GEMMs and elementwise ops they are made of (_decompose).
-DECOMPOSED_NAMES = _names("decomposed")
+# Fused modules run as the GEMMs and elementwise ops they are made of (_decompose), some on inputs
+# autocast casts first.
+DECOMPOSED_NAMES = {**_names("decomposed"), **_names("lower_precision_decomposed")}
 
 
 def ops():

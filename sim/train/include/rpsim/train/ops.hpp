@@ -86,8 +86,17 @@ std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
 // rpsim.torch does with them: torch.autocast's CUDA lists (an op on neither
 // list follows its inputs), the ops with no arithmetic, the modules whose
 // fused GEMMs rpsim.torch refuses (with what to write instead), and the
-// modules it runs as the GEMMs and elementwise ops they are made of.
-enum class TorchClass { lower_precision, fp32, layout, refused, refused_module, decomposed };
+// modules it runs as the GEMMs and elementwise ops they are made of (and
+// those of autocast's lower-precision list it runs so, on inputs cast first).
+enum class TorchClass {
+  lower_precision,
+  fp32,
+  layout,
+  refused,
+  refused_module,
+  decomposed,
+  lower_precision_decomposed
+};
 struct TorchName {
   const char* name;
   TorchClass cls;
