@@ -124,10 +124,8 @@ const TorchName kNames[] = {
     {"share_memory_", TC::layout, ""},
     // GEMMs PyTorch fuses into one kernel that rpsim.torch cannot split:
     // refused, with what to write instead.
-    {"conv_transpose3d", TC::refused, "an upsampling and conv2d"},
+    {"conv_tbc", TC::refused, "conv1d on the input permuted to (batch, channel, time)"},
     {"scaled_dot_product_attention", TC::refused, "matmul and softmax"},
-    // Their modules, refused when emulate() is called (note: the function).
-    {"ConvTranspose3d", TC::refused_module, "conv_transpose3d"},
     // Fused modules run as the GEMMs and elementwise ops they are made of
     // (rpsim.torch's _attention and _recurrent).
     {"multi_head_attention_forward", TC::decomposed, "linear, matmul and softmax"},
@@ -140,14 +138,16 @@ const TorchName kNames[] = {
     {"rnn_tanh_cell", TC::decomposed, "a linear layer and tanh"},
     {"rnn_relu_cell", TC::decomposed, "a linear layer and relu"},
     // As ATen lowers them (Linear.cpp): permutes, sums and one bmm per pair
-    // of operands; one mm.
-    {"einsum", TC::decomposed, "permutes, sums and a bmm per pair of operands"},
+    // of operands; one mm. einsum, multi_dot and chain_matmul are on
+    // autocast's list: their inputs cast once, their inner ops (a sum) on the
+    // cast values with autocast excluded (autocast_mode.h, WrapFunction_).
+    {"einsum", TC::lower_precision_decomposed, "permutes, sums and a bmm per pair of operands"},
     {"tensordot", TC::decomposed, "permutes and an mm"},
     {"inner", TC::decomposed, "tensordot over the last dimensions"},
     {"kron", TC::decomposed, "a broadcast product (no GEMM)"},
     {"bilinear", TC::decomposed, "two bmm per output feature (ATen's _trilinear)"},
-    {"linalg_multi_dot", TC::decomposed, "mm in ATen's matrix-chain order"},
-    {"chain_matmul", TC::decomposed, "mm in ATen's matrix-chain order"},
+    {"linalg_multi_dot", TC::lower_precision_decomposed, "mm in ATen's matrix-chain order"},
+    {"chain_matmul", TC::lower_precision_decomposed, "mm in ATen's matrix-chain order"},
 };
 
 }  // namespace

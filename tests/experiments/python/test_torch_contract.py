@@ -109,6 +109,26 @@ def _with_matmul(which, a, b):
     return a @ (b.transpose(-1, -2) if which == "scores" else b)
 
 
+@pytest.mark.parametrize("policy,dtype", [("fp16-amp", torch.float16), ("bf16-amp", torch.bfloat16)])
+def test_einsum_under_autocast_casts_its_inputs_and_runs_its_inner_ops_uncast(policy, dtype):
+    """autocast casts einsum's inputs once and runs it whole with autocast excluded (autocast_mode.h,
+    WrapFunction_): an outer product is a product of 16-bit values rounded to 16 bits (it was a
+    binary32 product of the binary32 inputs), and a subscript one operand alone holds is summed from
+    the 16-bit values into a 16-bit result before the bmm (sum is on autocast's fp32 list, which
+    einsum's inner ops do not see)."""
+    a, b = _operands([(6,), (5,)], seed=3)
+    m = Contract(lambda x, y: torch.einsum("i,j->ij", x, y))
+    rt.emulate(m, policy)
+    lo = [t.detach().to(dtype).float() for t in (a, b)]
+    assert torch.equal(m(a, b), (lo[0][:, None] * lo[1]).to(dtype).float())
+    x, w = _operands([(3, 4, 7), (4, 5)], seed=4)
+    s = x.detach().to(dtype).float().sum(-1).to(dtype).float()  # the x-sum first, as ATen's einsum
+    einsum, twin = Contract(lambda x, w: torch.einsum("ijx,jk->ik", x, w)), Contract(torch.matmul)
+    rt.emulate(einsum, policy)
+    rt.emulate(twin, policy)
+    assert torch.equal(einsum(x, w), twin(s, w))
+
+
 @pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp", "fp8"])
 def test_einsum_attention_trains_with_the_bits_of_its_matmul_twin(policy):
     """The same model with einsum and with matmul: each einsum reaches the bmm row with K in index

@@ -4,6 +4,8 @@ in its epilogue, the input gradient's col2vol in binary64 rounded once. Checked 
 kernel under fp32 (values and every gradient, over stride, padding, dilation, groups), bit for bit
 against the same GEMM as an emulated F.linear with a 1x1x1 kernel (forward and input gradient), and
 a video-style net trains under every policy family."""
+import tempfile
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -83,3 +85,83 @@ def test_a_video_net_trains_under_every_policy_family(policy):
                     histogram_steps=(0,))
     losses = [tr.step(x, y) for _ in range(4)]
     assert all(0 < v < 5 for v in losses) and losses[-1] < losses[0]
+
+
+# nn.ConvTranspose3d (refused before: 3-D U-Nets' decoders): the input gradient of a conv3d, per group one
+# GEMM on the conv2d row, its columns summed by col2vol in binary64 with the bias, rounded once.
+TRANSPOSED = [dict(), dict(stride=2, padding=1, output_padding=1), dict(stride=(1, 2, 2), dilation=(2, 1, 1)),
+              dict(stride=2, groups=2, bias=False)]
+
+
+@pytest.mark.parametrize("kw", TRANSPOSED, ids=[str(k) for k in TRANSPOSED])
+def test_conv_transpose3d_under_fp32_is_torchs(kw):
+    torch.manual_seed(1)
+    m = nn.ConvTranspose3d(4, 6, (3, 2, 3), **kw)
+    x = torch.randn(2, 4, 3, 4, 5, requires_grad=True)
+    want = m(x)
+    want.square().sum().backward()
+    grads = [t.grad.clone() for t in (x, *m.parameters())]
+    x.grad = None
+    m.zero_grad()
+    e = rt.emulate(m, "fp32")
+    got = m(x)
+    assert got.shape == want.shape and e.counts["rpsim kernel"]["conv_transpose3d"] == 1
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.square().sum().backward()
+    for t, g in zip((x, *m.parameters()), grads):
+        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5 * g.abs().max().item())
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp"])
+def test_a_1x1x1_transposed_conv3d_is_its_linear_bit_for_bit(policy):
+    """With a 1x1x1 kernel no columns overlap: the output is the GEMM's, x's channels times the weight,
+    rounded once to the low format, the bits of F.linear on the same values (and so are the input
+    and weight gradients)."""
+    torch.manual_seed(2)
+    m = nn.ConvTranspose3d(8, 5, 1, bias=False)
+
+    class AsLinear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(m.weight.detach()[:, :, 0, 0, 0].t().clone())
+
+        def forward(self, x):
+            return F.linear(x.permute(0, 2, 3, 4, 1), self.w).permute(0, 4, 1, 2, 3)
+    twin = AsLinear()
+    rt.emulate(m, policy)
+    rt.emulate(twin, policy)
+    x1 = torch.randn(2, 8, 3, 4, 4, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    y1, y2 = m(x1), twin(x2)
+    assert torch.equal(y1, y2)
+    assert not torch.equal(y1, F.conv_transpose3d(x1, m.weight))
+    g = torch.randn(y1.shape)
+    y1.backward(g)
+    y2.backward(g)
+    assert torch.equal(x1.grad, x2.grad)
+    assert torch.equal(m.weight.grad[:, :, 0, 0, 0], twin.w.grad.t())
+
+
+class UNet3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv3d(2, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose3d(8, 4, 2, stride=2)
+        self.head = nn.Conv3d(6, 3, 1)
+
+    def forward(self, x):
+        return self.head(torch.cat([F.relu(self.up(F.relu(self.down(x)))), x], dim=1))
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp", "fp8", "mxfp8", "nvfp4"])
+def test_a_3d_unet_segments_under_every_policy_family_with_its_telemetry(policy):
+    torch.manual_seed(3)
+    x, y = torch.rand(2, 2, 4, 8, 8), torch.randint(0, 3, (2, 4, 8, 8))
+    with tempfile.TemporaryDirectory() as out:
+        tr = rt.Trainer(UNet3d(), policy, lambda p: torch.optim.SGD(p, lr=0.5), loss=F.cross_entropy, out=out,
+                        histogram_steps=(0,))
+        losses = [tr.step(x, y) for _ in range(4)]
+        tr.finish()
+        header = open(f"{out}/steps.csv").readline().strip().split(",")
+    assert all(0 < v < 5 for v in losses) and losses[-1] < losses[0]
+    assert "up_activation_grad_underflow_fraction" in header

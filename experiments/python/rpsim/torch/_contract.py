@@ -1,9 +1,10 @@
 """torch.einsum and torch.tensordot as the ops PyTorch itself lowers them to, for rpsim.torch.emulate:
 PyTorch runs each as one C++ function whose GEMM (a bmm, an mm) the emulation would not see, so it
 runs these in their place, under its mode: every permute and reshape a layout op, the GEMM the op
-table's bmm or mm row (its formats and accumulation model; autocast casts at that bmm, as it does
-inside einsum on a GPU), a sum of a dimension only one operand holds a sum, a contraction over no
-dimension the elementwise product.
+table's bmm or mm row (its formats and accumulation model), a sum of a dimension only one operand
+holds a sum, a contraction over no dimension the elementwise product. einsum, multi_dot and
+chain_matmul are on autocast's list: their inputs are cast once at the call and their inner ops run
+on those values uncast (a sum stays in the low format), as autocast runs them whole on a GPU.
 
 The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair and tensordot):
   einsum  the operands aligned to one order of dimensions: the output's subscripts, then the

@@ -1,4 +1,4 @@
-"""Emulated conv1d and conv2d: im2col patches (F.unfold: a copy) times the weight on the op core's
+"""Emulated convolutions (1-D, 2-D, 3-D and their transposes). conv1d and conv2d: im2col patches (F.unfold: a copy) times the weight on the op core's
 GEMM op (_ops), each group's slice of the bias in its epilogue, with the input gradient's col2im the
 op core's (rpsim train's order, rounded once to the input's format)."""
 import copy
@@ -189,41 +189,72 @@ def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     return y.squeeze(0) if x.dim() == 2 else y
 
 
+def _vol2col(x, geometry):
+    """conv3d's columns of x (N, C, T, H, W): (N, T' * H' * W', C * kt * kh * kw) in ATen's vol2col
+    order (channel, then the kernel's depth, height, width), and the output's sizes (T', H', W')."""
+    kernel, dilation, padding, stride = geometry
+    xp = F.pad(x, [p for q in reversed(padding) for p in (q, q)])
+    for dim, (k, d, s) in enumerate(zip(kernel, dilation, stride)):
+        xp = xp.unfold(2 + dim, d * (k - 1) + 1, s)
+    patches = xp[..., ::dilation[0], ::dilation[1], ::dilation[2]]  # (N, C, T', H', W', kt, kh, kw)
+    out = tuple(patches.shape[2:5])
+    return patches.permute(0, 2, 3, 4, 1, 5, 6, 7).reshape(x.shape[0], -1, patches[0, :, 0, 0, 0].numel()), out
+
+
+def _col2vol(cols, shape, out, geometry):
+    """The sum back into a volume of `shape` (N, C, T, H, W) of columns (N, T' * H' * W', C * kt * kh * kw)
+    laid out as _vol2col's: every kernel offset's slice added in binary64, offsets in vol2col's order
+    (unrounded: the caller rounds the sum once)."""
+    kernel, dilation, padding, stride = geometry
+    n, c = shape[:2]
+    g = cols.detach().double().reshape(n, *out, c, *kernel).permute(0, 4, 1, 2, 3, 5, 6, 7)
+    vol = torch.zeros(n, c, *(size + 2 * p for size, p in zip(shape[2:], padding)), dtype=torch.float64)
+    for a in range(kernel[0]):
+        for b in range(kernel[1]):
+            for e in range(kernel[2]):
+                at = [o * d for o, d in zip((a, b, e), dilation)]
+                vol[:, :, at[0]:at[0] + stride[0] * (out[0] - 1) + 1:stride[0],
+                    at[1]:at[1] + stride[1] * (out[1] - 1) + 1:stride[1],
+                    at[2]:at[2] + stride[2] * (out[2] - 1) + 1:stride[2]] += g[..., a, b, e]
+    return vol[:, :, padding[0]:padding[0] + shape[2], padding[1]:padding[1] + shape[3],
+               padding[2]:padding[2] + shape[4]]
+
+
 class _Unfold3d(torch.autograd.Function):
-    """conv3d's columns (N, T' * H' * W', C * kt * kh * kw), ATen's vol2col order (channel, then the
-    kernel's depth, height, width); backward col2vol: every kernel offset's slice added in binary64,
-    offsets in that order, the sum rounded once to the input's format (x_format; None: its
-    dtype's), as conv2d's col2im."""
+    """conv3d's columns (_vol2col); backward col2vol (_col2vol), the sum rounded once to the input's
+    format (x_format; None: its dtype's), as conv2d's col2im."""
 
     @staticmethod
     def forward(ctx, x, geometry, x_format):
-        kernel, dilation, padding, stride = geometry
         ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
-        xp = F.pad(x, [p for q in reversed(padding) for p in (q, q)])
-        for dim, (k, d, s) in enumerate(zip(kernel, dilation, stride)):
-            xp = xp.unfold(2 + dim, d * (k - 1) + 1, s)
-        patches = xp[..., ::dilation[0], ::dilation[1], ::dilation[2]]  # (N, C, T', H', W', kt, kh, kw)
-        ctx.out = patches.shape[2:5]
-        return patches.permute(0, 2, 3, 4, 1, 5, 6, 7).reshape(x.shape[0], -1, patches[0, :, 0, 0, 0].numel())
+        cols, ctx.out = _vol2col(x, geometry)
+        return cols
 
     @staticmethod
     def backward(ctx, grad):
         no_double_backward("conv3d's col2vol")
-        kernel, dilation, padding, stride = ctx.geometry
-        n, c = ctx.shape[:2]
-        g = grad.detach().double().reshape(n, *ctx.out, c, *kernel).permute(0, 4, 1, 2, 3, 5, 6, 7)
-        dx = torch.zeros(n, c, *(size + 2 * p for size, p in zip(ctx.shape[2:], padding)), dtype=torch.float64)
-        for a in range(kernel[0]):
-            for b in range(kernel[1]):
-                for e in range(kernel[2]):
-                    at = [o * d for o, d in zip((a, b, e), dilation)]
-                    dx[:, :, at[0]:at[0] + stride[0] * (ctx.out[0] - 1) + 1:stride[0],
-                       at[1]:at[1] + stride[1] * (ctx.out[1] - 1) + 1:stride[1],
-                       at[2]:at[2] + stride[2] * (ctx.out[2] - 1) + 1:stride[2]] += g[..., a, b, e]
-        dx = dx[:, :, padding[0]:padding[0] + ctx.shape[2], padding[1]:padding[1] + ctx.shape[3],
-                padding[2]:padding[2] + ctx.shape[4]]
-        fmt = ctx.x_format or _OWN_FORMAT[ctx.dtype]
-        return round_tensor(dx, fmt).to(ctx.dtype), None, None
+        dx = _col2vol(grad, ctx.shape, ctx.out, ctx.geometry)
+        return round_tensor(dx, ctx.x_format or _OWN_FORMAT[ctx.dtype]).to(ctx.dtype), None, None
+
+
+class _Fold3d(torch.autograd.Function):
+    """col2vol of a transposed 3-D convolution's columns (N, T * H * W, C * kt * kh * kw) into
+    (N, C, T', H', W') (_col2vol, binary64), the bias added in binary64, the sum rounded once to
+    `fmt`; backward vol2col (a gather) and, for the bias, autograd's sum."""
+
+    @staticmethod
+    def forward(ctx, cols, bias, shape, out, geometry, fmt):
+        ctx.geometry, ctx.bias = geometry, bias is not None
+        y = _col2vol(cols, shape, out, geometry)
+        if bias is not None:
+            y = y + bias.detach().double().reshape(1, -1, 1, 1, 1)
+        return round_tensor(y, fmt).to(cols.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        no_double_backward("conv_transpose3d's col2vol")
+        dcols, _ = _vol2col(grad, ctx.geometry)
+        return dcols, grad.sum((0, 2, 3, 4)) if ctx.bias else None, None, None, None, None
 
 
 def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
@@ -254,3 +285,33 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
 
 def _triple(v):
     return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     model=None, *, config=None):
+    """F.conv_transpose3d as the input gradient of a conv3d (ATen's CPU slow_conv_transpose3d: a GEMM
+    and col2vol): per group one emulated GEMM, x's voxels (N * T * H * W, C_in/groups) times the weight
+    (C_in/groups, C_out/groups * kt * kh * kw), its columns (in the GEMM's output format) summed into
+    the output by col2vol in binary64, the bias added there, the sum rounded once to the GEMM's
+    output format (_Fold3d), as conv_transpose2d."""
+    cfg, x, unbatched = _prologue(x, weight, bias, model, config)
+    n, cin, *spatial = x.shape
+    _, ocg, *kernel = weight.shape
+    stride, padding, dilation, extra = _triple(stride), _triple(padding), _triple(dilation), _triple(output_padding)
+    size = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
+                 for i, s, p, d, k, e in zip(spatial, stride, padding, dilation, kernel, extra))
+    geometry, cg = (tuple(kernel), dilation, padding, stride), cin // groups
+    fmt = cfg.op.output_format(cfg.a_format or _dtype_format(x)) if getattr(cfg, "op", None) else _dtype_format(x)
+    outs = []
+    for g in range(groups):
+        wg = weight[g * cg:(g + 1) * cg]
+        gcfg = _telemetry(cfg, wg, lambda m, s=wg.shape: m[0].reshape(s),
+                          lambda m, g=g: _in_channels(_col2vol(m.reshape(n, -1, m.shape[-1]).double(),
+                                                               (n, ocg) + size, tuple(spatial), geometry) > 0,
+                                                      (n, ocg * groups) + size, g * ocg))
+        cols = _gemm(x[:, g * cg:(g + 1) * cg].flatten(2).transpose(1, 2), wg.reshape(cg, -1).unsqueeze(0),
+                     gcfg, fold=True).reshape(n, -1, wg[0].numel())
+        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
+        outs.append(_Fold3d.apply(cols, bg, (n, ocg) + size, tuple(spatial), geometry, fmt))
+    y = torch.cat(outs, dim=1) if groups > 1 else outs[0]
+    return y.squeeze(0) if unbatched else y

@@ -2,7 +2,7 @@
 
 The policy rows and the op table's autocast classes come from the C++ tables (rpsim._core
 ._torch_policy / _torch_ops), the ones the CLI reads. The paths an op takes, listed by summary():
-  rpsim kernel   linear, conv1d/2d/3d and 1-D/2-D transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
+  rpsim kernel   linear, conv1d/2d/3d and their transposes, matmul/mm/bmm/addmm/baddbmm: rpsim's
                  GEMMs under the op's rule (compute, output, backward formats, accumulation model),
                  as `rpsim train`; layer_norm and gelu on the CLI's C++ layers (_layers);
   binary32       every other floating op: run by PyTorch in binary32 on the values of its inputs (cast
@@ -12,11 +12,9 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
   decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
                  as the ops they are made of (_decompose), each on the paths above.
-What none of the paths can carry (a transposed 3-D convolution, a custom autograd Function, a GPU
-tensor, a second derivative) raises UnsupportedError naming it (_unsupported); an in-place op keeps
-its rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weight format
-(model.half() under fp16-pure, model.bfloat16() under bf16-pure): its parameters are the storage,
-PyTorch's ops run on float32 copies of its values (exact), results stay at least float32.
+What none can carry raises UnsupportedError naming it (_unsupported); an in-place op keeps its
+rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weights (model.half()
+under fp16-pure): its parameters are the storage, PyTorch's ops run on float32 copies of its values.
 """
 import collections
 import copy
@@ -36,7 +34,7 @@ from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAY
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
-from ._unsupported import FUSED_GEMMS, check_device, check_dtypes, check_emulate_args, check_functions, \
+from ._unsupported import FUSED_GEMMS, check_device, check_kahan_optimizer, check_dtypes, check_emulate_args, check_functions, \
     check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
@@ -51,8 +49,7 @@ class Emulation(NotPickled, TorchFunctionMode):
     def __init__(self, model, policy, accumulation, seed):
         super().__init__()
         self.model, self.seed = model, seed
-        # The C++ kernels read host memory: parameters, buffers and batches on the CPU.
-        check_device(model.named_parameters(), "model parameter")
+        check_device(model.named_parameters(), "model parameter")  # the C++ kernels read host memory
         check_device(model.named_buffers(), "model buffer")
         check_modules(model)  # what no path carries, refused here rather than at the first step
         self._functions_checked = False
@@ -61,7 +58,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
         self.layer_ops = {}  # layer -> its _GemmOp (FP8 scaling state and statistics persist per layer)
         self.table = ops()
-        self.autocast = self.policy["autocast"]["format"]
+        self.autocast, self.autocast_whole = self.policy["autocast"]["format"], False
         self.base = self.policy["data"]
         self.accumulation = accumulation
         self.counts = {"rpsim kernel": collections.Counter(), "binary32": collections.Counter(),
@@ -131,6 +128,8 @@ class Emulation(NotPickled, TorchFunctionMode):
         if op in self.table:
             r = self.rule(op)
             return promoted if r is None else r["output"]
+        if self.autocast_whole:  # inside an op autocast ran whole, which excludes it: no further cast
+            return promoted
         if self.autocast is None:
             return self.base if promoted not in _WIDE or self.base in _WIDE else promoted
         if op in TORCH_LOWER_PRECISION:
@@ -184,12 +183,17 @@ class Emulation(NotPickled, TorchFunctionMode):
         name = _name(func)
         if not self._functions_checked and torch.is_grad_enabled():
             check_not_checkpointed()
-        if self.autocast is not None and name in TORCH_LOWER_PRECISION:  # prelu, addr: autocast's cast
+        listed = self.autocast is not None and not self.autocast_whole and name in TORCH_LOWER_PRECISION
+        if listed:  # prelu, addr, einsum: autocast's cast of the inputs
             args, kwargs = self._autocast_inputs(args), {k: self._autocast_inputs(v) for k, v in kwargs.items()}
         if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention: their ops, each under this mode
             self.counts["decomposed"][name] += 1
-            with self:
-                return DECOMPOSED[name](*args, **kwargs)
+            self.autocast_whole |= listed  # autocast runs its op whole: the inner ops (einsum's sums) not cast
+            try:
+                with self:
+                    return DECOMPOSED[name](*args, **kwargs)
+            finally:
+                self.autocast_whole &= not listed
         if name in FUSED_GEMMS:
             refuse_fused(name)
         if name in KERNELS:
@@ -354,10 +358,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         if hasattr(opt, "state_format"):  # rpsim.torch.SGD: momentum stored in the policy's format
             opt.state_format = self.policy["optimizer_state"]
         if self.policy.get("kahan"):
-            if not hasattr(opt, "kahan_format"):
-                raise ValueError(f"policy {self.policy['name']}: Kahan-compensated updates need the "
-                                 f"optimizer to carry the compensation: use rpsim.torch.SGD, not "
-                                 f"{type(opt).__name__}")
+            check_kahan_optimizer(self.policy["name"], opt)
             opt.kahan_format = self._storage()
 
         def emulated_step(_opt, *args, **kwargs):
@@ -379,10 +380,9 @@ class Emulation(NotPickled, TorchFunctionMode):
 
     def summary(self):
         acc = f", accumulation {self.accumulation}" if self.accumulation else ""
-        lines = [f"rpsim.torch: policy {self.policy['name']}{acc}"]
-        for path, counter in self.counts.items():
-            names = ", ".join(f"{k} x{v}" for k, v in sorted(counter.items())) or "none"
-            lines.append(f"  {path}: {names}")
+        lines = [f"rpsim.torch: policy {self.policy['name']}{acc}"] + [
+            f"  {path}: " + (", ".join(f"{k} x{v}" for k, v in sorted(c.items())) or "none")
+            for path, c in self.counts.items()]
         lines.append("  module types without a row in rpsim's op table (their ops took the paths above): "
                      + (", ".join(self.unclassified) or "none"))
         return "\n".join(lines)

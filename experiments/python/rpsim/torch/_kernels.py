@@ -6,9 +6,9 @@ from . import _conv, _ops
 KERNEL_FUNCTIONS = {"linear": _ops.linear, "conv2d": _conv.conv2d, "conv1d": _conv.conv1d, "mm": _ops.mm,
                     "bmm": _ops.bmm, "addmm": _ops.addmm, "baddbmm": _ops.baddbmm,
                     "conv_transpose2d": _conv.conv_transpose2d, "conv_transpose1d": _conv.conv_transpose1d,
-                    "conv3d": _conv.conv3d, "addmv": _ops.addmv, "addbmm": _ops.addbmm,
+                    "conv3d": _conv.conv3d, "conv_transpose3d": _conv.conv_transpose3d, "addmv": _ops.addmv, "addbmm": _ops.addbmm,
                     **{f + "_": _ops.in_place(f_op) for f, f_op in
                        (("addmm", _ops.addmm), ("baddbmm", _ops.baddbmm), ("addmv", _ops.addmv),
                         ("addbmm", _ops.addbmm))}}
-LAYER_GEMMS = {"linear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "conv3d"}
+LAYER_GEMMS = {"linear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "conv3d", "conv_transpose3d"}
 ROW_FUNCTIONS = {"matmul": _ops.matmul, "dot": _ops.matmul}  # mv, __matmul__, dot: torch.matmul's meaning

@@ -1,6 +1,6 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
-PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel (a
-transposed 3-D convolution), a custom autograd Function (its backward runs after the forward,
+PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel
+(torch.conv_tbc), a custom autograd Function (its backward runs after the forward,
 outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
 batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
 kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
@@ -279,3 +279,10 @@ def check_not_emulated(model):
     if getattr(owner, "is_rpsim_emulation", False):  # an Emulation (named by its flag: no import up)
         raise ValueError(f"model: already under emulate (policy {owner.policy['name']}); call its Emulation's "
                          "remove() first (Trainer.emulation.remove() for a Trainer's)")
+
+
+def check_kahan_optimizer(policy_name, opt):
+    """A Kahan-compensated policy's optimizer must carry the compensation (rpsim.torch.SGD, AdamW)."""
+    if not hasattr(opt, "kahan_format"):
+        raise ValueError(f"policy {policy_name}: Kahan-compensated updates need the optimizer to carry the "
+                         f"compensation: use rpsim.torch.SGD, not {type(opt).__name__}")
