@@ -140,7 +140,8 @@ const OpInfo kOps[] = {
      "token plus position embedding lookup (torch.nn.Embedding): in the weights' format", nullptr, nullptr,
      nullptr, TK::layout, "embedding", "Embedding"},
     {"matmul", AC::lower_precision, false, "attention's batched products q k^T and p v (torch.matmul / bmm)",
-     nullptr, nullptr, nullptr, TK::gemm, "matmul mm bmm addmm baddbmm __matmul__ mv addmv addbmm", ""},
+     nullptr, nullptr, nullptr, TK::gemm,
+     "matmul mm bmm addmm baddbmm __matmul__ mv addmv addbmm linalg_matmul", ""},
     // autocast leaves dot out of both lists: it computes in its inputs' format (spectral_norm's sigma).
     {"dot", AC::follow_inputs, false, "inner product of two vectors (torch.dot): a row times a column",
      nullptr, nullptr, nullptr, TK::gemm, "dot vdot", ""},

@@ -148,6 +148,41 @@ const TorchName kNames[] = {
     {"bilinear", TC::decomposed, "two bmm per output feature (ATen's _trilinear)"},
     {"linalg_multi_dot", TC::lower_precision_decomposed, "mm in ATen's matrix-chain order"},
     {"chain_matmul", TC::lower_precision_decomposed, "mm in ATen's matrix-chain order"},
+    {"matrix_power", TC::decomposed, "matmuls by repeated squaring"},
+    {"linalg_matrix_power", TC::decomposed, "matmuls by repeated squaring"},
+    // AffineGridGenerator.cpp: a base grid times theta^T, one bmm.
+    {"affine_grid", TC::decomposed, "a base grid times theta^T (a bmm)"},
+    // The dispatcher's ops that run a GEMM (the names a TorchDispatchMode sees:
+    // an op with its own backward is seen whole, its inner GEMM not; a
+    // composite one as the ops it calls). rpsim.torch's kernels reach none.
+    {"aten::mm", TC::aten_gemm, ""},
+    {"aten::bmm", TC::aten_gemm, ""},
+    {"aten::addmm", TC::aten_gemm, ""},
+    {"aten::baddbmm", TC::aten_gemm, ""},
+    {"aten::addbmm", TC::aten_gemm, ""},
+    {"aten::addmv", TC::aten_gemm, ""},
+    {"aten::mv", TC::aten_gemm, ""},
+    {"aten::dot", TC::aten_gemm, ""},
+    {"aten::vdot", TC::aten_gemm, ""},
+    {"aten::matmul", TC::aten_gemm, ""},
+    {"aten::_euclidean_dist", TC::aten_gemm, ""},
+    {"aten::affine_grid_generator", TC::aten_gemm, ""},
+    {"aten::_trilinear", TC::aten_gemm, ""},
+    {"aten::convolution", TC::aten_gemm, ""},
+    {"aten::_convolution", TC::aten_gemm, ""},
+    {"aten::conv_tbc", TC::aten_gemm, ""},
+    {"aten::_addmm_activation", TC::aten_gemm, ""},
+    {"aten::_scaled_mm", TC::aten_gemm, ""},
+    {"aten::mkldnn_rnn_layer", TC::aten_gemm, ""},
+    {"aten::_cudnn_rnn", TC::aten_gemm, ""},
+    {"aten::_thnn_fused_lstm_cell", TC::aten_gemm, ""},
+    {"aten::_thnn_fused_gru_cell", TC::aten_gemm, ""},
+    {"aten::_native_multi_head_attention", TC::aten_gemm, ""},
+    {"aten::_transformer_encoder_layer_fwd", TC::aten_gemm, ""},
+    {"aten::_scaled_dot_product_flash_attention", TC::aten_gemm, ""},
+    {"aten::_scaled_dot_product_efficient_attention", TC::aten_gemm, ""},
+    {"aten::_scaled_dot_product_cudnn_attention", TC::aten_gemm, ""},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu", TC::aten_gemm, ""},
 };
 
 }  // namespace
@@ -164,6 +199,7 @@ const char* torch_class_name(TorchClass c) {
     case TorchClass::refused: return "refused";
     case TorchClass::refused_module: return "refused_module";
     case TorchClass::lower_precision_decomposed: return "lower_precision_decomposed";
+    case TorchClass::aten_gemm: return "aten_gemm";
     default: return "decomposed";
   }
 }

@@ -66,3 +66,19 @@ class _CliPair:
 @pytest.fixture
 def cli_pair(tmp_path):
     return _CliPair(tmp_path)
+
+
+@pytest.fixture
+def as_model():
+    """as_model(fn): an nn.Module whose forward is fn(*inputs), so that rpsim.torch.emulate takes a
+    torch function alone (skipped without PyTorch)."""
+    torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+
+    class Call(torch.nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, *xs):
+            return self.fn(*xs)
+    return Call

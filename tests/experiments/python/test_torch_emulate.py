@@ -277,15 +277,6 @@ def test_dot_is_a_row_that_follows_its_inputs_and_spectral_norm_trains():
     assert t.emulation.counts["rpsim kernel"]["dot"] > 0 and t.emulation.counts["rpsim kernel"]["mv"] > 0
 
 
-class Call(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
 def _sequential_binary32(c, a, b):
     """c + a @ b in binary32, each product rounded then added in k order (the follow-inputs rows'
     binary32 GEMM under fp16-amp, as test_dot_is_a_row... checks for dot)."""
@@ -297,7 +288,7 @@ def _sequential_binary32(c, a, b):
 
 @pytest.mark.parametrize("policy,twin_policy,fmt,dtype", [("fp16-amp", "fp32", "binary32", torch.float32),
                                                          ("fp16-pure", "fp16-pure", "binary16", torch.float16)])
-def test_in_place_gemms_are_emulated_in_their_inputs_format(policy, twin_policy, fmt, dtype):
+def test_in_place_gemms_are_emulated_in_their_inputs_format(policy, twin_policy, fmt, dtype, as_model):
     """x.addmm_(a, b), baddbmm_, addmv_, addbmm_ ran as binary32 GEMMs on OpenBLAS, outside the
     emulation. autocast casts no in-place op, so each is the gemm_in_place row, a GEMM in its
     inputs' format (binary32 under fp16-amp; binary16 under fp16-pure, on model.half()'s float16
@@ -311,11 +302,11 @@ def test_in_place_gemms_are_emulated_in_their_inputs_format(policy, twin_policy,
              "addmv_": lambda c, a, b: c[:, 0].clone().addmv_(a, b[:, 0]).unsqueeze(1),
              "addbmm_": lambda c, a, b: c.clone().addbmm_(a[None], b[None])}
     for name, fn in calls.items():
-        m = Call(fn)
+        m = as_model(fn)
         e = rt.emulate(m, policy)
         got = m(c, a, b)
         assert e.counts["rpsim kernel"][name] == 1 and is_format(got, fmt)
-        twin = Call(torch.addmm)
+        twin = as_model(torch.addmm)
         rt.emulate(twin, twin_policy)
         assert torch.equal(got, twin(c, a, b)[:, :got.shape[1]]), name
     if fmt == "binary32":
@@ -323,26 +314,26 @@ def test_in_place_gemms_are_emulated_in_their_inputs_format(policy, twin_policy,
         assert not torch.equal(got, c.clone().addmm_(a, b))  # OpenBLAS's own order is another value
 
 
-def test_addbmm_is_an_addmm_per_batch_under_autocast_and_torchs_under_fp32():
+def test_addbmm_is_an_addmm_per_batch_under_autocast_and_torchs_under_fp32(as_model):
     """torch.addbmm was refused; now it is the matmul row's: under fp16-amp autocast casts its operands
     to binary16 and ATen adds one addmm per batch into the running binary16 result."""
     g = torch.Generator().manual_seed(9)
     c, b1, b2 = (torch.randn(s, generator=g, requires_grad=True) for s in [(4, 5), (3, 4, 16), (3, 16, 5)])
-    m = Call(lambda c, b1, b2: torch.addbmm(c, b1, b2, beta=0.5))
+    m = as_model(lambda c, b1, b2: torch.addbmm(c, b1, b2, beta=0.5))
     rt.emulate(m, "fp32")
     got, want = m(c, b1, b2), torch.addbmm(c, b1, b2, beta=0.5)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     grads = torch.autograd.grad(got.sum(), (c, b1, b2))
     for x, y in zip(grads, torch.autograd.grad(want.sum(), (c, b1, b2))):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
-    half = Call(torch.addbmm)
+    half = as_model(torch.addbmm)
 
     def chain(c, b1, b2):
         out = c
         for i in range(b1.shape[0]):
             out = torch.addmm(out, b1[i], b2[i])
         return out
-    twin = Call(chain)
+    twin = as_model(chain)
     rt.emulate(half, "fp16-amp")
     rt.emulate(twin, "fp16-amp")
     y = half(c, b1, b2)

@@ -12,22 +12,13 @@ F = torch.nn.functional
 LOW = {"fp16-amp": torch.float16, "bf16-amp": torch.bfloat16}
 
 
-class Call(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
 def low(t, policy):
     """t's values cast to the policy's low format (round to nearest even), as float32."""
     return t.detach().to(LOW[policy]).float()
 
 
 @pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp"])
-def test_prelu_computes_on_its_inputs_cast_to_the_low_format(policy):
+def test_prelu_computes_on_its_inputs_cast_to_the_low_format(policy, as_model):
     """GPU autocast: prelu(x.half(), w.half()) in half arithmetic (the product computed in float and
     rounded once to half); the gradients of x and w are half tensors cast back."""
     torch.manual_seed(0)
@@ -50,12 +41,12 @@ def test_prelu_computes_on_its_inputs_cast_to_the_low_format(policy):
 
 @pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp"])
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 3.0)])
-def test_addr_is_cudas_kernel_in_the_low_format(policy, beta, alpha):
+def test_addr_is_cudas_kernel_in_the_low_format(policy, beta, alpha, as_model):
     """torch.addr under autocast: its inputs cast, then beta * self + (alpha * vec1) * vec2 in half
     arithmetic, each product and the sum rounded (CUDA's addr_kernel_cuda on c10::Half)."""
     g = torch.Generator().manual_seed(1)
     c, v1, v2 = torch.randn(64, 48, generator=g), torch.randn(64, generator=g), torch.randn(48, generator=g)
-    m = Call(lambda c, v1, v2: torch.addr(c, v1, v2, beta=beta, alpha=alpha))
+    m = as_model(lambda c, v1, v2: torch.addr(c, v1, v2, beta=beta, alpha=alpha))
     e = rt.emulate(m, policy)
     got = m(c, v1, v2)
     dt = LOW[policy]
@@ -67,24 +58,24 @@ def test_addr_is_cudas_kernel_in_the_low_format(policy, beta, alpha):
     assert not torch.equal(got, once)  # one rounding of the binary32 value is another result
 
 
-def test_addr_under_fp32_is_torchs_and_beta_zero_ignores_nan():
+def test_addr_under_fp32_is_torchs_and_beta_zero_ignores_nan(as_model):
     g = torch.Generator().manual_seed(2)
     c, v1, v2 = (torch.randn(s, generator=g, requires_grad=True) for s in [(5, 4), (5,), (4,)])
-    m = Call(lambda c, v1, v2: torch.addr(c, v1, v2, beta=0.5, alpha=2.0))
+    m = as_model(lambda c, v1, v2: torch.addr(c, v1, v2, beta=0.5, alpha=2.0))
     rt.emulate(m, "fp32")
     got, want = m(c, v1, v2), torch.addr(c, v1, v2, beta=0.5, alpha=2.0)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     for x, y in zip(torch.autograd.grad(got.sum(), (c, v1, v2)), torch.autograd.grad(want.sum(), (c, v1, v2))):
         torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-6)
     nan = torch.full((5, 4), float("nan"))
-    zero = Call(lambda c, a, b: torch.addr(c, a, b, beta=0))
+    zero = as_model(lambda c, a, b: torch.addr(c, a, b, beta=0))
     rt.emulate(zero, "fp16-amp")
     assert torch.isfinite(zero(nan, v1, v2)).all()
 
 
-def test_an_op_on_no_list_is_not_cast():
+def test_an_op_on_no_list_is_not_cast(as_model):
     """autocast casts only the ops of its lists: tanh follows its binary32 input."""
     x = torch.rand(8) + 0.1234567
-    m = Call(torch.tanh)
+    m = as_model(torch.tanh)
     rt.emulate(m, "fp16-amp")
     assert torch.equal(m(x), torch.tanh(x))

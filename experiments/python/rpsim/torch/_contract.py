@@ -20,6 +20,7 @@ The steps are ATen's (aten/src/ATen/native/Linear.cpp, einsum, sumproduct_pair a
           (LinearAlgebra.cpp).
   kron    no GEMM: one broadcast product of the operands reshaped to interleave their dimensions.
   addr    no GEMM: (alpha * vec1) times vec2 broadcast, plus beta * input, each an op (CUDA's kernel).
+  matrix_power  matmuls by repeated squaring over n's bits (LinearAlgebra.cpp).
   multi_dot  (chain_matmul too) mm in the order of least scalar products: for three operands the
           cheaper of (AB)C and A(BC) ((AB)C on a tie), for more the matrix-chain order ATen's dynamic programme picks
           (the first split of least cost); a 1-D first or last operand as a row or a column.
@@ -312,6 +313,31 @@ def multi_dot(tensors, *, out=None):
         result = result.squeeze(0)
     if last_1d:
         result = result.squeeze(-1)
+    return _out(result, out)
+
+
+def matrix_power(input, n, *, out=None):
+    """torch.matrix_power / linalg.matrix_power as ATen computes it (LinearAlgebra.cpp,
+    linalg_matrix_power_impl): n = 0 the identity, 1 a copy, a negative n on the inverse; 2 and 3 as
+    a @ a and (a @ a) @ a; beyond, n's bits from the least significant, squaring z = a, a^2, a^4 ...
+    and result = result @ z at each set bit; every product a matmul."""
+    _meta_check(lambda x: torch._C._linalg.linalg_matrix_power(x, n), input)
+    if n == 0:
+        result = input.clone(memory_format=torch.contiguous_format).copy_(
+            torch.eye(input.shape[-1], dtype=input.dtype).expand_as(input))
+    elif n in (1, -1):
+        result = input.clone(memory_format=torch.contiguous_format) if n == 1 else torch.linalg.inv(input)
+    else:
+        a, n = (torch.linalg.inv(input), -n) if n < 0 else (input, n)
+        if n <= 3:
+            result = torch.matmul(a, a) if n == 2 else torch.matmul(torch.matmul(a, a), a)
+        else:
+            z = result = None
+            while n > 0:
+                bit, n = n % 2, n // 2
+                z = a if z is None else torch.matmul(z, z)
+                if bit:
+                    result = z if result is None else torch.matmul(result, z)
     return _out(result, out)
 
 

@@ -34,8 +34,8 @@ from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAY
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
-from ._unsupported import FUSED_GEMMS, check_device, check_kahan_optimizer, check_dtypes, check_emulate_args, check_functions, \
-    check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
+from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, check_functions, \
+    check_kahan_optimizer, check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
 
 
@@ -52,7 +52,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         check_device(model.named_parameters(), "model parameter")  # the C++ kernels read host memory
         check_device(model.named_buffers(), "model buffer")
         check_modules(model)  # what no path carries, refused here rather than at the first step
-        self._functions_checked = False
+        self._functions_checked, self._watch = False, GemmWatch()
         self.policy, self.policy_spec = _core._torch_policy(policy), policy  # (the C++ kernels parse the spec)
         check_dtypes(model, self.policy['name'], self._storage())
         self.high_precision_layers = _blockscale.high_precision_layers(model, self.policy)
@@ -144,7 +144,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         # The input batch in the policy's data format (bf16-pure: bfloat16).
         args = _map_tensors(self._round_input, args)
         self._hook_gradients()  # (a parameter unfrozen since the last step gets its hook now)
-        with self:
+        with self, self._watch:  # (a GEMM of PyTorch's own inside an op: refused, _unsupported.GemmWatch)
             out = self._forward(*args, **kwargs)
         if not self._functions_checked and torch.is_grad_enabled():
             # A custom autograd Function's forward ops run under the mode, its backward after it (in
@@ -210,7 +210,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         if name == "embedding":  # its weight gradient in the rule's output format before a tied sum
             table = self._parameter_of(args[1]) if len(args) > 1 else None
             args = _layers.embedding_args(self, args)
-        out = run_widened(func, args, kwargs)
+        out = self._watch.run(func, args, kwargs)
         if table is not None and self.telemetry and isinstance(out, torch.Tensor):
             out._rpsim_output = LayerOutput(out.shape)  # a layer's output: the rows its table gave
         floats = [t for t in _tensors(out) if t.is_floating_point()]

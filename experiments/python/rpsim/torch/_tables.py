@@ -30,6 +30,8 @@ FUSED_MODULES = {getattr(nn, m): f for m, f in _names("refused_module").items()}
 # Fused modules run as the GEMMs and elementwise ops they are made of (_decompose), some on inputs
 # autocast casts first.
 DECOMPOSED_NAMES = {**_names("decomposed"), **_names("lower_precision_decomposed")}
+# The dispatcher's ops that run a GEMM ("aten::mm"): an emulated forward reaches none (_unsupported).
+ATEN_GEMMS = set(_names("aten_gemm"))
 
 
 def ops():

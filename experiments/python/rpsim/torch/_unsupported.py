@@ -14,7 +14,10 @@ import sys
 import torch
 from torch import nn
 
-from ._tables import FUSED_GEMMS, FUSED_MODULES  # noqa: F401 (re-exported)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._marks import name_of, run_widened
+from ._tables import ATEN_GEMMS, FUSED_GEMMS, FUSED_MODULES  # noqa: F401 (re-exported)
 
 
 class UnsupportedError(ValueError):
@@ -286,3 +289,47 @@ def check_kahan_optimizer(policy_name, opt):
     if not hasattr(opt, "kahan_format"):
         raise ValueError(f"policy {policy_name}: Kahan-compensated updates need the optimizer to carry the "
                          f"compensation: use rpsim.torch.SGD, not {type(opt).__name__}")
+
+
+class GemmWatch(TorchDispatchMode):
+    """Active during an emulated forward: a GEMM of PyTorch's own (a dispatcher op of ATEN_GEMMS: cov's
+    mm, cdist's _euclidean_dist, affine_grid's generator) is an op computing inside one PyTorch kernel
+    what rpsim's accumulation models should: refused, naming the torch function the emulation ran
+    natively (run), not run in PyTorch's arithmetic unnoticed. rpsim's kernels reach no such op, and
+    ops on meta tensors (torch's own argument checks) compute nothing. It watches the first forward
+    with gradients and the first without (a Python dispatch of every op costs 4-15 % of a step; a
+    branch a model first takes at a later step is not watched)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calling, self.watched, self.armed = None, set(), []
+
+    def __enter__(self):
+        key = torch.is_grad_enabled()
+        self.armed.append(None if key in self.watched else key)
+        return self if self.armed[-1] is None else super().__enter__()
+
+    def __exit__(self, exc_type, *exc):
+        key = self.armed.pop()
+        if key is None:
+            return False
+        if exc_type is None:  # (a forward that raised is watched again)
+            self.watched.add(key)
+        return super().__exit__(exc_type, *exc)
+
+    def run(self, func, args, kwargs):
+        """func(*args, **kwargs) in PyTorch (run_widened), its name the one a GEMM inside it is refused by."""
+        self.calling = name_of(func)
+        try:
+            return run_widened(func, args, kwargs)
+        finally:
+            self.calling = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op = func._schema.name
+        if op in ATEN_GEMMS and not any(isinstance(t, torch.Tensor) and t.is_meta for t in args):
+            what = f"torch {self.calling}" if self.calling else "an op rpsim.torch did not see (run with torch function modes off)"
+            raise UnsupportedError(f"rpsim.torch.emulate: {what} runs a GEMM ({op}) inside PyTorch's own kernel, "
+                                   f"out of reach of rpsim's accumulation models; write it with torch.matmul and "
+                                   f"elementwise ops ({_LISTS})")
+        return func(*args, **(kwargs or {}))

@@ -87,7 +87,10 @@ std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
 // list follows its inputs), the ops with no arithmetic, the modules whose
 // fused GEMMs rpsim.torch refuses (with what to write instead), and the
 // modules it runs as the GEMMs and elementwise ops they are made of (and
-// those of autocast's lower-precision list it runs so, on inputs cast first).
+// those of autocast's lower-precision list it runs so, on inputs cast first);
+// aten_gemm: the dispatcher's ops ("aten::mm") that run a GEMM, which no
+// emulated forward may reach (a torch function running one inside PyTorch's
+// own kernel is refused at its call, by the name the emulation saw).
 enum class TorchClass {
   lower_precision,
   fp32,
@@ -95,7 +98,8 @@ enum class TorchClass {
   refused,
   refused_module,
   decomposed,
-  lower_precision_decomposed
+  lower_precision_decomposed,
+  aten_gemm
 };
 struct TorchName {
   const char* name;
