@@ -326,7 +326,7 @@ class GemmWatch(TorchDispatchMode):
             self.calling = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        op = func._schema.name
+        op = getattr(getattr(func, "_schema", None), "name", "")  # (torch 2's higher-order ops have none)
         if op in ATEN_GEMMS and not any(isinstance(t, torch.Tensor) and t.is_meta for t in args):
             what = f"torch {self.calling}" if self.calling else "an op rpsim.torch did not see (run with torch function modes off)"
             raise UnsupportedError(f"rpsim.torch.emulate: {what} runs a GEMM ({op}) inside PyTorch's own kernel, "
