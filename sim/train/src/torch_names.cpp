@@ -152,6 +152,9 @@ const TorchName kNames[] = {
     {"linalg_matrix_power", TC::decomposed, "matmuls by repeated squaring"},
     // AffineGridGenerator.cpp: a base grid times theta^T, one bmm.
     {"affine_grid", TC::decomposed, "a base grid times theta^T (a bmm)"},
+    // Correlation.cpp: composites, their one mm on the matmul row.
+    {"cov", TC::decomposed, "a weighted mean, the centred observations, one mm"},
+    {"corrcoef", TC::decomposed, "cov divided by the standard deviations"},
     // The dispatcher's ops that run a GEMM (the names a TorchDispatchMode sees:
     // an op with its own backward is seen whole, its inner GEMM not; a
     // composite one as the ops it calls). rpsim.torch's kernels reach none.

@@ -4,12 +4,13 @@ here, under its mode, with the same arguments (the module's own parameters)."""
 from ._attention import multi_head_attention_forward
 from ._contract import addr, bilinear, chain_matmul, einsum, inner, kron, matrix_power, multi_dot, tensordot
 from ._grid import affine_grid
+from ._stats import corrcoef, cov
 from ._recurrent import RECURRENT
 from ._tables import DECOMPOSED_NAMES
 
 # The C++ table's decomposed names (torch_names.cpp), each with the function that runs it here.
 _FUNCTIONS = {"multi_head_attention_forward": multi_head_attention_forward, "einsum": einsum,
               "tensordot": tensordot, "inner": inner, "kron": kron, "addr": addr, "matrix_power": matrix_power,
-              "linalg_matrix_power": matrix_power, "affine_grid": affine_grid,
+              "linalg_matrix_power": matrix_power, "affine_grid": affine_grid, "cov": cov, "corrcoef": corrcoef,
               "bilinear": bilinear, "linalg_multi_dot": multi_dot, "chain_matmul": chain_matmul, **RECURRENT}
 DECOMPOSED = {name: _FUNCTIONS[name] for name in DECOMPOSED_NAMES}

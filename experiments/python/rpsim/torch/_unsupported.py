@@ -292,8 +292,8 @@ def check_kahan_optimizer(policy_name, opt):
 
 
 class GemmWatch(TorchDispatchMode):
-    """Active during an emulated forward: a GEMM of PyTorch's own (a dispatcher op of ATEN_GEMMS: cov's
-    mm, cdist's _euclidean_dist, affine_grid's generator) is an op computing inside one PyTorch kernel
+    """Active during an emulated forward: a GEMM of PyTorch's own (a dispatcher op of ATEN_GEMMS: an mm,
+    cdist's _euclidean_dist, affine_grid's generator) is an op computing inside one PyTorch kernel
     what rpsim's accumulation models should: refused, naming the torch function the emulation ran
     natively (run), not run in PyTorch's arithmetic unnoticed. rpsim's kernels reach no such op, and
     ops on meta tensors (torch's own argument checks) compute nothing. It watches the first forward
