@@ -82,3 +82,30 @@ def as_model():
         def forward(self, *xs):
             return self.fn(*xs)
     return Call
+
+
+@pytest.fixture
+def is_torchs_under_fp32():
+    """is_torchs_under_fp32(m, x, grad_atol=None): m(x) emulated under fp32 has torch's shape, and its
+    value and the gradients of the sum of its squares (x's and every parameter's) are within 1e-5
+    of torch's (gradients: within grad_atol, or 1e-5 of each gradient's largest magnitude); the
+    Emulation."""
+    torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+    rt = pytest.importorskip("rpsim.torch")
+
+    def check(m, x, grad_atol=None):
+        want = m(x)
+        want.square().sum().backward()
+        grads = [t.grad.clone() for t in (x, *m.parameters())]
+        x.grad = None
+        m.zero_grad()
+        e = rt.emulate(m, "fp32")
+        got = m(x)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        got.square().sum().backward()
+        for t, g in zip((x, *m.parameters()), grads):
+            atol = grad_atol if grad_atol is not None else 1e-5 * g.abs().max().item()
+            torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=atol)
+        return e
+    return check

@@ -17,28 +17,10 @@ GEOMETRIES = [dict(), dict(stride=2, padding=1), dict(padding=(1, 2, 0), dilatio
               dict(stride=(1, 2, 2), groups=2, bias=False)]
 
 
-def _is_torchs_under_fp32(m, x):
-    """m(x) emulated under fp32 has torch's shape, and its value and the gradients of the sum of its
-    squares (x's and every parameter's) are within 1e-5 of torch's; the Emulation."""
-    want = m(x)
-    want.square().sum().backward()
-    grads = [t.grad.clone() for t in (x, *m.parameters())]
-    x.grad = None
-    m.zero_grad()
-    e = rt.emulate(m, "fp32")
-    got = m(x)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    got.square().sum().backward()
-    for t, g in zip((x, *m.parameters()), grads):
-        torch.testing.assert_close(t.grad, g, rtol=1e-5, atol=1e-5 * g.abs().max().item())
-    return e
-
-
 @pytest.mark.parametrize("kw", GEOMETRIES, ids=[str(k) for k in GEOMETRIES])
-def test_conv3d_under_fp32_is_torchs(kw):
+def test_conv3d_under_fp32_is_torchs(kw, is_torchs_under_fp32):
     torch.manual_seed(0)
-    _is_torchs_under_fp32(nn.Conv3d(4, 6, (3, 3, 2), **kw), torch.randn(2, 4, 5, 7, 6, requires_grad=True))
+    is_torchs_under_fp32(nn.Conv3d(4, 6, (3, 3, 2), **kw), torch.randn(2, 4, 5, 7, 6, requires_grad=True))
 
 
 @pytest.mark.parametrize("policy", ["fp16-amp", "bf16-amp"])
@@ -108,9 +90,9 @@ TRANSPOSED = [dict(), dict(stride=2, padding=1, output_padding=1), dict(stride=(
 
 
 @pytest.mark.parametrize("kw", TRANSPOSED, ids=[str(k) for k in TRANSPOSED])
-def test_conv_transpose3d_under_fp32_is_torchs(kw):
+def test_conv_transpose3d_under_fp32_is_torchs(kw, is_torchs_under_fp32):
     torch.manual_seed(1)
-    e = _is_torchs_under_fp32(nn.ConvTranspose3d(4, 6, (3, 2, 3), **kw), torch.randn(2, 4, 3, 4, 5, requires_grad=True))
+    e = is_torchs_under_fp32(nn.ConvTranspose3d(4, 6, (3, 2, 3), **kw), torch.randn(2, 4, 3, 4, 5, requires_grad=True))
     assert e.counts["rpsim kernel"]["conv_transpose3d"] == 1
 
 
