@@ -6,7 +6,12 @@ For each GEMM: A and B from the index hash (exact values of the input format; no
 the GEMM run as torch calls it (torch.mm, @, torch._scaled_mm; nothing forced), the kernels it launched
 (names and grids, from the profiler), and three 8x8 blocks of D (top left, centre, bottom right).
 Needs torch with CUDA; not rpsim. Usage: python3 sim/accumulation/fit/cublas_grid_capture.py OUT_DIR
-[--rand N] [--seed S]. (Written for issue #38 from the format the fit reads; the session-10 capture was
+[--rand N] [--seed S].
+
+--heldout N [--seed S] [--deadline SECONDS]: issue #40's held-out capture instead (heldout.json/.npz; never
+read by the fit): N random shapes (M, N 1..8192 with thin ones, K 1..32768) under 7 kinds (tf32, fp16->fp32,
+fp16 and bf16 with reduced-precision reduction off and on, e4m3 _scaled_mm), each with the cuBLASLt
+heuristic's answer for the call. (Written for issue #38 from the format the fit reads; the session-10 capture was
 made by an earlier script of the same design. Run on a GPU: owed.)
 """
 import json
@@ -87,12 +92,105 @@ def shapes(args):
     return [(log(32, 2048, 16), log(32, 2048, 16), log(256, 16384, 32)) for _ in range(count)], "rand"
 
 
+def hashed_torch(torch, rows, cols, salt, p, device="cuda"):
+    """hashed() on the device (the same integer steps in int64), for the held-out capture's large operands."""
+    h = (torch.arange(rows * cols, dtype=torch.int64, device=device) + salt) & MASK
+    h = (((h >> 16) ^ h) * HMUL) & MASK
+    h = (((h >> 16) ^ h) * HMUL) & MASK
+    h = (h >> 16) ^ h
+    mant = ((h & ((1 << p) - 1)) + (1 << p)).to(torch.float64)
+    e = ((h >> p) % 5) - 3 - p
+    s = 1 - 2 * ((h >> 31) & 1)
+    return torch.ldexp(s * mant, e.to(torch.float64)).to(torch.float32).reshape(rows, cols)
+
+
+# The held-out capture of issue #40: the kinds and their cuBLASLt query (torch's dtypes and flags).
+HELDOUT = {"tf32_fp32": ("float32", "float32", {"allow_tf32": True}),
+           "fp16_fp32": ("float16", "float32", {}),
+           "fp16_fp16_red0": ("float16", "float16", {"reduced_precision_reduction": False}),
+           "fp16_fp16_red1": ("float16", "float16", {"reduced_precision_reduction": True}),
+           "bf16_bf16_red0": ("bfloat16", "bfloat16", {"reduced_precision_reduction": False}),
+           "bf16_bf16_red1": ("bfloat16", "bfloat16", {"reduced_precision_reduction": True}),
+           "e4m3_float32": ("float8_e4m3fn", "float32", {"b_transposed": True})}
+
+
+def heldout_shapes(count, seed):
+    """M, N log-uniform in 16..8192, K in 16..32768, any integer; 15 % of shapes thin (M or N in 1..16) and
+    10 % with K in 1..16. e4m3 rounds each up to a multiple of 16 (torch._scaled_mm's rule)."""
+    rng = random.Random(seed)
+    log = lambda lo, hi: max(lo, min(hi, round(math.exp(rng.uniform(math.log(lo), math.log(hi))))))
+    out = []
+    for _ in range(count):
+        m, n, k = log(16, 8192), log(16, 8192), log(16, 32768)
+        if rng.random() < 0.15:
+            m, n = (log(1, 16), n) if rng.random() < 0.5 else (m, log(1, 16))
+        if rng.random() < 0.1:
+            k = log(1, 16)
+        out.append((m, n, k))
+    return out
+
+
+def heldout(torch, out_dir, count, seed, deadline):
+    """Held-out capture (never read by the fit): every shape under every HELDOUT kind, shapes outermost so a
+    deadline leaves all kinds equally covered. Each case keeps the cuBLASLt heuristic's answer for the call
+    (the recorded-schedule path), the kernels launched and three blocks of D (8x8, fewer where M or N < 8).
+    heldout.json + heldout.npz are rewritten every 50 cases."""
+    import importlib.util
+    import time
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "..", "experiments", "python", "rpsim", "torch", "_cublaslt.py")
+    spec = importlib.util.spec_from_file_location("rpsim_cublaslt", path)
+    cl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cl)
+    lt = cl.CublasLt()
+    start, cases, blocks, i = time.time(), [], {}, 0
+    for m0, n0, k0 in heldout_shapes(count, seed):
+        for variant, (dtype, d_dtype, flags) in HELDOUT.items():
+            if time.time() - start > deadline:
+                return save(torch, out_dir, "heldout", cases, blocks, f"deadline after {i} cases")
+            m, n, k = (-(-x // 16) * 16 for x in (m0, n0, k0)) if dtype.startswith("float8") else (m0, n0, k0)
+            p = PBITS[variant.split("_")[0]]
+            sa, sb = 1_000_003 * i + 17, 1_000_003 * i + 500_009
+            case = {"i": i, "variant": variant, "m": m, "n": n, "k": k}
+            try:
+                a, b = hashed_torch(torch, m, k, sa, p), hashed_torch(torch, k, n, sb, p)
+                q = cl.torch_query(m, n, k, dtype, dtype, d_dtype, **flags)
+                case["heuristic"] = lt.heuristic(q)
+                d, case["kernels"] = kernels_of(torch, lambda: run(torch, variant, a, b))
+                at = [[0, 0], [m // 2, n // 2], [m - 8, n - 8]]
+                at = [[max(0, min(r, m - 8)), max(0, min(c, n - 8))] for r, c in at]
+                blocks[f"d{i}"] = np.stack([d[r:r + 8, c:c + 8].float().cpu().numpy() for r, c in at])
+                case["blocks"] = at
+            except Exception as e:  # noqa: BLE001 (a case torch or cuBLAS refuses is kept, with why)
+                case["error"] = f"{type(e).__name__}: {e}"
+            cases.append(case)
+            i += 1
+            if i % 50 == 0:
+                save(torch, out_dir, "heldout", cases, blocks, f"{i} cases, {time.time() - start:.0f} s")
+    return save(torch, out_dir, "heldout", cases, blocks, "complete")
+
+
+def save(torch, out_dir, name, cases, blocks, status):
+    """NAME.json and NAME.npz, each written to a temporary name and renamed."""
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "status": status, "cases": cases}
+    with open(os.path.join(out_dir, f"{name}.json.tmp"), "w") as f:
+        json.dump(meta, f)
+    np.savez_compressed(os.path.join(out_dir, f"{name}.tmp.npz"), **blocks)
+    os.replace(os.path.join(out_dir, f"{name}.json.tmp"), os.path.join(out_dir, f"{name}.json"))
+    os.replace(os.path.join(out_dir, f"{name}.tmp.npz"), os.path.join(out_dir, f"{name}.npz"))
+    print(f"{name}: {len(cases)} cases ({status})", file=sys.stderr, flush=True)
+
+
 def main(args):
     import torch
     if not args or args[0].startswith("-"):
         sys.exit(__doc__)
     out_dir = args[0]
     os.makedirs(out_dir, exist_ok=True)
+    if "--heldout" in args:
+        opt = {args[i]: args[i + 1] for i in range(1, len(args) - 1) if args[i].startswith("--")}
+        return heldout(torch, out_dir, int(opt["--heldout"]), int(opt.get("--seed", 40)),
+                       float(opt.get("--deadline", "inf")))
     grid, name = shapes(args)
     cases, blocks, i = [], {}, 0
     for variant in VARIANTS:

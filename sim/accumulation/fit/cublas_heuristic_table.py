@@ -9,8 +9,9 @@ The heuristic calls go through experiments/python/rpsim/torch/_cublaslt.py, load
 the ctypes plumbing, which capture_gemms uses too (it needs only the standard library).
 
 Usage: python3 sim/accumulation/fit/cublas_heuristic_table.py GPU [--spec FILE] [--out FILE]
-           [--kinds K1,K2] [--no-kernels]
-       GPU is the preset's name (h100). It prints the queries' count and time, the distinct
+           [--kinds K1,K2] [--no-kernels] [--jobs J] [--deadline SECONDS]
+       GPU is the preset's name (h100). --jobs: kinds asked in parallel worker processes (the table is
+       the same); --deadline: kinds unanswered after that many seconds are left out, named. It prints the queries' count and time, the distinct
        configurations, the sha256 of the spec it read and of the table it wrote.
 """
 import hashlib
@@ -70,9 +71,21 @@ def run_length(cells):
     return " ".join(out)
 
 
-def query_kind(lt, cl, kind, axes, workspace, configs, first_shape):
-    """One kind's rows: per (m, n) the entries CONFIG.SPLITK.REDUCTION over k (0.0.0: no algorithm)."""
-    rows = []
+def query_kind(job):
+    """answer_kind in a worker process of its own, with its own cuBLASLt handle."""
+    name, kind, axes, workspace = job
+    cl = load_cublaslt()
+    lt = cl.CublasLt()
+    rows, first_shape = answer_kind(lt, cl, kind, axes, workspace)
+    lt.close()
+    return name, rows, first_shape
+
+
+def answer_kind(lt, cl, kind, axes, workspace):
+    """One kind's answers, per (m, n) the list over k of (configuration key, SPLITK_NUM, REDUCTION_SCHEME),
+    None where cuBLASLt has no algorithm; and the first query that chose each configuration (the parent
+    numbers the configurations: number_rows)."""
+    rows, first_shape = [], {}
     for m in axes["m"]:
         for n in axes["n"]:
             cells = []
@@ -84,15 +97,53 @@ def query_kind(lt, cl, kind, axes, workspace, configs, first_shape):
                 try:
                     h = lt.heuristic(q)
                 except cl.CublasLtError:
-                    cells.append("0.0.0")
+                    cells.append(None)
                     continue
                 key = (h["algo_id"], h["tile_id"], h["stages_id"], h["custom_option"])
-                if key not in configs:
-                    configs[key] = len(configs) + 1  # 0 is "no algorithm"
-                    first_shape[key] = q
-                cells.append(f"{configs[key]}.{h['splitk_num'] or 1}.{h['reduction_scheme'] or 0}")
-            rows.append(run_length(cells))
-    return rows
+                first_shape.setdefault(key, q)
+                cells.append((key, h["splitk_num"] or 1, h["reduction_scheme"] or 0))
+            rows.append(cells)
+    return rows, first_shape
+
+
+def number_rows(rows, first, configs, first_shape):
+    """A kind's rows as run-length text, configurations numbered in the order first seen (kinds in the
+    spec's order, so the table is the same however many workers asked)."""
+    out = []
+    for cells in rows:
+        text = []
+        for cell in cells:
+            if cell is None:
+                text.append("0.0.0")
+                continue
+            key, splitk, reduction = cell
+            if key not in configs:
+                configs[key] = len(configs) + 1  # 0 is "no algorithm"
+                first_shape[key] = first[key]
+            text.append(f"{configs[key]}.{splitk}.{reduction}")
+        out.append(run_length(text))
+    return out
+
+
+def query_all(kinds, axes, workspace, jobs, deadline):
+    """{kind: (rows, first_shape)} for the kinds answered before the deadline (seconds from now; kinds
+    still running then are left out and named on stderr). Workers are spawned, not forked: a CUDA
+    context does not survive a fork."""
+    import multiprocessing
+    done, start = {}, time.time()
+    todo = [(name, kind, axes, workspace) for name, kind in kinds.items()]
+    with multiprocessing.get_context("spawn").Pool(max(1, min(jobs, len(todo)))) as pool:
+        answers = pool.imap_unordered(query_kind, todo)
+        for _ in todo:
+            try:
+                name, rows, first = answers.next(timeout=max(1.0, deadline - (time.time() - start)))
+            except multiprocessing.TimeoutError:
+                print(f"deadline: left out {', '.join(k for k in kinds if k not in done)}", file=sys.stderr)
+                pool.terminate()
+                break
+            done[name] = (rows, first)
+            print(f"{name}: {len(rows) * len(axes['k'])} shapes, {time.time() - start:.0f} s", file=sys.stderr)
+    return done
 
 
 def kernel_names(cl, lt, first_shape):
@@ -148,12 +199,14 @@ def main(argv):
     kinds = spec["kinds"] if "--kinds" not in opt else {k: spec["kinds"][k] for k in opt["--kinds"].split(",")}
     cl = load_cublaslt()
     lt = cl.CublasLt()
-    configs, first_shape, tables = {}, {}, {}
     start = time.time()
-    for name, kind in kinds.items():
-        tables[name] = query_kind(lt, cl, kind, axes, spec.get("workspace", cl.DEFAULT_WORKSPACE), configs, first_shape)
-        print(f"{name}: {len(axes['m']) * len(axes['n']) * len(axes['k'])} shapes, {time.time() - start:.0f} s",
-              file=sys.stderr)
+    answered = query_all(kinds, axes, spec.get("workspace", cl.DEFAULT_WORKSPACE), int(opt.get("--jobs", 1)),
+                         float(opt.get("--deadline", "inf")))
+    configs, first_shape, tables = {}, {}, {}
+    for name in kinds:
+        if name in answered:
+            tables[name] = number_rows(*answered[name], configs, first_shape)
+    print(f"{len(tables)} of {len(kinds)} kinds in {time.time() - start:.0f} s", file=sys.stderr)
     names = {} if "--no-kernels" in argv else kernel_names(cl, lt, first_shape)
     device = os.environ.get("RPSIM_GPU_NAME", gpu)
     digest = write(out, device, f"{os.path.basename(lt.path)} {lt.version}", spec_path, spec_hash, configs, names,

@@ -164,7 +164,8 @@ def test_generator_table_is_read_by_the_preset(tmp_path, run_cli):
                     "splitk_num": 5 if q["k"] == 4096 else 1, "reduction_scheme": 2}
 
     configs, first = {}, {}
-    rows = gen.query_kind(Answers(), lt, spec_json["kinds"]["fp16:fp32"], axes, 1 << 25, configs, first)
+    answers = gen.answer_kind(Answers(), lt, spec_json["kinds"]["fp16:fp32"], axes, 1 << 25)
+    rows = gen.number_rows(*answers, configs, first)
     assert len(rows) == 4 and rows[0] == "1.1.2*5 1.5.2"
     out = tmp_path / "cublas-h100.txt"
     gen.write(str(out), "NVIDIA H100 80GB HBM3", "libcublasLt.so.13 130100", str(spec), digest, configs, {},
