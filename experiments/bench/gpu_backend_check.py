@@ -50,6 +50,9 @@ GEMM_MODELS = [
     ("kernel:h100:e4m3:fp32:wgmma:promotion=4", "e4m3", None),
 ]
 
+SPEED_MODELS = ["sequential:fp32:rne", "tc:h100:bf16:fp32", "tc:h100:e4m3:fp32:wgmma",
+                "cublas:h100:fp16:fp32", "tc:b200:bf16:fp32:tcgen05.mma"]
+
 
 def fail_skip(why):
     print(f"gpu_backend_check: nothing checked: {why}", file=sys.stderr)
@@ -145,44 +148,50 @@ def check_gemms(torch, rpsim, core, tally, shapes, threads):
     rng = np.random.default_rng(39)
     stream = torch.cuda.current_stream().cuda_stream
     for model, fmt, scaled in GEMM_MODELS:
-        ok = total = 0
-        first = ""
-        for s in range(shapes):
-            m, n = int(rng.integers(1, 300)), int(rng.integers(1, 300))
-            block = scaled[1] if scaled else 1
-            k = int(rng.integers(1, 2000 // block + 1)) * block
-            a, b = random_values(rng, fmt, (m, k), rpsim), random_values(rng, fmt, (k, n), rpsim)
-            c = rng.integers(-255, 256, (m, n)) / 8.0  # a value of every output format (8 bits)
-            kw, dev = {}, {}
-            if scaled:
-                sfa = rpsim.round(np.exp2(rng.integers(-4, 5, (m, k // block))).astype(np.float64), scaled[0])
-                sfb = rpsim.round(np.exp2(rng.integers(-4, 5, (k // block, n))).astype(np.float64), scaled[0])
-                kw = {"sfa": sfa, "sfb": sfb, "scale_format": "ue8m0" if scaled[0] == "e8m0" else "ue4m3",
-                      "block": block}
-                dev = {"sfa": sfa, "sfb": sfb}
-            want = rpsim.gemm(a, b, model=model, C=c, threads=threads, **kw)
-            # Odd shapes hand A and B over as float32 (what a torch model holds; the native binary32
-            # kernel runs on them), even ones as float64; binary64 models keep float64.
-            f32 = s % 2 == 1 and "fp64" not in model
-            t = {}
-            for name, v in {"a": a, "b": b, "c": c, **dev}.items():
-                dtype = np.float32 if f32 and name in ("a", "b") else np.float64
-                t[name] = torch.from_numpy(np.ascontiguousarray(v, dtype)).cuda()
-            d = torch.empty((m, n), dtype=torch.float64, device="cuda")
+        try:  # a model that cannot run is its own failed row; the next model still runs
+            check_gemm(torch, rpsim, core, tally, rng, stream, model, fmt, scaled, shapes, threads)
+        except Exception as e:  # noqa: BLE001 (reported and counted)
+            tally.add(f"gemm {model}: raised {type(e).__name__}: {e}", 0, 1)
 
-            def desc(v):
-                dtype = "float32" if v.dtype == torch.float32 else "float64"
-                return (v.data_ptr(), dtype, v.shape[0], v.shape[1], v.stride(0), v.stride(1))
-            core._cuda_gemm(model, desc(t["a"]), desc(t["b"]), desc(t["c"]), desc(d), stream,
-                            sfa=desc(t["sfa"]) if scaled else None, sfb=desc(t["sfb"]) if scaled else None)
-            got = d.cpu().numpy()
-            same = got.view(np.uint64) == np.asarray(want, np.float64).view(np.uint64)
-            total += same.size
-            ok += int(same.sum())
-            if not first and not same.all():
-                i, j = map(int, np.argwhere(~same)[0])
-                first = f"{m}x{k}x{n} ({i},{j}): cpu {want[i, j]!r} gpu {got[i, j]!r}"
-        tally.add(f"gemm {model}", ok, total, first)
+
+def check_gemm(torch, rpsim, core, tally, rng, stream, model, fmt, scaled, shapes, threads):
+    ok = total = 0
+    first = ""
+    for s in range(shapes):
+        m, n = int(rng.integers(1, 300)), int(rng.integers(1, 300))
+        block = scaled[1] if scaled else 1
+        k = int(rng.integers(1, 2000 // block + 1)) * block
+        a, b = random_values(rng, fmt, (m, k), rpsim), random_values(rng, fmt, (k, n), rpsim)
+        c = rng.integers(-255, 256, (m, n)) / 8.0  # a value of every output format (8 bits)
+        kw, dev = {}, {}
+        if scaled:
+            sfa = rpsim.round(np.exp2(rng.integers(-4, 5, (m, k // block))).astype(np.float64), scaled[0])
+            sfb = rpsim.round(np.exp2(rng.integers(-4, 5, (k // block, n))).astype(np.float64), scaled[0])
+            kw = {"sfa": sfa, "sfb": sfb, "block": block}  # (the spec names scale=)
+            dev = {"sfa": sfa, "sfb": sfb}
+        want = rpsim.gemm(a, b, model=model, C=c, threads=threads, **kw)
+        # Odd shapes hand A and B over as float32 (what a torch model holds; the native binary32
+        # kernel runs on them), even ones as float64; binary64 models keep float64.
+        f32 = s % 2 == 1 and "fp64" not in model
+        t = {}
+        for name, v in {"a": a, "b": b, "c": c, **dev}.items():
+            dtype = np.float32 if f32 and name in ("a", "b") else np.float64
+            t[name] = torch.from_numpy(np.ascontiguousarray(v, dtype)).cuda()
+        d = torch.empty((m, n), dtype=torch.float64, device="cuda")
+
+        def desc(v):
+            dtype = "float32" if v.dtype == torch.float32 else "float64"
+            return (v.data_ptr(), dtype, v.shape[0], v.shape[1], v.stride(0), v.stride(1))
+        core._cuda_gemm(model, desc(t["a"]), desc(t["b"]), desc(t["c"]), desc(d), stream,
+                        sfa=desc(t["sfa"]) if scaled else None, sfb=desc(t["sfb"]) if scaled else None)
+        got = d.cpu().numpy()
+        same = got.view(np.uint64) == np.asarray(want, np.float64).view(np.uint64)
+        total += same.size
+        ok += int(same.sum())
+        if not first and not same.all():
+            i, j = map(int, np.argwhere(~same)[0])
+            first = f"{m}x{k}x{n} ({i},{j}): cpu {want[i, j]!r} gpu {got[i, j]!r}"
+    tally.add(f"gemm {model}", ok, total, first)
 
 
 # (recipe, options, the trainer's element format and scaling for the stochastic check or None, block, tiles)
@@ -304,8 +313,13 @@ def check_speed(torch, core, size, repeats):
     print(f"speed {n}^3: cuBLAS SGEMM (TF32 off) {sgemm:.2f} ms, emulated tc:h100:fp16:fp32 {emulated:.2f} ms: "
           f"{ratio:.4f} of SGEMM (aim >= 0.1); peak torch memory {sgemm_mem / 2**20:.0f} MiB, device memory "
           f"outside torch's allocator after the run {extra / 2**20:.0f} MiB", flush=True)
+    others = {}
+    for model in SPEED_MODELS:  # the other accumulation kinds training uses, once each (binary16 values)
+        others[model] = time_ms(torch, lambda: core._cuda_gemm(model, desc(a16), desc(b16), None, desc(d), stream), 1)
+        print(f"speed {n}^3: emulated {model} {others[model]:.2f} ms: {sgemm / others[model]:.4f} of SGEMM",
+              flush=True)
     return {"size": n, "sgemm_ms": sgemm, "emulated_ms": emulated, "ratio": ratio, "aim": 0.1,
-            "torch_peak_bytes": int(sgemm_mem), "outside_torch_bytes": int(extra)}
+            "torch_peak_bytes": int(sgemm_mem), "outside_torch_bytes": int(extra), "other_models_ms": others}
 
 
 def main():

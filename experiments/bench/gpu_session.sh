@@ -34,32 +34,43 @@ PY=$(command -v python3)
 # 1. The held-out cuBLAS capture (torch only), on the GPU while the CPUs build; and the heuristic table
 # sweep (cuBLASLt's answers, CPU only, no GEMM run) beside everything.
 CAPTURE_S=${CAPTURE_S:-150}
-(timeout $((CAPTURE_S + 30)) "$PY" sim/accumulation/fit/cublas_grid_capture.py "$OUT" --heldout 500 --seed 40 \
-  --deadline "$CAPTURE_S" >>"$OUT/sweep.log" 2>&1) &
+CAPTURE=
+SWEEP=
+if [ -z "${SKIP_CUBLAS:-}" ]; then
+(timeout $((CAPTURE_S + 30)) "$PY" sim/accumulation/fit/cublas_grid_capture.py "$OUT" --heldout 500 \
+  --seed "${CAPTURE_SEED:-40}" --name "${CAPTURE_NAME:-heldout}" --deadline "$CAPTURE_S" >>"$OUT/sweep.log" 2>&1) &
 CAPTURE=$!
 (timeout $((LIMIT - 15)) "$PY" sim/accumulation/fit/cublas_heuristic_table.py h200 --out "$OUT/cublas-h200.txt" \
   --jobs "${SWEEP_JOBS:-4}" --deadline $((LIMIT - 75)) ${SWEEP_KINDS:+--kinds $SWEEP_KINDS} >>"$OUT/sweep.log" 2>&1) &
 SWEEP=$!
+fi
 
 # 2. The build: the Python module and the CUDA backend, for sm_90a only.
 R=/tmp/devroot
 mkdir -p $R
 for f in .devroot/*.deb; do dpkg -x "$f" $R; done
-zlib=()
-if [ ! -f /usr/include/zlib.h ]; then
-  lib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
-  zlib=(-DZLIB_INCLUDE_DIR=$R/usr/include -DZLIB_LIBRARY="$lib")
-fi
+# zlib: the system's shared one (the carried libz.a is not position-independent, no shared module links
+# it), with the carried header only where the system has none.
+rm -f $R/usr/lib/x86_64-linux-gnu/libz.a $R/usr/lib/x86_64-linux-gnu/libz.so
+lib=$( (ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF}'; ls /usr/lib/x86_64-linux-gnu/libz.so.1* \
+  /lib/x86_64-linux-gnu/libz.so.1*) 2>/dev/null | head -1)
+inc=/usr/include
+[ -f /usr/include/zlib.h ] || inc=$R/usr/include
+zlib=(-DZLIB_INCLUDE_DIR=$inc -DZLIB_LIBRARY="$lib" -DZLIB_LIBRARY_RELEASE="$lib")
 # Warnings as errors serve CI's compilers; this host compiler and its headers are others.
 sed -i 's/-Werror=all-warnings//' sim/cuda/CMakeLists.txt
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 B=/tmp/rpsim-build
-if [ -n "$(ls .devbuild/python/rpsim/_core*.so 2>/dev/null)" ]; then
+BUILT=1
+if [ -n "${SKIP_BUILD:-}" ]; then
+  log "no build, no backend checks (SKIP_BUILD)"
+elif [ -n "$(ls .devbuild/python/rpsim/_core*.so 2>/dev/null)" ]; then
   B=$PWD/.devbuild  # a build an earlier session brought back (build.tgz) and carried here
   BUILT=0
   log "using the carried build"
 else
 log "configure"
+rm -f $B/CMakeCache.txt
 timeout 120 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPSIM_BUILD_TESTS=OFF \
   -DRPSIM_BUILD_BENCHMARKS=OFF -DRPSIM_CUDA_ARCHITECTURES=90a-real -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DCMAKE_PREFIX_PATH="$R/usr;$R/usr/share/eigen3" -DPython3_EXECUTABLE="$PY" \
@@ -75,8 +86,7 @@ tail -5 "$OUT/build.log" >>"$OUT/run.log"
 fi
 
 # 3. The backend's checks, once the capture has left the GPU (the speed check times it alone).
-wait $CAPTURE
-log "capture exit $?"
+[ -n "$CAPTURE" ] && wait $CAPTURE && log "capture exit $?"
 if [ $BUILT -eq 0 ]; then
   export PYTHONPATH=$B/python LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu
   PYTHONUNBUFFERED=1 timeout $(($(left) - 20)) "$PY" experiments/bench/gpu_backend_check.py \
@@ -84,6 +94,5 @@ if [ $BUILT -eq 0 ]; then
     >>"$OUT/run.log" 2>&1
   log "checks exit $?"
 fi
-wait $SWEEP
-log "sweep exit $?"
+[ -n "$SWEEP" ] && wait $SWEEP && log "sweep exit $?"
 ls -la "$OUT" >>"$OUT/run.log"
