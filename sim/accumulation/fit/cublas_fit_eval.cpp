@@ -8,8 +8,15 @@
 //   P: the inputs' mantissa bits (23 tf32, 10 fp16, 7 bf16, 3 e4m3); the
 //   salts as the capture's hash takes them; BIAS 1: C = bias[COL .. COL+8]
 //   broadcast over the rows (salt SALT_C); SPEC: an accumulation model.
+//   A kernel preset (cublas:h100:...) runs the schedule it gives for the
+//   whole M x N x K, not for the 8 x K x 8 block. The rest of the line, when
+//   there is one, is a JSON object {"cublas": {"heuristic": {...}, "kernels":
+//   [...]}} as capture_gemms and the held-out capture record how cuBLAS ran
+//   the GEMM: the block then runs the recorded schedule (gemm-check's
+//   resolve_gemm_model), or the preset's where the record is not modelled.
 // Each output line: the 64 values of the block as binary32 bit patterns,
-// row-major, in decimal; or "error: why".
+// row-major, in decimal, and for a preset "# " and where its schedule came
+// from (gemm-check's words: "recorded: ...", "guessed: ..."); or "error: why".
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +26,7 @@
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/validation/gemm_manifest.hpp"
 
 namespace {
 
@@ -40,9 +48,22 @@ std::string block(std::istringstream& in) {
   long m = 0, n = 0, k = 0, row = 0, col = 0;
   std::string spec;
   if (!(in >> p >> sa >> sb >> sc >> m >> n >> k >> row >> col >> bias >> spec) || k < 1 || p < 1 || p > 30)
-    return "error: expected P SALT_A SALT_B SALT_C M N K ROW COL BIAS SPEC";
-  (void)m;
+    return "error: expected P SALT_A SALT_B SALT_C M N K ROW COL BIAS SPEC [RECORD]";
+  std::string record;
+  std::getline(in >> std::ws, record);
   using rpsim::sim::Matrix;
+  rpsim::sim::AccumulationModel model = rpsim::sim::AccumulationModel::parse(spec);
+  std::string source;
+  if (std::holds_alternative<rpsim::sim::KernelPreset>(model.variant())) {
+    rpsim::sim::ManifestGemm g;
+    g.m = m, g.n = n, g.k = k;
+    if (!record.empty()) rpsim::sim::read_cublas_record_text(record, "record", g);
+    const auto resolved = rpsim::sim::resolve_gemm_model(g, spec);
+    model = resolved.model;
+    source = resolved.schedule;
+  } else if (!record.empty()) {
+    return "error: a record goes with a kernel preset (cublas:...), not " + spec;
+  }
   Matrix a(8, k), b(k, 8), c = Matrix::Zero(8, 8);
   for (long r = 0; r < 8; ++r)
     for (long t = 0; t < k; ++t) a(r, t) = hashed((row + r) * k + t, sa, p);
@@ -50,7 +71,7 @@ std::string block(std::istringstream& in) {
     for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + col + q, sb, p);
   if (bias)
     for (long q = 0; q < 8; ++q) c.col(q).setConstant(hashed(col + q, sc, p));
-  const Matrix d = rpsim::sim::gemm(rpsim::sim::AccumulationModel::parse(spec), a, b, c);
+  const Matrix d = rpsim::sim::gemm(model, a, b, c);
   std::string out;
   for (long r = 0; r < 8; ++r)
     for (long q = 0; q < 8; ++q) {
@@ -60,7 +81,7 @@ std::string block(std::istringstream& in) {
       if (!out.empty()) out += ' ';
       out += std::to_string(bits);
     }
-  return out;
+  return source.empty() ? out : out + " # " + source;
 }
 
 }  // namespace

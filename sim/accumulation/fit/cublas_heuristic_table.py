@@ -165,7 +165,10 @@ def kernel_names(cl, lt, first_shape):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             lt.heuristic(q, run={x: t.data_ptr() for x, t in bufs.items()})
             torch.cuda.synchronize()
-        ks = [e.key for e in prof.key_averages() if "splitKreduce" not in e.key and "reduce_1Block" not in e.key]
+        # Kernels only: the profiler's averages also hold CUPTI's own entries ("Activity Buffer Request"),
+        # which the first H200 table (2026-11-29) took for kernel names.
+        ks = [e.key for e in prof.key_averages() if str(getattr(e, "device_type", "")).endswith("CUDA")
+              and "splitKreduce" not in e.key and "reduce_1Block" not in e.key and "Activity" not in e.key]
         names[key] = ks[0] if ks else ""
     return names
 

@@ -11,7 +11,8 @@
 //    in the name gives the products per instruction (s1688: 8, s16816 and
 //    s161616: 16), the tile's k its residue tile (bitequiv: the partial MMA
 //    at floor(RES / KPD) of the first tile, 1,806 non-aligned fp16 shapes);
-//    SPLITK_NUM (else grid.z, the H100 tf32 grid's reading) slices of
+//    (cutlass_75_* names give none: 32, CUTLASS's SM75 default, fitted on
+//    an H200 capture); SPLITK_NUM (else grid.z, the H100 tf32 grid's reading) slices of
 //    CUTLASS's grain: 128 bytes of elements when they divide K, else 16
 //    bytes (kAlignK; gemm_k_size = round_up(ceil(K / S), grain));
 //  - sm90_xmma without segment-K: one chain (the H100 tf32 grid); with
@@ -135,7 +136,12 @@ RecordedSchedule nvjet(KernelSchedule s, const std::string& core, const CublasRe
 
 RecordedSchedule cutlass(KernelSchedule s, const std::string& core, const CublasRecord& r, long k,
                          const CublasKernel& main) {
-  const int kpd = mma_k(core), block_k = second_tile_k(core);
+  // cutlass_75_* names (cuBLAS's Turing-generation kernels, which the H200 runs at unaligned fp16 and bf16
+  // shapes) carry no threadblock k; CUTLASS's SM75 tensor-op default is 32 (default_gemm_configuration.h,
+  // GemmShape<128, 256, 32>), and the H200 fit capture agrees: 555 of 555 unsplit non-8-aligned fp16
+  // GEMMs bit-exact with a 32-k residue tile, 503 with none, 528 with 64 (seed 41, 2026-11-29).
+  const int named_k = second_tile_k(core);
+  const int kpd = mma_k(core), block_k = named_k == 0 && core.starts_with("cutlass_75_") ? 32 : named_k;
   if (kpd == 0) return not_modelled("cutlass " + core, "its MMA shape is not one the rules know");
   if (kpd != s.instruction.instruction_terms()) {
     s.instruction.terms_per_step = kpd;
@@ -144,8 +150,23 @@ RecordedSchedule cutlass(KernelSchedule s, const std::string& core, const Cublas
   s.residue_tile = block_k;
   const int line = 128 / stored_bytes(s), align = std::max(1, 16 / stored_bytes(s));
   s.split_tile = k % line == 0 ? line : align;
-  const long split = r.splitk_num ? *r.splitk_num : std::max(1L, main.grid[2]);
-  return sliced(s, static_cast<int>(split), r,
+  // What ran, where the capture saw the kernels: grid.z is the slice count, and the merge is a
+  // splitKreduce kernel's workspace (or output partials, as REDUCTION_SCHEME says) when one ran, else
+  // the slices' turns on D inside the kernel (CUTLASS's serial split-K). The heuristic's answer is the
+  // query's, and torch's call can differ: on the H200 fit capture (seed 41) 43 GEMMs ran one slice
+  // where SPLITK_NUM said 2..11, 104 serial where REDUCTION_SCHEME said INPLACE (every one bit-exact
+  // so, none otherwise).
+  CublasRecord ran = r;
+  if (main.grid[2] > 0) {
+    ran.splitk_num = static_cast<int>(main.grid[2]);
+    const bool reduce = std::any_of(r.kernels.begin(), r.kernels.end(),
+                                    [](const CublasKernel& x) { return has(x.name, "splitKreduce"); });
+    const bool output = r.reduction_scheme == cublas_reduction_output_type;
+    ran.reduction_scheme = !reduce  ? cublas_reduction_none
+                           : output ? cublas_reduction_output_type
+                                    : cublas_reduction_compute_type;
+  }
+  return sliced(s, ran.splitk_num.value_or(1), ran,
                 fmt::format("cutlass ({} products per MMA, k-tile {})", kpd, block_k));
 }
 
@@ -168,6 +189,17 @@ RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const 
   const std::string& name = main->name;
   const std::string core = core_name(name);
   if (has(name, "nvjet")) return nvjet(s, core, r);
+  // CUDA-core binary32 kernels, each output one FFMA chain over k in order: magma_sgemmEx (bitequiv),
+  // and at tf32 shapes with a small K the H200 fit capture's sm80_xmma *ffma* kernels (39 of 39) and
+  // cutlass_80_simt_sgemm (10 of 10) bit-exact so; their inputs are binary32, not tf32.
+  const bool ffma =
+      has(name, "magma_sgemmEx") || has(name, "_simt_sgemm") || (has(name, "xmma") && has(name, "ffma"));
+  if (ffma) {
+    s.simt = SimtOrder::gemmsn;
+    s.simt_threads = 1;
+    s.simt_sub = 0;
+    return sliced(s, 1, r, "CUDA-core FFMA kernel (one binary32 FFMA chain)");
+  }
   if (has(name, "cutlass")) return cutlass(s, core, r, k, *main);
   if (has(name, "xmma")) {
     if (has(name, "segment_k_on"))
@@ -175,12 +207,6 @@ RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const 
     if (r.splitk_num.value_or(1) > 1)
       return not_modelled("sm90_xmma split-K", "no xmma split-K kernel was measured");
     return sliced(s, 1, r, "sm90_xmma");
-  }
-  if (has(name, "magma_sgemmEx")) {
-    s.simt = SimtOrder::gemmsn;
-    s.simt_threads = 1;
-    s.simt_sub = 0;
-    return sliced(s, 1, r, "CUDA-core magma_sgemmEx (one FFMA chain)");
   }
   for (const char* simt : {"gemmSN", "gemv", "dot_kernel"})
     if (has(name, simt))

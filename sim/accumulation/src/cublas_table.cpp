@@ -15,6 +15,10 @@ namespace rpsim::sim {
 
 namespace {
 
+// A cell: config << 17 | SPLITK_NUM << 5 | REDUCTION_SCHEME (15, 12 and 5 bits).
+constexpr int kConfigShift = 17, kSplitShift = 5;
+constexpr long kConfigMask = (1L << 15) - 1, kSplitMask = (1L << 12) - 1, kReductionMask = (1L << 5) - 1;
+
 struct Reader {
   const std::filesystem::path& file;
   std::ifstream in;
@@ -60,7 +64,7 @@ CublasTable::Config config_line(const Reader& r, std::size_t index) {
   std::istringstream in(r.rest());
   std::string w;
   in >> w;
-  if (to_long(r, w, 0, 65535) != long(index)) r.fail(fmt::format("config {} out of order", w));
+  if (to_long(r, w, 0, kConfigMask) != long(index)) r.fail(fmt::format("config {} out of order", w));
   CublasTable::Config c;
   for (; in >> w;) {
     const auto eq = w.find('=');
@@ -93,10 +97,14 @@ void row_line(const Reader& r, std::size_t k_count, std::size_t configs, std::ve
     const auto d1 = e.find('.'), d2 = e.find('.', d1 + 1);
     if (d1 == std::string::npos || d2 == std::string::npos) r.fail(fmt::format("'{}' is not C.S.R", e));
     const long c = to_long(r, e.substr(0, d1), 0, long(configs) - 1);
-    const long s = to_long(r, e.substr(d1 + 1, d2 - d1 - 1), 0, 255);  // 0: no algorithm
-    const long red = to_long(r, e.substr(d2 + 1), 0, 255);
+    // SPLITK 0: no algorithm. The H200's cuBLASLt (13.1) answers up to 396 slices at thin shapes, and
+    // 4294967295 (-1 as the uint32 it is read as) for sm90_xmma tf32 kernels that pick their split at
+    // run time: kept as kSplitMask, "not a count".
+    const long s = std::min(to_long(r, e.substr(d1 + 1, d2 - d1 - 1), 0, 4294967295L), kSplitMask);
+    const long red = to_long(r, e.substr(d2 + 1), 0, kReductionMask);
     for (long i = 0; i < count; ++i)
-      cells.push_back(std::uint32_t(c) << 16 | std::uint32_t(s) << 8 | std::uint32_t(red));
+      cells.push_back(std::uint32_t(c) << kConfigShift | std::uint32_t(s) << kSplitShift |
+                      std::uint32_t(red));
     got += std::size_t(count);
   }
   if (got != k_count) r.fail(fmt::format("{} entries where the k axis has {}", got, k_count));
@@ -166,13 +174,14 @@ std::optional<CublasRecord> CublasTable::lookup(std::string_view kind, long m, l
   const std::size_t l = nearest(t.k, k, [&](long v) { return (v % 8 == 0) == (k % 8 == 0); });
   if (exact) *exact = t.m[i] == m && t.n[j] == n && t.k[l] == k;
   const std::uint32_t cell = t.cells[(i * t.n.size() + j) * t.k.size() + l];
-  if ((cell >> 8 & 0xff) == 0) return std::nullopt;  // cuBLASLt had no algorithm there
-  const Config& c = configs[cell >> 16];
+  if ((cell >> kSplitShift & kSplitMask) == 0) return std::nullopt;  // cuBLASLt had no algorithm there
+  const Config& c = configs[cell >> kConfigShift];
   CublasRecord rec;
   rec.algo_id = c.algo_id, rec.tile_id = c.tile_id, rec.stages_id = c.stages_id;
   rec.custom_option = c.custom_option;
-  rec.splitk_num = int(cell >> 8 & 0xff);
-  rec.reduction_scheme = int(cell & 0xff);
+  const long split = long(cell >> kSplitShift & kSplitMask);
+  if (split != kSplitMask) rec.splitk_num = int(split);
+  rec.reduction_scheme = int(cell & kReductionMask);
   if (!c.kernel.empty()) rec.kernels.push_back({c.kernel, {0, 0, 0}});
   return rec;
 }

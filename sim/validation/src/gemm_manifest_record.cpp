@@ -54,6 +54,13 @@ void read_cublas_record(const nlohmann::json& e, const std::string& where, Manif
   }
 }
 
+void read_cublas_record_text(const std::string& entry_json, const std::string& where, ManifestGemm& g) {
+  const auto e = nlohmann::json::parse(entry_json, nullptr, false);
+  if (e.is_discarded() || !e.is_object())
+    throw GemmDumpError(fmt::format("{}: not a JSON object: {}", where, entry_json.substr(0, 80)));
+  read_cublas_record(e, where, g);
+}
+
 ManifestModel resolve_gemm_model(const ManifestGemm& g, const std::string& spec) {
   ManifestModel r{spec, AccumulationModel::parse(spec), "model"};
   const auto* preset = std::get_if<KernelPreset>(&r.model.variant());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -158,4 +159,102 @@ TEST_CASE("cublas record: each family's rule", "[cublas]") {
   got = rpsim::sim::schedule_from_record(base, 300, mg);
   REQUIRE(got.schedule);
   CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
+}
+
+TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks of D", "[cublas]") {
+  // tests/data/cublas-h200-fit: 45 GEMMs of the seed-41 fit capture, a few per rule (README there), each
+  // with cuBLASLt's heuristic answer and the kernels it launched, read as gemm-check reads a capture.
+  const auto path = rpsim::test::source_dir() / "tests" / "data" / "cublas-h200-fit" / "cases.json";
+  std::ifstream in(path);
+  REQUIRE(in);  // part of the checkout
+  const auto cases = nlohmann::json::parse(in).at("cases");
+  std::map<std::string, int> families;
+  for (const auto& c : cases) {
+    const long m = c.at("m"), n = c.at("n"), k = c.at("k"), i = c.at("i");
+    const std::string variant = c.at("variant");
+    const int p = variant.starts_with("tf32")   ? 23
+                  : variant.starts_with("fp16") ? 10
+                  : variant.starts_with("bf16") ? 7
+                                                : 3;
+    const auto model = AccumulationModel::parse(c.at("preset").get<std::string>());
+    const auto& h = c.at("heuristic");
+    CublasRecord rec;
+    rec.splitk_num = h.at("splitk_num").get<int>();
+    rec.reduction_scheme = h.at("reduction_scheme").get<int>();
+    for (const auto& kt : c.at("kernels"))
+      rec.kernels.push_back({kt.at("name"), {kt.at("grid")[0], kt.at("grid")[1], kt.at("grid")[2]}});
+    const auto got =
+        rpsim::sim::schedule_from_record(std::get<KernelPreset>(model.variant()).for_shape(m, n, k), k, rec);
+    INFO(variant << " " << m << "x" << n << "x" << k << " (" << c.at("family") << "): " << got.family << " "
+                 << got.why);
+    REQUIRE(got.schedule);
+    const std::int64_t sa = 1'000'003 * i + 17, sb = 1'000'003 * i + 500'009;
+    int bad = 0;
+    for (std::size_t blk = 0; blk < 3; ++blk) {
+      const long r0 = c.at("blocks")[blk][0], c0 = c.at("blocks")[blk][1];
+      Matrix a(8, k), b(k, 8);
+      for (long r = 0; r < 8; ++r)
+        for (long t = 0; t < k; ++t) a(r, t) = hashed((r0 + r) * k + t, sa, p);
+      for (long t = 0; t < k; ++t)
+        for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + c0 + q, sb, p);
+      const Matrix d = rpsim::sim::gemm(AccumulationModel(*got.schedule), a, b);
+      for (int e = 0; e < 64; ++e) {
+        const float f = float(d(e / 8, e % 8));
+        std::uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        bad += bits != c.at("d")[blk][std::size_t(e)].get<std::uint32_t>();
+      }
+    }
+    CHECK(bad == 0);
+    ++families[c.at("family")];
+  }
+  CHECK(families.size() == 7);  // every rule of the README's list has cases
+  CHECK(cases.size() == 45);
+}
+
+TEST_CASE("cublas record: what ran beats what the heuristic answered (H200 rules)", "[cublas]") {
+  const auto preset = std::get<KernelPreset>(AccumulationModel::parse("cublas:h100:fp16:fp32").variant());
+  const auto base = preset.for_shape(256, 256, 1027);
+  // cutlass_75 names carry no threadblock k: CUTLASS's SM75 default, 32.
+  CublasRecord c;
+  c.splitk_num = 1;
+  c.kernels = {{"cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_f16_64x64_nn_align1>", {4, 4, 1}}};
+  auto got = rpsim::sim::schedule_from_record(base, 1027, c);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->residue_tile == 32);
+  CHECK(got.family == "cutlass (8 products per MMA, k-tile 32)");
+  // REDUCTION_SCHEME INPLACE with grid.z slices and no reduce kernel: the slices take turns on D.
+  c.splitk_num = 3;
+  c.reduction_scheme = rpsim::sim::cublas_reduction_inplace;
+  c.kernels.front().grid = {4, 4, 3};
+  got = rpsim::sim::schedule_from_record(base, 1027, c);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->split_k == 3);
+  CHECK(got.schedule->merge == rpsim::sim::SplitKMerge::serial);
+  // The kernel ran one slice (grid.z 1) where the heuristic said 3: one chain.
+  c.kernels.front().grid = {4, 4, 1};
+  got = rpsim::sim::schedule_from_record(base, 1027, c);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->split_k == 1);
+  // A reduce kernel ran: the workspace, or the output partials REDUCTION_SCHEME names.
+  c.kernels = {{"cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_f16_64x64_32x10_nn_align1>", {4, 4, 2}},
+               {"cublasLt::splitKreduce_kernel<32, 16, int, float, float>", {8, 8, 1}}};
+  got = rpsim::sim::schedule_from_record(base, 1027, c);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->split_k == 2);
+  CHECK(got.schedule->merge == rpsim::sim::SplitKMerge::workspace);
+  c.reduction_scheme = rpsim::sim::cublas_reduction_output_type;
+  CHECK(rpsim::sim::schedule_from_record(base, 1027, c).schedule->merge ==
+        rpsim::sim::SplitKMerge::output_partials);
+  // CUDA-core binary32 kernels: one FFMA chain each.
+  for (const char* name :
+       {"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4",
+        "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"}) {
+    CublasRecord x;
+    x.kernels = {{name, {1, 1, 1}}};
+    got = rpsim::sim::schedule_from_record(base, 40, x);
+    REQUIRE(got.schedule);
+    CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
+    CHECK(got.family == "CUDA-core FFMA kernel (one binary32 FFMA chain)");
+  }
 }

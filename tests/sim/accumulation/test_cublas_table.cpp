@@ -77,6 +77,23 @@ TEST_CASE("cublas table: read, nearest grid point, no algorithm", "[cublas]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("cublas table: the H200's split counts past 255 and its run-time split", "[cublas]") {
+  // The H200's cuBLASLt 13.1 answered SPLITK_NUM 396 at thin shapes, and 4294967295 (-1 read as a
+  // uint32) for sm90_xmma tf32 kernels that choose their split when they run (2026-11-29 sweep).
+  const fs::path dir = scratch("wide");
+  std::string text = kTable;
+  text.replace(text.find("1.3.2"), 5, "1.396.2");
+  text.replace(text.find("2.2.0"), 5, "2.4294967295.2");
+  std::ofstream(dir / "t.txt") << text;
+  const CublasTable t = CublasTable::read(dir / "t.txt");
+  CHECK(t.lookup("fp16:fp32", 64, 64, 4096)->splitk_num == 396);
+  const auto run_time = t.lookup("fp16:fp32", 64, 64, 4093);
+  REQUIRE(run_time);  // an algorithm, whose split count is not a number the table holds
+  CHECK(!run_time->splitk_num);
+  CHECK(run_time->algo_id == 21);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cublas table: a malformed file is an error naming the file and line", "[cublas]") {
   const fs::path dir = scratch("bad");
   const auto bad = [&](std::string text, const char* why) {

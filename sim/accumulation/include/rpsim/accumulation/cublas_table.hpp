@@ -56,7 +56,7 @@ class CublasTable {
  private:
   struct Kind {
     std::vector<long> m, n, k;
-    std::vector<std::uint32_t> cells;  // config << 16 | splitk << 8 | reduction, [m][n][k]
+    std::vector<std::uint32_t> cells;  // config << 17 | splitk << 5 | reduction, [m][n][k]
   };
   std::map<std::string, Kind, std::less<>> kinds_;
 };

@@ -90,6 +90,12 @@ struct ManifestModel {
 // with its source. Other models are used as they are.
 ManifestModel resolve_gemm_model(const ManifestGemm& g, const std::string& spec);
 
+// An entry's "cublas" record given as the entry's JSON text ({"cublas":
+// {"heuristic": ..., "kernels": ...}}), read into g.cublas / g.cublas_error
+// as the manifest reader reads it (sim/accumulation/fit/cublas_fit_eval runs
+// the held-out capture's records through resolve_gemm_model).
+void read_cublas_record_text(const std::string& entry_json, const std::string& where, ManifestGemm& g);
+
 // Checks that `dump` (read from g.file) is the GEMM its manifest entry
 // describes: A M x K, B K x N, D M x N, D stored as the entry's d_dtype
 // stores, C present exactly when beta != 0, and a capture_gemms file name
