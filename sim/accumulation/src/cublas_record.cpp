@@ -30,8 +30,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <regex>
 #include <stdexcept>
+#include <vector>
 
 namespace rpsim::sim {
 
@@ -170,6 +173,75 @@ RecordedSchedule cutlass(KernelSchedule s, const std::string& core, const Cublas
                 fmt::format("cutlass ({} products per MMA, k-tile {})", kpd, block_k));
 }
 
+// The template arguments of `kernel<...>` in a name, from the first; empty when it has none.
+std::vector<std::string> template_args(const std::string& name, const char* kernel) {
+  const auto at = name.find(std::string(kernel) + "<");
+  if (at == std::string::npos) return {};
+  std::vector<std::string> args;
+  std::string arg;
+  int depth = 0;
+  for (std::size_t i = at + std::string(kernel).size() + 1; i < name.size(); ++i) {
+    const char ch = name[i];
+    if (depth == 0 && (ch == ',' || ch == '>')) {
+      args.push_back(arg.substr(arg.find_first_not_of(' ')));
+      arg.clear();
+      if (ch == '>') return args;
+      continue;
+    }
+    depth += ch == '<' ? 1 : ch == '>' ? -1 : 0;
+    arg += ch;
+  }
+  return {};
+}
+
+int arg_int(const std::vector<std::string>& args, std::size_t i) {
+  return i < args.size() && !args[i].empty() && std::isdigit(static_cast<unsigned char>(args[i][0]))
+             ? std::stoi(args[i])
+             : 0;
+}
+
+// cuBLAS's CUDA-core kernels of thin shapes whose order the H200 fit capture (seed 41) pinned down,
+// with their numbers read from the kernel's template arguments (kernel_simt.cpp has the orders):
+//  - dot_kernel<float, 128, 0>: split across grid.x blocks, 2 products a thread a tile (5 of 5
+//    binary32-output GEMMs fit only that);
+//  - gemvNSP_kernel<A, B, C, D, 1, W, V, 1024>: W lanes of V products, a butterfly (3 of 3);
+//  - gemmSN_NN_kernel<float, BLOCK, T, ...>: T threads an output (5 of 5, K <= 239); the
+//    sub-block, which no fit shape reached, is bitequiv's (level 2 from K > 512 with 4 threads: 128).
+// gemv2N and gemv2T fit no order here (their tf32 instances none at all): not modelled.
+std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& name,
+                                          const CublasKernel& main) {
+  s.simt_sub = 0;
+  s.simt_vector = 1;
+  s.simt_combine = LaneCombine::sequential;
+  if (has(name, "dot_kernel<") && arg_int(template_args(name, "dot_kernel"), 1) == 128) {
+    s.simt = SimtOrder::dot;
+    s.simt_vector = 2;
+    s.split_k = static_cast<int>(std::max(1L, main.grid[0]));
+    return sliced(s, s.split_k, CublasRecord{},
+                  fmt::format("CUDA-core dot_kernel ({} blocks, 2 products a thread a tile)", s.split_k));
+  }
+  if (has(name, "gemvNSP_kernel<")) {
+    const auto args = template_args(name, "gemvNSP_kernel");
+    const int lanes = arg_int(args, 5), vector = arg_int(args, 6);
+    if (lanes < 1 || vector < 1 || (lanes & (lanes - 1)) != 0) return std::nullopt;
+    s.simt = SimtOrder::gemv;
+    s.simt_threads = lanes;
+    s.simt_vector = vector;
+    s.simt_combine = LaneCombine::butterfly;
+    return sliced(s, 1, CublasRecord{},
+                  fmt::format("CUDA-core gemvNSP ({} lanes of {} products, butterfly)", lanes, vector));
+  }
+  if (has(name, "gemmSN_NN_kernel<")) {
+    const int threads = arg_int(template_args(name, "gemmSN_NN_kernel"), 2);
+    if (threads < 1) return std::nullopt;
+    s.simt = SimtOrder::gemmsn;
+    s.simt_threads = threads;
+    s.simt_sub = 128;
+    return sliced(s, 1, CublasRecord{}, fmt::format("CUDA-core gemmSN ({} threads an output)", threads));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& r) {
@@ -208,6 +280,7 @@ RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const 
       return not_modelled("sm90_xmma split-K", "no xmma split-K kernel was measured");
     return sliced(s, 1, r, "sm90_xmma");
   }
+  if (auto simt = cuda_core(s, name, *main)) return *simt;
   for (const char* simt : {"gemmSN", "gemv", "dot_kernel"})
     if (has(name, simt))
       return not_modelled(fmt::format("CUDA-core {}", simt),

@@ -209,7 +209,7 @@ const std::vector<KernelPresetRow>& kernel_presets() {
        "(none with fast_accum=1) fitted to shared/cublas-h100, an H100 shape grid, 800 random H100 shapes "
        "and H200 captures; scales=row: the per-row-scaled _scaled_mm epilogue; the slices from the cuBLASLt "
        "heuristic table sim/accumulation/tables/cublas-h100.txt where it exists",
-       cublas_h100, cublas_h100_source},
+       cublas_h100, cublas_h100_source, h100_guess},
   };
   return rows;
 }
@@ -276,6 +276,11 @@ KernelSchedule KernelPreset::for_shape(long m, long n, long k) const {
   memo[next] = {*this, m, n, k, s};
   next = (next + 1) % kKept;
   return s;
+}
+
+KernelSchedule KernelPreset::base_for_shape(long m, long n, long k) const {
+  const KernelPresetRow& r = row_of(*this);
+  return r.base ? r.base(*this, m, n, k) : for_shape(m, n, k);
 }
 
 std::string KernelPreset::source(long m, long n, long k) const {

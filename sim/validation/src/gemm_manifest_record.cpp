@@ -65,13 +65,12 @@ ManifestModel resolve_gemm_model(const ManifestGemm& g, const std::string& spec)
   ManifestModel r{spec, AccumulationModel::parse(spec), "model"};
   const auto* preset = std::get_if<KernelPreset>(&r.model.variant());
   if (!preset) return r;
-  const KernelSchedule guess = preset->for_shape(g.m, g.n, g.k);
   if (g.cublas.empty()) {
     r.schedule = fmt::format("guessed: {}{}", preset->source(g.m, g.n, g.k),
                              g.cublas_error.empty() ? "" : "; the capture's query failed: " + g.cublas_error);
     return r;
   }
-  const RecordedSchedule rec = schedule_from_record(guess, g.k, g.cublas);
+  const RecordedSchedule rec = schedule_from_record(preset->base_for_shape(g.m, g.n, g.k), g.k, g.cublas);
   if (!rec.schedule) {
     r.schedule = fmt::format("guessed: the recorded {} is not modelled ({}); {}", rec.family, rec.why,
                              preset->source(g.m, g.n, g.k));

@@ -162,8 +162,9 @@ TEST_CASE("cublas record: each family's rule", "[cublas]") {
 }
 
 TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks of D", "[cublas]") {
-  // tests/data/cublas-h200-fit: 45 GEMMs of the seed-41 fit capture, a few per rule (README there), each
+  // tests/data/cublas-h200-fit: 56 GEMMs of the seed-41 fit capture, a few per rule (README there), each
   // with cuBLASLt's heuristic answer and the kernels it launched, read as gemm-check reads a capture.
+  // Thin GEMMs (M or N < 8) keep blocks of min(8, M) x min(8, N).
   const auto path = rpsim::test::source_dir() / "tests" / "data" / "cublas-h200-fit" / "cases.json";
   std::ifstream in(path);
   REQUIRE(in);  // part of the checkout
@@ -189,6 +190,7 @@ TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks 
                  << got.why);
     REQUIRE(got.schedule);
     const std::int64_t sa = 1'000'003 * i + 17, sb = 1'000'003 * i + 500'009;
+    const int rows = c.at("block_shape")[0], cols = c.at("block_shape")[1];
     int bad = 0;
     for (std::size_t blk = 0; blk < 3; ++blk) {
       const long r0 = c.at("blocks")[blk][0], c0 = c.at("blocks")[blk][1];
@@ -198,8 +200,8 @@ TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks 
       for (long t = 0; t < k; ++t)
         for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + c0 + q, sb, p);
       const Matrix d = rpsim::sim::gemm(AccumulationModel(*got.schedule), a, b);
-      for (int e = 0; e < 64; ++e) {
-        const float f = float(d(e / 8, e % 8));
+      for (int e = 0; e < rows * cols; ++e) {
+        const float f = float(d(e / cols, e % cols));
         std::uint32_t bits;
         std::memcpy(&bits, &f, 4);
         bad += bits != c.at("d")[blk][std::size_t(e)].get<std::uint32_t>();
@@ -208,8 +210,8 @@ TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks 
     CHECK(bad == 0);
     ++families[c.at("family")];
   }
-  CHECK(families.size() == 7);  // every rule of the README's list has cases
-  CHECK(cases.size() == 45);
+  CHECK(families.size() == 10);  // every rule of the README's list has cases
+  CHECK(cases.size() == 56);
 }
 
 TEST_CASE("cublas record: what ran beats what the heuristic answered (H200 rules)", "[cublas]") {
@@ -257,4 +259,36 @@ TEST_CASE("cublas record: what ran beats what the heuristic answered (H200 rules
     CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
     CHECK(got.family == "CUDA-core FFMA kernel (one binary32 FFMA chain)");
   }
+  // Thin shapes' CUDA-core kernels, their numbers from the template arguments (and dot's grid.x).
+  CublasRecord dot;
+  dot.kernels = {{"dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<float const>>>",
+                  {33, 1, 78}},
+                 {"reduce_1Block_kernel<float, 128, 7>", {1, 1, 78}}};
+  got = rpsim::sim::schedule_from_record(base, 14803, dot);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::dot);
+  CHECK(got.schedule->split_k == 33);
+  CHECK(got.schedule->simt_vector == 2);
+  CublasRecord nsp;
+  nsp.kernels = {
+      {"gemvNSP_kernel<__half, float, float, float, 1, 32, 4, 1024, false, cublasGemvParamsEx<int>>",
+       {14, 1, 1}}};
+  got = rpsim::sim::schedule_from_record(base, 82, nsp);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemv);
+  CHECK(got.schedule->simt_threads == 32);
+  CHECK(got.schedule->simt_vector == 4);
+  CHECK(got.schedule->simt_combine == rpsim::sim::LaneCombine::butterfly);
+  CublasRecord sn;
+  sn.kernels = {
+      {"gemmSN_NN_kernel<float, 128, 2, 4, 8, 2, 4, false, cublasGemvTensorStridedBatched<__half const>>",
+       {1, 1, 1}}};
+  got = rpsim::sim::schedule_from_record(base, 60, sn);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
+  CHECK(got.schedule->simt_threads == 2);
+  // gemv2N and gemv2T fit no order on the H200 capture: still named, not modelled.
+  CublasRecord g2n;
+  g2n.kernels = {{"gemv2N_kernel<int, int, float, float, float, float, 128, 2, 4, 4, 1, false>", {5, 1, 1}}};
+  CHECK(!rpsim::sim::schedule_from_record(base, 82, g2n).schedule);
 }

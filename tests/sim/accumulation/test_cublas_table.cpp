@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "rpsim/accumulation/accumulation.hpp"
+#include "rpsim/accumulation/cublas_record.hpp"
 #include "rpsim/accumulation/cublas_table.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
 
@@ -139,6 +140,28 @@ TEST_CASE("cublas table: cublas:h100 reads its table and says where its slices c
   // A kind the table lacks: the guess, said so.
   auto bf = std::get<KernelPreset>(AccumulationModel::parse("cublas:h100:bf16:bf16").variant());
   CHECK_THAT(bf.source(64, 64, 4096), Catch::Contains("holds no kind bf16:bf16:rpr0"));
+  ::unsetenv("RPSIM_CUBLAS_TABLES");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cublas table: a recorded call is read over the preset's guess, not its table entry", "[cublas]") {
+  // The table's cutlass entry at K = 4093 sets a 32-k residue tile and 2 serial slices; a record of
+  // the same shape naming an nvjet kernel must not inherit them (it did through for_shape).
+  const fs::path dir = scratch("base");
+  ::setenv("RPSIM_CUBLAS_TABLES", dir.c_str(), 1);
+  std::ofstream(dir / "cublas-h100.txt") << kTable;
+  const auto p = std::get<KernelPreset>(AccumulationModel::parse("cublas:h100:fp16:fp32").variant());
+  CHECK(p.for_shape(64, 64, 4093).residue_tile == 32);
+  const auto base = p.base_for_shape(64, 64, 4093);
+  CHECK(base.residue_tile == 0);
+  CHECK(base.merge == rpsim::sim::SplitKMerge::workspace);
+  rpsim::sim::CublasRecord nvjet;
+  nvjet.splitk_num = 1;
+  nvjet.kernels = {{"nvjet_sm90_hsh_64x32_64x16_2x2_h_bz_NNT", {4, 4, 1}}};
+  const auto got = rpsim::sim::schedule_from_record(base, 4093, nvjet);
+  REQUIRE(got.schedule);
+  CHECK(got.schedule->residue_tile == 0);
+  CHECK(got.schedule->split_k == 1);
   ::unsetenv("RPSIM_CUBLAS_TABLES");
   fs::remove_all(dir);
 }

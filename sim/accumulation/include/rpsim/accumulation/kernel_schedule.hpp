@@ -186,6 +186,10 @@ struct KernelPreset {
   // (...)" or "guess: ..." (no table for the GPU, or the table's kernel is
   // one no schedule models).
   std::string source(long m, long n, long k) const;
+  // The schedule before any heuristic table: what a recorded cuBLAS call is
+  // read over (schedule_from_record keeps its instruction and formats; a
+  // table entry's kernel rule must not leak into another record's).
+  KernelSchedule base_for_shape(long m, long n, long k) const;
 };
 
 // One row of the kernel-preset table.
@@ -196,6 +200,8 @@ struct KernelPresetRow {
   // does not take.
   KernelSchedule (*schedule)(const KernelPreset& p, long m, long n, long k);
   std::string (*source)(const KernelPreset& p, long m, long n, long k);
+  // The schedule without the row's heuristic table (null: `schedule`).
+  KernelSchedule (*base)(const KernelPreset& p, long m, long n, long k) = nullptr;
 };
 const std::vector<KernelPresetRow>& kernel_presets();
 // "cublas:h100 ..." for error messages and help.
