@@ -37,10 +37,11 @@ CAPTURE_S=${CAPTURE_S:-150}
 CAPTURE=
 SWEEP=
 if [ -z "${SKIP_CUBLAS:-}" ]; then
-(timeout $((CAPTURE_S + 30)) "$PY" sim/accumulation/fit/cublas_grid_capture.py "$OUT" --heldout 500 \
-  --seed "${CAPTURE_SEED:-40}" --name "${CAPTURE_NAME:-heldout}" --deadline "$CAPTURE_S" >>"$OUT/sweep.log" 2>&1) &
+(timeout $((CAPTURE_S + 30)) "$PY" sim/accumulation/fit/cublas_grid_capture.py "$OUT" --heldout "${CAPTURE_N:-500}" \
+  --seed "${CAPTURE_SEED:-40}" --name "${CAPTURE_NAME:-heldout}" --deadline "$CAPTURE_S" ${CAPTURE_ARGS:-} \
+  >>"$OUT/sweep.log" 2>&1) &
 CAPTURE=$!
-(timeout $((LIMIT - 15)) "$PY" sim/accumulation/fit/cublas_heuristic_table.py h200 --out "$OUT/cublas-h200.txt" \
+[ -n "${SKIP_SWEEP:-}" ] || (timeout $((LIMIT - 15)) "$PY" sim/accumulation/fit/cublas_heuristic_table.py h200 --out "$OUT/cublas-h200.txt" \
   --jobs "${SWEEP_JOBS:-4}" --deadline $((LIMIT - 75)) ${SWEEP_KINDS:+--kinds $SWEEP_KINDS} >>"$OUT/sweep.log" 2>&1) &
 SWEEP=$!
 fi

@@ -8,7 +8,8 @@ the GEMM run as torch calls it (torch.mm, @, torch._scaled_mm; nothing forced), 
 Needs torch with CUDA; not rpsim. Usage: python3 sim/accumulation/fit/cublas_grid_capture.py OUT_DIR
 [--rand N] [--seed S].
 
---heldout N [--seed S] [--deadline SECONDS] [--name NAME]: issue #40's held-out capture instead
+--heldout N [--seed S] [--deadline SECONDS] [--name NAME] [--kinds K1,K2] [--thin]: issue #40's held-out
+capture instead
 (NAME.json/.npz, default heldout; seed 40 is the held-out set, never read by a fit; another seed and name
 make a set to fit on): N random shapes (M, N 1..8192 with thin ones, K 1..32768) under 7 kinds (tf32, fp16->fp32,
 fp16 and bf16 with reduced-precision reduction off and on, e4m3 _scaled_mm), each with the cuBLASLt
@@ -128,15 +129,16 @@ HELDOUT = {"tf32_fp32": ("float32", "float32", {"allow_tf32": True}),
            "e4m3_float32": ("float8_e4m3fn", "float32", {"b_transposed": True})}
 
 
-def heldout_shapes(count, seed):
+def heldout_shapes(count, seed, thin=False):
     """M, N log-uniform in 16..8192, K in 16..32768, any integer; 15 % of shapes thin (M or N in 1..16) and
-    10 % with K in 1..16. e4m3 rounds each up to a multiple of 16 (torch._scaled_mm's rule)."""
+    10 % with K in 1..16 (thin: every shape thin, for the CUDA-core kernels). e4m3 rounds each up to a
+    multiple of 16 (torch._scaled_mm's rule)."""
     rng = random.Random(seed)
     log = lambda lo, hi: max(lo, min(hi, round(math.exp(rng.uniform(math.log(lo), math.log(hi))))))
     out = []
     for _ in range(count):
         m, n, k = log(16, 8192), log(16, 8192), log(16, 32768)
-        if rng.random() < 0.15:
+        if thin or rng.random() < 0.15:
             m, n = (log(1, 16), n) if rng.random() < 0.5 else (m, log(1, 16))
         if rng.random() < 0.1:
             k = log(1, 16)
@@ -144,7 +146,7 @@ def heldout_shapes(count, seed):
     return out
 
 
-def heldout(torch, out_dir, count, seed, deadline, name="heldout"):
+def heldout(torch, out_dir, count, seed, deadline, name="heldout", kinds=None, thin=False):
     """Held-out capture (never read by the fit): every shape under every HELDOUT kind, shapes outermost so a
     deadline leaves all kinds equally covered. Each case keeps the cuBLASLt heuristic's answer for the call
     (the recorded-schedule path), the kernels launched and three blocks of D (8x8, fewer where M or N < 8).
@@ -158,8 +160,10 @@ def heldout(torch, out_dir, count, seed, deadline, name="heldout"):
     spec.loader.exec_module(cl)
     lt = cl.CublasLt()
     start, cases, blocks, i = time.time(), [], {}, 0
-    for m0, n0, k0 in heldout_shapes(count, seed):
+    for m0, n0, k0 in heldout_shapes(count, seed, thin):
         for variant, (dtype, d_dtype, flags) in HELDOUT.items():
+            if kinds and variant not in kinds:
+                continue
             if time.time() - start > deadline:
                 return save(torch, out_dir, name, cases, blocks, f"deadline after {i} cases")
             m, n, k = (-(-x // 16) * 16 for x in (m0, n0, k0)) if dtype.startswith("float8") else (m0, n0, k0)
@@ -204,7 +208,8 @@ def main(args):
     if "--heldout" in args:
         opt = {args[i]: args[i + 1] for i in range(1, len(args) - 1) if args[i].startswith("--")}
         return heldout(torch, out_dir, int(opt["--heldout"]), int(opt.get("--seed", 40)),
-                       float(opt.get("--deadline", "inf")), opt.get("--name", "heldout"))
+                       float(opt.get("--deadline", "inf")), opt.get("--name", "heldout"),
+                       opt["--kinds"].split(",") if "--kinds" in opt else None, "--thin" in args)
     grid, name = shapes(args)
     cases, blocks, i = [], {}, 0
     for variant in VARIANTS:
