@@ -200,27 +200,33 @@ int arg_int(const std::vector<std::string>& args, std::size_t i) {
              : 0;
 }
 
-// cuBLAS's CUDA-core kernels of thin shapes whose order the H200 fit capture (seed 41) pinned down,
-// with their numbers read from the kernel's template arguments (kernel_simt.cpp has the orders):
-//  - dot_kernel<float, 128, 0>: split across grid.x blocks, 2 products a thread a tile (5 of 5
-//    binary32-output GEMMs fit only that);
-//  - gemvNSP_kernel<A, B, C, D, 1, W, V, 1024>: W lanes of V products, a butterfly (3 of 3);
-//  - gemmSN_NN_kernel<float, BLOCK, T, ...>: T threads an output (5 of 5, K <= 239); the
-//    sub-block, which no fit shape reached, is bitequiv's (level 2 from K > 512 with 4 threads: 128).
-// gemv2N and gemv2T fit no order here (their tf32 instances none at all): not modelled.
-std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& name,
-                                          const CublasKernel& main) {
+// cuBLAS's CUDA-core kernels of thin shapes whose order the H200 captures (fit sets: seeds 41 and 42,
+// the second all thin) pinned down, their numbers read from the kernel's template arguments and grid
+// (kernel_simt.cpp has the orders):
+//  - dot_kernel<float, 128, 0>: split across grid.x blocks, each thread 2 products a tile when
+//    torch's N is 1 (both operands run along K: 32 of 32 binary32-output GEMMs) and 1 when M is 1
+//    (B strided: 20 of 20); any other shape, or one not known, is not modelled;
+//  - gemvNSP_kernel<A, B, C, D, 1, W, V, 1024> with fp16 or bf16 operands: W lanes of V products, a
+//    butterfly (34 of 34; the float instances differ and are not modelled);
+//  - gemmSN_NN_kernel<float, BLOCK, T, ...>: T threads an output, sub-blocks of 512 / T products (the
+//    only sub-block that fits a 2-thread K = 1121 GEMM is 256; bitequiv saw 4 threads change at K > 512).
+// gemv2N, gemv2T and internal::gemvx fit no order here: not modelled.
+std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& name, const CublasKernel& main,
+                                          long m, long n) {
   s.simt_sub = 0;
   s.simt_vector = 1;
   s.simt_combine = LaneCombine::sequential;
-  if (has(name, "dot_kernel<") && arg_int(template_args(name, "dot_kernel"), 1) == 128) {
+  if (has(name, "dot_kernel<") && arg_int(template_args(name, "dot_kernel"), 1) == 128 &&
+      (m == 1 || n == 1)) {
     s.simt = SimtOrder::dot;
-    s.simt_vector = 2;
+    s.simt_vector = n == 1 ? 2 : 1;
     s.split_k = static_cast<int>(std::max(1L, main.grid[0]));
     return sliced(s, s.split_k, CublasRecord{},
-                  fmt::format("CUDA-core dot_kernel ({} blocks, 2 products a thread a tile)", s.split_k));
+                  fmt::format("CUDA-core dot_kernel ({} blocks, {} products a thread a tile)", s.split_k,
+                              s.simt_vector));
   }
-  if (has(name, "gemvNSP_kernel<")) {
+  const bool narrow = has(name, "__half") || has(name, "bfloat16");
+  if (has(name, "gemvNSP_kernel<") && narrow) {
     const auto args = template_args(name, "gemvNSP_kernel");
     const int lanes = arg_int(args, 5), vector = arg_int(args, 6);
     if (lanes < 1 || vector < 1 || (lanes & (lanes - 1)) != 0) return std::nullopt;
@@ -236,7 +242,7 @@ std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& n
     if (threads < 1) return std::nullopt;
     s.simt = SimtOrder::gemmsn;
     s.simt_threads = threads;
-    s.simt_sub = 128;
+    s.simt_sub = std::max(1, 512 / threads);
     return sliced(s, 1, CublasRecord{}, fmt::format("CUDA-core gemmSN ({} threads an output)", threads));
   }
   return std::nullopt;
@@ -244,7 +250,8 @@ std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& n
 
 }  // namespace
 
-RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& r) {
+RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& r, long m,
+                                      long n) {
   KernelSchedule s = base;
   s.split_k = 1;
   s.residue_tile = 0;
@@ -280,7 +287,7 @@ RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const 
       return not_modelled("sm90_xmma split-K", "no xmma split-K kernel was measured");
     return sliced(s, 1, r, "sm90_xmma");
   }
-  if (auto simt = cuda_core(s, name, *main)) return *simt;
+  if (auto simt = cuda_core(s, name, *main, m, n)) return *simt;
   for (const char* simt : {"gemmSN", "gemv", "dot_kernel"})
     if (has(name, simt))
       return not_modelled(fmt::format("CUDA-core {}", simt),

@@ -175,7 +175,7 @@ std::optional<RecordedSchedule> h100_table(const KernelPreset& p, const KernelSc
   if (!t) return std::nullopt;
   const auto rec = t->lookup(table_kind(p), m, n, k);
   if (!rec) return std::nullopt;
-  return schedule_from_record(guess, k, *rec);
+  return schedule_from_record(guess, k, *rec, m, n);
 }
 
 KernelSchedule cublas_h100(const KernelPreset& p, long m, long n, long k) {

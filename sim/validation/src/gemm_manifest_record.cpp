@@ -70,7 +70,8 @@ ManifestModel resolve_gemm_model(const ManifestGemm& g, const std::string& spec)
                              g.cublas_error.empty() ? "" : "; the capture's query failed: " + g.cublas_error);
     return r;
   }
-  const RecordedSchedule rec = schedule_from_record(preset->base_for_shape(g.m, g.n, g.k), g.k, g.cublas);
+  const RecordedSchedule rec =
+      schedule_from_record(preset->base_for_shape(g.m, g.n, g.k), g.k, g.cublas, g.m, g.n);
   if (!rec.schedule) {
     r.schedule = fmt::format("guessed: the recorded {} is not modelled ({}); {}", rec.family, rec.why,
                              preset->source(g.m, g.n, g.k));

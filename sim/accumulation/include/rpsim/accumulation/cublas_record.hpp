@@ -46,6 +46,9 @@ struct RecordedSchedule {
 // The schedule of a GEMM with K products per element the record describes,
 // over `base` (the preset's schedule for the shape: instruction, formats, FP8
 // promotion and scale epilogue, which the record does not change).
-RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& record);
+// m and n (the GEMM's, torch's M x N; 0: not known) decide what a kernel's
+// name does not say: a dot_kernel's vector width.
+RecordedSchedule schedule_from_record(const KernelSchedule& base, long k, const CublasRecord& record,
+                                      long m = 0, long n = 0);
 
 }  // namespace rpsim::sim
