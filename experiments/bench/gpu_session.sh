@@ -95,5 +95,15 @@ if [ $BUILT -eq 0 ]; then
     >>"$OUT/run.log" 2>&1
   log "checks exit $?"
 fi
+if [ $BUILT -eq 0 ] && [ -n "${PROFILE:-}" ]; then
+  # The tc kernel under Nsight Compute (Firecracker machines read the counters; --clock-control none as
+  # the device notes ask): where its time goes, for issue #39's speed.
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout $(($(left) - 10)) "$NCU" --clock-control none --kernel-name regex:tc_gemm_kernel --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section LaunchStats --section Occupancy --section SourceCounters \
+    "$PY" experiments/bench/gpu_profile_tc.py 1024 >"$OUT/profile.txt" 2>&1
+  log "profile exit $?"
+fi
 [ -n "$SWEEP" ] && wait $SWEEP && log "sweep exit $?"
 ls -la "$OUT" >>"$OUT/run.log"

@@ -27,10 +27,15 @@ __device__ sim::tc_detail::Operand load_operand(const TcGemmArgs& x, double v, b
   return sim::tc_detail::decode(x.p, v, b_side);
 }
 
-// One element's chain state across tiles.
+// One element's chain state across tiles. Plain (one chunk, no fold: a tc:
+// model's chain) keeps no split-K partials: the 64 of a schedule's fold took
+// the kernel to 193 registers a thread and 12.5 % occupancy on an H200
+// (Nsight Compute, 2026-11-29, tc:h100:fp16:fp32 1024^3); plain it fits in 85
+// (three blocks an SM, no spills).
+template <bool Plain>
 struct TcElement {
   double acc = 0, held = 0, c = 0, result = 0;
-  double partials[kTcMaxSlices];
+  double partials[Plain ? 1 : kTcMaxSlices];
   int q = 0;  // the chunk being run
 
   __device__ double chunk_start(const TcGemmArgs& x, int chunk) const {
@@ -40,7 +45,7 @@ struct TcElement {
   // the last step) into its slice's partial, opening the next.
   __device__ void close_until(const TcGemmArgs& x, int s) {
     while (q < x.chunks && x.chunk_step[q + 1] <= s) {
-      if (x.plain) {
+      if constexpr (Plain) {
         result = acc;
       } else {
         const int slice = x.chunk_slice[q];
@@ -53,15 +58,17 @@ struct TcElement {
   }
 };
 
-__global__ void __launch_bounds__(kTcTile* kTcTile) tc_gemm_kernel(TcGemmArgs x) {
+template <bool Plain>
+__global__ void __launch_bounds__(kTcTile* kTcTile, Plain ? 3 : 1) tc_gemm_kernel(TcGemmArgs x) {
   __shared__ double av[kTcTile][kTcPositions + 1], bv[kTcTile][kTcPositions + 1];
   __shared__ int ae[kTcTile][kTcPositions + 1], be[kTcTile][kTcPositions + 1];
   const int ty = threadIdx.y, tx = threadIdx.x, tid = ty * kTcTile + tx;
   const std::int64_t i0 = std::int64_t(blockIdx.y) * kTcTile, j0 = std::int64_t(blockIdx.x) * kTcTile;
   const std::int64_t i = i0 + ty, j = j0 + tx;
   const bool mine = i < x.g.m && j < x.g.n;
-  TcElement e;
-  for (int s = 0; s < x.slices; ++s) e.partials[s] = 0;
+  TcElement<Plain> e;
+  if constexpr (!Plain)
+    for (int s = 0; s < x.slices; ++s) e.partials[s] = 0;
   e.c = mine && x.c.data ? at(x.c, i, j) : 0.0;
   e.acc = e.chunk_start(x, 0);
   for (int u = 0; u < x.tiles; ++u) {
@@ -94,7 +101,7 @@ __global__ void __launch_bounds__(kTcTile* kTcTile) tc_gemm_kernel(TcGemmArgs x)
   }
   if (!mine) return;
   e.close_until(x, 0x7fffffff);
-  if (!x.plain)
+  if constexpr (!Plain)
     e.result = sim::fold_detail::fold_result(x.fold, e.partials, x.slices, e.c, scale_a_at(x.scales, i),
                                              scale_b_at(x.scales, j));
   put(x.d, i, j, e.result);
@@ -104,7 +111,10 @@ __global__ void __launch_bounds__(kTcTile* kTcTile) tc_gemm_kernel(TcGemmArgs x)
 
 void launch_tc_gemm(const TcGemmArgs& x, void* stream) {
   const dim3 grid(unsigned((x.g.n + kTcTile - 1) / kTcTile), unsigned((x.g.m + kTcTile - 1) / kTcTile));
-  tc_gemm_kernel<<<grid, dim3(kTcTile, kTcTile), 0, as_stream(stream)>>>(x);
+  if (x.plain)
+    tc_gemm_kernel<true><<<grid, dim3(kTcTile, kTcTile), 0, as_stream(stream)>>>(x);
+  else
+    tc_gemm_kernel<false><<<grid, dim3(kTcTile, kTcTile), 0, as_stream(stream)>>>(x);
   check_launch("tc_gemm_kernel");
 }
 
