@@ -162,9 +162,9 @@ TEST_CASE("cublas record: each family's rule", "[cublas]") {
 }
 
 TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks of D", "[cublas]") {
-  // tests/data/cublas-h200-fit: 59 GEMMs of the seed-41 and seed-42 fit captures, a few per rule (README there), each
-  // with cuBLASLt's heuristic answer and the kernels it launched, read as gemm-check reads a capture.
-  // Thin GEMMs (M or N < 8) keep blocks of min(8, M) x min(8, N).
+  // tests/data/cublas-h200-fit: 59 GEMMs of the seed-41 and seed-42 fit captures, a few per rule (README
+  // there), each with cuBLASLt's heuristic answer and the kernels it launched, read as gemm-check reads a
+  // capture. Thin GEMMs (M or N < 8) keep blocks of min(8, M) x min(8, N).
   const auto path = rpsim::test::source_dir() / "tests" / "data" / "cublas-h200-fit" / "cases.json";
   std::ifstream in(path);
   REQUIRE(in);  // part of the checkout
@@ -259,12 +259,17 @@ TEST_CASE("cublas record: what ran beats what the heuristic answered (H200 rules
     CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
     CHECK(got.family == "CUDA-core FFMA kernel (one binary32 FFMA chain)");
   }
-  // Thin shapes' CUDA-core kernels, their numbers from the template arguments (and dot's grid.x).
+}
+
+TEST_CASE("cublas record: thin shapes' CUDA-core kernels (H200 rules)", "[cublas]") {
+  const auto preset = std::get<KernelPreset>(AccumulationModel::parse("cublas:h100:fp16:fp32").variant());
+  const auto base = preset.for_shape(256, 256, 1027);
+  // Their numbers from the template arguments (and dot's grid.x and the GEMM's shape).
   CublasRecord dot;
   dot.kernels = {{"dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<float const>>>",
                   {33, 1, 78}},
                  {"reduce_1Block_kernel<float, 128, 7>", {1, 1, 78}}};
-  got = rpsim::sim::schedule_from_record(base, 14803, dot, 78, 1);  // N = 1: 2 products a thread a tile
+  auto got = rpsim::sim::schedule_from_record(base, 14803, dot, 78, 1);  // N = 1: 2 products a thread a tile
   REQUIRE(got.schedule);
   CHECK(got.schedule->simt == rpsim::sim::SimtOrder::dot);
   CHECK(got.schedule->split_k == 33);
