@@ -8,6 +8,7 @@
 // entry for these measured shapes).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +55,40 @@ CublasKernel kernel_of(const std::string& text) {
   return k;
 }
 
+// The capture's input bits of a case's variant (tf32 23, fp16 10, bf16 7, e4m3 3).
+int capture_bits(const std::string& variant) {
+  return variant.starts_with("tf32")   ? 23
+         : variant.starts_with("fp16") ? 10
+         : variant.starts_with("bf16") ? 7
+                                       : 3;
+}
+
+// Entries of the case's stored blocks of D (rows x cols each) that `schedule` does not reproduce, A and B
+// rebuilt from the capture's index hash.
+int block_mismatches(const rpsim::sim::KernelSchedule& schedule, const nlohmann::json& c, int rows,
+                     int cols) {
+  const long n = c.at("n"), k = c.at("k"), i = c.at("i");
+  const int p = capture_bits(c.at("variant"));
+  const std::int64_t sa = 1'000'003 * i + 17, sb = 1'000'003 * i + 500'009;
+  int bad = 0;
+  for (std::size_t blk = 0; blk < c.at("blocks").size(); ++blk) {
+    const long r0 = c.at("blocks")[blk][0], c0 = c.at("blocks")[blk][1];
+    Matrix a(8, k), b(k, 8);
+    for (long r = 0; r < 8; ++r)
+      for (long t = 0; t < k; ++t) a(r, t) = hashed((r0 + r) * k + t, sa, p);
+    for (long t = 0; t < k; ++t)
+      for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + c0 + q, sb, p);
+    const Matrix d = rpsim::sim::gemm(AccumulationModel(schedule), a, b);
+    for (int e = 0; e < rows * cols; ++e) {
+      const float f = float(d(e / cols, e % cols));
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      bad += bits != c.at("d")[blk][std::size_t(e)].get<std::uint32_t>();
+    }
+  }
+  return bad;
+}
+
 }  // namespace
 
 TEST_CASE("cublas record: the H100 grid's recorded kernels reproduce their blocks of D", "[cublas]") {
@@ -63,12 +98,8 @@ TEST_CASE("cublas record: the H100 grid's recorded kernels reproduce their block
   const auto cases = nlohmann::json::parse(in).at("cases");
   int checked = 0, cutlass = 0, split = 0;
   for (const auto& c : cases) {
-    const long m = c.at("m"), n = c.at("n"), k = c.at("k"), i = c.at("i");
+    const long m = c.at("m"), n = c.at("n"), k = c.at("k");
     const std::string variant = c.at("variant");
-    const int p = variant.starts_with("tf32")   ? 23
-                  : variant.starts_with("fp16") ? 10
-                  : variant.starts_with("bf16") ? 7
-                                                : 3;
     const auto model = AccumulationModel::parse(c.at("preset").get<std::string>());
     const auto& preset = std::get<KernelPreset>(model.variant());
     const auto guess = preset.for_shape(m, n, k);
@@ -84,24 +115,7 @@ TEST_CASE("cublas record: the H100 grid's recorded kernels reproduce their block
     }
     cutlass += got.family.starts_with("cutlass");
     split += got.schedule->split_k > 1;
-    const std::int64_t sa = 1'000'003 * i + 17, sb = 1'000'003 * i + 500'009;
-    for (std::size_t blk = 0; blk < c.at("blocks").size(); ++blk) {
-      const long r0 = c.at("blocks")[blk][0], c0 = c.at("blocks")[blk][1];
-      Matrix a(8, k), b(k, 8);
-      for (long r = 0; r < 8; ++r)
-        for (long t = 0; t < k; ++t) a(r, t) = hashed((r0 + r) * k + t, sa, p);
-      for (long t = 0; t < k; ++t)
-        for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + c0 + q, sb, p);
-      const Matrix d = rpsim::sim::gemm(AccumulationModel(*got.schedule), a, b);
-      int bad = 0;
-      for (int e = 0; e < 64; ++e) {
-        const float f = float(d(e / 8, e % 8));
-        std::uint32_t bits;
-        std::memcpy(&bits, &f, 4);
-        bad += bits != c.at("d")[blk][std::size_t(e)].get<std::uint32_t>();
-      }
-      CHECK(bad == 0);
-    }
+    CHECK(block_mismatches(*got.schedule, c, 8, 8) == 0);
     ++checked;
   }
   CHECK(checked >= 50);
@@ -171,12 +185,8 @@ TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks 
   const auto cases = nlohmann::json::parse(in).at("cases");
   std::map<std::string, int> families;
   for (const auto& c : cases) {
-    const long m = c.at("m"), n = c.at("n"), k = c.at("k"), i = c.at("i");
+    const long m = c.at("m"), n = c.at("n"), k = c.at("k");
     const std::string variant = c.at("variant");
-    const int p = variant.starts_with("tf32")   ? 23
-                  : variant.starts_with("fp16") ? 10
-                  : variant.starts_with("bf16") ? 7
-                                                : 3;
     const auto model = AccumulationModel::parse(c.at("preset").get<std::string>());
     const auto& h = c.at("heuristic");
     CublasRecord rec;
@@ -189,25 +199,7 @@ TEST_CASE("cublas record: the H200 fit capture's records reproduce their blocks 
     INFO(variant << " " << m << "x" << n << "x" << k << " (" << c.at("family") << "): " << got.family << " "
                  << got.why);
     REQUIRE(got.schedule);
-    const std::int64_t sa = 1'000'003 * i + 17, sb = 1'000'003 * i + 500'009;
-    const int rows = c.at("block_shape")[0], cols = c.at("block_shape")[1];
-    int bad = 0;
-    for (std::size_t blk = 0; blk < 3; ++blk) {
-      const long r0 = c.at("blocks")[blk][0], c0 = c.at("blocks")[blk][1];
-      Matrix a(8, k), b(k, 8);
-      for (long r = 0; r < 8; ++r)
-        for (long t = 0; t < k; ++t) a(r, t) = hashed((r0 + r) * k + t, sa, p);
-      for (long t = 0; t < k; ++t)
-        for (long q = 0; q < 8; ++q) b(t, q) = hashed(t * n + c0 + q, sb, p);
-      const Matrix d = rpsim::sim::gemm(AccumulationModel(*got.schedule), a, b);
-      for (int e = 0; e < rows * cols; ++e) {
-        const float f = float(d(e / cols, e % cols));
-        std::uint32_t bits;
-        std::memcpy(&bits, &f, 4);
-        bad += bits != c.at("d")[blk][std::size_t(e)].get<std::uint32_t>();
-      }
-    }
-    CHECK(bad == 0);
+    CHECK(block_mismatches(*got.schedule, c, c.at("block_shape")[0], c.at("block_shape")[1]) == 0);
     ++families[c.at("family")];
   }
   CHECK(families.size() == 11);  // every rule of the README's list has cases
@@ -264,45 +256,39 @@ TEST_CASE("cublas record: what ran beats what the heuristic answered (H200 rules
 TEST_CASE("cublas record: thin shapes' CUDA-core kernels (H200 rules)", "[cublas]") {
   const auto preset = std::get<KernelPreset>(AccumulationModel::parse("cublas:h100:fp16:fp32").variant());
   const auto base = preset.for_shape(256, 256, 1027);
-  // Their numbers from the template arguments (and dot's grid.x and the GEMM's shape).
-  CublasRecord dot;
-  dot.kernels = {{"dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<float const>>>",
-                  {33, 1, 78}},
-                 {"reduce_1Block_kernel<float, 128, 7>", {1, 1, 78}}};
-  auto got = rpsim::sim::schedule_from_record(base, 14803, dot, 78, 1);  // N = 1: 2 products a thread a tile
-  REQUIRE(got.schedule);
-  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::dot);
-  CHECK(got.schedule->split_k == 33);
-  CHECK(got.schedule->simt_vector == 2);
-  CHECK(rpsim::sim::schedule_from_record(base, 14803, dot, 1, 78).schedule->simt_vector == 1);  // M = 1
-  CHECK(!rpsim::sim::schedule_from_record(base, 14803, dot).schedule);  // the shape not known
-  CublasRecord nsp;
-  nsp.kernels = {
-      {"gemvNSP_kernel<__half, float, float, float, 1, 32, 4, 1024, false, cublasGemvParamsEx<int>>",
-       {14, 1, 1}}};
-  got = rpsim::sim::schedule_from_record(base, 82, nsp);
-  REQUIRE(got.schedule);
-  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemv);
-  CHECK(got.schedule->simt_threads == 32);
-  CHECK(got.schedule->simt_vector == 4);
-  CHECK(got.schedule->simt_combine == rpsim::sim::LaneCombine::butterfly);
-  CublasRecord sn;
-  sn.kernels = {
-      {"gemmSN_NN_kernel<float, 128, 2, 4, 8, 2, 4, false, cublasGemvTensorStridedBatched<__half const>>",
-       {1, 1, 1}}};
-  got = rpsim::sim::schedule_from_record(base, 60, sn);
-  REQUIRE(got.schedule);
-  CHECK(got.schedule->simt == rpsim::sim::SimtOrder::gemmsn);
-  CHECK(got.schedule->simt_threads == 2);
-  CHECK(got.schedule->simt_sub == 256);
-  // gemvNSP with binary32 operands differs from the fp16 / bf16 instances: not modelled.
-  CublasRecord nspf;
-  nspf.kernels = {
-      {"gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024, false, cublasGemvParamsEx<int>>",
-       {9, 1, 1}}};
-  CHECK(!rpsim::sim::schedule_from_record(base, 121, nspf).schedule);
-  // gemv2N and gemv2T fit no order on the H200 capture: still named, not modelled.
-  CublasRecord g2n;
-  g2n.kernels = {{"gemv2N_kernel<int, int, float, float, float, float, 128, 2, 4, 4, 1, false>", {5, 1, 1}}};
-  CHECK(!rpsim::sim::schedule_from_record(base, 82, g2n).schedule);
+  // One launched kernel's record read for a GEMM of K products (M and N: 0 not known).
+  const auto read = [&](const char* name, std::array<long, 3> grid, long k, long m = 0, long n = 0) {
+    CublasRecord r;
+    r.kernels = {{name, grid}, {"reduce_1Block_kernel<float, 128, 7>", {1, 1, 1}}};
+    return rpsim::sim::schedule_from_record(base, k, r, m, n).schedule;
+  };
+  // dot_kernel: grid.x blocks; 2 products a thread a tile when N is 1, 1 when M is 1, else not modelled.
+  const char* dot = "dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<float const>>>";
+  auto got = read(dot, {33, 1, 78}, 14803, 78, 1);
+  REQUIRE(got);
+  CHECK(got->simt == rpsim::sim::SimtOrder::dot);
+  CHECK(got->split_k == 33);
+  CHECK(got->simt_vector == 2);
+  CHECK(read(dot, {33, 1, 78}, 14803, 1, 78)->simt_vector == 1);
+  CHECK(!read(dot, {33, 1, 78}, 14803));
+  // gemvNSP<..., 1, W, V, ...> with fp16 / bf16 operands: W lanes of V, a butterfly; binary32 ones differ.
+  got = read("gemvNSP_kernel<__half, float, float, float, 1, 32, 4, 1024, false, cublasGemvParamsEx<int>>",
+             {14, 1, 1}, 82);
+  REQUIRE(got);
+  CHECK(got->simt == rpsim::sim::SimtOrder::gemv);
+  CHECK(got->simt_threads == 32);
+  CHECK(got->simt_vector == 4);
+  CHECK(got->simt_combine == rpsim::sim::LaneCombine::butterfly);
+  CHECK(!read("gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024, false, cublasGemvParamsEx<int>>",
+              {9, 1, 1}, 121));
+  // gemmSN_NN<float, B, T, ...>: T threads an output, sub-blocks of 512 / T.
+  got =
+      read("gemmSN_NN_kernel<float, 128, 2, 4, 8, 2, 4, false, cublasGemvTensorStridedBatched<__half const>>",
+           {1, 1, 1}, 60);
+  REQUIRE(got);
+  CHECK(got->simt == rpsim::sim::SimtOrder::gemmsn);
+  CHECK(got->simt_threads == 2);
+  CHECK(got->simt_sub == 256);
+  // gemv2N and gemv2T fit no order on the H200 captures: still named, not modelled.
+  CHECK(!read("gemv2N_kernel<int, int, float, float, float, float, 128, 2, 4, 4, 1, false>", {5, 1, 1}, 82));
 }
