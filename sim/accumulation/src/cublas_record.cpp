@@ -12,9 +12,10 @@
 //    s161616: 16), the tile's k its residue tile (bitequiv: the partial MMA
 //    at floor(RES / KPD) of the first tile, 1,806 non-aligned fp16 shapes);
 //    (cutlass_75_* names give none: 32, CUTLASS's SM75 default, fitted on
-//    an H200 capture); SPLITK_NUM (else grid.z, the H100 tf32 grid's reading) slices of
-//    CUTLASS's grain: 128 bytes of elements when they divide K, else 16
-//    bytes (kAlignK; gemm_k_size = round_up(ceil(K / S), grain));
+//    an H200 capture); grid.z (else SPLITK_NUM) slices of CUTLASS's grain:
+//    128 bytes of elements when they divide K, else 16 bytes (kAlignK;
+//    gemm_k_size = round_up(ceil(K / S), grain)), merged as what ran;
+//  - thin shapes' CUDA-core kernels: see cuda_core();
 //  - sm90_xmma without segment-K: one chain (the H100 tf32 grid); with
 //    segment-K on: no schedule models it (33 H100 grid shapes fit none);
 //  - magma_sgemmEx (ALGO_ID 16): one binary32 FFMA chain (bitequiv);
@@ -30,7 +31,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
+#include <charconv>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -183,7 +184,8 @@ std::vector<std::string> template_args(const std::string& name, const char* kern
   for (std::size_t i = at + std::string(kernel).size() + 1; i < name.size(); ++i) {
     const char ch = name[i];
     if (depth == 0 && (ch == ',' || ch == '>')) {
-      args.push_back(arg.substr(arg.find_first_not_of(' ')));
+      const auto first = arg.find_first_not_of(' ');
+      args.push_back(first == std::string::npos ? std::string() : arg.substr(first));
       arg.clear();
       if (ch == '>') return args;
       continue;
@@ -194,10 +196,12 @@ std::vector<std::string> template_args(const std::string& name, const char* kern
   return {};
 }
 
+// Template argument i as a number in 1..65536; 0 when it is none.
 int arg_int(const std::vector<std::string>& args, std::size_t i) {
-  return i < args.size() && !args[i].empty() && std::isdigit(static_cast<unsigned char>(args[i][0]))
-             ? std::stoi(args[i])
-             : 0;
+  int v = 0;
+  if (i >= args.size()) return 0;
+  const auto [end, ec] = std::from_chars(args[i].data(), args[i].data() + args[i].size(), v);
+  return ec == std::errc() && v >= 1 && v <= 65536 ? v : 0;
 }
 
 // cuBLAS's CUDA-core kernels of thin shapes whose order the H200 captures (fit sets: seeds 41 and 42,
@@ -220,10 +224,16 @@ std::optional<RecordedSchedule> cuda_core(KernelSchedule s, const std::string& n
       (m == 1 || n == 1)) {
     s.simt = SimtOrder::dot;
     s.simt_vector = n == 1 ? 2 : 1;
-    s.split_k = static_cast<int>(std::max(1L, main.grid[0]));
-    return sliced(s, s.split_k, CublasRecord{},
-                  fmt::format("CUDA-core dot_kernel ({} blocks, {} products a thread a tile)", s.split_k,
-                              s.simt_vector));
+    // split_k is the dot order's block count (its blocks merge by reduce_1Block, not a split-K fold).
+    s.split_k = static_cast<int>(std::clamp(main.grid[0], 1L, 65536L));
+    const std::string family = fmt::format("CUDA-core dot_kernel ({} blocks, {} products a thread a tile)",
+                                           s.split_k, s.simt_vector);
+    try {
+      s.validate();
+    } catch (const std::invalid_argument& e) {
+      return not_modelled(family, e.what());
+    }
+    return RecordedSchedule{s, family, ""};
   }
   const bool narrow = has(name, "__half") || has(name, "bfloat16");
   if (has(name, "gemvNSP_kernel<") && narrow) {
