@@ -14,8 +14,9 @@
 //   kind IN:OUT            (then its axes and rows; several kinds a file)
 //   m V V ...   n V V ...   k V V ...
 //   one line per (m, n), m-major: per k the entry CONFIG.SPLITK.REDUCTION
-//   (SPLITK 0: cuBLASLt had no algorithm), a run of equal entries written
-//   ENTRY*COUNT
+//   (SPLITK 0: cuBLASLt had no algorithm; 4294967295, the uint32 of -1: a
+//   split chosen at run time, kept as no count; at most 32768 configurations,
+//   4094 slices and REDUCTION 31), a run of equal entries written ENTRY*COUNT
 //   end
 #pragma once
 
