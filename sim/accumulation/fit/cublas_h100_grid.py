@@ -53,22 +53,37 @@ DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+*@"  # 
 
 
 class Evaluator:
-    """The blocks of D a schedule gives, from build/sim/cublas_fit_eval (one request a line)."""
+    """The blocks of D a schedule gives, from build/sim/cublas_fit_eval (one request a line). tables: the
+    folder a cublas: preset reads its heuristic table from (RPSIM_CUBLAS_TABLES; None: the process's own);
+    cublas_heldout_eval.py shares this class."""
 
-    def __init__(self, path):
+    def __init__(self, path, tables=None):
         if not os.path.exists(path):
             sys.exit(f"{path} is missing: build it (ninja -C build cublas_fit_eval) or give --eval PATH")
-        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        env = None if tables is None else dict(os.environ, RPSIM_CUBLAS_TABLES=tables)
+        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     env=env)
 
-    def block(self, rec, r, c, spec, bias):
+    def block(self, rec, r, c, spec, bias=False):
+        return self.block_and_source(rec, r, c, spec, bias)[0]
+
+    def block_and_source(self, rec, r, c, spec, bias=False, record=None):
+        """The 8x8 block at (r, c) and, for a preset, where its schedule came from ("recorded: ...");
+        record: a {"cublas": {...}} capture record the preset reads the schedule from."""
         i = rec["i"]
         p = PBITS[rec["variant"].split("_")[0]]
         self.proc.stdin.write(f"{p} {1_000_003 * i + 17} {1_000_003 * i + 500_009} {1_000_003 * i + 900_007} "
-                              f"{rec['m']} {rec['n']} {rec['k']} {r} {c} {int(bias)} {spec}\n")
+                              f"{rec['m']} {rec['n']} {rec['k']} {r} {c} {int(bias)} {spec}"
+                              + (" " + json.dumps(record) if record else "") + "\n")
         line = self.proc.stdout.readline()
         if line.startswith("error"):
-            raise RuntimeError(f"cublas_fit_eval: {line.strip()} (spec {spec})")
-        return np.array(line.split(), dtype=np.uint32).reshape(8, 8)
+            raise RuntimeError(f"cublas_fit_eval: {line.strip()} (spec {spec}, case {i})")
+        values, _, source = line.partition(" # ")
+        return np.array(values.split(), dtype=np.uint32).reshape(8, 8), source.strip()
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 EVAL = None  # the Evaluator main() starts

@@ -15,10 +15,10 @@ Usage: python3 sim/accumulation/fit/cublas_heldout_eval.py CAPTURE_DIR [--name h
 Prints per kind and mode `bit-exact/total`, and for the recorded mode the schedule families of the misses.
 """
 import collections
+import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,7 +26,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-PBITS = {"tf32": 23, "fp16": 10, "bf16": 7, "e4m3": 3}
 # The preset spec of each held-out kind (cublas_grid_capture.HELDOUT)
 PRESET = {"tf32_fp32": "cublas:h100:tf32:fp32", "fp16_fp32": "cublas:h100:fp16:fp32",
           "fp16_fp16_red0": "cublas:h100:fp16:fp16:rpr=0", "fp16_fp16_red1": "cublas:h100:fp16:fp16:rpr=1",
@@ -35,35 +34,19 @@ PRESET = {"tf32_fp32": "cublas:h100:tf32:fp32", "fp16_fp32": "cublas:h100:fp16:f
 MODES = ("recorded", "table", "guess")
 
 
-class Evaluator:
-    """One cublas_fit_eval child; tables: the folder it reads cublas-h100.txt from (RPSIM_CUBLAS_TABLES)."""
-
-    def __init__(self, path, tables):
-        env = dict(os.environ, RPSIM_CUBLAS_TABLES=tables)
-        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                     env=env)
-
-    def block(self, case, r, c, record):
-        i, p = case["i"], PBITS[case["variant"].split("_")[0]]
-        line = (f"{p} {1_000_003 * i + 17} {1_000_003 * i + 500_009} 0 {case['m']} {case['n']} {case['k']} "
-                f"{r} {c} 0 {PRESET[case['variant']]}")
-        self.proc.stdin.write(line + (" " + json.dumps(record) if record else "") + "\n")
-        out = self.proc.stdout.readline()
-        if out.startswith("error"):
-            raise RuntimeError(f"cublas_fit_eval: {out.strip()} (case {i})")
-        values, _, source = out.partition(" # ")
-        return np.array(values.split(), dtype=np.uint32).reshape(8, 8), source.strip()
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait()
+def load_grid_fit():
+    """cublas_h100_grid.py (its Evaluator, the one client of build/sim/cublas_fit_eval), loaded by path."""
+    spec = importlib.util.spec_from_file_location("cublas_h100_grid", os.path.join(HERE, "cublas_h100_grid.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def score(case, blocks, ev, record):
     """(all three blocks bit-exact, the schedule's source)."""
     ok, source = True, ""
     for (r, c), d in zip(case["blocks"], blocks):
-        got, source = ev.block(case, r, c, record)
+        got, source = ev.block_and_source(case, r, c, PRESET[case["variant"]], record=record)
         rows, cols = d.shape
         ok &= bool(np.array_equal(got[:rows, :cols], d.astype(np.float32).view(np.uint32)))
     return ok, source
@@ -93,8 +76,7 @@ def main(argv):
     blocks = np.load(os.path.join(capture, f"{name}.npz"))
     cases = [c for c in meta["cases"] if "error" not in c][: int(opt.get("--limit", 10**9))]
     path = opt.get("--eval", os.path.join(ROOT, "build", "sim", "cublas_fit_eval"))
-    if not os.path.exists(path):
-        sys.exit(f"{path} is missing: build it (ninja -C build cublas_fit_eval) or give --eval PATH")
+    Evaluator = load_grid_fit().Evaluator
     with tempfile.TemporaryDirectory() as with_table, tempfile.TemporaryDirectory() as without:
         if "--table" in opt:
             shutil.copy(opt["--table"], os.path.join(with_table, "cublas-h100.txt"))
