@@ -181,22 +181,26 @@ py::object unwrap_0d(py::array a) {
 namespace {
 
 // One (rows x cols) item at element strides (rs, cs), converted to the core's
-// binary64 column-major carrier in one pass. A row-major item is Eigen's
-// transposing copy; a column-major one (a transposed view: nn.Linear's weight
-// as B) a straight widening copy, where torch's contiguous copy of the view
-// cost a transpose more.
+// binary64 column-major carrier in one pass (out: rows x cols, or a block of
+// a taller matrix). A column-major one (a transposed view: nn.Linear's
+// weight as B) is a straight widening copy, where torch's contiguous copy of
+// the view cost a transpose more.
+template <class T, class Out>
+void item_into(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Eigen::Index cs, Out&& out) {
+  if (rs == 1 || r == 1) {
+    using Col = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+    out = Eigen::Map<const Col, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(c == 1 ? r : cs))
+              .template cast<double>();
+    return;
+  }
+  copy_tiled(p, rs, cs, out.data(), Eigen::Index(1), Eigen::Index(out.outerStride()), r, c);
+}
+
 template <class T>
 sim::Matrix item(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Eigen::Index cs) {
-  using Col = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  using Row = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  if (rs == 1 || r == 1)
-    return Eigen::Map<const Col, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(c == 1 ? r : cs))
-        .template cast<double>();
-  if (cs == 1 || c == 1)
-    return Eigen::Map<const Row, 0, Eigen::OuterStride<>>(p, r, c, Eigen::OuterStride<>(rs))
-        .template cast<double>();
-  using Any = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
-  return Eigen::Map<const Col, 0, Any>(p, r, c, Any(cs, rs)).template cast<double>();
+  sim::Matrix m(r, c);
+  item_into(p, r, c, rs, cs, m);
+  return m;
 }
 
 // A (batch, rows, cols) C-contiguous array of `ms` as T. float32 where the
@@ -204,13 +208,13 @@ sim::Matrix item(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Ei
 // .to(float32), done in the transposing pass instead of a pass of its own.
 template <class T = double>
 py::array_t<T> stacked(const std::vector<sim::Matrix>& ms) {
-  using RowT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
                     c = ms.empty() ? 0 : ms[0].cols();
   py::array_t<T> out({batch, r, c});
   T* dst = out.mutable_data();
   for (py::ssize_t i = 0; i < batch; ++i)
-    Eigen::Map<RowT>(dst + i * r * c, r, c) = ms[std::size_t(i)].template cast<T>();
+    copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
+               Eigen::Index(1), r, c);
   return out;
 }
 
@@ -240,7 +244,13 @@ std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fo
   };
   if (fold && batch > 1) {  // one (batch * rows) x cols matrix, item i's rows at i * rows
     std::vector<sim::Matrix> out(1, sim::Matrix(batch * r, c));
-    for (py::ssize_t i = 0; i < batch; ++i) out[0].middleRows(i * r, r) = one(i);
+    for (py::ssize_t i = 0; i < batch; ++i) {
+      auto block = out[0].middleRows(i * r, r);
+      if (f32)
+        item_into(static_cast<const float*>(a.data()) + i * bs, r, c, rs, cs, block);
+      else
+        item_into(static_cast<const double*>(a.data()) + i * bs, r, c, rs, cs, block);
+    }
     return out;
   }
   std::vector<sim::Matrix> out(static_cast<std::size_t>(batch));

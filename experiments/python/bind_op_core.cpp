@@ -30,8 +30,9 @@ py::array_t<bool> stacked_mask(const std::vector<train::Mask>& ms) {
                     c = ms.empty() ? 0 : ms[0].cols();
   py::array_t<bool> out({batch, r, c});
   bool* dst = out.mutable_data();
-  using RowMask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  for (py::ssize_t i = 0; i < batch; ++i) Eigen::Map<RowMask>(dst + i * r * c, r, c) = ms[std::size_t(i)];
+  for (py::ssize_t i = 0; i < batch; ++i)
+    copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
+               Eigen::Index(1), r, c);
   return out;
 }
 
