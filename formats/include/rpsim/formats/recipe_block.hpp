@@ -122,8 +122,15 @@ RPSIM_HD_INLINE void quantize_group_block(const QuantSpec& spec, const OperandGr
   const std::size_t width = g.tiles ? (g.cols - c0 < g.block ? g.cols - c0 : g.block) : g.cols;
   const std::size_t k0 = g.tiles ? 0 : j * g.block;
   const std::size_t k1 = g.tiles ? height * width : (k0 + g.block < width ? k0 + g.block : width);
+  if (k0 >= k1) return;  // no entries (and width may be 0)
+  // Entry k0's place, then each next one's by a step (a division per entry,
+  // two per pass, was most of a block's time on the host: 50 ns an entry).
+  const std::size_t row0 = r0 + k0 / width, col0 = c0 + k0 % width, col_end = c0 + width;
   float amax = 0.0f;
-  for (std::size_t k = k0; k < k1; ++k) amax = nan_max(amax, abs_f32(x(r0 + k / width, c0 + k % width)));
+  for (std::size_t k = k0, row = row0, col = col0; k < k1; ++k) {
+    amax = nan_max(amax, abs_f32(x(row, col)));
+    if (++col == col_end) col = c0, ++row;
+  }
   const BlockScale b = block_scale(spec, amax, ts);
   RoundingDesc r;
   std::uint64_t stream = 0;
@@ -131,8 +138,7 @@ RPSIM_HD_INLINE void quantize_group_block(const QuantSpec& spec, const OperandGr
     r = sr->rounding;
     stream = hd::mix64(sr->stream ^ hd::mix64(std::uint64_t(gi * group_cols(g) + gj)));
   }
-  for (std::size_t k = k0; k < k1; ++k) {
-    const std::size_t row = r0 + k / width, col = c0 + k % width;
+  for (std::size_t k = k0, row = row0, col = col0; k < k1; ++k) {
     const float v = x(row, col);
     std::uint8_t code;
     if (sr) {
@@ -142,6 +148,7 @@ RPSIM_HD_INLINE void quantize_group_block(const QuantSpec& spec, const OperandGr
       code = block_element(spec, b, v);
     }
     out(row, col, code, b);
+    if (++col == col_end) col = c0, ++row;
   }
 }
 
