@@ -13,8 +13,9 @@ Models (each with its own batch):
 Each emulated step is rpsim.torch.Trainer(...).step(x, y) (SGD, the policy's default loss scaler),
 with the FP64 shadow and without it; the plain step is forward, cross-entropy, backward and
 torch.optim.SGD's step. Figures: CPU seconds per step (time.process_time), the minimum over
---repeats runs of --steps steps after a warm-up step; the machine is shared, the minimum is the
-least disturbed. Ratios are rpsim / plain.
+--repeats runs of --steps steps after a warm-up step; the plain step and both emulated ones take
+turns within each repeat (a row's plain figure is measured with it); the machine is shared, the
+minimum is the least disturbed. Ratios are rpsim / plain.
 """
 import os
 
@@ -105,14 +106,19 @@ def loss_of(out, y):
     return F.cross_entropy(out.flatten(0, -2), y.flatten()) if out.dim() > 2 else F.cross_entropy(out, y)
 
 
-def seconds(step, steps, repeats):
-    step()
-    best = math.inf
+def seconds(fns, steps, repeats):
+    """CPU seconds per step of each of fns, interleaved: each repeat runs every fn's steps in turn, so
+    a machine that slows down or speeds up meanwhile moves the plain step and the emulated ones alike
+    (measured one after the other, a plain step read 11.1 and 15.0 ms in two runs of one hour)."""
+    for fn in fns:
+        fn()
+    best = [math.inf] * len(fns)
     for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(steps):
-            step()
-        best = min(best, (time.process_time() - t0) / steps)
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            for _ in range(steps):
+                fn()
+            best[i] = min(best[i], (time.process_time() - t0) / steps)
     return best
 
 
@@ -158,10 +164,10 @@ def main(argv=None):
     print(f"{'model':10} {'policy':9} {'plain s':>9} {'rpsim s':>9} {'ratio':>7} {'no shadow s':>12} {'ratio':>7}")
     for name in args.only or MODELS:
         make, pols = MODELS[name]
-        base = seconds(plain_step(make), args.steps, args.repeats)
         for pol in pols:
-            with_shadow = seconds(emulated_step(make, pol, True), args.steps, args.repeats)
-            without = seconds(emulated_step(make, pol, False), args.steps, args.repeats)
+            base, with_shadow, without = seconds(
+                [plain_step(make), emulated_step(make, pol, True), emulated_step(make, pol, False)], args.steps,
+                args.repeats)
             print(f"{name:10} {pol:9} {base:9.4f} {with_shadow:9.4f} {with_shadow / base:7.1f} "
                   f"{without:12.4f} {without / base:7.1f}", flush=True)
 
