@@ -20,16 +20,11 @@
 #if defined(__CUDACC__)
 #define RPSIM_HD __host__ __device__
 #define RPSIM_HD_INLINE __host__ __device__ __forceinline__
-#define RPSIM_HD_LEAF __host__ __device__ __forceinline__
 #define RPSIM_HD_ABI_BEGIN inline namespace nvcc {
 #define RPSIM_HD_ABI_END }
 #else
 #define RPSIM_HD
 #define RPSIM_HD_INLINE inline
-// A small leaf called per element (a block quantiser's element code): inlined
-// on the host too, where GCC kept element_info and minifloat_magnitude as
-// calls (18% of an MX operand's quantisation).
-#define RPSIM_HD_LEAF inline __attribute__((always_inline))
 #define RPSIM_HD_ABI_BEGIN inline namespace host {
 #define RPSIM_HD_ABI_END }
 #endif

@@ -106,7 +106,7 @@ RPSIM_HD_INLINE std::uint32_t rne_multiple(float a, int q) {
 // nearest even in a binary format with `mbits` fraction bits and `bias`,
 // subnormals kept, the exponent unbounded above: codes past the format's
 // largest say by how much it overflowed (the caller saturates or gives NaN).
-RPSIM_HD_LEAF std::uint32_t minifloat_magnitude(float a, int mbits, int bias) {
+RPSIM_HD_INLINE std::uint32_t minifloat_magnitude(float a, int mbits, int bias) {
   if ((f32_bits(a) & 0x7fffffffu) == 0) return 0;
   const int emin = 1 - bias, e = f32_ilogb(a);
   int q = (e < emin ? emin : e) - mbits;

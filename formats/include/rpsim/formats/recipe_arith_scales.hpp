@@ -26,7 +26,7 @@ struct ElementInfo {
 };
 RPSIM_HD_ABI_BEGIN
 
-RPSIM_HD_LEAF ElementInfo element_info(ElementKind k) {
+RPSIM_HD_INLINE ElementInfo element_info(ElementKind k) {
   switch (k) {
     case ElementKind::e4m3: return {8, 3, 448.0f};
     case ElementKind::e5m2: return {15, 2, 57344.0f};
