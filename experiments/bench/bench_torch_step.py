@@ -109,7 +109,7 @@ def loss_of(out, y):
 def seconds(fns, steps, repeats):
     """CPU seconds per step of each of fns, interleaved: each repeat runs every fn's steps in turn, so
     a machine that slows down or speeds up meanwhile moves the plain step and the emulated ones alike
-    (measured one after the other, a plain step read 11.1 and 15.0 ms in two runs of one hour)."""
+    (measured one after the other, a plain step read 11.1 and 15.0 ms in two runs of one session)."""
     for fn in fns:
         fn()
     best = [math.inf] * len(fns)

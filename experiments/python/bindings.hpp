@@ -86,9 +86,10 @@ py::array to_numpy(const sim::Matrix& m);
 // (srs, scs) and (drs, dcs), in square tiles of kSide, each down its
 // columns: a transposing copy (row-major torch data to the core's
 // column-major carrier, and back) stays within a few cache lines a tile,
-// where Eigen's transposing cast strides through a whole side (8% of an MLP
-// step). Tiled this way it is 1.9x to 4.8x faster on the GEMM op's shapes
-// (8192x144 float32 to binary64: 1.35 -> 0.72 ms; back: 3.3 -> 0.69 ms).
+// where Eigen's transposing cast strides through a whole side (about 6% of
+// an MLP step). In a microbenchmark of the GEMM op's shapes it is 1.2x to
+// 7.4x faster (8192x144 float32 to binary64: 1.35 -> 0.72 ms; back: 3.3 ->
+// 0.69 ms); in a whole step that is within the noise.
 template <class From, class To>
 inline void copy_tiled(const From* src, Eigen::Index srs, Eigen::Index scs, To* dst, Eigen::Index drs,
                        Eigen::Index dcs, Eigen::Index rows, Eigen::Index cols) {

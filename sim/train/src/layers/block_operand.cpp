@@ -118,8 +118,7 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
   Fp8Stats s;
   s.amax = tensor_amax;
   const double elem_max = recipe::element_info(spec.element).max;
-  // Each code's value, decoded once (element_value per entry was a tenth of
-  // an MX step's quantisation).
+  // Each code's value, decoded once a call instead of once an entry.
   float value[256];
   for (int code = 0; code < 256; ++code)
     value[code] = recipe::element_value(spec.element, std::uint8_t(code));
