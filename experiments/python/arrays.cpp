@@ -258,6 +258,24 @@ std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fo
   return out;
 }
 
+sim::Matrix matrix_of(const py::array& a) {
+  if (a.ndim() != 2 || !(a.flags() & py::array::c_style))
+    throw std::logic_error("matrix_of: a 2-D C-contiguous array is needed (float_array's)");
+  const Eigen::Index r = a.shape(0), c = a.shape(1);
+  if (py::isinstance<py::array_t<float>>(a)) return item(static_cast<const float*>(a.data()), r, c, c, 1);
+  if (py::isinstance<py::array_t<double>>(a)) return item(static_cast<const double*>(a.data()), r, c, c, 1);
+  throw std::logic_error("matrix_of: float32 or float64 is needed (float_array's)");
+}
+
+// One tiled pass (Eigen's transposing assignment read the column-major source
+// with a stride of a column per element).
+py::array to_numpy(const sim::Matrix& m) {
+  py::array_t<double> out({m.rows(), m.cols()});
+  copy_tiled(m.data(), Eigen::Index(1), m.rows(), out.mutable_data(), m.cols(), Eigen::Index(1), m.rows(),
+             m.cols());
+  return out;
+}
+
 py::array stacked_as(const std::vector<sim::Matrix>& ms, bool f32) {
   return f32 ? py::array(stacked<float>(ms)) : py::array(stacked<double>(ms));
 }

@@ -32,20 +32,13 @@ sim::AccumulationModel model_arg(const py::object& model) {
   throw py::type_error("model: must be a spec string ('tc:h100:fp16:fp32') or a dict ({'kind': 'tc', ...})");
 }
 
-// A 2-D array as the column-major Eigen matrix sim::gemm takes (one copy).
+// A 2-D array as the column-major Eigen matrix sim::gemm takes (one copy, and
+// a conversion to float32 first for a float16 or non-contiguous array).
 sim::Matrix matrix_arg(py::handle x, const char* what) {
   const py::array a = float_array(x, what);
   if (a.ndim() != 2)
     throw py::value_error(fmt::format("{}: must be a 2-D array, got {} dimensions", what, a.ndim()));
-  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
-  require_copy(d, a, what);
-  return Eigen::Map<const RowMajor>(d.data(), d.shape(0), d.shape(1));
-}
-
-py::array to_numpy(const sim::Matrix& m) {
-  py::array_t<double> out({m.rows(), m.cols()});
-  Eigen::Map<RowMajor>(out.mutable_data(), m.rows(), m.cols()) = m;
-  return out;
+  return matrix_of(a);
 }
 
 // An optional scale array: None, a number (1x1), or a 1-D (as `row`: Mx1,

@@ -110,6 +110,10 @@ inline void copy_tiled(const From* src, Eigen::Index srs, Eigen::Index scs, To* 
 // the batch as one matrix of batch * rows rows (torch's reshape(1, -1, cols)
 // of a view that reshape would copy: conv2d's transposed im2col patches).
 std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fold = false);
+// A 2-D C-contiguous float32 or float64 array (float_array's result) as the
+// core's binary64 column-major carrier, in one tiled pass (the float64 copy
+// and Eigen's transposing assignment were two).
+sim::Matrix matrix_of(const py::array& a);
 // Matrices of one shape as a new (batch, rows, cols) C-contiguous array:
 // float32 with f32 (the nearest-even conversion torch's .to(float32) makes),
 // else float64.
