@@ -34,6 +34,41 @@ TEST_CASE("train: unscale multiplies by binary32(1/scale), rounds to the gradien
   CHECK(unscale(bad, 1.0, formats::binary32()).nonfinite);
 }
 
+TEST_CASE("train: unscale gives each element's scalar rounding across its chunks, and sees a NaN anywhere",
+          "[train][op-core]") {
+  // unscale rounds in chunks of 512 through the array kernel: every element
+  // must still be the scalar core's rounding, and the flush count and the
+  // non-finite flag must cover every chunk, the last short one included.
+  const double inv = unscale_factor(1024.0 * 3.0);
+  for (const std::size_t n :
+       {std::size_t(1), std::size_t(511), std::size_t(512), std::size_t(513), std::size_t(1500)}) {
+    std::vector<double> g(n);
+    for (std::size_t i = 0; i < n; ++i)  // every magnitude from 2^-30 to 2^20, both signs, some zeros
+      g[i] =
+          i % 7 == 3 ? 0.0 : std::ldexp(1.0 + double(i % 13) / 16, int(i * 37 % 51) - 30) * (i % 2 ? -1 : 1);
+    const std::vector<double> before = g;
+    const Unscaled u = unscale(g, inv, formats::binary16());
+    std::int64_t flushed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double want = r(formats::binary16(), before[i] * inv);
+      CHECK(g[i] == want);
+      flushed += before[i] != 0 && want == 0;
+    }
+    CHECK(u.flushed == flushed);
+    CHECK_FALSE(u.nonfinite);
+    for (const double bad :
+         {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()}) {
+      std::vector<double> h = before;
+      h[n - 1] = bad;  // in the last chunk
+      CHECK(unscale(h, inv, formats::binary32()).nonfinite);
+      CHECK(std::isnan(h[n - 1]) == std::isnan(bad));  // kept, not dropped
+      h = before;
+      h[n / 2] = bad;
+      CHECK(unscale(h, 1.0, formats::binary32()).nonfinite);
+    }
+  }
+}
+
 TEST_CASE("train: the gradient norm sums squares per tensor in order, then the tensors, one rounding each",
           "[train][op-core]") {
   const std::vector<double> a = {1e8, 1.0, -1e8}, b = {3.0, 4.0};
