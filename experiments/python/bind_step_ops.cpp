@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bindings.hpp"
@@ -52,15 +54,34 @@ class Values {
   std::vector<double> values_;
 };
 
+// A gradient array as the op core reads it in place: a C-contiguous float32
+// or float64 array (the tensor's own .numpy() view), or nothing.
+template <class T>
+std::span<T> carrier(const py::handle& x) {
+  const py::array a = py::array::ensure(x);
+  if (!a || !py::isinstance<py::array_t<T>>(a) || !(a.flags() & py::array::c_style)) return {};
+  if constexpr (!std::is_const_v<T>)
+    if (!a.writeable()) return {};
+  return {static_cast<T*>(const_cast<void*>(a.data())), std::size_t(a.size())};
+}
+
 py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std::string>& formats) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   const double inv = train::unscale_factor(scale);
   py::list flushed;
   bool found = false;
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    Values v(grads[i], "gradient");
-    const train::Unscaled u = train::unscale(v.span(), inv, format_arg(formats[i]));
-    if (inv != 1.0) v.store();
+    const Format& f = format_arg(formats[i]);
+    train::Unscaled u;
+    if (const auto f32 = carrier<float>(grads[i]); !f32.empty()) {
+      u = train::unscale(f32, inv, f);
+    } else if (const auto f64 = carrier<double>(grads[i]); !f64.empty()) {
+      u = train::unscale(f64, inv, f);
+    } else {  // another dtype or layout: a binary64 copy, written back
+      Values v(grads[i], "gradient");
+      u = train::unscale(v.span(), inv, f);
+      if (inv != 1.0) v.store();
+    }
     flushed.append(u.flushed);
     found = found || u.nonfinite;
   }
@@ -68,12 +89,18 @@ py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std:
 }
 
 double grad_norm_py(const py::list& grads, const std::string& format) {
-  std::vector<Values> values;
-  values.reserve(grads.size());
-  for (const auto& g : grads) values.emplace_back(g, "gradient");
-  std::vector<std::span<const double>> spans;
-  for (auto& v : values) spans.emplace_back(v.span().data(), v.span().size());
-  return train::grad_norm(spans, format_arg(format));
+  train::GradNorm norm(format_arg(format));
+  for (const auto& g : grads) {
+    if (const auto f32 = carrier<const float>(g); !f32.empty()) {
+      norm.add(f32);
+    } else if (const auto f64 = carrier<const double>(g); !f64.empty()) {
+      norm.add(f64);
+    } else {
+      Values v(g, "gradient");
+      norm.add(std::span<const double>(v.span().data(), v.span().size()));
+    }
+  }
+  return norm.value();
 }
 
 py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {

@@ -83,6 +83,53 @@ TEST_CASE("train: the gradient norm sums squares per tensor in order, then the t
   CHECK(expect == r(c, std::sqrt(r(c, r(c, 1e16 + 1e16) + 25.0))));
 }
 
+TEST_CASE("train: the gradient norm across chunks and on binary32 carriers is the scalar formula's",
+          "[train][op-core]") {
+  // GradNorm squares and sums in chunks of 512, the running sum carried into
+  // the next chunk; float spans are read where they lie. Terms of every
+  // magnitude, so that an order or a rounding changed shows in the result.
+  for (const Format* c : {&formats::binary32(), &formats::bfloat16(), &formats::binary64()}) {
+    for (const std::size_t n :
+         {std::size_t(0), std::size_t(1), std::size_t(512), std::size_t(513), std::size_t(1600)}) {
+      std::vector<float> f(n);
+      for (std::size_t i = 0; i < n; ++i)
+        f[i] = float(std::ldexp(1.0 + double(i % 11) / 16, int(i * 29 % 41) - 20) * (i % 3 ? 1 : -1));
+      const std::vector<double> d(f.begin(), f.end()), b = {3.0, 1e-3};
+      double t = 0, s = 0;
+      for (const double x : d) s = r(*c, s + r(*c, x * x));
+      t = r(*c, t + s);
+      s = 0;
+      for (const double x : b) s = r(*c, s + r(*c, x * x));
+      t = r(*c, t + s);
+      const double expect = r(*c, std::sqrt(t));
+      CHECK(grad_norm({std::span<const double>(d), std::span<const double>(b)}, *c) == expect);
+      GradNorm norm(*c);
+      norm.add(std::span<const float>(f));
+      norm.add(std::span<const double>(b));
+      CHECK(norm.value() == expect);
+    }
+  }
+}
+
+TEST_CASE("train: unscale on a binary32 carrier is the binary64 one's, stored back as binary32",
+          "[train][op-core]") {
+  const double inv = unscale_factor(65536.0);
+  for (const std::size_t n : {std::size_t(3), std::size_t(700)}) {
+    std::vector<float> f(n);
+    for (std::size_t i = 0; i < n; ++i) f[i] = float(std::ldexp(1.0 + double(i % 5) / 8, int(i % 60) - 40));
+    f[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<double> d(f.begin(), f.end());
+    const Unscaled ud = unscale(d, inv, formats::binary16());
+    const Unscaled uf = unscale(std::span<float>(f), inv, formats::binary16());
+    CHECK(uf.flushed == ud.flushed);
+    CHECK(uf.flushed > 0);
+    CHECK(uf.nonfinite);
+    CHECK(ud.nonfinite);
+    for (std::size_t i = 0; i + 1 < n; ++i) CHECK(double(f[i]) == d[i]);
+    CHECK(std::isnan(f[n - 1]));
+  }
+}
+
 TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-core]") {
   const Format& c = formats::binary32();
   const double coef = clip_coefficient(1.0, 10.0, c);

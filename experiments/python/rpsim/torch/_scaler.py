@@ -18,6 +18,14 @@ def _writable(t):
     return t.double().contiguous(), True
 
 
+def _readable(t):
+    """t's values as a float32/float64 C-contiguous tensor the core reads in place (no copy where t
+    already is one; float16 and bfloat16 widen exactly to float32)."""
+    if t.dtype not in (torch.float32, torch.float64):
+        t = t.float()
+    return t.contiguous()
+
+
 def _grad_values(p):
     """p's gradient entries to unscale: the gradient itself, or a sparse gradient's values (coalesced
     first, as torch.cuda.amp.GradScaler does: nn.Embedding(sparse=True))."""

@@ -8,7 +8,7 @@ import torch
 from .. import _core
 from ._layer_groups import params as _params, trainable as _trainable
 from ._run_files import _flat, _histogram, _nonfinite, _zero_vs, num
-from ._scaler import _writable
+from ._scaler import _readable, _writable
 from ._tables import MODULE_OPS
 
 
@@ -70,7 +70,7 @@ class TrainerCells:
         optimizer's arithmetic (at least binary32), each tensor's squares summed in the CLI's element
         order, the tensors' sums added in parameter order, one rounding per operation."""
         c = c or self._norm_format()
-        grads = [self._cli_order(p, p.grad).detach().double().contiguous().numpy() for p in params]
+        grads = [_readable(self._cli_order(p, p.grad).detach()).numpy() for p in params]
         return _core._grad_norm(grads, c)
 
     def _measure(self, finite=frozenset()):

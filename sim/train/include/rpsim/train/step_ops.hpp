@@ -27,6 +27,10 @@ struct Unscaled {
 // binary32 values is exact in binary64, so this is float32's own multiply
 // for binary32 gradients, and one rounding to a narrower stored format.
 Unscaled unscale(std::span<double> g, double inv, const Format& gradients);
+// The same on a binary32 carrier (a float32 tensor's gradient, read where it
+// lies): each entry widened, unscaled and rounded as above, stored back as
+// binary32 (exact for a gradients' format within binary32).
+Unscaled unscale(std::span<float> g, double inv, const Format& gradients);
 
 // The format clip_grad_norm computes in: the optimizer's arithmetic, at
 // least binary32 (PyTorch's norm of half tensors runs in float).
@@ -36,6 +40,22 @@ const Format& norm_format(const PrecisionPolicy& policy);
 // device: each tensor's squares rounded to c and summed in order, the
 // tensors' sums added in order, one rounding per operation, then the root.
 double grad_norm(const std::vector<std::span<const double>>& grads, const Format& c);
+
+// grad_norm one tensor at a time, on binary64 or binary32 carriers: the same
+// bits as grad_norm of the tensors added in the same order.
+class GradNorm {
+ public:
+  explicit GradNorm(const Format& c) : c_(&c) {}
+  void add(std::span<const double> g);
+  void add(std::span<const float> g);
+  double value() const;
+
+ private:
+  template <class T>
+  void add_tensor(std::span<const T> g);
+  const Format* c_;
+  double total_ = 0;
+};
 
 // clip_grad_norm_'s factor max_norm / (norm + 1e-6) in c (applied when below 1).
 double clip_coefficient(double max_norm, double norm, const Format& c);
