@@ -183,6 +183,30 @@ def test_torchvision_resnet18_trains_as_it_ships():
     assert "batch_norm x40" in binary32 and "relu x" in layout
 
 
+# Torchvision's other families as they ship, each under a different policy: concatenated branches
+# (squeezenet's fire modules, googlenet's inception blocks with ceil_mode pooling), channel shuffle
+# with chunk and depthwise convolutions (shufflenet), squeeze-and-excitation with grouped
+# convolutions (regnet), shifted-window attention with roll, permute and LayerNorm (swin).
+ZOO = [("squeezenet1_0", "fp16-amp", {}), ("shufflenet_v2_x0_5", "bf16-amp", {}),
+       ("googlenet", "mxfp8", {"aux_logits": False, "init_weights": False}), ("regnet_y_400mf", "nvfp4", {}),
+       ("swin_t", "fp8", {})]
+
+
+@pytest.mark.parametrize("name,policy,kw", ZOO, ids=[z[0] for z in ZOO])
+def test_torchvision_families_train_as_they_ship(name, policy, kw):
+    torchvision = pytest.importorskip("torchvision", reason="python3-torchvision is not installed")
+    make = getattr(torchvision.models, name, None)
+    if make is None:
+        pytest.skip(f"torchvision {torchvision.__version__} has no {name}")
+    torch.manual_seed(5)
+    model = make(num_classes=3, **kw)
+    t = two_steps(model, torch.rand(2, 3, 64, 64), torch.randint(0, 3, (2,)), policy)
+    kernel = t.emulation.summary().splitlines()[1]
+    assert "rpsim kernel: " in kernel and ("conv2d x" in kernel or "linear x" in kernel), kernel
+    for r in rows(t):
+        assert r["loss_emulated_nats"] not in ("", "nan", "inf", "-inf")
+
+
 class Segmenter(nn.Module):
     """A small U-Net-style net: per-pixel logits (N, C, H, W), PyTorch's layout for class targets
     (N, H, W), the class dimension second."""
