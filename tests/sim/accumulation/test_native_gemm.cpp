@@ -5,6 +5,7 @@
 // dot product itself.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "bit_matrices.hpp"
@@ -52,6 +53,27 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
   const BitMatrix b = random_matrix(formats::binary64(), 40, 6, 101, -4, 4);
   CHECK_FALSE(native::matmul_binary32(a, b).has_value());
   CHECK(same_bits(sim::gemm(fp32, a, b), dot_product_gemm(fp32, a, b)));
+  // One inexact entry anywhere declines every reader, transposed or not
+  // (the packings check in vector runs; the last, short block of rows and
+  // panel of columns included), while a NaN converts and is kept.
+  const BitMatrix a32 = random_matrix(formats::binary32(), 9, 40, 102, -4, 4);
+  const BitMatrix b32 = random_matrix(formats::binary32(), 40, 6, 103, -4, 4);
+  for (const auto& [i, j] : {std::pair{0, 0}, std::pair{8, 39}, std::pair{4, 17}}) {
+    BitMatrix ai = a32;
+    ai(i, j) = 1.0 + 0x1p-40;  // not a binary32 value
+    BitMatrix bi = b32;
+    bi(j, i % 6) = 1.0 + 0x1p-40;
+    INFO("inexact entry at " << i << ", " << j);
+    CHECK_FALSE(native::matmul_binary32(ai, b32).has_value());
+    CHECK_FALSE(native::matmul_binary32(BitMatrix(ai.transpose()), b32, native::Transposed::a).has_value());
+    CHECK_FALSE(native::matmul_binary32(a32, bi).has_value());
+    CHECK_FALSE(native::matmul_binary32(a32, BitMatrix(bi.transpose()), native::Transposed::b).has_value());
+  }
+  BitMatrix an = a32;
+  an(8, 39) = std::numeric_limits<double>::quiet_NaN();
+  const auto with_nan = native::matmul_binary32(BitMatrix(an.transpose()), b32, native::Transposed::a);
+  REQUIRE(with_nan.has_value());
+  CHECK(std::isnan((*with_nan)(8, 0)));
 }
 
 TEST_CASE("accumulation: native binary64 GEMM (the FP64 shadow's) equals sequential:fp64:rne's dot products",
