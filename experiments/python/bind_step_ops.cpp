@@ -103,6 +103,13 @@ double grad_norm_py(const py::list& grads, const std::string& format) {
   return norm.value();
 }
 
+std::int64_t count_nonfinite_py(const py::handle& x) {
+  if (const auto f32 = carrier<const float>(x); !f32.empty()) return train::count_nonfinite(f32);
+  if (const auto f64 = carrier<const double>(x); !f64.empty()) return train::count_nonfinite(f64);
+  Values v(x, "x");
+  return train::count_nonfinite(std::span<const double>(v.span().data(), v.span().size()));
+}
+
 py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   py::list flushed;
@@ -137,6 +144,9 @@ void bind_step_ops(py::module_& m) {
   m.def("_unscale", &unscale_py, arg("grads"), arg("scale"), arg("formats"),
         "Each gradient (a float32/float64 array, in place) times binary32(1 / scale), rounded to its "
         "format: (entries flushed per gradient, whether any result is inf or NaN).");
+  m.def("_count_nonfinite", &count_nonfinite_py, arg("x"),
+        "The entries of a float32 or float64 array that are inf or NaN, read in place (the telemetry's "
+        "nonfinite fractions).");
   m.def("_grad_norm", &grad_norm_py, arg("grads"), arg("format"),
         "clip_grad_norm_'s L2 norm of the gradients (flat, in rpsim train's element order) in `format`.");
   m.def(

@@ -203,3 +203,20 @@ def test_progress_lines_as_the_cli_prints_them(tmp_path, capsys, monkeypatch):
     t = rt.Trainer(mlp(), "fp16-amp")
     t.step(*batches(1)[0])
     assert capsys.readouterr().err == ""
+
+
+def test_the_nonfinite_fraction_is_torchs_count_on_every_carrier():
+    # _nonfinite counts in the op core, reading float32/float64 where they lie: the same fraction as
+    # torch.isfinite for every dtype, layout and size (chunks of 512 in the core).
+    from rpsim.torch._run_files import _nonfinite
+    torch.manual_seed(0)
+    for n in (1, 511, 512, 513, 3000):
+        x = torch.randn(n) * 1e4
+        x[torch.randperm(n)[: n // 3]] = float("inf")
+        x[torch.randperm(n)[: n // 5]] = float("nan")
+        x[torch.randperm(n)[: n // 7]] = float("-inf")
+        for t in (x, x.double(), x.half(), x.bfloat16(), x.reshape(1, -1).t(), x[::2],
+                  x.clone().requires_grad_()):
+            want = float((~torch.isfinite(t.detach())).sum()) / t.numel()
+            assert _nonfinite(t) == want, (n, t.dtype)
+    assert _nonfinite(torch.zeros(0)) == 0.0

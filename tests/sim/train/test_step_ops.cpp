@@ -130,6 +130,27 @@ TEST_CASE("train: unscale on a binary32 carrier is the binary64 one's, stored ba
   }
 }
 
+TEST_CASE("train: count_nonfinite counts inf and NaN on either carrier, across its chunks",
+          "[train][op-core]") {
+  for (const std::size_t n :
+       {std::size_t(0), std::size_t(1), std::size_t(512), std::size_t(513), std::size_t(1200)}) {
+    std::vector<double> d(n);
+    std::int64_t want = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int kind = int(i * 7 % 11);
+      d[i] = kind == 0   ? std::numeric_limits<double>::infinity()
+             : kind == 1 ? -std::numeric_limits<double>::quiet_NaN()
+             : kind == 2 ? -std::numeric_limits<double>::infinity()
+             : kind == 3 ? std::numeric_limits<float>::max()
+                         : std::ldexp(1.0, int(i % 200) - 150);  // binary32 subnormals to 2^49
+      want += kind <= 2;
+    }
+    const std::vector<float> f(d.begin(), d.end());
+    CHECK(count_nonfinite(std::span<const double>(d)) == want);
+    CHECK(count_nonfinite(std::span<const float>(f)) == want);
+  }
+}
+
 TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-core]") {
   const Format& c = formats::binary32();
   const double coef = clip_coefficient(1.0, 10.0, c);

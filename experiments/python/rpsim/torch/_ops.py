@@ -9,6 +9,7 @@ import torch
 
 from ._gemm_config import DEFAULT_MODEL, GemmConfig  # noqa: F401 (rpsim.torch.GemmConfig)
 from ._quantize import check_tensor
+from ._scaler import _readable
 from ._unsupported import no_double_backward
 
 
@@ -36,7 +37,7 @@ def _values(t):
 
 def _np(t):
     """t's values as a C-contiguous float32 or float64 NumPy array (no copy where t already is one)."""
-    return _values(t).contiguous().numpy()
+    return _readable(t.detach()).numpy()
 
 
 def _view(t):

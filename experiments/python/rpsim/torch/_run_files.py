@@ -10,6 +10,9 @@ import weakref
 
 import torch
 
+from .. import _core
+from ._scaler import _readable
+
 
 class RunningMeta:
     """meta.json while a run's rows are appended step by step: replaced at most once every SECONDS (a
@@ -135,7 +138,8 @@ def _zero_vs(emulated, reference):
 
 
 def _nonfinite(t):
-    return float((~torch.isfinite(t)).sum()) / t.numel() if t.numel() else 0.0
+    """The fraction of t's entries that are inf or NaN, counted by the op core where t lies."""
+    return _core._count_nonfinite(_readable(t.detach()).numpy()) / t.numel() if t.numel() else 0.0
 
 
 def _histogram(rows, prefix, t, unscale):

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "../count_where.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -56,20 +55,26 @@ template <class T>
 Unscaled unscale_carrier(std::span<T> g, double inv, const Format& gradients) {
   if (inv != 1.0) return multiply(g, inv, gradients);
   Unscaled u;
-  if constexpr (std::is_same_v<T, double>) {
-    u.nonfinite = nonfinite_count(g.data(), g.size()) > 0;
-  } else {
-    double x[kChunk];
-    for (std::size_t i0 = 0; i0 < g.size() && !u.nonfinite; i0 += kChunk) {
-      const std::size_t n = std::min(kChunk, g.size() - i0);
-      for (std::size_t i = 0; i < n; ++i) x[i] = double(g[i0 + i]);
-      u.nonfinite = nonfinite_count(x, n) > 0;
-    }
-  }
+  u.nonfinite = count_nonfinite(std::span<const T>(g)) > 0;
   return u;
 }
 
 }  // namespace
+
+std::int64_t count_nonfinite(std::span<const double> x) {
+  return nonfinite_count(x.data(), x.size());
+}
+
+std::int64_t count_nonfinite(std::span<const float> x) {
+  std::int64_t n = 0;
+  double wide[kChunk];  // widened a chunk at a time: count_where's compares are on doubles
+  for (std::size_t i0 = 0; i0 < x.size(); i0 += kChunk) {
+    const std::size_t len = std::min(kChunk, x.size() - i0);
+    for (std::size_t i = 0; i < len; ++i) wide[i] = double(x[i0 + i]);
+    n += nonfinite_count(wide, len);
+  }
+  return n;
+}
 
 double unscale_factor(double scale) {
   return round_value(formats::binary32(), 1.0 / scale);

@@ -32,6 +32,11 @@ Unscaled unscale(std::span<double> g, double inv, const Format& gradients);
 // binary32 (exact for a gradients' format within binary32).
 Unscaled unscale(std::span<float> g, double inv, const Format& gradients);
 
+// The entries of x that are inf or NaN (the telemetry's nonfinite
+// fractions), on a binary64 or a binary32 carrier.
+std::int64_t count_nonfinite(std::span<const double> x);
+std::int64_t count_nonfinite(std::span<const float> x);
+
 // The format clip_grad_norm computes in: the optimizer's arithmetic, at
 // least binary32 (PyTorch's norm of half tensors runs in float).
 const Format& norm_format(const PrecisionPolicy& policy);
