@@ -110,6 +110,31 @@ std::int64_t count_nonfinite_py(const py::handle& x) {
   return train::count_nonfinite(std::span<const double>(v.span().data(), v.span().size()));
 }
 
+// count_zero_vs on float32/float64 arrays read in place (another dtype or
+// layout: a binary64 copy).
+template <class E>
+std::int64_t zero_vs_against(std::span<const E> e, const py::handle& reference) {
+  if (const auto r32 = carrier<const float>(reference); !r32.empty()) return train::count_zero_vs(e, r32);
+  if (const auto r64 = carrier<const double>(reference); !r64.empty()) return train::count_zero_vs(e, r64);
+  Values v(reference, "reference");
+  return train::count_zero_vs(e, std::span<const double>(v.span().data(), v.span().size()));
+}
+
+std::int64_t count_zero_vs_py(const py::handle& emulated, const py::handle& reference) {
+  const auto size = [](const py::handle& x, const char* what) {
+    const py::array a = py::array::ensure(x);
+    if (!a) throw py::type_error(fmt::format("{}: an array is needed", what));
+    return a.size();
+  };
+  if (size(emulated, "emulated") != size(reference, "reference"))
+    throw py::value_error(fmt::format("emulated holds {} entries, reference {}", size(emulated, "emulated"),
+                                      size(reference, "reference")));
+  if (const auto e32 = carrier<const float>(emulated); !e32.empty()) return zero_vs_against(e32, reference);
+  if (const auto e64 = carrier<const double>(emulated); !e64.empty()) return zero_vs_against(e64, reference);
+  Values v(emulated, "emulated");
+  return zero_vs_against(std::span<const double>(v.span().data(), v.span().size()), reference);
+}
+
 py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   py::list flushed;
@@ -147,6 +172,9 @@ void bind_step_ops(py::module_& m) {
   m.def("_count_nonfinite", &count_nonfinite_py, arg("x"),
         "The entries of a float32 or float64 array that are inf or NaN, read in place (the telemetry's "
         "nonfinite fractions).");
+  m.def("_count_zero_vs", &count_zero_vs_py, arg("emulated"), arg("reference"),
+        "The entries zero in `emulated` but nonzero and finite in `reference` (float32 or float64 arrays "
+        "of one size, read in place): the telemetry's zero-vs-FP64 fractions.");
   m.def("_grad_norm", &grad_norm_py, arg("grads"), arg("format"),
         "clip_grad_norm_'s L2 norm of the gradients (flat, in rpsim train's element order) in `format`.");
   m.def(

@@ -1,7 +1,7 @@
 // steps.csv and histograms.csv rows.
 #include "telemetry.hpp"
 
-#include "count_where.hpp"
+#include "rpsim/train/step_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,17 +17,14 @@ namespace {
 // once the runs have drifted apart, say) together.
 double zero_vs_fp64_fraction(const Matrix& emulated, const Matrix& reference) {
   if (emulated.size() == 0 || emulated.size() != reference.size()) return 0;
-  const auto n = detail::count_where(
-      emulated.size(), [](auto e, auto r) { return (e == 0.0) & (r != 0.0) & (r - r == 0.0); },
-      emulated.data(), reference.data());
-  return double(n) / double(emulated.size());
+  return double(count_zero_vs(std::span<const double>(emulated.data(), std::size_t(emulated.size())),
+                              std::span<const double>(reference.data(), std::size_t(reference.size())))) /
+         double(emulated.size());
 }
 
 double nonfinite_fraction(const Matrix& m) {
   if (m.size() == 0) return 0;
-  const auto n = detail::count_where(
-      m.size(), [](auto x) { return x - x != 0.0; }, m.data());
-  return double(n) / double(m.size());
+  return double(count_nonfinite(std::span<const double>(m.data(), std::size_t(m.size())))) / double(m.size());
 }
 
 struct Histogram {

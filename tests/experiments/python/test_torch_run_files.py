@@ -220,3 +220,24 @@ def test_the_nonfinite_fraction_is_torchs_count_on_every_carrier():
             want = float((~torch.isfinite(t.detach())).sum()) / t.numel()
             assert _nonfinite(t) == want, (n, t.dtype)
     assert _nonfinite(torch.zeros(0)) == 0.0
+
+
+def test_the_zero_vs_fp64_fraction_is_torchs_predicate_on_every_carrier():
+    # _zero_vs counts in the op core: entries zero in the emulated tensor where the reference is
+    # nonzero and finite, the same fraction as the torch predicate for every dtype pair and layout.
+    from rpsim.torch._run_files import _zero_vs
+    torch.manual_seed(1)
+    for n in (1, 512, 1300):
+        ref = torch.randn(n, dtype=torch.float64)
+        ref[torch.randperm(n)[: n // 4]] = 0.0
+        ref[torch.randperm(n)[: n // 9]] = float("inf")
+        ref[torch.randperm(n)[: n // 11]] = float("nan")
+        emu = ref.float().clone()
+        emu[torch.randperm(n)[: n // 3]] = 0.0
+        emu[torch.randperm(n)[: n // 5]] = -0.0
+        for e in (emu, emu.double(), emu.bfloat16(), emu[None].t().reshape(-1)):
+            for r in (ref, ref.float(), ref.reshape(1, -1).t()):
+                want = float(((e == 0) & (r.reshape(-1) != 0) & torch.isfinite(r.reshape(-1))).sum()) / n
+                assert _zero_vs(e, r) == want, (n, e.dtype, r.dtype)
+    assert _zero_vs(torch.zeros(0), torch.zeros(0)) == 0.0
+    assert _zero_vs(torch.zeros(2), torch.ones(3)) == 0.0

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "rpsim/formats/rounding.hpp"
@@ -149,6 +150,30 @@ TEST_CASE("train: count_nonfinite counts inf and NaN on either carrier, across i
     CHECK(count_nonfinite(std::span<const double>(d)) == want);
     CHECK(count_nonfinite(std::span<const float>(f)) == want);
   }
+}
+
+TEST_CASE("train: count_zero_vs counts zeros against nonzero finite references, on every carrier pair",
+          "[train][op-core]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(512), std::size_t(1100)}) {
+    std::vector<double> e(n), r(n);
+    std::int64_t want = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double refs[] = {0.0, -0.0, 1e-30, -2.5, inf, nan, 3.0};
+      r[i] = refs[i % 7];
+      e[i] = i % 3 == 0 ? 0.0 : (i % 3 == 1 ? -0.0 : r[i]);  // -0.0 is zero too
+      want += (e[i] == 0) && r[i] != 0 && std::isfinite(r[i]);
+    }
+    const std::vector<float> ef(e.begin(), e.end()), rf(r.begin(), r.end());
+    INFO(n << " entries");
+    CHECK(count_zero_vs(std::span<const double>(e), std::span<const double>(r)) == want);
+    CHECK(count_zero_vs(std::span<const float>(ef), std::span<const double>(r)) == want);
+    CHECK(count_zero_vs(std::span<const double>(e), std::span<const float>(rf)) == want);
+    CHECK(count_zero_vs(std::span<const float>(ef), std::span<const float>(rf)) == want);
+  }
+  const std::vector<double> a(3), b(4);
+  CHECK_THROWS_AS(count_zero_vs(std::span<const double>(a), std::span<const double>(b)),
+                  std::invalid_argument);
 }
 
 TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-core]") {

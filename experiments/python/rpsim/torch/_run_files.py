@@ -132,9 +132,12 @@ def _flat(tensors):
 
 
 def _zero_vs(emulated, reference):
+    """The fraction of entries zero in `emulated` but nonzero and finite in `reference` (the op core's
+    count, read where the tensors lie); 0 when either is empty or their sizes differ."""
     if emulated.numel() == 0 or emulated.numel() != reference.numel():
         return 0.0
-    return float(((emulated == 0) & (reference != 0) & torch.isfinite(reference)).sum()) / emulated.numel()
+    e, r = (_readable(t.detach()).numpy() for t in (emulated, reference))
+    return _core._count_zero_vs(e, r) / emulated.numel()
 
 
 def _nonfinite(t):

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <type_traits>
 
 #include "../count_where.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -75,6 +77,31 @@ std::int64_t count_nonfinite(std::span<const float> x) {
   }
   return n;
 }
+
+template <class E, class R>
+std::int64_t count_zero_vs(std::span<const E> emulated, std::span<const R> reference) {
+  if (emulated.size() != reference.size())
+    throw std::invalid_argument("count_zero_vs: the emulated and reference arrays differ in size");
+  const auto zero_vs = [](auto e, auto r) { return (e == 0.0) & (r != 0.0) & (r - r == 0.0); };
+  if constexpr (std::is_same_v<E, double> && std::is_same_v<R, double>)
+    return detail::count_where(Eigen::Index(emulated.size()), zero_vs, emulated.data(), reference.data());
+  std::int64_t n = 0;
+  double e[kChunk], r[kChunk];  // widened a chunk at a time, as count_nonfinite's
+  for (std::size_t i0 = 0; i0 < emulated.size(); i0 += kChunk) {
+    const std::size_t len = std::min(kChunk, emulated.size() - i0);
+    for (std::size_t i = 0; i < len; ++i) {
+      e[i] = double(emulated[i0 + i]);
+      r[i] = double(reference[i0 + i]);
+    }
+    n += detail::count_where(Eigen::Index(len), zero_vs, e, r);
+  }
+  return n;
+}
+
+template std::int64_t count_zero_vs(std::span<const double>, std::span<const double>);
+template std::int64_t count_zero_vs(std::span<const float>, std::span<const double>);
+template std::int64_t count_zero_vs(std::span<const double>, std::span<const float>);
+template std::int64_t count_zero_vs(std::span<const float>, std::span<const float>);
 
 double unscale_factor(double scale) {
   return round_value(formats::binary32(), 1.0 / scale);

@@ -37,6 +37,14 @@ Unscaled unscale(std::span<float> g, double inv, const Format& gradients);
 std::int64_t count_nonfinite(std::span<const double> x);
 std::int64_t count_nonfinite(std::span<const float> x);
 
+// The entries zero in `emulated` but nonzero and finite in `reference` (the
+// telemetry's zero-vs-FP64 fractions: underflow and any other divergence
+// together), on binary64 or binary32 carriers (instantiated for float and
+// double, each side); the spans have one size (std::invalid_argument
+// otherwise).
+template <class E, class R>
+std::int64_t count_zero_vs(std::span<const E> emulated, std::span<const R> reference);
+
 // The format clip_grad_norm computes in: the optimizer's arithmetic, at
 // least binary32 (PyTorch's norm of half tensors runs in float).
 const Format& norm_format(const PrecisionPolicy& policy);
