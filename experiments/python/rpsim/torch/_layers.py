@@ -8,6 +8,7 @@ import torch
 
 from .. import _core
 from ._quantize import quantize, round_tensor
+from ._scaler import _readable
 from ._tables import LAYER_KERNELS  # noqa: F401 (torch function name -> op-table row: the C++ table's)
 from ._unsupported import no_double_backward
 
@@ -22,15 +23,16 @@ class _Layer(torch.autograd.Function):
     def forward(ctx, x, fmt, kernel, on_counts, *params):
         ctx.kernel, ctx.shape, ctx.dtype, ctx.on_counts = kernel, x.shape, x.dtype, on_counts
         ctx.param_shapes = [(p.shape, p.dtype) for p in params]
-        flat = x.detach().reshape(-1, x.shape[-1]).double().numpy()
-        y, ctx.y_format = kernel.forward(flat, fmt, [p.detach().double().reshape(1, -1).numpy() for p in params])
+        # float32 or float64 as they lie (the kernel copies what it keeps, widening once).
+        flat = _readable(x.detach().reshape(-1, x.shape[-1])).numpy()
+        y, ctx.y_format = kernel.forward(flat, fmt, [_readable(p.detach().reshape(1, -1)).numpy() for p in params])
         return torch.from_numpy(y).reshape(x.shape).to(_at_least_float32(x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
         no_double_backward("rpsim's C++ layer_norm / gelu")
         dx, flushed, grads, grads_flushed = ctx.kernel.backward(
-            grad.detach().reshape(-1, ctx.shape[-1]).double().numpy(), ctx.y_format)
+            _readable(grad.detach().reshape(-1, ctx.shape[-1])).numpy(), ctx.y_format)
         if ctx.on_counts is not None:  # telemetry: the parameters' gradient roundings that flushed entries
             ctx.on_counts(grads_flushed)
         out = [torch.from_numpy(g).reshape(s).to(d) for g, (s, d) in zip(grads, ctx.param_shapes)]
