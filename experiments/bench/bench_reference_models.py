@@ -203,8 +203,8 @@ def main():
     d, t_rpsim, t_call = run_rpsim(row, a, b, c)
     ref = bits(d, row["cd"])
     print(f"{args.count} dot products of {args.instruction} (K = {row['k']}, C loaded), one thread each\n")
-    print(f"| model | s | dot products/s | time / rpsim | bits equal to rpsim |")
-    print(f"| --- | ---: | ---: | ---: | ---: |")
+    print("| model | s | dot products/s | time / rpsim | bits equal to rpsim |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     print(f"| rpsim {row['rpsim']} (batched) | {t_rpsim:.4f} | {args.count / t_rpsim:.3g} | 1 | - |")
     print(f"| rpsim.gemm, one call per dot product | {t_call:.3f} | {args.count / t_call:.3g} | "
           f"{t_call / t_rpsim:.0f} | - |")
