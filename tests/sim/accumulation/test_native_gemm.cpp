@@ -69,6 +69,18 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
     CHECK_FALSE(native::matmul_binary32(a32, bi).has_value());
     CHECK_FALSE(native::matmul_binary32(a32, BitMatrix(bi.transpose()), native::Transposed::b).has_value());
   }
+  // Empty sides: nothing is read, the product is m x n of +0 (k = 0) or empty.
+  for (const auto& [m, k, n] : {std::tuple{0, 3, 2}, std::tuple{2, 0, 3}, std::tuple{2, 3, 0}}) {
+    const BitMatrix ae = BitMatrix::Zero(m, k), be = BitMatrix::Zero(k, n);
+    for (const auto& d : {native::matmul_binary32(ae, be),
+                          native::matmul_binary32(BitMatrix(ae.transpose()), be, native::Transposed::a),
+                          native::matmul_binary32(ae, BitMatrix(be.transpose()), native::Transposed::b)}) {
+      REQUIRE(d.has_value());
+      CHECK(d->rows() == m);
+      CHECK(d->cols() == n);
+      CHECK((d->array() == 0.0).all());
+    }
+  }
   BitMatrix an = a32;
   an(8, 39) = std::numeric_limits<double>::quiet_NaN();
   const auto with_nan = native::matmul_binary32(BitMatrix(an.transpose()), b32, native::Transposed::a);
