@@ -21,10 +21,21 @@ namespace train = sim::train;
 // A float32 or float64 C-contiguous array's values as binary64, and back.
 class Values {
  public:
-  Values(const py::handle& x, const char* what) : array_(py::array::ensure(x, py::array::c_style)) {
+  // written: store() will write the values back, so x itself must be a
+  // writeable C-contiguous float32/float64 array (ensure's copy of a strided
+  // view would take the results, and the caller's array would silently keep
+  // its old values).
+  Values(const py::handle& x, const char* what, bool written = false)
+      : array_(py::array::ensure(x, py::array::c_style)) {
     if (!array_ ||
         !(py::isinstance<py::array_t<float>>(array_) || py::isinstance<py::array_t<double>>(array_)))
       throw py::type_error(fmt::format("{}: a C-contiguous float32 or float64 array is needed", what));
+    if (written && (array_.ptr() != x.ptr() || !array_.writeable()))
+      throw py::type_error(fmt::format(
+          "{}: written in place, so a writeable C-contiguous float32 or float64 array is needed (got {})",
+          what,
+          array_.ptr() != x.ptr() ? "one that needs a copy: strided, or another dtype"
+                                  : "a read-only array"));
     f32_ = py::isinstance<py::array_t<float>>(array_);
     values_.resize(std::size_t(array_.size()));
     if (f32_) {
@@ -68,6 +79,10 @@ std::span<T> carrier(const py::handle& x) {
 py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std::string>& formats) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   const double inv = train::unscale_factor(scale);
+  // Every gradient that will be written is checked before any is (no half-unscaled list on an error).
+  for (std::size_t i = 0; i < grads.size() && inv != 1.0; ++i)
+    if (carrier<float>(grads[i]).empty() && carrier<double>(grads[i]).empty())
+      Values(grads[i], fmt::format("gradient {}", i).c_str(), true);
   py::list flushed;
   bool found = false;
   for (std::size_t i = 0; i < grads.size(); ++i) {
@@ -77,8 +92,8 @@ py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std:
       u = train::unscale(f32, inv, f);
     } else if (const auto f64 = carrier<double>(grads[i]); !f64.empty()) {
       u = train::unscale(f64, inv, f);
-    } else {  // another dtype or layout: a binary64 copy, written back
-      Values v(grads[i], "gradient");
+    } else {  // empty, or read-only with nothing to write: a binary64 copy
+      Values v(grads[i], "gradient", inv != 1.0);
       u = train::unscale(v.span(), inv, f);
       if (inv != 1.0) v.store();
     }
@@ -139,7 +154,7 @@ py::list scale_gradients_py(const py::list& grads, double coef, const std::vecto
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   py::list flushed;
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    Values v(grads[i], "gradient");
+    Values v(grads[i], "gradient", true);
     flushed.append(train::scale_gradient(v.span(), coef, format_arg(formats[i])));
     v.store();
   }
@@ -152,7 +167,7 @@ py::list accumulate_gradients_py(const py::list& sums, const py::list& grads,
     throw py::value_error("one sum and one format per gradient are needed");
   py::list flushed;
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    Values s(sums[i], "sum"), g(grads[i], "gradient");
+    Values s(sums[i], "sum", true), g(grads[i], "gradient");
     if (s.span().size() != g.span().size())
       throw py::value_error(
           fmt::format("sum {} holds {} entries, its gradient {}", i, s.span().size(), g.span().size()));

@@ -1,0 +1,68 @@
+"""The op core's step arithmetic from Python (experiments/python/bind_step_ops.cpp): unscale, the
+gradient norm, clipping, accumulation and the telemetry's counts on NumPy arrays, read and written
+where they lie; an array the op would write that is not the caller's own memory is refused before
+anything is written."""
+import numpy as np
+import pytest
+
+from rpsim import _core
+
+
+def _grads():
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s) * 1e-3 for s in [(5, 7), (600,), (3,)]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unscale_writes_each_gradient_in_place_as_its_format_rounds(dtype):
+    grads = [g.astype(dtype) for g in _grads()]
+    before = [g.copy() for g in grads]
+    inv = float(np.float32(1 / 3072.0))  # binary32(1 / scale): torch.cuda.amp's reciprocal
+    flushed, found = _core._unscale(grads, 3072.0, ["binary32", "binary16", "bfloat16"])
+    for g, b, fmt in zip(grads, before, ["binary32", "binary16", "bfloat16"]):
+        want = _core.round(b.astype(np.float64) * inv, fmt)  # the binary64 product, rounded once
+        assert np.array_equal(g.astype(np.float64), want.astype(dtype).astype(np.float64))
+    assert found is False and len(flushed) == 3
+
+
+def test_unscale_refuses_an_array_it_cannot_write_before_writing_any():
+    grads = [g.astype(np.float32) for g in _grads()]
+    before = [g.copy() for g in grads]
+    strided = np.ones((4, 6), np.float32)[:, ::2]
+    with pytest.raises(TypeError, match="gradient 3: written in place.*strided"):
+        _core._unscale(grads + [strided], 2.0, ["binary32"] * 4)
+    assert all(np.array_equal(g, b) for g, b in zip(grads, before))  # none half-unscaled
+    frozen = np.ones(3)
+    frozen.setflags(write=False)
+    with pytest.raises(TypeError, match="gradient 0: .*read-only"):
+        _core._unscale([frozen], 2.0, ["binary32"])
+    assert _core._unscale([frozen], 1.0, ["binary32"]) == ([0], False)  # scale 1 only reads
+    with pytest.raises(TypeError, match="sum: written in place"):
+        _core._accumulate_gradients([np.ones((4, 6))[:, ::2]], [np.ones((4, 3))], ["binary32"], True)
+    with pytest.raises(TypeError, match="gradient: written in place"):
+        _core._scale_gradients([np.ones((4, 6))[:, ::2]], 0.5, ["binary32"])
+
+
+def test_unscale_reports_nonfinite_and_keeps_the_nan():
+    g = np.array([1.0, np.nan, 2.0], np.float32)
+    _, found = _core._unscale([g], 4.0, ["binary32"])
+    assert found is True and np.isnan(g[1]) and g[0] == 0.25
+
+
+def test_the_gradient_norm_reads_float32_and_float64_alike():
+    grads = _grads()
+    n64 = _core._grad_norm(grads, "binary32")
+    n32 = _core._grad_norm([g.astype(np.float32).astype(np.float64) for g in grads], "binary32")
+    assert _core._grad_norm([g.astype(np.float32) for g in grads], "binary32") == n32
+    assert n64 == pytest.approx(float(np.sqrt(sum((g ** 2).sum() for g in grads))), rel=1e-6)
+
+
+def test_the_counts_and_their_errors():
+    x = np.array([1.0, np.inf, np.nan, -np.inf, 0.0])
+    assert _core._count_nonfinite(x) == 3 and _core._count_nonfinite(x.astype(np.float32)) == 3
+    assert _core._count_nonfinite(x[1::2]) == 2  # strided: read through a copy
+    ref = np.array([1.0, 2.0, 0.0, np.inf, 5.0])
+    emu = np.array([0.0, -0.0, 0.0, 0.0, 5.0])
+    assert _core._count_zero_vs(emu, ref) == 2 and _core._count_zero_vs(emu.astype(np.float32), ref) == 2
+    with pytest.raises(ValueError, match="emulated holds 5 entries, reference 4"):
+        _core._count_zero_vs(emu, ref[:4])
