@@ -24,10 +24,10 @@ constexpr Eigen::Index kRows = 4;                // rows of a micro-tile
 constexpr Eigen::Index kParallelWork = 1 << 18;  // m * n * k from which all_tiles uses the threads
 
 // Whether every x[i] is a binary32 value (a NaN counts as one: it converts
-// as a NaN). One pass over an operand before it is packed, in the widest
-// vectors this CPU has: the double -> float -> double round trip does not
-// vectorise in SSE2, and a check per element inside the packing loops kept
-// them scalar (the transposed ones were 5-6% of a ResNet-style step).
+// as a NaN). A loop of its own over each stretch before it is packed, in the
+// widest vectors this CPU has: the double -> float -> double round trip does
+// not vectorise in SSE2, and a check per element inside the packing loops
+// kept them scalar (the transposed ones were 5-6% of a ResNet-style step).
 [[gnu::always_inline]] inline bool all_binary32(const double* x, Eigen::Index n) {
   int bad = 0;
   for (Eigen::Index i = 0; i < n; ++i) bad |= (double(float(x[i])) != x[i]) & (x[i] == x[i]);
