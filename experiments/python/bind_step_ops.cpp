@@ -103,36 +103,25 @@ py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std:
   return py::make_tuple(flushed, found);
 }
 
+// fn(values) on x's values as the op core reads them: a C-contiguous float32
+// or float64 array in place (a span of float or of double), anything else
+// through a binary64 copy (Values' dtype check and error naming `what`).
+template <class Fn>
+auto read_values(const py::handle& x, const char* what, Fn&& fn) {
+  if (const auto f32 = carrier<const float>(x); !f32.empty()) return fn(f32);
+  if (const auto f64 = carrier<const double>(x); !f64.empty()) return fn(f64);
+  Values v(x, what);
+  return fn(std::span<const double>(v.span().data(), v.span().size()));
+}
+
 double grad_norm_py(const py::list& grads, const std::string& format) {
   train::GradNorm norm(format_arg(format));
-  for (const auto& g : grads) {
-    if (const auto f32 = carrier<const float>(g); !f32.empty()) {
-      norm.add(f32);
-    } else if (const auto f64 = carrier<const double>(g); !f64.empty()) {
-      norm.add(f64);
-    } else {
-      Values v(g, "gradient");
-      norm.add(std::span<const double>(v.span().data(), v.span().size()));
-    }
-  }
+  for (const auto& g : grads) read_values(g, "gradient", [&](auto values) { norm.add(values); });
   return norm.value();
 }
 
 std::int64_t count_nonfinite_py(const py::handle& x) {
-  if (const auto f32 = carrier<const float>(x); !f32.empty()) return train::count_nonfinite(f32);
-  if (const auto f64 = carrier<const double>(x); !f64.empty()) return train::count_nonfinite(f64);
-  Values v(x, "x");
-  return train::count_nonfinite(std::span<const double>(v.span().data(), v.span().size()));
-}
-
-// count_zero_vs on float32/float64 arrays read in place (another dtype or
-// layout: a binary64 copy).
-template <class E>
-std::int64_t zero_vs_against(std::span<const E> e, const py::handle& reference) {
-  if (const auto r32 = carrier<const float>(reference); !r32.empty()) return train::count_zero_vs(e, r32);
-  if (const auto r64 = carrier<const double>(reference); !r64.empty()) return train::count_zero_vs(e, r64);
-  Values v(reference, "reference");
-  return train::count_zero_vs(e, std::span<const double>(v.span().data(), v.span().size()));
+  return read_values(x, "x", [](auto values) { return train::count_nonfinite(values); });
 }
 
 std::int64_t count_zero_vs_py(const py::handle& emulated, const py::handle& reference) {
@@ -144,10 +133,9 @@ std::int64_t count_zero_vs_py(const py::handle& emulated, const py::handle& refe
   if (size(emulated, "emulated") != size(reference, "reference"))
     throw py::value_error(fmt::format("emulated holds {} entries, reference {}", size(emulated, "emulated"),
                                       size(reference, "reference")));
-  if (const auto e32 = carrier<const float>(emulated); !e32.empty()) return zero_vs_against(e32, reference);
-  if (const auto e64 = carrier<const double>(emulated); !e64.empty()) return zero_vs_against(e64, reference);
-  Values v(emulated, "emulated");
-  return zero_vs_against(std::span<const double>(v.span().data(), v.span().size()), reference);
+  return read_values(emulated, "emulated", [&](auto e) {
+    return read_values(reference, "reference", [&](auto r) { return train::count_zero_vs(e, r); });
+  });
 }
 
 py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {

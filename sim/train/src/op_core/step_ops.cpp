@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
-#include <type_traits>
 
 #include "../count_where.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -19,6 +18,16 @@ namespace {
 // MLP step), and a binary32 carrier is read and written in the same pass (a
 // binary64 copy of every gradient cost more in page faults than in work).
 constexpr std::size_t kChunk = 512;
+
+// x[0, n) as doubles: x itself, or a float carrier widened into buf (kChunk
+// entries at most: count_where's compares are on doubles).
+inline const double* widened(const double* x, std::size_t, double*) {
+  return x;
+}
+inline const double* widened(const float* x, std::size_t n, double* buf) {
+  for (std::size_t i = 0; i < n; ++i) buf[i] = double(x[i]);
+  return buf;
+}
 
 // Entries of x[0, n) that are inf or NaN (x - x is 0 exactly for the finite).
 std::int64_t nonfinite_count(const double* x, std::size_t n) {
@@ -63,19 +72,27 @@ Unscaled unscale_carrier(std::span<T> g, double inv, const Format& gradients) {
 
 }  // namespace
 
+namespace {
+
+template <class T>
+std::int64_t nonfinite_entries(std::span<const T> x) {
+  std::int64_t n = 0;
+  double buf[kChunk];
+  for (std::size_t i0 = 0; i0 < x.size(); i0 += kChunk) {
+    const std::size_t len = std::min(kChunk, x.size() - i0);
+    n += nonfinite_count(widened(x.data() + i0, len, buf), len);
+  }
+  return n;
+}
+
+}  // namespace
+
 std::int64_t count_nonfinite(std::span<const double> x) {
-  return nonfinite_count(x.data(), x.size());
+  return nonfinite_entries(x);
 }
 
 std::int64_t count_nonfinite(std::span<const float> x) {
-  std::int64_t n = 0;
-  double wide[kChunk];  // widened a chunk at a time: count_where's compares are on doubles
-  for (std::size_t i0 = 0; i0 < x.size(); i0 += kChunk) {
-    const std::size_t len = std::min(kChunk, x.size() - i0);
-    for (std::size_t i = 0; i < len; ++i) wide[i] = double(x[i0 + i]);
-    n += nonfinite_count(wide, len);
-  }
-  return n;
+  return nonfinite_entries(x);
 }
 
 template <class E, class R>
@@ -83,17 +100,12 @@ std::int64_t count_zero_vs(std::span<const E> emulated, std::span<const R> refer
   if (emulated.size() != reference.size())
     throw std::invalid_argument("count_zero_vs: the emulated and reference arrays differ in size");
   const auto zero_vs = [](auto e, auto r) { return (e == 0.0) & (r != 0.0) & (r - r == 0.0); };
-  if constexpr (std::is_same_v<E, double> && std::is_same_v<R, double>)
-    return detail::count_where(Eigen::Index(emulated.size()), zero_vs, emulated.data(), reference.data());
   std::int64_t n = 0;
-  double e[kChunk], r[kChunk];  // widened a chunk at a time, as count_nonfinite's
+  double e[kChunk], r[kChunk];
   for (std::size_t i0 = 0; i0 < emulated.size(); i0 += kChunk) {
     const std::size_t len = std::min(kChunk, emulated.size() - i0);
-    for (std::size_t i = 0; i < len; ++i) {
-      e[i] = double(emulated[i0 + i]);
-      r[i] = double(reference[i0 + i]);
-    }
-    n += detail::count_where(Eigen::Index(len), zero_vs, e, r);
+    n += detail::count_where(Eigen::Index(len), zero_vs, widened(emulated.data() + i0, len, e),
+                             widened(reference.data() + i0, len, r));
   }
   return n;
 }
