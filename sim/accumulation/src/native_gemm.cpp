@@ -7,12 +7,25 @@
 // how many c(i, j) advance at once, never the operations on one, so the
 // result is the same bits on every x86-64. Packing converts the operands to
 // the element type and checks that the conversion loses nothing.
+//
+// Fused tiles: where every product of two operands is exact in binary32,
+// fma(a, b, acc) = round(a * b + acc) = round(round(a * b) + acc), so the
+// FMA instruction gives the bits of the product-then-sum above in one
+// operation instead of two. A product is exact when both factors have at
+// most 12 significant bits (the product has at most 24) and lie in [2^-62,
+// 2^63) or are zero (the product is then a normal binary32 number, no
+// underflow or overflow): every value of binary16, e4m3 and e5m2, and
+// bfloat16's in that range -- what an fp16/fp8 policy casts the operands
+// to. The packing checks it with the binary32 check; any other value keeps
+// the two-operation tiles.
 #include "rpsim/accumulation/native_gemm.hpp"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -28,22 +41,35 @@ constexpr Eigen::Index kParallelWork = 1 << 18;  // m * n * k from which all_til
 // widest vectors this CPU has: the double -> float -> double round trip does
 // not vectorise in SSE2, and a check per element inside the packing loops
 // kept them scalar (the transposed ones were 5-6% of a ResNet-style step).
-[[gnu::always_inline]] inline bool all_binary32(const double* x, Eigen::Index n) {
-  int bad = 0;
-  for (Eigen::Index i = 0; i < n; ++i) bad |= (double(float(x[i])) != x[i]) & (x[i] == x[i]);
-  return bad == 0;
+// Bit 0 of the result: some value is not one. Bit 1: some value is not
+// short (fusable, above: nonzero with more than 12 significant bits or
+// outside [2^-62, 2^63); a NaN or an infinity is not short).
+enum : int { kNotBinary32 = 1, kNotShort = 2 };
+[[gnu::always_inline]] inline int all_binary32(const double* x, Eigen::Index n) {
+  int bad = 0, wide = 0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const float f = float(x[i]);
+    bad |= (double(f) != x[i]) & (x[i] == x[i]);
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    const std::uint32_t magnitude = u & 0x7fffffffu;
+    // Biased exponents 65..189 are [2^-62, 2^63); the low 12 of the 23
+    // fraction bits are zero for 12 significant bits or fewer.
+    wide |= (magnitude != 0) & (((u & 0xfffu) != 0) | (((magnitude >> 23) - 65u) > 124u));
+  }
+  return bad | (wide << 1);
 }
-__attribute__((target("avx512f"))) bool all_binary32_avx512(const double* x, Eigen::Index n) {
+__attribute__((target("avx512f"))) int all_binary32_avx512(const double* x, Eigen::Index n) {
   return all_binary32(x, n);
 }
-__attribute__((target("avx2"))) bool all_binary32_avx2(const double* x, Eigen::Index n) {
+__attribute__((target("avx2"))) int all_binary32_avx2(const double* x, Eigen::Index n) {
   return all_binary32(x, n);
 }
-bool all_binary32_sse2(const double* x, Eigen::Index n) {
+int all_binary32_sse2(const double* x, Eigen::Index n) {
   return all_binary32(x, n);
 }
 
-bool binary32_values(const double* x, Eigen::Index n) {
+int binary32_values(const double* x, Eigen::Index n) {
   static const auto check = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return &all_binary32_avx512;
@@ -54,15 +80,20 @@ bool binary32_values(const double* x, Eigen::Index n) {
 }
 
 // Whether the n values from x can be packed in T without rounding (binary64:
-// always). The packings check each contiguous stretch just before they
-// convert it, while it is in cache: a pass over a whole operand first was
-// one more trip through memory (3.5% of a ResNet-18 step).
+// always); `fusable` is cleared when one of them is not short. The packings
+// check each contiguous stretch just before they convert it, while it is in
+// cache: a pass over a whole operand first was one more trip through memory
+// (3.5% of a ResNet-18 step).
 template <class T>
-bool packable(const double* x, Eigen::Index n) {
-  if constexpr (std::is_same_v<T, double>)
+bool packable(const double* x, Eigen::Index n, bool& fusable) {
+  if constexpr (std::is_same_v<T, double>) {
+    fusable = false;
     return true;
-  else
-    return binary32_values(x, n);
+  } else {
+    const int found = binary32_values(x, n);
+    if (found & kNotShort) fusable = false;
+    return !(found & kNotBinary32);
+  }
 }
 
 // Where given(i, j) lies, without Eigen's index assertion: a stretch may
@@ -83,7 +114,7 @@ inline void convert_run(const double* src, T* dst, Eigen::Index n, Eigen::Index 
 // first: that copy was half of Linear::core_backward's own time). False,
 // packing stopped, when an entry is not a value of T.
 template <class T, bool kTransposed>
-bool pack_a(const Matrix& given, std::vector<T>& out) {
+bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable) {
   const Eigen::Index m = kTransposed ? given.cols() : given.rows(),
                      k = kTransposed ? given.rows() : given.cols();
   const Eigen::Index blocks = (m + kRows - 1) / kRows;
@@ -96,7 +127,7 @@ bool pack_a(const Matrix& given, std::vector<T>& out) {
     for (Eigen::Index blk = 0; blk < blocks; ++blk) {
       T* dst = out.data() + blk * kRows * k;
       const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-      if (!packable<T>(column_at(given, 0, blk * kRows), rows * k))
+      if (!packable<T>(column_at(given, 0, blk * kRows), rows * k, fusable))
         return false;  // the block's columns of A^T
       for (Eigen::Index r = 0; r < rows; ++r)
         convert_run(column_at(given, 0, blk * kRows + r), dst + r, k, kRows);
@@ -110,7 +141,7 @@ bool pack_a(const Matrix& given, std::vector<T>& out) {
     constexpr Eigen::Index kSpan = 8;
     for (Eigen::Index p0 = 0; p0 < k; p0 += kSpan) {
       const Eigen::Index p1 = std::min(k, p0 + kSpan);
-      if (!packable<T>(column_at(given, 0, p0), m * (p1 - p0))) return false;  // the span's columns
+      if (!packable<T>(column_at(given, 0, p0), m * (p1 - p0), fusable)) return false;  // the span's columns
       for (Eigen::Index blk = 0; blk < blocks; ++blk) {
         T* dst = out.data() + blk * kRows * k;
         const Eigen::Index rows = std::min(kRows, m - blk * kRows);
@@ -126,9 +157,9 @@ bool pack_a(const Matrix& given, std::vector<T>& out) {
 // = b(p, j0 + c); columns past the end are zero. kTransposed: `given` is B^T.
 // False, packing stopped, when an entry is not a value of T.
 template <class T, bool kTransposed>
-bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out) {
+bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out, bool& fusable) {
   // B^T's panels are rows of it, not contiguous: checked whole, first.
-  if (kTransposed && !packable<T>(given.data(), given.size())) return false;
+  if (kTransposed && !packable<T>(given.data(), given.size(), fusable)) return false;
   const Eigen::Index k = kTransposed ? given.cols() : given.rows(),
                      n = kTransposed ? given.rows() : given.cols();
   const Eigen::Index panels = (n + width - 1) / width;
@@ -141,7 +172,8 @@ bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out) {
       for (Eigen::Index p = 0; p < k; ++p)
         convert_run(column_at(given, pan * width, p), dst + p * width, cols, 1);
     } else {
-      if (!packable<T>(column_at(given, 0, pan * width), k * cols)) return false;  // the panel's columns
+      if (!packable<T>(column_at(given, 0, pan * width), k * cols, fusable))
+        return false;  // the panel's columns
       for (Eigen::Index c = 0; c < cols; ++c)
         convert_run(column_at(given, 0, pan * width + c), dst + c, k, width);
     }
@@ -186,19 +218,57 @@ void tile_sse2(const T* a, const T* b, Eigen::Index k, T* tile) {
   micro_tile<T, 16>(a, b, k, tile);
 }
 
-// The widest kernel this CPU runs, and its panel width.
+// micro_tile's binary32 tile with one FMA per term (fused tiles, above: the
+// same bits where every product is exact), in the target's intrinsics. A
+// macro, not a template: no function may take or return a vector (micro_tile's
+// note), and the intrinsics only inline into a function of their target.
+#define RPSIM_FUSED_TILE(name, isa, V, lanes, zero, load, broadcast, fma, store)                        \
+  __attribute__((target(isa))) void name(const float* a, const float* b, Eigen::Index k, float* tile) { \
+    constexpr Eigen::Index width = 2 * (lanes);                                                         \
+    V acc[kRows][2];                                                                                    \
+    for (auto& row : acc) row[0] = row[1] = zero();                                                     \
+    for (Eigen::Index p = 0; p < k; ++p) {                                                              \
+      const V b0 = load(b + p * width), b1 = load(b + p * width + (lanes));                             \
+      for (Eigen::Index r = 0; r < kRows; ++r) {                                                        \
+        const V x = broadcast(a[p * kRows + r]);                                                        \
+        acc[r][0] = fma(x, b0, acc[r][0]);                                                              \
+        acc[r][1] = fma(x, b1, acc[r][1]);                                                              \
+      }                                                                                                 \
+    }                                                                                                   \
+    for (Eigen::Index r = 0; r < kRows; ++r) {                                                          \
+      store(tile + r * width, acc[r][0]);                                                               \
+      store(tile + r * width + (lanes), acc[r][1]);                                                     \
+    }                                                                                                   \
+  }
+RPSIM_FUSED_TILE(fused_avx512, "avx512f", __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
+                 _mm512_fmadd_ps, _mm512_storeu_ps)
+RPSIM_FUSED_TILE(fused_avx2, "avx2,fma", __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
+                 _mm256_fmadd_ps, _mm256_storeu_ps)
+#undef RPSIM_FUSED_TILE
+
+// The widest kernel this CPU runs, its panel width, and (binary32 on a CPU
+// with FMA) its fused tiles at the same width.
 template <class T>
 struct Kernel {
   void (*tile)(const T*, const T*, Eigen::Index, T*);
   Eigen::Index width;
+  void (*fused)(const T*, const T*, Eigen::Index, T*) = nullptr;
 };
 
 template <class T>
 Kernel<T> kernel() {
   constexpr Eigen::Index per_16_bytes = 16 / sizeof(T);
+  constexpr bool binary32 = std::is_same_v<T, float>;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {&tile_avx512<T>, 8 * per_16_bytes};
-  if (__builtin_cpu_supports("avx2")) return {&tile_avx2<T>, 4 * per_16_bytes};
+  if (__builtin_cpu_supports("avx512f")) {
+    if constexpr (binary32) return {&tile_avx512<T>, 8 * per_16_bytes, &fused_avx512};
+    return {&tile_avx512<T>, 8 * per_16_bytes};
+  }
+  if (__builtin_cpu_supports("avx2")) {
+    if constexpr (binary32)
+      if (__builtin_cpu_supports("fma")) return {&tile_avx2<T>, 4 * per_16_bytes, &fused_avx2};
+    return {&tile_avx2<T>, 4 * per_16_bytes};
+  }
   return {&tile_sse2<T>, 2 * per_16_bytes};
 }
 
@@ -206,8 +276,9 @@ Kernel<T> kernel() {
 // of A stream past it).
 template <class T>
 void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vector<T>& bp, Eigen::Index k,
-               Matrix& c, int threads) {
+               Matrix& c, int threads, bool fused) {
   const Eigen::Index m = c.rows(), n = c.cols(), width = kern.width;
+  const auto tile_of = fused && kern.fused ? kern.fused : kern.tile;
   const Eigen::Index blocks = (m + kRows - 1) / kRows, panels = (n + width - 1) / width;
   // Small products (attention's per-head ones) on one thread: starting the
   // team cost more than the product (a small GPT's run took 13% longer in
@@ -218,7 +289,7 @@ void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vecto
   for (Eigen::Index pan = 0; pan < panels; ++pan)
     for (Eigen::Index blk = 0; blk < blocks; ++blk) {
       alignas(64) T tile[kRows * 128 / sizeof(T)];
-      kern.tile(ap.data() + blk * kRows * k, bp.data() + pan * width * k, k, tile);
+      tile_of(ap.data() + blk * kRows * k, bp.data() + pan * width * k, k, tile);
       const Eigen::Index rows = std::min(kRows, m - blk * kRows), cols = std::min(width, n - pan * width);
       for (Eigen::Index col = 0; col < cols; ++col)
         for (Eigen::Index r = 0; r < rows; ++r)
@@ -232,9 +303,10 @@ std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b, int thread
   // Thread-local packing buffers, kept between calls: a fresh vector per
   // call was zero-filled by assign() and often faulted in again.
   thread_local std::vector<T> ap, bp;
-  if (!pack_a<T, kTa>(a, ap) || !pack_b<T, kTb>(b, kern.width, bp)) return std::nullopt;
+  bool fused = true;  // cleared by the packings at a value whose products may round
+  if (!pack_a<T, kTa>(a, ap, fused) || !pack_b<T, kTb>(b, kern.width, bp, fused)) return std::nullopt;
   Matrix c(kTa ? a.cols() : a.rows(), kTb ? b.rows() : b.cols());
-  all_tiles(kern, ap, bp, kTa ? a.rows() : a.cols(), c, threads);
+  all_tiles(kern, ap, bp, kTa ? a.rows() : a.cols(), c, threads, fused);
   return c;
 }
 
