@@ -134,6 +134,37 @@ def test_a_regression_loss_trains_against_the_shadow():
     assert math.isfinite(e["test_loss_nats"]) and math.isnan(e["test_accuracy_percent"])
 
 
+def _one_hot_mse(out, y):
+    return F.mse_loss(out, F.one_hot(y, out.shape[-1]).float())
+
+
+def _filled_huber(out, y):
+    target = torch.zeros(out.shape)  # float32, filled in place (left in place by the shadow's loss)
+    target[torch.arange(len(y)), y] = 1.0
+    return F.huber_loss(out, target, delta=0.5)
+
+
+@pytest.mark.parametrize("loss", [_one_hot_mse, _filled_huber])
+def test_a_loss_that_makes_float32_targets_trains_against_the_shadow(loss):
+    """A loss written for a float32 model makes its targets in float32. Against the shadow's float64
+    output, PyTorch 1.13's mse_loss/huber_loss backward refused the pair ("Found dtype Float but
+    expected Double") and the step stopped; the shadow's loss now takes them to float64."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    reference = copy.deepcopy(model).double()
+    x, y = torch.randn(4, 8), torch.arange(4) % 4
+    t = two_steps(model, x, y, "fp16-amp", loss=loss)
+    # Step 0's shadow loss is the loss in float64 from the same weights, its target exact in float64.
+    with torch.no_grad():
+        out = reference(x.double())
+        target = F.one_hot(y, 4).double()
+        expected = F.mse_loss(out, target) if loss is _one_hot_mse else F.huber_loss(out, target, delta=0.5)
+    assert float(rows(t)[0]["loss_fp64_nats"]) == pytest.approx(float(expected), rel=1e-12)
+    assert all(p.grad is not None and p.grad.dtype == torch.float64 for p in t.shadow_model.parameters())
+    e = t.evaluate([(x, y)])
+    assert math.isfinite(e["test_loss_nats"])
+
+
 class Attention(nn.Module):
     def __init__(self):
         super().__init__()

@@ -17,6 +17,7 @@ from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
+from ._shadow_loss import binary64_loss
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_scheduler_arg, \
     check_trainer_args
@@ -106,7 +107,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
-        self.shadow_loss_fn = RpsimLoss(loss.op, "fp64") if isinstance(loss, RpsimLoss) else self.loss_fn
+        self.shadow_loss_fn = RpsimLoss(loss.op, "fp64") if isinstance(loss, RpsimLoss) \
+            else binary64_loss(self.loss_fn)
         self.name, self.seed, self.out = name, seed, out
         self.max_grad_norm = max_grad_norm
         self.lr_schedule = lr_schedule  # (step, applied steps) -> lr, set on every param group
