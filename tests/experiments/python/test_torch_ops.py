@@ -151,6 +151,27 @@ def test_col2im_reads_strided_float32_as_its_float64_copy():
         _core._col2im(view.numpy()[:, :-1], *args)
 
 
+def test_im2col_is_f_unfold():
+    """The op core's im2col (rpsim.torch's conv2d patches) is F.unfold's copy, bit for bit, float32 and
+    float64, at padding, strides and dilations, on a channel slice of a larger tensor (not contiguous);
+    a geometry with no output position and another dtype are named errors."""
+    from rpsim import _core
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 7, 9, 11, generator=g)
+    for geometry in [((3, 3), (1, 1), (1, 1), (1, 1)), ((5, 3), (1, 2), (1, 2), (2, 1)),
+                     ((1, 1), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 3), (2, 2), (2, 3)), ((2, 4), (1, 1), (0, 3), (3, 1))]:
+        kernel, dilation, padding, stride = geometry
+        for t in (x, x.double(), x[:, 2:5]):
+            want = F.unfold(t, kernel, dilation=dilation, padding=padding, stride=stride)
+            got = _core._im2col(t.numpy(), kernel, dilation, padding, stride)
+            assert got.dtype == t.numpy().dtype and got.shape == tuple(want.shape), geometry
+            assert np.array_equal(got, want.numpy()), geometry
+    with pytest.raises(ValueError, match="leave no output position"):
+        _core._im2col(x.numpy(), (13, 3), (1, 1), (0, 0), (1, 1))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _core._im2col(x.half().numpy(), (3, 3), (1, 1), (1, 1), (1, 1))
+
+
 def test_stochastic_models_are_keyed():
     a, b = rand(4, 64, seed=22), rand(64, 4, seed=23)
     m = "sequential:fp16:sr"

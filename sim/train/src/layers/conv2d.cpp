@@ -41,6 +41,16 @@ M to_image_layout(const M& rows, Eigen::Index batch, Eigen::Index positions, Eig
 
 }  // namespace
 
+ConvGeometry Conv2d::geometry() const {
+  ConvGeometry g;
+  g.channels = c_;
+  g.height = h_;
+  g.width = w_;
+  g.kernel_h = g.kernel_w = k_;
+  g.pad_h = g.pad_w = pad_;
+  return g;
+}
+
 Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   const Eigen::Index batch = x.values.rows();
   if (x.values.cols() != Eigen::Index(c_) * h_ * w_)
@@ -48,27 +58,11 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   batch_ = batch;
   x_format_ = x.format;
   const Eigen::Index positions = Eigen::Index(out_h_) * out_w_;
-  // im2col: row b * positions + oy * out_w + ox, column (ch * k + ky) * k + kx
-  // holds x(b, (ch * h + iy) * w + ix) at iy = oy + ky - pad, ix = ox + kx -
-  // pad, zero where that is padding. Written a column at a time (the
-  // column-major matrix's order): entry by entry along a row, each write was
-  // a column apart.
-  Matrix cols = Matrix::Zero(batch * positions, Eigen::Index(c_) * k_ * k_);
-  for (int ch = 0; ch < c_; ++ch)
-    for (int ky = 0; ky < k_; ++ky)
-      for (int kx = 0; kx < k_; ++kx) {
-        double* dst = cols.col(Eigen::Index((ch * k_ + ky) * k_ + kx)).data();
-        for (Eigen::Index b = 0; b < batch; ++b)
-          for (int oy = 0; oy < out_h_; ++oy) {
-            const int iy = oy + ky - pad_;
-            if (iy < 0 || iy >= h_) continue;
-            for (int ox = 0; ox < out_w_; ++ox) {
-              const int ix = ox + kx - pad_;
-              if (ix < 0 || ix >= w_) continue;
-              dst[b * positions + oy * out_w_ + ox] = x.values(b, (Eigen::Index(ch) * h_ + iy) * w_ + ix);
-            }
-          }
-      }
+  // im2col (the op core's): row b * positions + oy * out_w + ox, column
+  // (ch * k + ky) * k + kx of the column-major matrix holds x(b, (ch * h + iy)
+  // * w + ix), zero where that is padding; x's rows are images.
+  Matrix cols(batch * positions, Eigen::Index(c_) * k_ * k_);
+  train::im2col(x.values.data(), {1, batch, 0}, batch, geometry(), cols.data(), {positions, cols.rows(), 1});
   const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
   const Matrix out = core_forward(cols, *x.format, ctx);
   return Tensor{to_image_layout(out, batch, positions, oc_), f.output};
@@ -85,12 +79,7 @@ Tensor Conv2d::backward(const Tensor& dy, const StepContext& ctx, bool need_inpu
   if (!need_input_grad) return Tensor{Matrix(), x_format_};
   // col2im (the op core's): overlapping patches summed in binary64; the
   // columns are (batch * positions) x patch, column-major.
-  ConvGeometry g;
-  g.channels = c_;
-  g.height = h_;
-  g.width = w_;
-  g.kernel_h = g.kernel_w = k_;
-  g.pad_h = g.pad_w = pad_;
+  const ConvGeometry g = geometry();
   auto to_image = [&](const Matrix& cols) {
     Matrix dx(batch_, Eigen::Index(c_) * h_ * w_);
     train::col2im(cols.data(), {positions, cols.rows(), 1}, batch_, g, dx.data(), {1, batch_, 0});

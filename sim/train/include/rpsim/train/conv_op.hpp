@@ -1,8 +1,8 @@
 // The op core's convolution pieces around the GEMM op: the geometry of a 2-D
-// convolution (kernel, stride, padding, dilation) and col2im, the input
-// gradient's sum of overlapping patches, written once for rpsim train's
-// Conv2d and for rpsim.torch's conv1d/conv2d (whose im2col is F.unfold: a
-// copy, no arithmetic).
+// convolution (kernel, stride, padding, dilation), im2col (the GEMM's
+// operand: a copy, no arithmetic) and col2im, the input gradient's sum of
+// overlapping patches, written once for rpsim train's Conv2d and for
+// rpsim.torch's conv1d/conv2d.
 #pragma once
 
 #include <Eigen/Core>
@@ -37,5 +37,15 @@ struct Strides {
 void col2im(const double* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx,
             Strides ds);
 void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometry& g, double* dx, Strides ds);
+
+// im2col: cols(b, (c, ky, kx), (oy, ox)) = x(b, c, iy, ix) at iy = oy *
+// stride_h - pad_h + ky * dilation_h (ix likewise), 0 where that is padding;
+// every entry of cols written. x: (batch, channels * height * width) at `xs`
+// (element (b, pixel, 0)); cols: (batch, patch, positions) at `cs`. The
+// entries of x are copied as they are (float32 into float32: F.unfold's
+// result, which it replaces in rpsim.torch, where it was 8% of a
+// ResNet-style step; binary64 in rpsim train).
+void im2col(const float* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, float* cols, Strides cs);
+void im2col(const double* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, double* cols, Strides cs);
 
 }  // namespace rpsim::sim::train

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "rpsim/train/conv_op.hpp"
 #include "rpsim/train/layers/linear.hpp"
 
 namespace rpsim::sim::train {
@@ -22,6 +23,7 @@ class Conv2d : public Linear {
   int out_width() const { return out_w_; }
 
  private:
+  ConvGeometry geometry() const;  // the op core's im2col and col2im take it
   int c_, oc_, h_, w_, k_, pad_, out_h_, out_w_;
   Eigen::Index batch_ = 0;
   const Format* x_format_ = nullptr;
