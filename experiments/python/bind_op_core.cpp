@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -321,10 +322,9 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
     py::gil_scoped_release release;
     cols.col2im(n, g, dx.mutable_data(), ds);
   }
-  if (f) {
-    Eigen::Map<sim::Matrix> m(dx.mutable_data(), n * pixels, 1);
-    sim::Matrix rounded = train::rounded(*f, sim::Matrix(m), RoundingMode::nearest_even);
-    m = rounded;
+  if (f) {  // in place (a copy in, a rounded copy and a copy back were three passes)
+    const std::span<double> all(dx.mutable_data(), std::size_t(n * pixels));
+    train::nearest_rounding (*f)(all, all);
   }
   if (!raw_in.is_none()) {
     const StridedCols raw(raw_in, "raw");
