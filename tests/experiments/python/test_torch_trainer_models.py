@@ -165,6 +165,39 @@ def test_a_loss_that_makes_float32_targets_trains_against_the_shadow(loss):
     assert math.isfinite(e["test_loss_nats"])
 
 
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_dropout_draws_the_same_masks_in_the_shadow(accumulation):
+    """The shadow's dropout masks are the emulated model's: under the fp64 policy the two losses are
+    the same number (different masks had put them 3% apart, which the distance from FP64 then
+    measured), and the generator leaves each step where a run without the shadow leaves it."""
+    def run(shadow):
+        torch.manual_seed(4)
+        model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.5), nn.Linear(64, 4)).double()
+        x, y = torch.randn(32, 16, dtype=torch.float64), torch.arange(32) % 4
+        t = rt.Trainer(model, "fp64", quiet=True, shadow=shadow, gradient_accumulation_steps=accumulation)
+        with deadline(300):
+            losses = [t.step(x, y) for _ in range(3)]
+        return t, losses, torch.get_rng_state()
+    t, losses, state = run(True)
+    for r in rows(t):
+        assert r["loss_emulated_nats"] == r["loss_fp64_nats"]
+    _, alone, alone_state = run(False)
+    assert losses == alone and torch.equal(state, alone_state)
+    # A dropout left on in eval (Monte Carlo dropout): the same masks in evaluate too.
+    t = rt.Trainer(McDropout().double(), "fp64", quiet=True)
+    e = t.evaluate([(torch.randn(8, 16, dtype=torch.float64), torch.arange(8) % 4)])
+    assert e["test_loss_nats"] == e["shadow_test_loss_nats"]
+
+
+class McDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return F.dropout(self.fc(x), 0.5, training=True)
+
+
 class Attention(nn.Module):
     def __init__(self):
         super().__init__()
