@@ -29,6 +29,7 @@ from . import _blockscale, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import VIEWS as _VIEWS, Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
+from ._inplace import RESULT_SAVING, in_place_rounded, round_result, rounded_output
 from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAYER_GEMMS, \
     ROW_FUNCTIONS as _ROW_FUNCTIONS
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
@@ -210,6 +211,8 @@ class Emulation(NotPickled, TorchFunctionMode):
         if name == "embedding":  # its weight gradient in the rule's output format before a tied sum
             table = self._parameter_of(args[1]) if len(args) > 1 else None
             args = _layers.embedding_args(self, args)
+        if name in RESULT_SAVING and (kept := in_place_rounded(self, name, args, kwargs)) is not None:
+            return kept  # sigmoid_, exp_: out of place, rounded, copied back (_inplace)
         out = self._watch.run(func, args, kwargs)
         if table is not None and self.telemetry and isinstance(out, torch.Tensor):
             out._rpsim_output = LayerOutput(out.shape)  # a layer's output: the rows its table gave
@@ -220,14 +223,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         if name in LAYOUT or name.rstrip("_") in LAYOUT:
             return self._layout(name, func, args, kwargs, inputs, out)
         self.counts["binary32"][name] += 1
-        fmt = self.op_format(name, inputs)
-        if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor):
-            for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):  # no longer a layer's output
-                out.__dict__.pop(key, None)
-            if fmt not in _WIDE:
-                # In place (x.mul_(y)): the rounded value goes back into x, which the caller keeps.
-                return _mark(out.copy_(self._output(out, fmt)), fmt)
-        return _map_tensors(lambda t: self._output(t, fmt), out)
+        return round_result(self, name, out, self.op_format(name, inputs))
 
     def _gemm(self, name, args, kwargs):
         op = KERNELS[name]
@@ -268,7 +264,7 @@ class Emulation(NotPickled, TorchFunctionMode):
             # An op-table row whose rule does not follow its inputs (a fixed-point ReLU): its output and
             # gradient in the rule's format, as rpsim train's layer rounds them.
             fmt = self.op_format(row, inputs)
-            out = out.copy_(self._output(out, fmt)) if name.endswith("_") else self._output(out, fmt)
+            out = rounded_output(self, out, fmt, name.endswith("_"))
         if self.telemetry and isinstance(out, torch.Tensor) and inputs:
             x = inputs[0]
             if name in ("relu", "relu_"):

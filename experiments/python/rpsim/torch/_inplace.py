@@ -1,0 +1,51 @@
+"""In-place ops under emulation: the result rounded to the op's format goes back into the tensor the
+caller keeps (x.mul_(y), x.sigmoid_()), without moving the tensor's version past what autograd saved."""
+import torch
+
+from ._marks import WIDE, map_tensors, mark, tensors
+
+# In-place ops whose backward reads their own result (PyTorch's derivatives.yaml: `result`): rounding
+# that result in place after the op moved its version past the saved one ("one of the variables needed
+# for gradient computation has been modified by an inplace operation") and the step stopped. They run
+# as their out-of-place twin, whose result is rounded and then copied into the tensor, as any in-place
+# op's value: the same values and the same gradient chain as x.mul_(y)'s below. (relu_ is a layout op:
+# _layout leaves a wide result alone.)
+RESULT_SAVING = frozenset({"sigmoid_", "tanh_", "exp_", "exp2_", "expm1_", "sqrt_", "rsqrt_", "reciprocal_",
+                           "tan_"})
+
+
+def _inputs(args, kwargs):
+    return [t for t in tensors(args) if isinstance(t, torch.Tensor)] + list(tensors(kwargs))
+
+
+def in_place_rounded(em, name, args, kwargs):
+    """A RESULT_SAVING op on args[0] under Emulation em: None where its format is wide (the op then
+    runs as it is, nothing rounded after it), else args[0] holding the rounded result."""
+    x = args[0] if args else None
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return None
+    fmt = em.op_format(name, _inputs(args, kwargs))
+    if fmt in WIDE:
+        return None
+    em.counts["binary32"][name] += 1
+    r = em._watch.run(getattr(torch.Tensor, name[:-1]), args, kwargs)
+    return round_result(em, name, x, fmt, em._output(r, fmt))
+
+
+def round_result(em, name, out, fmt, rounded=None):
+    """An op's result rounded to fmt under Emulation em. An in-place op's (x.mul_(y)) goes back into x,
+    which the caller keeps, and x is no longer a layer's output; `rounded`: that value, made already."""
+    if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor):
+        for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):  # no longer a layer's output
+            out.__dict__.pop(key, None)
+        if fmt not in WIDE:
+            return mark(out.copy_(em._output(out, fmt) if rounded is None else rounded), fmt)
+    return map_tensors(lambda t: em._output(t, fmt), out)
+
+
+def rounded_output(em, out, fmt, in_place):
+    """out in an op-table row's format (a fixed-point ReLU's): in place for an in-place op, where a wide
+    format leaves out as it is (copying it onto itself moved its version past relu_'s saved result)."""
+    if not in_place:
+        return em._output(out, fmt)
+    return out if fmt in WIDE else out.copy_(em._output(out, fmt))
