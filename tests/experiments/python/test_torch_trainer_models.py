@@ -189,6 +189,25 @@ def test_dropout_draws_the_same_masks_in_the_shadow(accumulation):
     assert e["test_loss_nats"] == e["shadow_test_loss_nats"]
 
 
+@pytest.mark.parametrize("policy", ["fp64", "fp16-amp"])
+def test_weight_norm_trains_against_the_shadow(policy):
+    """nn.utils.weight_norm keeps the computed weight as a non-leaf attribute, which copy.deepcopy
+    refuses: Trainer(...) stopped before the first step. The shadow's copy now gets it detached and
+    its pre-hook makes it again from the float64 g and v: under the fp64 policy both losses agree."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 16)), nn.ReLU(), nn.Linear(16, 4))
+    dtype = torch.float64 if policy == "fp64" else torch.float32
+    x, y = torch.randn(6, 8, dtype=dtype), torch.arange(6) % 4
+    t = two_steps(model.to(dtype), x, y, policy)
+    assert t.shadow_model[0].weight.dtype == torch.float64
+    assert model[0].weight.dtype == dtype and model[0].weight.grad_fn is not None  # the original's as it was
+    for r in rows(t):
+        if policy == "fp64":
+            assert r["loss_emulated_nats"] == r["loss_fp64_nats"]
+        else:
+            assert abs(float(r["loss_emulated_nats"]) - float(r["loss_fp64_nats"])) < 1e-2
+
+
 class McDropout(nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,7 +1,6 @@
 """rpsim.torch.Trainer: a user's model under a policy, a float64 shadow copy stepped in lockstep on
 the same batches, and `rpsim train`'s files (steps.csv, histograms.csv, evaluations.csv,
 meta.json, their columns as sim/train/src/telemetry.cpp and trainer.cpp write them)."""
-import copy
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
-from ._shadow_loss import binary64_loss
+from ._shadow import binary64_loss, shadow_copy
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_scheduler_arg, \
     check_trainer_args
@@ -115,7 +114,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.histogram_steps = set(histogram_steps)
         self.layers = _layers(model)  # (a bad rpsim_layers fails before the model is touched)
         check_not_emulated(model)
-        self.shadow_model = copy.deepcopy(model).double() if shadow else None
+        self.shadow_model = shadow_copy(model) if shadow else None
         self.model = model
         self.emulation = emulate(model, policy, accumulation, seed=seed)
         try:

@@ -1,9 +1,19 @@
-"""The FP64 shadow's loss: the user's loss function on the shadow's float64 output, with the narrower
+"""The FP64 shadow's pieces that are not the op core's: its copy of the model and its loss.
+
+shadow_copy: copy.deepcopy(model).double(), also where a forward pre-hook keeps a computed tensor as a
+plain attribute (nn.utils.weight_norm's weight: a non-leaf tensor, which deepcopy refuses, so every
+such model stopped at Trainer(...) with "Only Tensors created explicitly by the user (graph leaves)
+support the deepcopy protocol"). The copy gets a detached copy of it; the hook makes it again from the
+copy's own float64 parameters at each forward.
+
+binary64_loss: the user's loss function on the shadow's float64 output, with the narrower
 floating-point tensors it makes itself (F.one_hot(y, n).float(), torch.ones(n)) taken to float64
 wherever they meet a float64 one. PyTorch 1.13 promotes a float32 target against a float64 output in
 the forward, but the backward of some kernels refuses the pair ("Found dtype Float but expected
 Double": mse_loss, huber_loss), so a loss written for the user's float32 model stopped the step under
 the shadow. The values are the same either way; the shadow's loss is then binary64 throughout."""
+import copy
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -39,3 +49,16 @@ def binary64_loss(loss_fn):
             return loss_fn(out, y)
     shadow_loss.__wrapped__ = loss_fn
     return shadow_loss
+
+
+def shadow_copy(model):
+    """The shadow's float64 copy of model (the module docstring)."""
+    held = [(m, k, v) for m in model.modules() for k, v in vars(m).items()
+            if isinstance(v, torch.Tensor) and v.grad_fn is not None]
+    for m, k, v in held:
+        setattr(m, k, v.detach())
+    try:
+        return copy.deepcopy(model).double()
+    finally:
+        for m, k, v in held:
+            setattr(m, k, v)
