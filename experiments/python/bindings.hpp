@@ -37,7 +37,8 @@ void bind_recipes(py::module_& m);       // quantize, recipes, recipe_check, e8m
 void bind_torch(py::module_& m);         // _torch_gemm, _torch_ops, _torch_policy, _LossScaler (rpsim.torch)
 void bind_torch_train(py::module_& m);   // _torch_train_setup, _TorchLoss (rpsim.torch against rpsim train)
 void bind_torch_block(py::module_& m);  // _torch_block_quantize, _torch_hadamard_rows (rpsim.torch mx, nvfp4)
-void bind_op_core(py::module_& m);      // _GemmOp, _col2im: the op core's GEMM op (rpsim.torch's GEMMs)
+void bind_op_core(py::module_& m);      // _GemmOp: the op core's GEMM op (rpsim.torch's GEMMs)
+void bind_conv_op(py::module_& m);      // _im2col, _col2im: the op core's convolution pieces
 void bind_step_ops(py::module_& m);     // _unscale, _grad_norm, _clip_coefficient, _scale_gradients
 void bind_optimizer(py::module_& m);    // _Optimizer: rpsim train's optimizer (rpsim.torch.SGD, AdamW)
 void bind_cuda(py::module_& m);         // _cuda_*: the CUDA backend on device pointers (rpsim.torch.backends)
@@ -148,6 +149,10 @@ const Format& format_arg(const std::string& spec);
 // ValueError / TypeError naming `format` (pybind's own message, "incompatible
 // function arguments", named nothing).
 const Format& format_arg(const py::object& spec);
+// None, or the format a name or spec gives (format_arg).
+inline const Format* optional_format(const py::object& spec) {
+  return spec.is_none() ? nullptr : &format_arg(spec);
+}
 
 // An integer argument `name` in [0, 2^64): TypeError for a non-integer,
 // ValueError naming it and the value otherwise (seed=-1 was pybind's

@@ -24,6 +24,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_torch_train(m);
   python::bind_torch_block(m);
   python::bind_op_core(m);
+  python::bind_conv_op(m);
   python::bind_step_ops(m);
   python::bind_optimizer(m);
   python::bind_cuda(m);

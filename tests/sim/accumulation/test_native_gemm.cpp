@@ -49,32 +49,6 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
       CHECK(same_bits(*native::matmul_binary32(a, bt, native::Transposed::b), reference));
       CHECK(same_bits(*native::matmul_binary32(a, b, native::Transposed::none, 1), reference));
     }
-  // The fused tiles (one FMA per term) are taken only where every product
-  // is exact in binary32: factors of at most 12 significant bits in [2^-62,
-  // 2^63). At the edges: binary16 down to its subnormals and bfloat16 just
-  // inside take them; bfloat16 just outside, whose products fall below
-  // binary32's normals (rounded by the multiplication, not by an FMA) or
-  // overflow it, must not: any wrong choice shows in the bits (overflows
-  // make infinities, and inf - inf a NaN, hence same_bits_or_nan). So must
-  // significands just wider than 12 bits.
-  const Case edges[] = {{"binary16", "binary16", -24, 15}, {"bfloat16", "bfloat16", -62, -50},
-                        {"bfloat16", "bfloat16", 50, 62},  {"bfloat16", "bfloat16", -75, -63},
-                        {"bfloat16", "bfloat16", 63, 66},  {"e4m3", "bfloat16", -70, -40},
-                        {"e8m11", "e8m11", -20, 20},   // 12 significant bits: inside
-                        {"e8m12", "e8m11", -20, 20}};  // 13: a product may round
-  for (const Case& c : edges)
-    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{300, 20, 9}}) {
-      const BitMatrix a = random_matrix(format(c.a_format), m, k, ++stream, c.e_lo, c.e_hi);
-      const BitMatrix b = random_matrix(format(c.b_format), k, n, ++stream, c.e_lo, c.e_hi);
-      INFO(c.a_format << " x " << c.b_format << " exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x"
-                      << k << "x" << n);
-      const BitMatrix reference = dot_product_gemm(fp32, a, b);
-      CHECK(same_bits_or_nan(*native::matmul_binary32(a, b), reference));
-      CHECK(same_bits_or_nan(*native::matmul_binary32(BitMatrix(a.transpose()), b, native::Transposed::a),
-                             reference));
-      CHECK(same_bits_or_nan(*native::matmul_binary32(a, BitMatrix(b.transpose()), native::Transposed::b),
-                             reference));
-    }
   // Operands that are not binary32 values would be rounded by the float
   // kernel: the kernel declines them and sim::gemm takes the dot products,
   // which round only the products.
@@ -115,6 +89,43 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
   const auto with_nan = native::matmul_binary32(BitMatrix(an.transpose()), b32, native::Transposed::a);
   REQUIRE(with_nan.has_value());
   CHECK(std::isnan((*with_nan)(8, 0)));
+}
+
+TEST_CASE("accumulation: native binary32 GEMM's fused tiles keep the bits at the edges of exact products",
+          "[accumulation]") {
+  const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
+  struct Case {
+    const char* a_format;
+    const char* b_format;
+    int e_lo, e_hi;
+  };
+  std::uint64_t stream = 400;
+  // The fused tiles (one FMA per term) are taken only where every product
+  // is exact in binary32: factors of at most 12 significant bits in [2^-62,
+  // 2^63). At the edges: binary16 down to its subnormals and bfloat16 just
+  // inside take them; bfloat16 just outside, whose products fall below
+  // binary32's normals (rounded by the multiplication, not by an FMA) or
+  // overflow it, must not: any wrong choice shows in the bits (overflows
+  // make infinities, and inf - inf a NaN, hence same_bits_or_nan). So must
+  // significands just wider than 12 bits.
+  const Case edges[] = {{"binary16", "binary16", -24, 15}, {"bfloat16", "bfloat16", -62, -50},
+                        {"bfloat16", "bfloat16", 50, 62},  {"bfloat16", "bfloat16", -75, -63},
+                        {"bfloat16", "bfloat16", 63, 66},  {"e4m3", "bfloat16", -70, -40},
+                        {"e8m11", "e8m11", -20, 20},   // 12 significant bits: inside
+                        {"e8m12", "e8m11", -20, 20}};  // 13: a product may round
+  for (const Case& c : edges)
+    for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{300, 20, 9}}) {
+      const BitMatrix a = random_matrix(format(c.a_format), m, k, ++stream, c.e_lo, c.e_hi);
+      const BitMatrix b = random_matrix(format(c.b_format), k, n, ++stream, c.e_lo, c.e_hi);
+      INFO(c.a_format << " x " << c.b_format << " exponents " << c.e_lo << ".." << c.e_hi << ", " << m << "x"
+                      << k << "x" << n);
+      const BitMatrix reference = dot_product_gemm(fp32, a, b);
+      CHECK(same_bits_or_nan(*native::matmul_binary32(a, b), reference));
+      CHECK(same_bits_or_nan(*native::matmul_binary32(BitMatrix(a.transpose()), b, native::Transposed::a),
+                             reference));
+      CHECK(same_bits_or_nan(*native::matmul_binary32(a, BitMatrix(b.transpose()), native::Transposed::b),
+                             reference));
+    }
 }
 
 TEST_CASE("accumulation: native binary64 GEMM (the FP64 shadow's) equals sequential:fp64:rne's dot products",

@@ -1,0 +1,99 @@
+"""The FP64 shadow of rpsim.torch.Trainer (rpsim/torch/_shadow.py, and the shadow's side of
+_trainer.py's step and evaluate): a user's model and loss as they are written run against it.
+- A loss that makes its own float32 targets meets the float64 output as float64.
+- A model whose pre-hook keeps a computed weight (nn.utils.weight_norm) is copied.
+- Dropout draws the emulated model's masks."""
+import copy
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
+rt = pytest.importorskip("rpsim.torch")
+from test_torch_trainer_models import deadline, rows, two_steps  # noqa: E402  (the Trainer helpers, same folder)
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+def _one_hot_mse(out, y):
+    return F.mse_loss(out, F.one_hot(y, out.shape[-1]).float())
+
+
+def _filled_huber(out, y):
+    target = torch.zeros(out.shape)  # float32, filled in place (left in place by the shadow's loss)
+    target[torch.arange(len(y)), y] = 1.0
+    return F.huber_loss(out, target, delta=0.5)
+
+
+@pytest.mark.parametrize("loss", [_one_hot_mse, _filled_huber])
+def test_a_loss_that_makes_float32_targets_trains_against_the_shadow(loss):
+    """A loss written for a float32 model makes its targets in float32. Against the shadow's float64
+    output, PyTorch 1.13's mse_loss/huber_loss backward refused the pair ("Found dtype Float but
+    expected Double") and the step stopped; the shadow's loss now takes them to float64."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    reference = copy.deepcopy(model).double()
+    x, y = torch.randn(4, 8), torch.arange(4) % 4
+    t = two_steps(model, x, y, "fp16-amp", loss=loss)
+    # Step 0's shadow loss is the loss in float64 from the same weights, its target exact in float64.
+    with torch.no_grad():
+        out = reference(x.double())
+        target = F.one_hot(y, 4).double()
+        expected = F.mse_loss(out, target) if loss is _one_hot_mse else F.huber_loss(out, target, delta=0.5)
+    assert float(rows(t)[0]["loss_fp64_nats"]) == pytest.approx(float(expected), rel=1e-12)
+    assert all(p.grad is not None and p.grad.dtype == torch.float64 for p in t.shadow_model.parameters())
+    e = t.evaluate([(x, y)])
+    assert math.isfinite(e["test_loss_nats"])
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_dropout_draws_the_same_masks_in_the_shadow(accumulation):
+    """The shadow's dropout masks are the emulated model's: under the fp64 policy the two losses are
+    the same number (different masks had put them 3% apart, which the distance from FP64 then
+    measured), and the generator leaves each step where a run without the shadow leaves it."""
+    def run(shadow):
+        torch.manual_seed(4)
+        model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.5), nn.Linear(64, 4)).double()
+        x, y = torch.randn(32, 16, dtype=torch.float64), torch.arange(32) % 4
+        t = rt.Trainer(model, "fp64", quiet=True, shadow=shadow, gradient_accumulation_steps=accumulation)
+        with deadline(300):
+            losses = [t.step(x, y) for _ in range(3)]
+        return t, losses, torch.get_rng_state()
+    t, losses, state = run(True)
+    for r in rows(t):
+        assert r["loss_emulated_nats"] == r["loss_fp64_nats"]
+    _, alone, alone_state = run(False)
+    assert losses == alone and torch.equal(state, alone_state)
+    # A dropout left on in eval (Monte Carlo dropout): the same masks in evaluate too.
+    t = rt.Trainer(McDropout().double(), "fp64", quiet=True)
+    e = t.evaluate([(torch.randn(8, 16, dtype=torch.float64), torch.arange(8) % 4)])
+    assert e["test_loss_nats"] == e["shadow_test_loss_nats"]
+
+
+@pytest.mark.parametrize("policy", ["fp64", "fp16-amp"])
+def test_weight_norm_trains_against_the_shadow(policy):
+    """nn.utils.weight_norm keeps the computed weight as a non-leaf attribute, which copy.deepcopy
+    refuses: Trainer(...) stopped before the first step. The shadow's copy now gets it detached and
+    its pre-hook makes it again from the float64 g and v: under the fp64 policy both losses agree."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 16)), nn.ReLU(), nn.Linear(16, 4))
+    dtype = torch.float64 if policy == "fp64" else torch.float32
+    x, y = torch.randn(6, 8, dtype=dtype), torch.arange(6) % 4
+    t = two_steps(model.to(dtype), x, y, policy)
+    assert t.shadow_model[0].weight.dtype == torch.float64
+    assert model[0].weight.dtype == dtype and model[0].weight.grad_fn is not None  # the original's as it was
+    for r in rows(t):
+        if policy == "fp64":
+            assert r["loss_emulated_nats"] == r["loss_fp64_nats"]
+        else:
+            assert abs(float(r["loss_emulated_nats"]) - float(r["loss_fp64_nats"])) < 1e-2
+
+
+class McDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return F.dropout(self.fc(x), 0.5, training=True)
