@@ -17,16 +17,20 @@ using namespace rpsim::test;
 using rpsim::sim::AccumulationModel;
 namespace native = rpsim::sim::native;
 
+namespace {
+// Operands of two formats with entries of exponents in [e_lo, e_hi].
+struct Case {
+  const char* a_format;
+  const char* b_format;
+  int e_lo, e_hi;
+};
+}  // namespace
+
 TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot products bit for bit",
           "[accumulation]") {
   const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
-  struct Case {
-    const char* a_format;
-    const char* b_format;
-    int e_lo, e_hi;  // exponent range of the entries (no sum overflows binary32)
-  };
-  // Wide ranges give long alignment shifts; [-70, 0] products reach the
-  // binary32 subnormals.
+  // No sum overflows binary32. Wide ranges give long alignment shifts; [-70,
+  // 0] products reach the binary32 subnormals.
   const Case cases[] = {{"binary16", "binary16", -6, 6},  {"bfloat16", "bfloat16", -40, 40},
                         {"binary32", "binary32", -3, 3},  {"binary32", "binary32", -70, 0},
                         {"binary32", "binary32", 0, 60},  {"e4m3", "e5m2", -5, 5},
@@ -94,11 +98,6 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
 TEST_CASE("accumulation: native binary32 GEMM's fused tiles keep the bits at the edges of exact products",
           "[accumulation]") {
   const AccumulationModel fp32 = AccumulationModel::parse("sequential:fp32:rne");
-  struct Case {
-    const char* a_format;
-    const char* b_format;
-    int e_lo, e_hi;
-  };
   std::uint64_t stream = 400;
   // The fused tiles (one FMA per term) are taken only where every product
   // is exact in binary32: factors of at most 12 significant bits in [2^-62,
