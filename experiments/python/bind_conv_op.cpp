@@ -119,7 +119,8 @@ py::tuple col2im_py(const py::handle& cols_in, std::pair<Eigen::Index, Eigen::In
   }
   if (f) {  // in place (a copy in, a rounded copy and a copy back were three passes)
     const std::span<double> all(dx.mutable_data(), std::size_t(n * pixels));
-    train::nearest_rounding (*f)(all, all);
+    const ValueRounding& round = train::nearest_rounding(*f);
+    round(all, all);
   }
   if (!raw_in.is_none()) {
     const StridedCols raw(raw_in, "raw");

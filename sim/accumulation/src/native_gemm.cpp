@@ -313,14 +313,13 @@ void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vecto
 // written to C a contiguous stretch at a time where C's are written across
 // its columns (which dominates at a short K: conv2d's input gradient, K = 16).
 // Swapped only for a clear gain (a fifth, in this count), and never for A^T
-// given (the weight gradient A^T dY): A's panels would then be packed from
-// A^T's columns with a stride per element, slower than the tiles saved (a
-// ResNet-style conv's weight gradient took 10-20% longer). Either way each
+// given (the weight gradient A^T dY; matmul_native asks only without it): A's
+// panels would then be packed from A^T's columns with a stride per element,
+// slower than the tiles saved (a ResNet-style conv's weight gradient took
+// 10-20% longer). Either way each
 // c(i, j) is the same sum in the same order of the same products (a * b =
 // b * a), so the bits are the same.
-inline bool swap_roles(Eigen::Index m, Eigen::Index n, Eigen::Index k, Eigen::Index width,
-                       bool a_transposed) {
-  if (a_transposed) return false;
+inline bool swap_roles(Eigen::Index m, Eigen::Index n, Eigen::Index k, Eigen::Index width) {
   const auto up = [](Eigen::Index x, Eigen::Index to) { return double((x + to - 1) / to * to); };
   const double mn = double(m) * double(n);
   const double as_given = up(m, kRows) * up(n, width) * double(k) + 3 * mn;
@@ -337,12 +336,14 @@ std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b, int thread
   const Eigen::Index m = kTa ? a.cols() : a.rows(), n = kTb ? b.rows() : b.cols(),
                      k = kTa ? a.rows() : a.cols();
   bool fused = true;  // cleared by the packings at a value whose products may round
-  if (swap_roles(m, n, k, kern.width, kTa)) {
-    // B^T in blocks (given B: its transpose), A^T in panels.
-    if (!pack_a<T, !kTb>(b, ap, fused) || !pack_b<T, !kTa>(a, kern.width, bp, fused)) return std::nullopt;
-    Matrix c(m, n);
-    all_tiles<T, true>(kern, ap, bp, k, c, threads, fused);
-    return c;
+  if constexpr (!kTa) {
+    if (swap_roles(m, n, k, kern.width)) {
+      // B^T in blocks (given B: its transpose), A^T (given A: its transpose) in panels.
+      if (!pack_a<T, !kTb>(b, ap, fused) || !pack_b<T, true>(a, kern.width, bp, fused)) return std::nullopt;
+      Matrix c(m, n);
+      all_tiles<T, true>(kern, ap, bp, k, c, threads, fused);
+      return c;
+    }
   }
   if (!pack_a<T, kTa>(a, ap, fused) || !pack_b<T, kTb>(b, kern.width, bp, fused)) return std::nullopt;
   Matrix c(m, n);

@@ -14,17 +14,13 @@ RESULT_SAVING = frozenset({"sigmoid_", "tanh_", "exp_", "exp2_", "expm1_", "sqrt
                            "tan_"})
 
 
-def _inputs(args, kwargs):
-    return [t for t in tensors(args) if isinstance(t, torch.Tensor)] + list(tensors(kwargs))
-
-
 def in_place_rounded(em, name, args, kwargs):
     """A RESULT_SAVING op on args[0] under Emulation em: None where its format is wide (the op then
     runs as it is, nothing rounded after it), else args[0] holding the rounded result."""
     x = args[0] if args else None
     if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
         return None
-    fmt = em.op_format(name, _inputs(args, kwargs))
+    fmt = em.op_format(name, list(tensors((args, kwargs))))  # the tensors of args, then of kwargs
     if fmt in WIDE:
         return None
     em.counts["binary32"][name] += 1

@@ -6,12 +6,18 @@ such model stopped at Trainer(...) with "Only Tensors created explicitly by the 
 support the deepcopy protocol"). The copy gets a detached copy of it; the hook makes it again from the
 copy's own float64 parameters at each forward.
 
+same_draws: the shadow's forward draws what the emulated one drew from the generator (dropout's
+masks), and the generator then goes on from where the emulated forward left it, as in a run without
+the shadow. Different masks made the distance from FP64 the masks' (a 3% loss gap under the fp64
+policy itself).
+
 binary64_loss: the user's loss function on the shadow's float64 output, with the narrower
 floating-point tensors it makes itself (F.one_hot(y, n).float(), torch.ones(n)) taken to float64
 wherever they meet a float64 one. PyTorch 1.13 promotes a float32 target against a float64 output in
 the forward, but the backward of some kernels refuses the pair ("Found dtype Float but expected
 Double": mse_loss, huber_loss), so a loss written for the user's float32 model stopped the step under
 the shadow. The values are the same either way; the shadow's loss is then binary64 throughout."""
+import contextlib
 import copy
 
 import torch
@@ -62,3 +68,15 @@ def shadow_copy(model):
     finally:
         for m, k, v in held:
             setattr(m, k, v)
+
+
+@contextlib.contextmanager
+def same_draws(state):
+    """The block runs from the generator's `state` (torch.get_rng_state() before the emulated forward);
+    the generator's state from before the block is back afterwards (the module docstring)."""
+    after = torch.get_rng_state()
+    torch.set_rng_state(state)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(after)

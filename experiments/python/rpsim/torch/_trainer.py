@@ -16,7 +16,7 @@ from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
-from ._shadow import binary64_loss, shadow_copy
+from ._shadow import binary64_loss, same_draws, shadow_copy
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_scheduler_arg, \
     check_trainer_args
@@ -219,24 +219,18 @@ class Trainer(TrainerCells, _micro.Accumulation):
         before = [p.detach().clone() for _, m in self.layers for p in _params(m)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
-            # Dropout's masks in the shadow are the emulated model's (the same draws from the same
-            # state); afterwards the generator goes on from where the emulated step left it, as in a
-            # run without the shadow. Different masks made the distance from FP64 the masks' (a 3%
-            # loss gap under the fp64 policy itself).
-            after = torch.get_rng_state()
-            torch.set_rng_state(rng)
-            self._shadow_grab.grads.clear()
-            self.shadow_optimizer.zero_grad(set_to_none=True)
-            if self.accumulation_steps == 1:
-                sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
-                sl.backward()
-            else:
-                sl = self._accumulate(parts, self.shadow_model, torch.float64, 1.0 / len(parts))
-            if self.max_grad_norm > 0:
-                sp = [p for p in self.shadow_model.parameters() if p.grad is not None]
-                self._clip(sp, self._grad_norm(sp, "binary64"), "binary64", "binary64", None)
-            shadow_loss = float(sl)
-            torch.set_rng_state(after)
+            with same_draws(rng):  # dropout's masks are the emulated model's (_shadow)
+                self._shadow_grab.grads.clear()
+                self.shadow_optimizer.zero_grad(set_to_none=True)
+                if self.accumulation_steps == 1:
+                    sl = self._forward_loss(self.shadow_model, x, y, torch.float64)
+                    sl.backward()
+                else:
+                    sl = self._accumulate(parts, self.shadow_model, torch.float64, 1.0 / len(parts))
+                if self.max_grad_norm > 0:
+                    sp = [p for p in self.shadow_model.parameters() if p.grad is not None]
+                    self._clip(sp, self._grad_norm(sp, "binary64"), "binary64", "binary64", None)
+                shadow_loss = float(sl)
         if step in self.histogram_steps:
             self._histograms(step, scale)
         # The unscale looked at every gradient the optimizer steps: none is nonfinite if it found none.
@@ -289,10 +283,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
         e = score(self.model, self.dtype)
         s = (None, None)
         if self.shadow_model is not None:
-            after = torch.get_rng_state()
-            torch.set_rng_state(rng)
-            s = score(self.shadow_model, torch.float64)
-            torch.set_rng_state(after)
+            with same_draws(rng):
+                s = score(self.shadow_model, torch.float64)
         self.evaluations.append({"step": self.step_index, "epoch": epoch, "test_loss_nats": e[0],
                                  "test_accuracy_percent": e[1], "shadow_test_loss_nats": s[0],
                                  "shadow_test_accuracy_percent": s[1]})
