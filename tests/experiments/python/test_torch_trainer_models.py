@@ -336,3 +336,41 @@ def test_a_torch_lr_scheduler_steps_the_model_and_its_shadow_alike():
 def mlp_for_scheduler():
     torch.manual_seed(10)
     return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def test_reduce_lr_on_plateau_steps_on_the_emulated_loss_and_lbfgs_is_refused_by_name():
+    # ReduceLROnPlateau.step(metrics) stopped the first step with a TypeError (Trainer stepped every
+    # scheduler with no argument); LBFGS.step(closure) did the same, deep inside the scaler's step.
+    t = rt.Trainer(mlp_for_scheduler(), "fp16-amp", quiet=True, scheduler=lambda opt: torch.optim.lr_scheduler
+                   .ReduceLROnPlateau(opt, factor=0.5, patience=0, threshold=10.0))
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    for _ in range(3):  # threshold 10 (relative): no loss is an improvement, so each step halves lr
+        t.step(x, y)
+    assert t.optimizer.param_groups[0]["lr"] == t.shadow_optimizer.param_groups[0]["lr"] == 0.1 / 8
+    with pytest.raises(TypeError, match=r"optimizer: LBFGS.step\(closure\) evaluates the model again"):
+        rt.Trainer(mlp_for_scheduler(), "fp16-amp", lambda p: torch.optim.LBFGS(p))
+
+
+class TokenTagger(nn.Module):
+    def __init__(self, vocab=11, width=8):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(vocab, width), nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        return self.head(torch.tanh(self.emb(idx)))  # (B, T, V)
+
+
+def test_a_loss_of_the_users_gets_the_models_output_as_it_is():
+    # Trainer flattened a (B, T, V) output to (B * T, V) before any loss: a loss written for the
+    # model's own output, here PyTorch's (B, V, T) layout by a transpose, failed with IndexError.
+    # rpsim's default cross-entropy still flattens; both see the same numbers.
+    ids = torch.randint(0, 11, (3, 5), generator=torch.Generator().manual_seed(2))
+    y = torch.roll(ids, 1, dims=1)
+    runs = []
+    for loss in (None, lambda out, y: F.cross_entropy(out.transpose(1, 2), y)):
+        torch.manual_seed(3)
+        t = rt.Trainer(TokenTagger(), "bf16-amp", loss=loss, quiet=True)
+        with deadline(300):
+            runs.append([t.step(ids, y) for _ in range(2)] + [t.evaluate([(ids, y)])["test_loss_nats"]])
+        check_fractions(t)
+    assert runs[0] == runs[1]

@@ -18,14 +18,14 @@ from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, writ
 from ._scaler import GradScaler
 from ._shadow import binary64_loss, same_draws, shadow_copy
 from ._trainer_cells import TrainerCells
-from ._unsupported import check_batch, check_not_emulated, check_output, check_output_arg, check_scheduler_arg, \
-    check_trainer_args
+from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
+    check_scheduler_arg, check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
 
 
 def _class_layout(out, y):
-    """(out, y, class_dim) as the loss and the accuracy take them, for class-index targets.
+    """(out, y, class_dim) as rpsim's own losses and the accuracy take them, for class-index targets.
     - out (N, C): as it is.
     - A sequence model's logits (B, T, V) against y (B, T), or (B * T,) as the CLI's gpt batches:
       flattened to (B * T, V) against (B * T,), the class dimension last (rpsim train's GPT).
@@ -69,7 +69,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     (its norm, coef in the optimizer's arithmetic); lr_schedule(step, applied) sets every group's lr
     per step (rpsim.torch.lr_schedule(config)); scheduler(optimizer) makes a torch LR scheduler
     (lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)), one for the
-    model's optimizer and one for the shadow's, each stepped once per step. gradient_accumulation_steps:
+    model's optimizer and one for the shadow's, each stepped once per step (ReduceLROnPlateau on the
+    emulated step's loss, both). gradient_accumulation_steps:
     micro-batches per step, as rpsim train runs them (_micro), their gradients summed in
     grad_accum_format (None: the policy's gradient format). Ctrl-C inside run() stops at a step
     boundary, and the files say partial. Progress lines go to stderr as `rpsim train` prints them
@@ -77,7 +78,9 @@ class Trainer(TrainerCells, _micro.Accumulation):
     quiet=True: none.
     x: a tensor, a tuple of the model's arguments or a dict of its keyword arguments.
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
-    dtype: float64 for the shadow). output: what the loss and the accuracy take from a model that
+    dtype: float64 for the shadow). loss(output, y) gets the model's output as it is, as a plain loop
+    calls it; the default cross-entropy and RpsimLoss take a sequence model's (B, T, V) logits
+    against (B, T) labels flattened to (B * T, V). output: what the loss and the accuracy take from a model that
     returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
     index (output=0: a tuple's first) or a function of the model's output; None: the output itself."""
 
@@ -105,6 +108,10 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self._meta = RunningMeta(self, "_write_running_meta") if out is not None else None
         make_opt = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
         self.loss_fn = loss or nn.functional.cross_entropy
+        # A sequence model's (B, T, V) logits are flattened for rpsim's own losses only (the default,
+        # RpsimLoss); a loss the user wrote gets the model's output and y as their own loop gives them
+        # (one that transposed (B, T, V) to PyTorch's (B, V, T) failed on the flattened 2-D output).
+        self._own_layout = loss is None or isinstance(loss, RpsimLoss)
         # rpsim's loss kernel: the shadow's under the fp64 policy, as the CLI's shadow.
         self.shadow_loss_fn = RpsimLoss(loss.op, "fp64") if isinstance(loss, RpsimLoss) \
             else binary64_loss(self.loss_fn)
@@ -138,7 +145,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
                              "during backward, which rpsim.torch does not simulate; use `rpsim train` "
                              "(its steps.csv has the <layer>_loss_scale columns)")
         self.emulation.telemetry = self.scaler.count_flushed = True
-        self.optimizer = self.emulation.optimizer(make_opt(model.parameters()))
+        self.optimizer = self.emulation.optimizer(check_optimizer(make_opt(model.parameters())))
         if shadow:
             self.shadow_emulation = emulate(self.shadow_model, "fp64", seed=seed)
             self.shadow_optimizer = make_opt(self.shadow_model.parameters())
@@ -181,7 +188,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
             return fn(out, y.to(out.dtype))
-        out, y, _ = _class_layout(out, y)
+        if self._own_layout:
+            out, y, _ = _class_layout(out, y)
         return fn(out, y)
 
     def step(self, x, y, epoch=0):
@@ -242,8 +250,10 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.skipped_steps += int(skipped)
         if self.shadow_model is not None:
             self.shadow_optimizer.step()
-        for s in self.schedulers:  # one scheduler step per optimizer step, the shadow's in lockstep
-            s.step()
+        for s in self.schedulers:  # one scheduler step per optimizer step, the shadow's in lockstep:
+            # ReduceLROnPlateau's on the emulated loss for both (one lr sequence; the shadow isolates
+            # the arithmetic)
+            s.step(float(loss)) if isinstance(s, torch.optim.lr_scheduler.ReduceLROnPlateau) else s.step()
         head = [str(step), str(epoch), num(loss), num(shadow_loss) if self.shadow_model is not None else "",
                 num(scale), "1" if skipped else "0", "1" if found else "0", num(grad_norm)]
         self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped) + self._fp8_cells()))
@@ -273,9 +283,9 @@ class Trainer(TrainerCells, _micro.Accumulation):
                         loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
                         hits, count = float("nan"), count + y.shape[0]
                         continue
-                    out, yy, class_dim = _class_layout(out, y)
-                    loss += float(loss_fn(out, yy)) * yy.numel()
-                    hits += float((out.argmax(class_dim) == yy).sum())
+                    flat, yy, class_dim = _class_layout(out, y)
+                    loss += float(loss_fn(flat, yy) if self._own_layout else loss_fn(out, y)) * yy.numel()
+                    hits += float((flat.argmax(class_dim) == yy).sum())
                     count += yy.numel()
             model.train(was_training)
             return loss / count, 100.0 * hits / count

@@ -7,6 +7,7 @@ kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, 
 nn.MultiheadAttention, nn.Bilinear, einsum, tensordot, inner, kron and multi_dot are
 emulated as the ops they are made of (_decompose). Each message is a line or two: what, and what to write instead;
 rpsim.torch.ops() and an Emulation's summary() list what is emulated."""
+import inspect
 import math
 import os
 import sys
@@ -240,6 +241,17 @@ def check_scheduler_arg(scheduler, lr_schedule):
                         "the model's optimizer and one for its FP64 shadow's")
     if lr_schedule is not None:
         raise ValueError("scheduler and lr_schedule both set the learning rate: give one")
+
+
+def check_optimizer(opt):
+    """TypeError for an optimizer whose step needs a closure (torch.optim.LBFGS re-evaluates the loss
+    inside step): Trainer steps it as a plain loop steps SGD or Adam, with none."""
+    closure = inspect.signature(opt.step).parameters.get("closure")
+    if closure is not None and closure.default is inspect.Parameter.empty:
+        raise TypeError(f"optimizer: {type(opt).__name__}.step(closure) evaluates the model again inside its "
+                        "step, which Trainer.step (one forward and backward per step) does not give; use an "
+                        "optimizer stepped without a closure, or emulate() in your own loop")
+    return opt
 
 
 def check_output(out, who="Trainer.step", output=None):
