@@ -2,19 +2,28 @@
 result (x.sigmoid_(), x.exp_(), ...) trains with the bits of its out-of-place twin; before, rounding the
 result in place moved the tensor's version past autograd's saved result and the step stopped. relu_
 under a wide format (the fp64 policy, the FP64 shadow) leaves its result alone: it had been copied onto
-itself, with the same failure."""
+itself, with the same failure. A functional op's inplace=True (F.silu(y, inplace=True), its return value
+dropped) trains with the bits of F.silu(y)."""
 import copy
+import functools
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed: rpsim.torch is not tested")
 rt = pytest.importorskip("rpsim.torch")
 nn = torch.nn
+F = torch.nn.functional
 
 OPS = {"sigmoid": lambda y: y.sigmoid(), "sigmoid_": lambda y: y.sigmoid_(),
        "tanh": lambda y: torch.tanh(y), "tanh_": lambda y: torch.tanh_(y),
        "exp": lambda y: y.mul(0.1).exp(), "exp_": lambda y: y.mul_(0.1).exp_(),
        "sqrt": lambda y: y.abs().add(1).sqrt(), "sqrt_": lambda y: y.abs_().add_(1).sqrt_()}
+# A functional op's inplace=True, its return value dropped (the tensor is read after it).
+FUNCTIONAL = {"silu": lambda y, i: F.silu(y, inplace=i), "elu": lambda y, i: F.elu(y, 0.7, inplace=i),
+              "hardswish": lambda y, i: F.hardswish(y, inplace=i),
+              "leaky_relu": lambda y, i: F.leaky_relu(y, 0.1, inplace=i),
+              "dropout": lambda y, i: F.dropout(y, 0.3, True, inplace=i)}
+OPS.update({name + tail: functools.partial(f, i=tail == "_") for name, f in FUNCTIONAL.items() for tail in ("", "_")})
 
 
 class Net(nn.Module):
@@ -30,6 +39,7 @@ class Net(nn.Module):
 
 def _step(model, policy, dtype):
     t = rt.Trainer(model, policy, quiet=True, shadow=False)
+    torch.manual_seed(2)  # the twins' dropout masks alike
     loss = t.step(torch.randn(6, 8, generator=torch.Generator().manual_seed(1)).to(dtype), torch.arange(6) % 4)
     return loss, [p.detach().clone() for p in model.parameters()]
 
@@ -38,6 +48,19 @@ def _step(model, policy, dtype):
                                           ("bf16-pure", torch.bfloat16), ("fp64", torch.float64)])
 @pytest.mark.parametrize("op", ["sigmoid", "tanh", "exp", "sqrt"])
 def test_result_saving_in_place_ops_train_as_their_twins(policy, dtype, op):
+    _check_twins(op, dtype, policy)
+
+
+@pytest.mark.parametrize("policy,dtype", [("fp16-amp", torch.float32), ("fp16-pure", torch.float16),
+                                          ("bf16-pure", torch.bfloat16)])
+@pytest.mark.parametrize("op", sorted(FUNCTIONAL))
+def test_a_functional_ops_inplace_true_rounds_the_tensor_it_changes(policy, dtype, op):
+    # F.silu(y, inplace=True) with its return value dropped left y holding the unrounded binary32 result
+    # (the rounded one was a new tensor nobody read); y now holds what F.silu(y) returns.
+    _check_twins(op, dtype, policy)
+
+
+def _check_twins(op, dtype, policy):
     torch.manual_seed(0)
     base = Net(op).to(dtype)
     twin = copy.deepcopy(base)

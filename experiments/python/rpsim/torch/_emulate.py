@@ -29,7 +29,7 @@ from . import _blockscale, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import VIEWS as _VIEWS, Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
-from ._inplace import RESULT_SAVING, in_place_rounded, round_result, rounded_output
+from ._inplace import RESULT_SAVING, functional_in_place, in_place_rounded, round_result, rounded_output
 from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAYER_GEMMS, \
     ROW_FUNCTIONS as _ROW_FUNCTIONS
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
@@ -213,6 +213,8 @@ class Emulation(NotPickled, TorchFunctionMode):
             args = _layers.embedding_args(self, args)
         if name in RESULT_SAVING and (kept := in_place_rounded(self, name, args, kwargs)) is not None:
             return kept  # sigmoid_, exp_: out of place, rounded, copied back (_inplace)
+        if kwargs.get("inplace") is True and (kept := functional_in_place(self, name, func, args, kwargs)) is not None:
+            return kept  # F.silu(x, inplace=True): likewise
         out = self._watch.run(func, args, kwargs)
         if table is not None and self.telemetry and isinstance(out, torch.Tensor):
             out._rpsim_output = LayerOutput(out.shape)  # a layer's output: the rows its table gave
@@ -264,7 +266,7 @@ class Emulation(NotPickled, TorchFunctionMode):
             # An op-table row whose rule does not follow its inputs (a fixed-point ReLU): its output and
             # gradient in the rule's format, as rpsim train's layer rounds them.
             fmt = self.op_format(row, inputs)
-            out = rounded_output(self, out, fmt, name.endswith("_"))
+            out = rounded_output(self, out, fmt, name.endswith("_") or kwargs.get("inplace") is True)
         if self.telemetry and isinstance(out, torch.Tensor) and inputs:
             x = inputs[0]
             if name in ("relu", "relu_"):

@@ -1,8 +1,10 @@
 """In-place ops under emulation: the result rounded to the op's format goes back into the tensor the
-caller keeps (x.mul_(y), x.sigmoid_()), without moving the tensor's version past what autograd saved."""
+caller keeps (x.mul_(y), x.sigmoid_(), F.silu(x, inplace=True)), without moving the tensor's version
+past what autograd saved."""
 import torch
 
 from ._marks import WIDE, map_tensors, mark, tensors
+from ._tables import LAYOUT
 
 # In-place ops whose backward reads their own result (PyTorch's derivatives.yaml: `result`): rounding
 # that result in place after the op moved its version past the saved one ("one of the variables needed
@@ -28,14 +30,41 @@ def in_place_rounded(em, name, args, kwargs):
     return round_result(em, name, x, fmt, em._output(r, fmt))
 
 
+def functional_in_place(em, name, func, args, kwargs):
+    """F.silu(x, inplace=True), F.elu(x, inplace=True), F.dropout(..., inplace=True): x holds the
+    result rounded to the op's format, as after x.sigmoid_(), and is returned (a caller that drops the
+    return value, as a plain loop may, kept the unrounded binary32 result in x). None where the format
+    is wide: the op then runs as it is. The op runs out of place on a copy of x, so that neither an op
+    whose backward reads its input (silu, hardswish) nor one that reads its result (elu_, leaky_relu_)
+    sees x's version move when the rounded result goes back in; x's version moves once, as in PyTorch."""
+    x = args[0] if args else None
+    if name in LAYOUT or not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return None  # F.relu(x, inplace=True): nothing to round (_layout)
+    fmt = em.op_format(name, list(tensors((args, kwargs))))
+    if fmt in WIDE:
+        return None
+    em.counts["binary32"][name] += 1
+    r = em._watch.run(func, (x.clone(),) + tuple(args[1:]), {**kwargs, "inplace": False})
+    return _into(x, fmt, em._output(r, fmt))
+
+
+def _into(x, fmt, rounded):
+    """x (an in-place op's tensor, which the caller keeps) holding `rounded`, marked fmt; x is no longer
+    a layer's output."""
+    for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):
+        x.__dict__.pop(key, None)
+    return mark(x.copy_(rounded), fmt)
+
+
 def round_result(em, name, out, fmt, rounded=None):
     """An op's result rounded to fmt under Emulation em. An in-place op's (x.mul_(y)) goes back into x,
     which the caller keeps, and x is no longer a layer's output; `rounded`: that value, made already."""
     if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor):
-        for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):  # no longer a layer's output
-            out.__dict__.pop(key, None)
-        if fmt not in WIDE:
-            return mark(out.copy_(em._output(out, fmt) if rounded is None else rounded), fmt)
+        if fmt in WIDE:
+            for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):
+                out.__dict__.pop(key, None)
+            return out
+        return _into(out, fmt, em._output(out, fmt) if rounded is None else rounded)
     return map_tensors(lambda t: em._output(t, fmt), out)
 
 
