@@ -263,9 +263,25 @@ def test_multihead_attention_is_close_to_pytorch_under_fp32_and_fp64():
     assert w.shape == w_ref.shape == (2, 5, 5) and torch.allclose(w, w_ref, atol=1e-6)
 
 
-def test_what_the_decomposition_does_not_carry_is_refused_by_name():
-    m = nn.MultiheadAttention(8, 2, add_bias_kv=True)
-    rt.emulate(m, "fp16-amp")
-    x = torch.randn(5, 2, 8)
-    with pytest.raises(rt.UnsupportedError, match=r"nn.MultiheadAttention with bias_k/bias_v \(add_bias_kv=True\)"):
-        m(x, x, x)
+@pytest.mark.parametrize("options", [dict(add_bias_kv=True), dict(add_zero_attn=True),
+                                     dict(add_bias_kv=True, add_zero_attn=True, kdim=6, vdim=5)],
+                         ids=["bias_kv", "zero_attn", "both_kdim_vdim"])
+@pytest.mark.parametrize("float_mask", [False, True])
+def test_multihead_attention_options_are_close_to_pytorch_under_fp32_and_fp64(options, float_mask):
+    # add_bias_kv and add_zero_attn were refused: each is one more key and value, and one more mask column.
+    torch.manual_seed(6)
+    mha = nn.MultiheadAttention(8, 2, **options)
+    x, kv = torch.randn(5, 3, 8), torch.randn(4, 3, options.get("kdim", 8))
+    v = kv[..., :options.get("vdim", 8)]
+    mask = torch.triu(torch.ones(5, 4, dtype=torch.bool), diagonal=1)
+    pad = torch.tensor([[False] * 4, [False] * 3 + [True], [False] * 4])
+
+    def kw(dtype):
+        return dict(attn_mask=torch.zeros(5, 4, dtype=dtype).masked_fill(mask, -1e4) if float_mask else mask,
+                    key_padding_mask=pad, need_weights=False)
+    for policy, dtype, tol in (("fp64", torch.float64, 1e-12), ("fp32", torch.float32, 1e-5)):
+        m, args = copy.deepcopy(mha).to(dtype), tuple(t.to(dtype) for t in (x, kv, v))
+        close(run(copy.deepcopy(m), policy, args, **kw(dtype)), run(copy.deepcopy(m), None, args, False, **kw(dtype)),
+              tol)
+    y = run(copy.deepcopy(mha), "fp16-amp", (x, kv, v), **kw(torch.float32))
+    assert torch.isfinite(y[0]).all() and all(torch.isfinite(g).all() for g in y[1])

@@ -11,14 +11,14 @@ scores' GEMM rather than as its C (a -inf in a GEMM's C is not an accumulation r
   (attn_mask, key_padding_mask) -> masked_fill(-inf), a float one added; p = softmax(scores, -1);
   dropout in training; y = p @ v; out = F.linear(y (length * batch, embed), out_proj weight, bias)
 
-What the module's options add beyond that (bias_k / bias_v, add_zero_attn, static keys and values)
-is refused by name."""
+The module's options as PyTorch 1.13 adds them: bias_k / bias_v (add_bias_kv=True) one more key and
+value per sequence, concatenated after the projections; static_k / static_v in place of the
+projected keys and values (batch * heads, source, head_dim); add_zero_attn a zero key and value
+after those; each extra key a column of False (or 0.0) in the masks."""
 import math
 
 import torch
 import torch.nn.functional as F
-
-from ._unsupported import UnsupportedError
 
 
 def _project(query, key, value, w, b, separate):
@@ -28,6 +28,11 @@ def _project(query, key, value, w, b, separate):
     ws = separate if separate is not None else w.chunk(3)
     bs = b.chunk(3) if b is not None else (None, None, None)
     return tuple(F.linear(t, wi, bi) for t, wi, bi in zip((query, key, value), ws, bs))
+
+
+def _one_more_key(mask):
+    """A mask with a column for one more key, not masked (F.pad's False or 0.0), as PyTorch pads it."""
+    return None if mask is None else F.pad(mask, (0, 1))
 
 
 def _mask(attn_mask, key_padding_mask, bsz, heads, tgt, src):
@@ -55,26 +60,26 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                  training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
                                  use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
                                  v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True):
-    for what, v in (("bias_k/bias_v (add_bias_kv=True)", bias_k), ("static_k", static_k), ("static_v", static_v)):
-        if v is not None:
-            raise UnsupportedError(f"rpsim.torch.emulate: nn.MultiheadAttention with {what} is not emulated; "
-                                   "leave it out (the plain module is)")
-    if add_zero_attn:
-        raise UnsupportedError("rpsim.torch.emulate: nn.MultiheadAttention with add_zero_attn=True is not "
-                               "emulated; leave it out (the plain module is)")
     batched = query.dim() == 3
     if not batched:  # (length, embed): one sequence
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         if key_padding_mask is not None:
             key_padding_mask = key_padding_mask.unsqueeze(0)
     tgt, bsz, embed = query.shape
-    src = key.shape[0]
     head = embed // num_heads
     separate = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None
     q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias, separate)
+    if bias_k is not None and bias_v is not None:
+        k, v = torch.cat([k, bias_k.repeat(1, bsz, 1)]), torch.cat([v, bias_v.repeat(1, bsz, 1)])
+        attn_mask, key_padding_mask = _one_more_key(attn_mask), _one_more_key(key_padding_mask)
     q = q.contiguous().view(tgt, bsz * num_heads, head).transpose(0, 1)
-    k = k.contiguous().view(src, bsz * num_heads, head).transpose(0, 1)
-    v = v.contiguous().view(src, bsz * num_heads, head).transpose(0, 1)
+    k = static_k if static_k is not None else k.contiguous().view(k.shape[0], bsz * num_heads, head).transpose(0, 1)
+    v = static_v if static_v is not None else v.contiguous().view(v.shape[0], bsz * num_heads, head).transpose(0, 1)
+    if add_zero_attn:
+        k = torch.cat([k, k.new_zeros(bsz * num_heads, 1, head)], dim=1)
+        v = torch.cat([v, v.new_zeros(bsz * num_heads, 1, head)], dim=1)
+        attn_mask, key_padding_mask = _one_more_key(attn_mask), _one_more_key(key_padding_mask)
+    src = k.shape[1]
     scores = (q / math.sqrt(head)) @ k.transpose(-2, -1)
     boolean, additive = _mask(attn_mask, key_padding_mask, bsz, num_heads, tgt, src)
     if boolean is not None:
