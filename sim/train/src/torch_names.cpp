@@ -155,6 +155,20 @@ const TorchName kNames[] = {
     // Correlation.cpp: composites, their one mm on the matmul row.
     {"cov", TC::decomposed, "a weighted mean, the centred observations, one mm"},
     {"corrcoef", TC::decomposed, "cov divided by the standard deviations"},
+    // In-place ops whose backward reads their own result (PyTorch 1.13's
+    // tools/autograd/derivatives.yaml writes `result` in their formula):
+    // rounding that result in place after the op would move the tensor's
+    // version past the one autograd saved, so they run as their out-of-place
+    // twin, rounded, and copied back (rpsim/torch/_inplace.py).
+    {"sigmoid_", TC::result_saving, ""},
+    {"tanh_", TC::result_saving, ""},
+    {"exp_", TC::result_saving, ""},
+    {"exp2_", TC::result_saving, ""},
+    {"expm1_", TC::result_saving, ""},
+    {"sqrt_", TC::result_saving, ""},
+    {"rsqrt_", TC::result_saving, ""},
+    {"reciprocal_", TC::result_saving, ""},
+    {"tan_", TC::result_saving, ""},
     // The dispatcher's ops that run a GEMM (the names a TorchDispatchMode sees:
     // an op with its own backward is seen whole, its inner GEMM not; a
     // composite one as the ops it calls). rpsim.torch's kernels reach none.
@@ -203,6 +217,7 @@ const char* torch_class_name(TorchClass c) {
     case TorchClass::refused_module: return "refused_module";
     case TorchClass::lower_precision_decomposed: return "lower_precision_decomposed";
     case TorchClass::aten_gemm: return "aten_gemm";
+    case TorchClass::result_saving: return "result_saving";
     default: return "decomposed";
   }
 }

@@ -96,3 +96,10 @@ def test_relu_in_place_trains_under_a_wide_format_and_the_shadow():
         t.step(x, y)
     rows = [r.split(",") for r in t.steps_csv.splitlines()[1:]]
     assert len(rows) == 2 and all(abs(float(r[2]) - float(r[3])) < 1e-2 for r in rows)
+
+
+def test_each_result_saving_row_is_an_in_place_method_with_an_out_of_place_twin():
+    from rpsim.torch._tables import RESULT_SAVING  # the C++ torch-name table's result_saving rows
+    assert {"sigmoid_", "exp_"} <= RESULT_SAVING
+    for name in RESULT_SAVING:
+        assert name.endswith("_") and callable(getattr(torch.Tensor, name)) and callable(getattr(torch.Tensor, name[:-1]))

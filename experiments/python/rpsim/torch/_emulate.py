@@ -29,7 +29,7 @@ from . import _blockscale, _layers, _ops
 from ._decompose import DECOMPOSED
 from ._flushes import VIEWS as _VIEWS, Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
-from ._inplace import RESULT_SAVING, functional_in_place, in_place_rounded, round_result, rounded_output
+from ._inplace import functional_in_place, in_place_rounded, round_result, rounded_output
 from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAYER_GEMMS, \
     ROW_FUNCTIONS as _ROW_FUNCTIONS
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
@@ -37,7 +37,8 @@ from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_
 from ._quantize import quantize, round_tensor
 from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, check_functions, \
     check_kahan_optimizer, check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
-from ._tables import KERNELS, LAYOUT, MODULE_OPS, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, policies  # noqa: F401
+from ._tables import KERNELS, LAYOUT, MODULE_OPS, RESULT_SAVING, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, \
+    policies  # noqa: F401
 
 
 class Emulation(NotPickled, TorchFunctionMode):

@@ -6,14 +6,13 @@ import torch
 from ._marks import WIDE, map_tensors, mark, tensors
 from ._tables import LAYOUT
 
-# In-place ops whose backward reads their own result (PyTorch's derivatives.yaml: `result`): rounding
-# that result in place after the op moved its version past the saved one ("one of the variables needed
-# for gradient computation has been modified by an inplace operation") and the step stopped. They run
-# as their out-of-place twin, whose result is rounded and then copied into the tensor, as any in-place
-# op's value: the same values and the same gradient chain as x.mul_(y)'s below. (relu_ is a layout op:
-# _layout leaves a wide result alone.)
-RESULT_SAVING = frozenset({"sigmoid_", "tanh_", "exp_", "exp2_", "expm1_", "sqrt_", "rsqrt_", "reciprocal_",
-                           "tan_"})
+# RESULT_SAVING (a class of the C++ torch-name table, torch_names.cpp): in-place ops whose backward
+# reads their own result (PyTorch's derivatives.yaml: `result`). Rounding that result in place after the
+# op moved its version past the saved one ("one of the variables needed for gradient computation has
+# been modified by an inplace operation") and the step stopped. They run as their out-of-place twin,
+# whose result is rounded and then copied into the tensor, as any in-place op's value: the same values
+# and the same gradient chain as x.mul_(y)'s below. (relu_ is a layout op: _layout leaves a wide result
+# alone.)
 
 
 def in_place_rounded(em, name, args, kwargs):

@@ -32,6 +32,8 @@ FUSED_MODULES = {getattr(nn, m): f for m, f in _names("refused_module").items()}
 DECOMPOSED_NAMES = {**_names("decomposed"), **_names("lower_precision_decomposed")}
 # The dispatcher's ops that run a GEMM ("aten::mm"): an emulated forward reaches none (_unsupported).
 ATEN_GEMMS = set(_names("aten_gemm"))
+# In-place ops whose backward reads their own result: run as their out-of-place twin (_inplace).
+RESULT_SAVING = frozenset(_names("result_saving"))
 
 
 def ops():

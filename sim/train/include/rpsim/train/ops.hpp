@@ -90,7 +90,9 @@ std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
 // those of autocast's lower-precision list it runs so, on inputs cast first);
 // aten_gemm: the dispatcher's ops ("aten::mm") that run a GEMM, which no
 // emulated forward may reach (a torch function running one inside PyTorch's
-// own kernel is refused at its call, by the name the emulation saw).
+// own kernel is refused at its call, by the name the emulation saw);
+// result_saving: the in-place ops whose backward reads their own result,
+// which rpsim.torch runs as their out-of-place twin.
 enum class TorchClass {
   lower_precision,
   fp32,
@@ -99,7 +101,8 @@ enum class TorchClass {
   refused_module,
   decomposed,
   lower_precision_decomposed,
-  aten_gemm
+  aten_gemm,
+  result_saving
 };
 struct TorchName {
   const char* name;
