@@ -1,6 +1,7 @@
 """The FP64 shadow of rpsim.torch.Trainer (rpsim/torch/_shadow.py, and the shadow's side of
 _trainer.py's step and evaluate): a user's model and loss as they are written run against it.
-- A loss that makes its own float32 targets meets the float64 output as float64.
+- A loss that makes its own float32 targets meets the float64 output as float64, and so does a
+  forward that makes its own float32 tensors (affine_grid's theta, a mask).
 - A model whose pre-hook keeps a computed weight (nn.utils.weight_norm) is copied.
 - Dropout draws the emulated model's masks."""
 import copy
@@ -97,3 +98,29 @@ class McDropout(nn.Module):
 
     def forward(self, x):
         return F.dropout(self.fc(x), 0.5, training=True)
+
+
+class IdentityWarp(nn.Module):
+    """grid_sample on a grid from a theta the forward makes in float32 (torch.eye), then a float32 mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.head = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        theta = torch.eye(2, 3).expand(x.shape[0], 2, 3)
+        y = F.grid_sample(y, F.affine_grid(theta, list(y.shape), align_corners=False), align_corners=False)
+        return self.head((y * torch.ones(y.shape[-1])).mean((2, 3)))
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "fp64"])
+def test_a_forward_that_makes_float32_tensors_trains_against_the_shadow(policy):
+    # The shadow's float64 activations met the float32 theta's grid in grid_sample, and the step stopped
+    # ("expected scalar type Double but found Float"); under the fp64 policy a model.double() did too.
+    torch.manual_seed(4)
+    model = IdentityWarp().double() if policy == "fp64" else IdentityWarp()
+    x, y = torch.randn(2, 3, 6, 6), torch.tensor([0, 2])
+    t = two_steps(model, x, y, policy)
+    if policy == "fp64":  # the same binary64 arithmetic in both: the same losses
+        assert [r["loss_emulated_nats"] for r in rows(t)] == [r["loss_fp64_nats"] for r in rows(t)]

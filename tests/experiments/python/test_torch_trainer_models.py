@@ -374,3 +374,9 @@ def test_a_loss_of_the_users_gets_the_models_output_as_it_is():
             runs.append([t.step(ids, y) for _ in range(2)] + [t.evaluate([(ids, y)])["test_loss_nats"]])
         check_fractions(t)
     assert runs[0] == runs[1]
+    # A loss written for (N, C) logits fails on the (B, T, V) output with PyTorch's error, and says how to
+    # flatten it.
+    t = rt.Trainer(TokenTagger(), "bf16-amp", loss=F.cross_entropy, quiet=True)
+    with pytest.raises(RuntimeError, match=r"(?s)Expected target size.*your loss got the model's output \(3, 5, 11\) "
+                                           r"as it is, against y \(3, 5\); flatten them in the loss"):
+        t.step(ids, y)

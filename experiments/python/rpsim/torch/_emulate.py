@@ -17,6 +17,7 @@ rounding. A float16 or bfloat16 model runs where its dtype holds the policy's we
 under fp16-pure): its parameters are the storage, PyTorch's ops run on float32 copies of its values.
 """
 import collections
+import contextlib
 import copy
 import types
 
@@ -35,6 +36,7 @@ from ._kernels import KERNEL_FUNCTIONS as _KERNEL_FUNCTIONS, LAYER_GEMMS as _LAY
 from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_tensors, mark as _mark, \
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
+from ._shadow import Binary64Meets
 from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, check_functions, \
     check_kahan_optimizer, check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, RESULT_SAVING, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, \
@@ -61,12 +63,10 @@ class Emulation(NotPickled, TorchFunctionMode):
         self.layer_ops = {}  # layer -> its _GemmOp (FP8 scaling state and statistics persist per layer)
         self.table = ops()
         self.autocast, self.autocast_whole = self.policy["autocast"]["format"], False
-        self.base = self.policy["data"]
-        self.accumulation = accumulation
+        self.base, self.accumulation = self.policy["data"], accumulation
         self.counts = {"rpsim kernel": collections.Counter(), "binary32": collections.Counter(),
                        "layout": collections.Counter(), "decomposed": collections.Counter()}
-        self.calls = 0
-        self.step = 0
+        self.calls = self.step = 0
         containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
         self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
                                     and type(m) not in MODULE_OPS and not isinstance(m, containers)})
@@ -146,7 +146,8 @@ class Emulation(NotPickled, TorchFunctionMode):
         # The input batch in the policy's data format (bf16-pure: bfloat16).
         args = _map_tensors(self._round_input, args)
         self._hook_gradients()  # (a parameter unfrozen since the last step gets its hook now)
-        with self, self._watch:  # (a GEMM of PyTorch's own inside an op: refused, _unsupported.GemmWatch)
+        # (GemmWatch: a GEMM inside an op refused; binary64: float32 tensors made here meet float64 widened)
+        with self, self._watch, (Binary64Meets() if self.base == "binary64" else contextlib.nullcontext()):
             out = self._forward(*args, **kwargs)
         if not self._functions_checked and torch.is_grad_enabled():
             # A custom autograd Function's forward ops run under the mode, its backward after it (in

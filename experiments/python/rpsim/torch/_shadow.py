@@ -16,14 +16,18 @@ floating-point tensors it makes itself (F.one_hot(y, n).float(), torch.ones(n)) 
 wherever they meet a float64 one. PyTorch 1.13 promotes a float32 target against a float64 output in
 the forward, but the backward of some kernels refuses the pair ("Found dtype Float but expected
 Double": mse_loss, huber_loss), so a loss written for the user's float32 model stopped the step under
-the shadow. The values are the same either way; the shadow's loss is then binary64 throughout."""
+the shadow. The values are the same either way; the shadow's loss is then binary64 throughout.
+Binary64Meets also runs inside each forward under binary64 data (the shadow's, the fp64 policy's):
+float32 tensors a forward makes itself (torch.eye(2, 3) as affine_grid's theta, a torch.ones mask) met
+the shadow's float64 activations, and grid_sample stopped the step ("expected scalar type Double but
+found Float")."""
 import contextlib
 import copy
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._marks import map_tensors, name_of, tensors
+from ._marks import map_tensors, name_of
 
 _NARROW = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -32,26 +36,38 @@ def _widened(t):
     return t.double() if t.dtype in _NARROW else t
 
 
-class _Binary64Meets(TorchFunctionMode):
+class Binary64Meets(TorchFunctionMode):
     """Calls whose floating-point tensor arguments mix float64 with narrower ones get float64 copies
     of the narrower. An in-place call (add_, __setitem__, __iadd__, out=) is left as it is: a copy
-    would take the change away from the tensor the caller holds."""
+    would take the change away from the tensor the caller holds. (Every op of a forward passes here:
+    the dtypes are read from the arguments and one level of lists; a walk through every argument's
+    structure cost the shadow's GPT step 6%.)"""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = name_of(func)
-        if not (name.endswith("_") or name.startswith("__i") or name == "__setitem__" or "out" in kwargs):
-            dtypes = {t.dtype for t in tensors((args, kwargs)) if t.is_floating_point()}
-            if torch.float64 in dtypes and dtypes & set(_NARROW):
+        if _mixed(args) or (kwargs and _mixed(kwargs.values())):
+            name = name_of(func)
+            if not (name.endswith("_") or name.startswith("__i") or name == "__setitem__" or "out" in kwargs):
                 args = map_tensors(_widened, args)
                 kwargs = {k: map_tensors(_widened, v) for k, v in kwargs.items()}
         return func(*args, **kwargs)
 
 
+def _mixed(values):
+    """Whether `values` (and the lists among them: torch.cat's) hold float64 and narrower floating tensors."""
+    dtypes = set()
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            dtypes.add(v.dtype)
+        elif isinstance(v, (list, tuple)):
+            dtypes.update(t.dtype for t in v if isinstance(t, torch.Tensor))
+    return torch.float64 in dtypes and not dtypes.isdisjoint(_NARROW)
+
+
 def binary64_loss(loss_fn):
-    """loss_fn run under _Binary64Meets (the shadow's loss: Trainer's shadow_loss_fn)."""
+    """loss_fn run under Binary64Meets (the shadow's loss: Trainer's shadow_loss_fn)."""
     def shadow_loss(out, y):
-        with _Binary64Meets():
+        with Binary64Meets():
             return loss_fn(out, y)
     shadow_loss.__wrapped__ = loss_fn
     return shadow_loss

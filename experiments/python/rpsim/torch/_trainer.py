@@ -16,30 +16,13 @@ from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
+from ._loss_layout import class_layout, class_loss
 from ._shadow import binary64_loss, same_draws, shadow_copy
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
     check_scheduler_arg, check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
-
-
-def _class_layout(out, y):
-    """(out, y, class_dim) as rpsim's own losses and the accuracy take them, for class-index targets.
-    - out (N, C): as it is.
-    - A sequence model's logits (B, T, V) against y (B, T), or (B * T,) as the CLI's gpt batches:
-      flattened to (B * T, V) against (B * T,), the class dimension last (rpsim train's GPT).
-    - PyTorch's own layout, the class dimension second: (N, C, d1, ...) against y (N, d1, ...), a
-      segmentation net's. Handed to the loss as it is, as F.cross_entropy takes it.
-    An output that fits both layouts takes the sequence layout if it is 3-D, PyTorch's otherwise.
-    Any other pair goes to the loss flattened, whose error then names the shapes."""
-    if out.dim() <= 2:
-        return out, y, -1
-    last = (y.dim() == 1 and out.shape[:-1].numel() == y.numel()) or y.shape == out.shape[:-1]
-    second = y.shape == out.shape[:1] + out.shape[2:]
-    if second and not (last and out.dim() == 3):
-        return out, y, 1
-    return out.flatten(0, -2), y.flatten(), -1
 
 
 def _call(model, x, dtype):
@@ -188,9 +171,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
         if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
             return fn(out, y.to(out.dtype))
-        if self._own_layout:
-            out, y, _ = _class_layout(out, y)
-        return fn(out, y)
+        return class_loss(fn, out, y, self._own_layout)
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
@@ -283,8 +264,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
                         loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
                         hits, count = float("nan"), count + y.shape[0]
                         continue
-                    flat, yy, class_dim = _class_layout(out, y)
-                    loss += float(loss_fn(flat, yy) if self._own_layout else loss_fn(out, y)) * yy.numel()
+                    flat, yy, class_dim = class_layout(out, y)
+                    loss += float(class_loss(loss_fn, out, y, self._own_layout)) * yy.numel()
                     hits += float((flat.argmax(class_dim) == yy).sum())
                     count += yy.numel()
             model.train(was_training)
