@@ -317,3 +317,34 @@ def test_a_lazy_module_is_refused_until_its_first_forward():
     model(torch.randn(2, 4))
     rt.emulate(model, "fp16-amp")
     assert model(torch.randn(2, 4)).shape == (2, 3)
+
+
+class FftFeatures(nn.Module):
+    """An FNet-style mixing step: the real part of an FFT, a complex product between."""
+
+    def __init__(self, weight=None):
+        super().__init__()
+        self.a, self.h, self.w = nn.Linear(8, 8), nn.Linear(8, 3), weight
+
+    def forward(self, x):
+        z = torch.fft.fft(self.a(x)) * torch.exp(1j * torch.linspace(0, 1, 8))
+        if self.w is not None:  # a complex GEMM
+            z = z @ torch.view_as_complex(self.w)
+        return self.h(torch.fft.ifft(z).real)
+
+
+def test_complex_values_run_listed_and_a_complex_parameter_or_gemm_is_refused_by_name():
+    # A complex parameter stopped emulate() with KeyError: torch.complex64; the complex ops between
+    # ran unlisted. They are listed as PyTorch's complex arithmetic, unrounded.
+    torch.manual_seed(0)
+    model = FftFeatures()
+    t = rt.Trainer(model, "fp16-amp", quiet=True)
+    t.step(torch.randn(4, 8), torch.arange(4) % 3)
+    assert {"fft_fft", "fft_ifft", "exp", "mul"} <= set(t.emulation.counts["complex"])
+    assert "  complex: exp x1, fft_fft x1, fft_ifft x1, mul x2" in t.emulation.summary()
+    with pytest.raises(rt.UnsupportedError, match=r"parameter w is complex64: rpsim's formats are real"):
+        rt.emulate(nn.ParameterDict({"w": nn.Parameter(torch.zeros(2, dtype=torch.cfloat))}), "fp16-amp")
+    gemm = FftFeatures(nn.Parameter(torch.randn(8, 8, 2)))
+    rt.emulate(gemm, "fp16-amp")
+    with pytest.raises(rt.UnsupportedError, match=r"a complex64 tensor: rpsim's formats and GEMMs are real"):
+        gemm(torch.randn(4, 8))  # x @ w (a TypeError there read "unsupported operand type(s) for @")

@@ -11,7 +11,9 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
                  list), binary32 (fp32 list), or its inputs' promoted format (neither), as autocast does;
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
   decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
-                 as the ops they are made of (_decompose), each on the paths above.
+                 as the ops they are made of (_decompose), each on the paths above;
+  complex        an op with a complex result (torch.fft.rfft2): PyTorch's complex64/128 arithmetic, not
+                 rounded (rpsim's formats are real; a complex parameter or GEMM is refused).
 What none can carry raises UnsupportedError naming it (_unsupported); an in-place op keeps its
 rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weights (model.half()
 under fp16-pure): its parameters are the storage, PyTorch's ops run on float32 copies of its values.
@@ -64,21 +66,18 @@ class Emulation(NotPickled, TorchFunctionMode):
         self.table = ops()
         self.autocast, self.autocast_whole = self.policy["autocast"]["format"], False
         self.base, self.accumulation = self.policy["data"], accumulation
-        self.counts = {"rpsim kernel": collections.Counter(), "binary32": collections.Counter(),
-                       "layout": collections.Counter(), "decomposed": collections.Counter()}
-        self.calls = self.step = 0
+        self.counts = {path: collections.Counter()
+                       for path in ("rpsim kernel", "binary32", "layout", "decomposed", "complex")}
+        self.calls, self.step, self._configs = 0, 0, {}
         containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
         self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
                                     and type(m) not in MODULE_OPS and not isinstance(m, containers)})
-        self._configs = {}
         # Per layer (the module owning a parameter; the root's own parameters under its type name, as
         # Trainer names the layer): FP8 state, and in telemetry the entries roundings flushed.
         self.param_layer = {id(p): name.rsplit(".", 1)[0] if "." in name else type(model).__name__
                             for name, p in model.named_parameters()}
-        self.flushes = Flushes()
         self.embedding_tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-        # Counting flushed entries costs a pass over each gradient: only for a Trainer's telemetry.
-        self.telemetry = False
+        self.flushes, self.telemetry = Flushes(), False  # counting flushes (a pass per gradient): Trainer's only
         # The mode is active inside the model's forward only, and left even when forward raises.
         self._forward = model.forward
         model.forward = self._emulated_forward
@@ -222,6 +221,8 @@ class Emulation(NotPickled, TorchFunctionMode):
             out._rpsim_output = LayerOutput(out.shape)  # a layer's output: the rows its table gave
         floats = [t for t in _tensors(out) if t.is_floating_point()]
         if not floats:
+            if any(t.is_complex() for t in _tensors(out)):  # fft, a complex product: PyTorch's, unrounded
+                self.counts["complex"][name] += 1
             return out
         inputs = [t for t in _tensors(args) if isinstance(t, torch.Tensor)] + list(_tensors(kwargs))
         if name in LAYOUT or name.rstrip("_") in LAYOUT:
@@ -297,8 +298,7 @@ class Emulation(NotPickled, TorchFunctionMode):
             if layer not in self.layer_ops:
                 self.layer_ops[layer] = self._op(op, layer in self.high_precision_layers)
             cfg.op = self.layer_ops[layer]
-            # rpsim train's keys of this layer at this step (NVFP4's stochastic gradient rounding);
-            # cfg.seed (the emulation's) keys the Hadamard signs, as the run's seed does.
+            # rpsim train's keys of this layer and step (NVFP4's stochastic rounding); cfg.seed: Hadamard signs
             cfg.layer = (layer, self.step)
         if self.telemetry:
             cfg.on_param_grad_flush = self.flushes.param

@@ -2,7 +2,7 @@
 import torch
 
 from .. import _core
-from ._unsupported import no_double_backward
+from ._unsupported import UnsupportedError, no_double_backward
 
 # The dtypes rpsim.torch reads: float32 and float64 pass to the core without a copy (a contiguous
 # tensor's storage is the array the core rounds into); float16 and bfloat16 are widened to
@@ -13,7 +13,7 @@ _ACCEPTED_TEXT = "CPU tensors of dtype float32, float64, float16 or bfloat16"
 
 def check_tensor(x, what="x", cuda=False):
     """TypeError unless `x` is a CPU floating tensor of a dtype rpsim.torch reads (cuda: or a CUDA
-    one, where rpsim's CUDA backend was built and a device answers)."""
+    one, where rpsim's CUDA backend was built and a device answers); UnsupportedError for a complex one."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{what}: {type(x).__name__} is not a torch.Tensor ({_ACCEPTED_TEXT})")
     # is_cpu, not device.type: a tenth of the cost, and this runs on every rounding of a step.
@@ -21,6 +21,9 @@ def check_tensor(x, what="x", cuda=False):
         why = f"; rpsim's CUDA backend {_cuda_missing()}" if cuda and x.is_cuda else ""
         raise TypeError(f"{what}: a tensor on {x.device}; rpsim.torch emulates on the CPU and takes "
                         f"{_ACCEPTED_TEXT} (move it with x.cpu()){why}")
+    if x.is_complex():  # (not a TypeError: x @ w turns one into "unsupported operand type(s) for @")
+        raise UnsupportedError(f"{what}: a {str(x.dtype)[6:]} tensor: rpsim's formats and GEMMs are real; write a "
+                               "complex product as real ones (ac - bd, ad + bc)")
     if x.dtype not in ACCEPTED:
         raise TypeError(f"{what}: dtype {x.dtype} is not supported; rpsim.torch takes {_ACCEPTED_TEXT}")
 

@@ -76,6 +76,11 @@ def check_dtypes(model, policy_name, fmt):
         raise UnsupportedError(f"rpsim.torch.emulate: module {name}: a {str(m.weight.dtype)[6:]} embedding with "
                                "sparse=True: PyTorch's cast of its table has no sparse gradient; set sparse=False "
                                "(the same values, dense) or keep the model in float32")
+    for name, p in model.named_parameters():  # (no format of rpsim's holds its values)
+        if p.is_complex():
+            raise UnsupportedError(f"rpsim.torch.emulate: parameter {name} is {str(p.dtype)[6:]}: rpsim's formats are "
+                                   "real, and its GEMMs too; keep the real and imaginary parts as real parameters and "
+                                   "write the complex product as real ones (ac - bd, ad + bc)")
     bad = sorted({str(p.dtype) for p in model.parameters() if not holds(p.dtype, fmt)})
     if not bad:
         return
