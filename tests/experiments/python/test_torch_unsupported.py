@@ -348,3 +348,20 @@ def test_complex_values_run_listed_and_a_complex_parameter_or_gemm_is_refused_by
     rt.emulate(gemm, "fp16-amp")
     with pytest.raises(rt.UnsupportedError, match=r"a complex64 tensor: rpsim's formats and GEMMs are real"):
         gemm(torch.randn(4, 8))  # x @ w (a TypeError there read "unsupported operand type(s) for @")
+
+
+class Magnitude(nn.Module):
+    def forward(self, z):
+        return z.abs()
+
+
+def test_abs_of_a_complex_tensor_is_arithmetic_rounded_to_the_policys_format():
+    # abs is a layout op on real values (exact); on complex ones it is sqrt(re^2 + im^2), and it kept
+    # its binary32 result under bf16-pure, marked as a bfloat16 value.
+    z = torch.fft.fft(torch.randn(2, 8, generator=torch.Generator().manual_seed(1)))
+    model = Magnitude()
+    e = rt.emulate(model, "bf16-pure")
+    exact = z.abs()
+    assert not torch.equal(exact, exact.bfloat16().float())  # values the rounding changes
+    assert torch.equal(model(z), exact.bfloat16().float())
+    assert e.counts["binary32"] == {"abs": 1} and e.counts["layout"] == {}

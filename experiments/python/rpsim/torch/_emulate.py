@@ -225,7 +225,7 @@ class Emulation(NotPickled, TorchFunctionMode):
                 self.counts["complex"][name] += 1
             return out
         inputs = [t for t in _tensors(args) if isinstance(t, torch.Tensor)] + list(_tensors(kwargs))
-        if name in LAYOUT or name.rstrip("_") in LAYOUT:
+        if (name in LAYOUT or name.rstrip("_") in LAYOUT) and not any(t.is_complex() for t in inputs):  # abs(z)
             return self._layout(name, func, args, kwargs, inputs, out)
         self.counts["binary32"][name] += 1
         return round_result(self, name, out, self.op_format(name, inputs))
