@@ -4,6 +4,7 @@ crashed), a regression loss (float targets were not cast for the FP64 shadow), n
 and nn.LSTM / nn.GRU (refused before; now emulated), and torchvision's ResNet-18 as it ships. Each
 trains 2 steps under Trainer with the FP64 shadow, and every fraction column it writes lies in
 [0, 1]. A step that hangs fails after a deadline instead of hanging CI."""
+import collections
 import contextlib
 import copy
 import math
@@ -380,3 +381,40 @@ def test_a_loss_of_the_users_gets_the_models_output_as_it_is():
     with pytest.raises(RuntimeError, match=r"(?s)Expected target size.*your loss got the model's output \(3, 5, 11\) "
                                            r"as it is, against y \(3, 5\); flatten them in the loss"):
         t.step(ids, y)
+
+
+class AuxHeads(nn.Module):
+    """googlenet's pattern: logits and an auxiliary head's in training (a namedtuple), logits in eval."""
+    Outputs = collections.namedtuple("Outputs", "logits aux_logits")
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head, self.aux = nn.Linear(8, 16), nn.Linear(16, 3), nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return self.Outputs(self.head(h), self.aux(h)) if self.training else self.head(h)
+
+
+def aux_loss(out, y):
+    if isinstance(out, AuxHeads.Outputs):
+        return F.cross_entropy(out.logits, y) + 0.4 * F.cross_entropy(out.aux_logits, y)
+    return F.cross_entropy(out, y)
+
+
+def test_a_loss_of_the_users_takes_a_model_output_that_is_no_tensor():
+    # Trainer demanded a tensor of logits (output= to pick one), so a loss adding an auxiliary head's
+    # cross-entropy (torchvision's googlenet and inception_v3 in training) could not be written.
+    torch.manual_seed(6)
+    model = AuxHeads()
+    reference = copy.deepcopy(model).double()
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    t = two_steps(model, x, y, "bf16-amp", loss=aux_loss)
+    with torch.no_grad():
+        expected = float(aux_loss(reference(x.double()), y))
+    assert float(rows(t)[0]["loss_fp64_nats"]) == pytest.approx(expected, rel=1e-12)
+    assert all(math.isfinite(v) for v in t.evaluate([(x, y)]).values())
+    t = rt.Trainer(AuxHeads(), "bf16-amp", loss=F.cross_entropy, quiet=True)
+    with pytest.raises(TypeError, match=r"(?s)cross_entropy_loss.*your loss got the model's output Outputs as it "
+                                        r"is, against y \(4,\); Trainer\(..., output=0\)"):
+        t.step(x, y)

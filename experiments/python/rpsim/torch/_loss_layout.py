@@ -2,10 +2,22 @@
 
 rpsim's own losses (the default cross-entropy, RpsimLoss) take a sequence model's (B, T, V) logits
 flattened, as `rpsim train`'s GPT; a loss the user wrote gets the model's output as their own loop
-gives it (one that transposed (B, T, V) to PyTorch's (B, V, T) failed on a flattened output), and
-where it fails on a (B, T, V) output the error says how to flatten it."""
+gives it (one that transposed (B, T, V) to PyTorch's (B, V, T) failed on a flattened output), also
+one that is no tensor (googlenet's GoogLeNetOutputs in training, for a loss adding its auxiliary
+heads); where it fails on a (B, T, V) output or on one that is no tensor, the error says what to do.
+Float targets (a regression loss) come in the output's floating dtype (the shadow's: float64)."""
+import torch
+
+from ._marks import tensors
 
 _WHO = "rpsim.torch.Trainer"
+
+
+def loss_of(fn, out, y, own_layout):
+    """The step's loss fn(out, y): float targets cast to the output's dtype, class labels by class_loss."""
+    if y.is_floating_point():
+        return fn(out, y.to(next((t.dtype for t in tensors(out) if t.is_floating_point()), y.dtype)))
+    return class_loss(fn, out, y, own_layout)
 
 
 def class_layout(out, y):
@@ -33,9 +45,12 @@ def class_loss(fn, out, y, own_layout):
         return fn(out, y)
     try:
         return fn(out, y)
-    except (RuntimeError, ValueError, IndexError) as e:  # a loss written for (N, C) logits, given (B, T, V)
-        if class_layout(out, y)[0] is out:
+    except (RuntimeError, ValueError, IndexError, TypeError, AttributeError) as e:
+        if isinstance(out, torch.Tensor) and class_layout(out, y)[0] is out:
             raise
-        raise type(e)(f"{e}\n{_WHO}: your loss got the model's output {tuple(out.shape)} as it is, against y "
-                      f"{tuple(y.shape)}; flatten them in the loss (out.flatten(0, -2), y.flatten()), or leave "
-                      "loss= out for rpsim's cross-entropy, which does") from e
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        fix = "flatten them in the loss (out.flatten(0, -2), y.flatten()), or leave loss= out for rpsim's " \
+            "cross-entropy, which does" if isinstance(out, torch.Tensor) else \
+            "Trainer(..., output=0) (a key, an index, a function) picks the logits for it"
+        raise type(e)(f"{e}\n{_WHO}: your loss got the model's output {shape} as it is, against y {tuple(y.shape)}; "
+                      f"{fix}") from e

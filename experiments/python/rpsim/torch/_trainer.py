@@ -16,7 +16,7 @@ from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
-from ._loss_layout import class_layout, class_loss
+from ._loss_layout import class_layout, loss_of
 from ._shadow import binary64_loss, same_draws, shadow_copy
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
@@ -65,7 +65,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     calls it; the default cross-entropy and RpsimLoss take a sequence model's (B, T, V) logits
     against (B, T) labels flattened to (B * T, V). output: what the loss and the accuracy take from a model that
     returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
-    index (output=0: a tuple's first) or a function of the model's output; None: the output itself."""
+    index (output=0: a tuple's first) or a function of the model's output; None: the output itself,
+    which a loss of yours may take whole (a namedtuple with auxiliary heads' logits; accuracy: nan)."""
 
     def __init__(self, model, policy="fp16-amp", optimizer=None, loss=None, *, scaler=None, shadow=True,
                  accumulation=None, out=None, seed=0, name="rpsim.torch", histogram_steps=(0,), max_grad_norm=0.0,
@@ -167,11 +168,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
 
     # -- one step --------------------------------------------------------------------------------
     def _forward_loss(self, model, x, y, dtype):
-        out = check_output(_call(model, x, dtype), output=self.output)
-        fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
-        if y.is_floating_point():  # regression targets, in the output's dtype (the shadow's: float64)
-            return fn(out, y.to(out.dtype))
-        return class_loss(fn, out, y, self._own_layout)
+        out = check_output(_call(model, x, dtype), output=self.output, any_output=not self._own_layout)
+        return loss_of(self.shadow_loss_fn if model is self.shadow_model else self.loss_fn, out, y, self._own_layout)
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
@@ -259,15 +257,14 @@ class Trainer(TrainerCells, _micro.Accumulation):
             with torch.no_grad():
                 for x, y in batches:
                     check_batch(x, y, "Trainer.evaluate")
-                    out = check_output(_call(model, x, dtype), "Trainer.evaluate", self.output)
-                    if y.is_floating_point():
-                        loss += float(loss_fn(out, y.to(out.dtype))) * y.shape[0]
-                        hits, count = float("nan"), count + y.shape[0]
+                    out = check_output(_call(model, x, dtype), "Trainer.evaluate", self.output, not self._own_layout)
+                    n = y.shape[0] if y.is_floating_point() else y.numel()
+                    loss, count = loss + float(loss_of(loss_fn, out, y, self._own_layout)) * n, count + n
+                    if y.is_floating_point() or not isinstance(out, torch.Tensor):  # no logits to take argmax of
+                        hits = float("nan")
                         continue
                     flat, yy, class_dim = class_layout(out, y)
-                    loss += float(class_loss(loss_fn, out, y, self._own_layout)) * yy.numel()
                     hits += float((flat.argmax(class_dim) == yy).sum())
-                    count += yy.numel()
             model.train(was_training)
             return loss / count, 100.0 * hits / count
         rng = torch.get_rng_state()  # a dropout left on in eval draws the same masks in both (step's note)

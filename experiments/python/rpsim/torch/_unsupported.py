@@ -259,10 +259,11 @@ def check_optimizer(opt):
     return opt
 
 
-def check_output(out, who="Trainer.step", output=None):
+def check_output(out, who="Trainer.step", output=None, any_output=False):
     """The logits of a model output: out itself, or what Trainer's output= picks from it (a key of a
     dict, an index of a tuple, a function); TypeError naming an output the loss cannot take (a dict, a
-    tuple) with the output= that fixes it, ValueError for an output= that picks nothing."""
+    tuple) with the output= that fixes it, ValueError for an output= that picks nothing. any_output (a
+    loss of the user's, which may take the whole output): no tensor needed."""
     if output is not None:
         shown = getattr(output, "__name__", type(output).__name__) if callable(output) else repr(output)
         try:
@@ -270,11 +271,11 @@ def check_output(out, who="Trainer.step", output=None):
         except (KeyError, IndexError, TypeError) as e:
             raise ValueError(f"{who}: output={shown} picks nothing from the model's {type(out).__name__}"
                              f"{_parts(out)}: {type(e).__name__} {e}") from None
-        if not isinstance(picked, torch.Tensor):
+        if not isinstance(picked, torch.Tensor) and not any_output:
             raise TypeError(f"{who}: output={shown} picked a {type(picked).__name__} from the model's "
                             f"{type(out).__name__}{_parts(out)}, not a tensor of logits")
         return picked
-    if not isinstance(out, torch.Tensor):
+    if not isinstance(out, torch.Tensor) and not any_output:
         first = next(iter(out), None) if isinstance(out, dict) else (0 if isinstance(out, (tuple, list)) else None)
         fix = f"Trainer(..., output={first!r}) picks" if first is not None else "a wrapper module returning"
         raise TypeError(f"{who}: the model returned a {type(out).__name__}{_parts(out)}, not a tensor; Trainer "
