@@ -1,6 +1,7 @@
 """rpsim.torch.Trainer: a user's model under a policy, a float64 shadow copy stepped in lockstep on
 the same batches, and `rpsim train`'s files (steps.csv, histograms.csv, evaluations.csv,
 meta.json, their columns as sim/train/src/telemetry.cpp and trainer.cpp write them)."""
+import contextlib
 import json
 import os
 import signal
@@ -17,12 +18,25 @@ from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._loss_layout import class_layout, loss_of
-from ._shadow import binary64_loss, same_draws, shadow_copy
+from ._shadow import binary64_loss, same_draws, same_modes, shadow_copy
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
     check_scheduler_arg, check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
+
+
+@contextlib.contextmanager
+def _evaluating(model):
+    """model in eval mode (BatchNorm's running statistics, no dropout), then each module back in its own
+    mode: model.train(was_training) set every module to train, a BatchNorm the user froze with eval() too."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def _call(model, x, dtype):
@@ -206,6 +220,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         before = [p.detach().clone() for _, m in self.layers for p in _params(m)]
         shadow_loss = float("nan")
         if self.shadow_model is not None:
+            same_modes(self.model, self.shadow_model)
             with same_draws(rng):  # dropout's masks are the emulated model's (_shadow)
                 self._shadow_grab.grads.clear()
                 self.shadow_optimizer.zero_grad(set_to_none=True)
@@ -252,9 +267,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         def score(model, dtype):
             loss_fn = self.shadow_loss_fn if model is self.shadow_model else self.loss_fn
             loss = hits = count = 0.0
-            was_training = model.training
-            model.eval()  # BatchNorm's running statistics, no dropout
-            with torch.no_grad():
+            with _evaluating(model), torch.no_grad():
                 for x, y in batches:
                     check_batch(x, y, "Trainer.evaluate")
                     out = check_output(_call(model, x, dtype), "Trainer.evaluate", self.output, not self._own_layout)
@@ -265,7 +278,6 @@ class Trainer(TrainerCells, _micro.Accumulation):
                         continue
                     flat, yy, class_dim = class_layout(out, y)
                     hits += float((flat.argmax(class_dim) == yy).sum())
-            model.train(was_training)
             return loss / count, 100.0 * hits / count
         rng = torch.get_rng_state()  # a dropout left on in eval draws the same masks in both (step's note)
         e = score(self.model, self.dtype)
