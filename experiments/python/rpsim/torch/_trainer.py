@@ -18,7 +18,7 @@ from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._loss_layout import class_layout, loss_of
-from ._shadow import binary64_loss, same_draws, same_modes, shadow_copy
+from ._shadow import binary64_loss, same_draws, same_modes, shadow_copy, versions, written_since
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
     check_scheduler_arg, check_trainer_args
@@ -56,7 +56,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     loss=torch.nn.functional.cross_entropy, scaler=None, shadow=True, accumulation=None, out=None, ...)
 
     step(x, y) runs one step of the emulated model and, with shadow, of a float64 copy (its GEMMs
-    on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch; evaluate(batches)
+    on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch (a checkpoint loaded, a
+    layer frozen or a module set to eval() after Trainer() reach the copy at the next step); evaluate(batches)
     scores both. out: the run's folder, checked (made, written to) here, before any step
     (OutputDirError); each step's rows are written as the step ends (steps.csv, histograms.csv
     appended, meta.json and evaluations.csv replaced atomically), so a loop stopped by Ctrl-C or
@@ -124,6 +125,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.emulation = emulate(model, policy, accumulation, seed=seed)
         try:
             self._attach(model, scaler, make_opt, shadow, seed)
+            self._versions = versions(model)
         except BaseException:  # the model as it was given: a corrected Trainer(model, ...) may follow
             self.emulation.remove()
             raise
@@ -188,6 +190,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
         check_batch(x, y)
+        if written_since(self.model, self.shadow_model, self._versions):  # a checkpoint loaded: in the shadow
+            self.emulation._store_parameters()  # too, and in the policy's weight format
         if self._progress is None and not self.quiet:  # the clock of the rate starts with the first step
             self._progress = ProgressLine(f"rpsim.torch.Trainer {self.name}")
         step = self.step_index
@@ -252,6 +256,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
                 num(scale), "1" if skipped else "0", "1" if found else "0", num(grad_norm)]
         self.steps_rows.append(",".join(head + self._layer_cells(measured, before, skipped) + self._fp8_cells()))
         self.step_index += 1
+        self._versions = versions(self.model)
         self._write_new_rows()
         self._report(float(loss), scale)
         return float(loss)
@@ -290,6 +295,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
                                  "shadow_test_accuracy_percent": s[1]})
         if self.out is not None:
             write_atomic(os.path.join(self.out, "evaluations.csv"), self.evaluations_csv(), _WHO)
+        self._versions = versions(self.model)  # (a buffer a forward writes even in eval: not the user's edit)
         return self.evaluations[-1]
 
     def run(self, batches, epochs=1):
