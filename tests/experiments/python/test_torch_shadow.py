@@ -150,7 +150,7 @@ def test_the_shadow_follows_each_modules_mode_and_evaluate_keeps_them():
 @pytest.mark.parametrize("policy", ["fp64", "bf16-pure"])
 def test_a_checkpoint_loaded_and_a_layer_frozen_after_trainer_reach_the_shadow(policy):
     # The shadow kept the weights Trainer() copied (step 0's losses 2.147 against 0.942 after a
-    # checkpoint) and trained a layer the model had frozen since.
+    # checkpoint), trained a layer the model had frozen since, and kept its first learning rate.
     torch.manual_seed(8)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
     model = model.double() if policy == "fp64" else model
@@ -159,8 +159,10 @@ def test_a_checkpoint_loaded_and_a_layer_frozen_after_trainer_reach_the_shadow(p
     model.load_state_dict(checkpoint)
     model[0].weight.requires_grad_(False)
     x, y = torch.randn(6, 8), torch.arange(6) % 3
-    for _ in range(2):
+    for lr in (0.05, 0.2):  # a warmup by hand on the model's optimizer (the shadow's kept lr 0.1)
+        t.optimizer.param_groups[0]["lr"] = lr
         t.step(x, y)
+    assert t.shadow_optimizer.param_groups[0]["lr"] == 0.2
     frozen = t.shadow_model[0].weight
     assert not frozen.requires_grad and torch.equal(frozen, checkpoint["0.weight"].double())
     if policy == "fp64":  # the same binary64 arithmetic: the same losses

@@ -98,6 +98,14 @@ def same_modes(model, shadow):
         q.requires_grad_(p.requires_grad)
 
 
+def same_hyperparameters(opt, shadow_opt):
+    """The shadow optimizer's param groups given the model optimizer's lr, weight decay, momentum ...: a
+    loop that sets trainer.optimizer.param_groups[i]["lr"] itself (a hand-written warmup) left the
+    shadow's at its first values."""
+    for g, s in zip(opt.param_groups, shadow_opt.param_groups):
+        s.update((k, v) for k, v in g.items() if k != "params")
+
+
 def versions(model):
     """The version counters of model's parameters and buffers: any in-place write moves one."""
     return [t._version for t in itertools.chain(model.parameters(), model.buffers())]

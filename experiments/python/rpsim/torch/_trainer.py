@@ -18,7 +18,8 @@ from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
 from ._loss_layout import class_layout, loss_of
-from ._shadow import binary64_loss, same_draws, same_modes, shadow_copy, versions, written_since
+from ._shadow import binary64_loss, same_draws, same_hyperparameters, same_modes, shadow_copy, versions, \
+    written_since
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
     check_scheduler_arg, check_trainer_args
@@ -225,6 +226,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         shadow_loss = float("nan")
         if self.shadow_model is not None:
             same_modes(self.model, self.shadow_model)
+            same_hyperparameters(self.optimizer, self.shadow_optimizer)
             with same_draws(rng):  # dropout's masks are the emulated model's (_shadow)
                 self._shadow_grab.grads.clear()
                 self.shadow_optimizer.zero_grad(set_to_none=True)
