@@ -349,3 +349,14 @@ def test_reduce_lr_on_plateau_steps_on_the_emulated_loss_and_lbfgs_is_refused_by
     assert t.optimizer.param_groups[0]["lr"] == t.shadow_optimizer.param_groups[0]["lr"] == 0.1 / 8
     with pytest.raises(TypeError, match=r"optimizer: LBFGS.step\(closure\) evaluates the model again"):
         rt.Trainer(mlp_for_scheduler(), "fp16-amp", lambda p: torch.optim.LBFGS(p))
+
+
+def test_a_module_replaced_after_trainer_is_refused_by_name():
+    # A new head put in after Trainer() was in no optimizer, and the shadow's old 3-class head stopped
+    # the step with "Target 3 is out of bounds".
+    model = mlp_for_scheduler()
+    t = rt.Trainer(model, "fp16-amp", quiet=True)
+    model[2] = nn.Linear(8, 5)
+    with pytest.raises(rt.UnsupportedError, match=r"the model's parameters changed since Trainer\(\) \(new: "
+                                                  r"2.weight, 2.bias; gone: 2.weight, 2.bias\)"):
+        t.step(torch.randn(4, 8), torch.tensor([0, 1, 4, 3]))

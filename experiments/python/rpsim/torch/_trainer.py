@@ -22,7 +22,7 @@ from ._shadow import binary64_loss, same_draws, same_hyperparameters, same_modes
     written_since
 from ._trainer_cells import TrainerCells
 from ._unsupported import check_batch, check_not_emulated, check_optimizer, check_output, check_output_arg, \
-    check_scheduler_arg, check_trainer_args
+    check_same_parameters, check_scheduler_arg, check_trainer_args
 
 _WHO = "rpsim.torch.Trainer"
 
@@ -126,7 +126,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.emulation = emulate(model, policy, accumulation, seed=seed)
         try:
             self._attach(model, scaler, make_opt, shadow, seed)
-            self._versions = versions(model)
+            self._versions, self._made_with = versions(model), {id(p): n for n, p in model.named_parameters()}
         except BaseException:  # the model as it was given: a corrected Trainer(model, ...) may follow
             self.emulation.remove()
             raise
@@ -191,6 +191,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
         check_batch(x, y)
+        check_same_parameters(self.model, self._made_with)
         if written_since(self.model, self.shadow_model, self._versions):  # a checkpoint loaded: in the shadow
             self.emulation._store_parameters()  # too, and in the policy's weight format
         if self._progress is None and not self.quiet:  # the clock of the rate starts with the first step

@@ -259,6 +259,19 @@ def check_optimizer(opt):
     return opt
 
 
+def check_same_parameters(model, made_with):
+    """UnsupportedError naming the parameters of `model` that are not those Trainer() was made with
+    (`made_with`: {id: name}): a module replaced or added since (a new head) is in no optimizer, no
+    shadow and no emulation, and the shadow's old head failed with "Target 3 is out of bounds"."""
+    now = {id(p): n for n, p in model.named_parameters()}
+    if now.keys() != made_with.keys():
+        new = [n for i, n in now.items() if i not in made_with]
+        gone = [n for i, n in made_with.items() if i not in now]
+        raise UnsupportedError(f"rpsim.torch.Trainer.step: the model's parameters changed since Trainer() (new: "
+                               f"{', '.join(new) or 'none'}; gone: {', '.join(gone) or 'none'}): its optimizer, FP64 "
+                               "shadow and emulation hold the old ones; make the Trainer once the model is final")
+
+
 def check_output(out, who="Trainer.step", output=None, any_output=False):
     """The logits of a model output: out itself, or what Trainer's output= picks from it (a key of a
     dict, an index of a tuple, a function); TypeError naming an output the loss cannot take (a dict, a
