@@ -7,8 +7,8 @@ support the deepcopy protocol"). The copy gets a detached copy of it; the hook m
 copy's own float64 parameters at each forward.
 
 same_draws: the shadow's forward draws what the emulated one drew from the generator (dropout's
-masks), and the generator then goes on from where the emulated forward left it, as in a run without
-the shadow. Different masks made the distance from FP64 the masks' (a 3% loss gap under the fp64
+masks, a VAE's noise), and the generator then goes on from where the emulated forward left it, as
+in a run without the shadow. Different masks made the distance from FP64 the masks' (a 3% loss gap under the fp64
 policy itself).
 
 binary64_loss: the user's loss function on the shadow's float64 output, with the narrower
@@ -129,12 +129,41 @@ def written_since(model, shadow, before):
 
 
 @contextlib.contextmanager
-def same_draws(state):
+def same_draws(state, dtype=torch.float32):
     """The block runs from the generator's `state` (torch.get_rng_state() before the emulated forward);
-    the generator's state from before the block is back afterwards (the module docstring)."""
+    the generator's state from before the block is back afterwards (the module docstring). Draws that
+    follow a float64 tensor's dtype are made in the emulated model's `dtype` and widened (_NarrowDraws)."""
     after = torch.get_rng_state()
     torch.set_rng_state(state)
     try:
-        yield
+        with _NarrowDraws(dtype) if dtype != torch.float64 else contextlib.nullcontext():
+            yield
     finally:
         torch.set_rng_state(after)
+
+
+class _NarrowDraws(TorchFunctionMode):
+    """torch.randn_like(mu), torch.rand_like(x), t.normal_(), t.uniform_() on the shadow's float64 tensors,
+    drawn in the emulated model's dtype and widened: PyTorch's CPU generator gives float32 and float64
+    different numbers from one state (torch.rand(8) and torch.rand(8, dtype=torch.float64) share none),
+    so a VAE's reparameterisation noise differed between the model and its shadow and the distance from
+    FP64 measured the noise. Draws of an explicit dtype, and factories of the default one, are left alone."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        kind = _DRAWS.get(func)
+        x = args[0] if args else None
+        if kind is not None and isinstance(x, torch.Tensor) and x.dtype == torch.float64:
+            if kind == "like" and kwargs.get("dtype") is None:
+                return func(x, *args[1:], **{**kwargs, "dtype": self.dtype}).double()
+            if kind == "in place":
+                return x.copy_(func(torch.empty_like(x, dtype=self.dtype), *args[1:], **kwargs))
+        return func(*args, **kwargs)
+
+
+_DRAWS = {torch.randn_like: "like", torch.rand_like: "like", torch.Tensor.normal_: "in place",
+          torch.Tensor.uniform_: "in place"}
