@@ -13,11 +13,11 @@ from .. import _core
 from . import _blockscale, _micro
 from ._emulate import emulate
 from ._layer_groups import Grabber as _Grabber, layers as _layers, params as _params
+from ._loss_layout import class_layout, loss_of
 from ._progress import ProgressLine
 from ._reference import RpsimLoss
 from ._run_files import RunningMeta, append_text, ensure_writable_dir, num, write_atomic
 from ._scaler import GradScaler
-from ._loss_layout import class_layout, loss_of
 from ._shadow import binary64_loss, same_draws, same_hyperparameters, same_modes, shadow_copy, versions, \
     written_since
 from ._trainer_cells import TrainerCells
@@ -58,8 +58,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
 
     step(x, y) runs one step of the emulated model and, with shadow, of a float64 copy (its GEMMs
     on rpsim's binary64 kernel, as the CLI's fp64 shadow) on the same batch (a checkpoint loaded, a
-    layer frozen or a module set to eval() after Trainer() reach the copy at the next step); evaluate(batches)
-    scores both. out: the run's folder, checked (made, written to) here, before any step
+    layer frozen or a module set to eval() after Trainer() reach the copy at the next step);
+    evaluate(batches) scores both. out: the run's folder, checked (made, written to) here, before any step
     (OutputDirError); each step's rows are written as the step ends (steps.csv, histograms.csv
     appended, meta.json and evaluations.csv replaced atomically), so a loop stopped by Ctrl-C or
     an error keeps every finished step (meta.json: "partial": true until finish()); finish()
@@ -79,8 +79,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
     y: class labels (integer) or, for a regression loss, float targets (cast to the model output's
     dtype: float64 for the shadow). loss(output, y) gets the model's output as it is, as a plain loop
     calls it; the default cross-entropy and RpsimLoss take a sequence model's (B, T, V) logits
-    against (B, T) labels flattened to (B * T, V). output: what the loss and the accuracy take from a model that
-    returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
+    against (B, T) labels flattened to (B * T, V). output: what the loss and the accuracy take from
+    a model that returns more than its logits: a key (output="out": torchvision's segmentation models' dict), an
     index (output=0: a tuple's first) or a function of the model's output; None: the output itself,
     which a loss of yours may take whole (a namedtuple with auxiliary heads' logits; accuracy: nan)."""
 
