@@ -54,7 +54,7 @@ class Emulation(NotPickled, TorchFunctionMode):
 
     def __init__(self, model, policy, accumulation, seed):
         super().__init__()
-        self.model, self.seed = model, seed
+        self.model, self.seed, self.draws = model, seed, None  # draws: the shadow's (Binary64Meets)
         check_device(model.named_parameters(), "model parameter")  # the C++ kernels read host memory
         check_device(model.named_buffers(), "model buffer")
         check_modules(model)  # what no path carries, refused here rather than at the first step
@@ -146,7 +146,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         args = _map_tensors(self._round_input, args)
         self._hook_gradients()  # (a parameter unfrozen since the last step gets its hook now)
         # (GemmWatch: a GEMM inside an op refused; binary64: float32 tensors made here meet float64 widened)
-        with self, self._watch, (Binary64Meets() if self.base == "binary64" else contextlib.nullcontext()):
+        with self, self._watch, (Binary64Meets(self.draws) if self.base == "binary64" else contextlib.nullcontext()):
             out = self._forward(*args, **kwargs)
         if not self._functions_checked and torch.is_grad_enabled():
             # A custom autograd Function's forward ops run under the mode, its backward after it (in

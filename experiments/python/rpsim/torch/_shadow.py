@@ -42,16 +42,42 @@ class Binary64Meets(TorchFunctionMode):
     of the narrower. An in-place call (add_, __setitem__, __iadd__, out=) is left as it is: a copy
     would take the change away from the tensor the caller holds. (Every op of a forward passes here:
     the dtypes are read from the arguments and one level of lists; a walk through every argument's
-    structure cost the shadow's GPT step 6%.)"""
+    structure cost the shadow's GPT step 6%.)
+
+    draws (the shadow's: the emulated model's dtype): torch.randn_like(mu), torch.rand_like(x),
+    t.normal_(), t.uniform_() on float64 tensors drawn in that dtype and widened. PyTorch's CPU
+    generator gives float32 and float64 different numbers from one state (torch.rand(8) and
+    torch.rand(8, dtype=torch.float64) share none), so a VAE's reparameterisation noise differed between
+    the model and its shadow and the distance from FP64 measured the noise. Draws of an explicit dtype,
+    and factories of the default one, are left alone. (A mode of its own around the shadow's whole step
+    saw every op of the backward too: the GPT step with the shadow took 12% longer.)"""
+
+    def __init__(self, draws=None):
+        super().__init__()
+        self.draws = draws
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.draws is not None and func in _DRAWS and args and _float64(args[0]):
+            x, kind = args[0], _DRAWS[func]
+            if kind == "like" and kwargs.get("dtype") is None:
+                return func(x, *args[1:], **{**kwargs, "dtype": self.draws}).double()
+            if kind == "in place":
+                return x.copy_(func(torch.empty_like(x, dtype=self.draws), *args[1:], **kwargs))
         if _mixed(args) or (kwargs and _mixed(kwargs.values())):
             name = name_of(func)
             if not (name.endswith("_") or name.startswith("__i") or name == "__setitem__" or "out" in kwargs):
                 args = map_tensors(_widened, args)
                 kwargs = {k: map_tensors(_widened, v) for k, v in kwargs.items()}
         return func(*args, **kwargs)
+
+
+_DRAWS = {torch.randn_like: "like", torch.rand_like: "like", torch.Tensor.normal_: "in place",
+          torch.Tensor.uniform_: "in place"}
+
+
+def _float64(x):
+    return isinstance(x, torch.Tensor) and x.dtype == torch.float64
 
 
 def _mixed(values):
@@ -129,41 +155,12 @@ def written_since(model, shadow, before):
 
 
 @contextlib.contextmanager
-def same_draws(state, dtype=torch.float32):
+def same_draws(state):
     """The block runs from the generator's `state` (torch.get_rng_state() before the emulated forward);
-    the generator's state from before the block is back afterwards (the module docstring). Draws that
-    follow a float64 tensor's dtype are made in the emulated model's `dtype` and widened (_NarrowDraws)."""
+    the generator's state from before the block is back afterwards (the module docstring)."""
     after = torch.get_rng_state()
     torch.set_rng_state(state)
     try:
-        with _NarrowDraws(dtype) if dtype != torch.float64 else contextlib.nullcontext():
-            yield
+        yield
     finally:
         torch.set_rng_state(after)
-
-
-class _NarrowDraws(TorchFunctionMode):
-    """torch.randn_like(mu), torch.rand_like(x), t.normal_(), t.uniform_() on the shadow's float64 tensors,
-    drawn in the emulated model's dtype and widened: PyTorch's CPU generator gives float32 and float64
-    different numbers from one state (torch.rand(8) and torch.rand(8, dtype=torch.float64) share none),
-    so a VAE's reparameterisation noise differed between the model and its shadow and the distance from
-    FP64 measured the noise. Draws of an explicit dtype, and factories of the default one, are left alone."""
-
-    def __init__(self, dtype):
-        super().__init__()
-        self.dtype = dtype
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        kind = _DRAWS.get(func)
-        x = args[0] if args else None
-        if kind is not None and isinstance(x, torch.Tensor) and x.dtype == torch.float64:
-            if kind == "like" and kwargs.get("dtype") is None:
-                return func(x, *args[1:], **{**kwargs, "dtype": self.dtype}).double()
-            if kind == "in place":
-                return x.copy_(func(torch.empty_like(x, dtype=self.dtype), *args[1:], **kwargs))
-        return func(*args, **kwargs)
-
-
-_DRAWS = {torch.randn_like: "like", torch.rand_like: "like", torch.Tensor.normal_: "in place",
-          torch.Tensor.uniform_: "in place"}

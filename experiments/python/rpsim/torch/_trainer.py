@@ -149,6 +149,8 @@ class Trainer(TrainerCells, _micro.Accumulation):
         self.optimizer = self.emulation.optimizer(check_optimizer(make_opt(model.parameters())))
         if shadow:
             self.shadow_emulation = emulate(self.shadow_model, "fp64", seed=seed)
+            if self.dtype != torch.float64:  # noise drawn in the forward: in the model's dtype (Binary64Meets)
+                self.shadow_emulation.draws = self.dtype
             self.shadow_optimizer = make_opt(self.shadow_model.parameters())
         opts = [self.optimizer] + ([self.shadow_optimizer] if shadow else [])
         self.schedulers = [self._make_scheduler(o) for o in opts] if self._make_scheduler else []
@@ -228,7 +230,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         if self.shadow_model is not None:
             same_modes(self.model, self.shadow_model)
             same_hyperparameters(self.optimizer, self.shadow_optimizer)
-            with same_draws(rng, self.dtype):  # dropout's masks, noise: the emulated model's (_shadow)
+            with same_draws(rng):  # dropout's masks, noise: the emulated model's (_shadow)
                 self._shadow_grab.grads.clear()
                 self.shadow_optimizer.zero_grad(set_to_none=True)
                 if self.accumulation_steps == 1:
@@ -291,7 +293,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
         e = score(self.model, self.dtype)
         s = (None, None)
         if self.shadow_model is not None:
-            with same_draws(rng, self.dtype):
+            with same_draws(rng):
                 s = score(self.shadow_model, torch.float64)
         self.evaluations.append({"step": self.step_index, "epoch": epoch, "test_loss_nats": e[0],
                                  "test_accuracy_percent": e[1], "shadow_test_loss_nats": s[0],
