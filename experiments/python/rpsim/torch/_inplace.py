@@ -18,15 +18,7 @@ from ._tables import LAYOUT
 def in_place_rounded(em, name, args, kwargs):
     """A RESULT_SAVING op on args[0] under Emulation em: None where its format is wide (the op then
     runs as it is, nothing rounded after it), else args[0] holding the rounded result."""
-    x = args[0] if args else None
-    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
-        return None
-    fmt = em.op_format(name, list(tensors((args, kwargs))))  # the tensors of args, then of kwargs
-    if fmt in WIDE:
-        return None
-    em.counts["binary32"][name] += 1
-    r = em._watch.run(getattr(torch.Tensor, name[:-1]), args, kwargs)
-    return round_result(em, name, x, fmt, em._output(r, fmt))
+    return _as_twin(em, name, args, kwargs, lambda: em._watch.run(getattr(torch.Tensor, name[:-1]), args, kwargs))
 
 
 def functional_in_place(em, name, func, args, kwargs):
@@ -36,23 +28,35 @@ def functional_in_place(em, name, func, args, kwargs):
     is wide: the op then runs as it is. The op runs out of place on a copy of x, so that neither an op
     whose backward reads its input (silu, hardswish) nor one that reads its result (elu_, leaky_relu_)
     sees x's version move when the rounded result goes back in; x's version moves once, as in PyTorch."""
-    x = args[0] if args else None
-    if name in LAYOUT or not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+    if name in LAYOUT:
         return None  # F.relu(x, inplace=True): nothing to round (_layout)
-    fmt = em.op_format(name, list(tensors((args, kwargs))))
+    return _as_twin(em, name, args, kwargs,
+                    lambda: em._watch.run(func, (args[0].clone(),) + tuple(args[1:]), {**kwargs, "inplace": False}))
+
+
+def _as_twin(em, name, args, kwargs, twin):
+    """args[0] holding twin()'s result (the op run out of place) rounded to the op's format; None where
+    args[0] is no floating tensor or the format is wide."""
+    x = args[0] if args else None
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return None
+    fmt = em.op_format(name, list(tensors((args, kwargs))))  # the tensors of args, then of kwargs
     if fmt in WIDE:
         return None
     em.counts["binary32"][name] += 1
-    r = em._watch.run(func, (x.clone(),) + tuple(args[1:]), {**kwargs, "inplace": False})
-    return _into(x, fmt, em._output(r, fmt))
+    return _into(x, fmt, em._output(twin(), fmt))
+
+
+def _no_longer_layer_output(x):
+    for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):
+        x.__dict__.pop(key, None)
+    return x
 
 
 def _into(x, fmt, rounded):
     """x (an in-place op's tensor, which the caller keeps) holding `rounded`, marked fmt; x is no longer
     a layer's output."""
-    for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):
-        x.__dict__.pop(key, None)
-    return mark(x.copy_(rounded), fmt)
+    return mark(_no_longer_layer_output(x).copy_(rounded), fmt)
 
 
 def round_result(em, name, out, fmt, rounded=None):
@@ -60,9 +64,7 @@ def round_result(em, name, out, fmt, rounded=None):
     which the caller keeps, and x is no longer a layer's output; `rounded`: that value, made already."""
     if name.endswith("_") and not name.startswith("_") and isinstance(out, torch.Tensor):
         if fmt in WIDE:
-            for key in ("_rpsim_output", "_rpsim_src", "_rpsim_view_of"):
-                out.__dict__.pop(key, None)
-            return out
+            return _no_longer_layer_output(out)
         return _into(out, fmt, em._output(out, fmt) if rounded is None else rounded)
     return map_tensors(lambda t: em._output(t, fmt), out)
 

@@ -46,11 +46,13 @@ def class_loss(fn, out, y, own_layout):
     try:
         return fn(out, y)
     except (RuntimeError, ValueError, IndexError, TypeError, AttributeError) as e:
-        if isinstance(out, torch.Tensor) and class_layout(out, y)[0] is out:
+        if not isinstance(out, torch.Tensor):
+            shape, fix = type(out).__name__, "Trainer(..., output=0) (a key, an index, a function) picks the " \
+                "logits for it"
+        elif class_layout(out, y)[0] is out:  # no (B, T, V) layout: the loss's own error says it all
             raise
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        fix = "flatten them in the loss (out.flatten(0, -2), y.flatten()), or leave loss= out for rpsim's " \
-            "cross-entropy, which does" if isinstance(out, torch.Tensor) else \
-            "Trainer(..., output=0) (a key, an index, a function) picks the logits for it"
+        else:
+            shape, fix = tuple(out.shape), "flatten them in the loss (out.flatten(0, -2), y.flatten()), or leave " \
+                "loss= out for rpsim's cross-entropy, which does"
         raise type(e)(f"{e}\n{_WHO}: your loss got the model's output {shape} as it is, against y {tuple(y.shape)}; "
                       f"{fix}") from e

@@ -2,7 +2,7 @@
 import torch
 
 from .. import _core
-from ._unsupported import UnsupportedError, no_double_backward
+from ._unsupported import COMPLEX_FIX, UnsupportedError, no_double_backward
 
 # The dtypes rpsim.torch reads: float32 and float64 pass to the core without a copy (a contiguous
 # tensor's storage is the array the core rounds into); float16 and bfloat16 are widened to
@@ -22,8 +22,8 @@ def check_tensor(x, what="x", cuda=False):
         raise TypeError(f"{what}: a tensor on {x.device}; rpsim.torch emulates on the CPU and takes "
                         f"{_ACCEPTED_TEXT} (move it with x.cpu()){why}")
     if x.is_complex():  # (not a TypeError: x @ w turns one into "unsupported operand type(s) for @")
-        raise UnsupportedError(f"{what}: a {str(x.dtype)[6:]} tensor: rpsim's formats and GEMMs are real; write a "
-                               "complex product as real ones (ac - bd, ad + bc)")
+        raise UnsupportedError(f"{what}: a {str(x.dtype)[6:]} tensor: rpsim's formats and GEMMs are real; "
+                               + COMPLEX_FIX)
     if x.dtype not in ACCEPTED:
         raise TypeError(f"{what}: dtype {x.dtype} is not supported; rpsim.torch takes {_ACCEPTED_TEXT}")
 

@@ -21,6 +21,10 @@ from ._marks import name_of, run_widened
 from ._tables import ATEN_GEMMS, FUSED_GEMMS, FUSED_MODULES  # noqa: F401 (re-exported)
 
 
+# What a complex parameter or a complex GEMM is told to write instead.
+COMPLEX_FIX = "write the complex product as real ones (ac - bd, ad + bc)"
+
+
 class UnsupportedError(ValueError):
     """A model, op or use that rpsim.torch does not emulate: the message names it and says what to
     write instead."""
@@ -80,7 +84,7 @@ def check_dtypes(model, policy_name, fmt):
         if p.is_complex():
             raise UnsupportedError(f"rpsim.torch.emulate: parameter {name} is {str(p.dtype)[6:]}: rpsim's formats are "
                                    "real, and its GEMMs too; keep the real and imaginary parts as real parameters and "
-                                   "write the complex product as real ones (ac - bd, ad + bc)")
+                                   + COMPLEX_FIX)
     bad = sorted({str(p.dtype) for p in model.parameters() if not holds(p.dtype, fmt)})
     if not bad:
         return
