@@ -1,5 +1,5 @@
 """rpsim.torch as a demanding user meets it: what it cannot emulate (torch.conv_tbc,
-a custom autograd Function, a model off the CPU, a second derivative) raises
+activation checkpointing, a model off the CPU, a second derivative) raises
 rpsim.torch.UnsupportedError naming the thing and what to write instead, in a line or two (issue #36:
 the refusals listed the whole op table, ~1,500 characters); a module type no path carries is refused
 by emulate() itself, not at the first step; arguments of the wrong kind raise TypeError naming the
@@ -45,39 +45,6 @@ def test_a_function_with_fused_gemms_is_refused_at_its_call():
     short(str(e.value))
 
 
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        x, = ctx.saved_tensors
-        return 2 * x * g
-
-
-def test_a_custom_autograd_function_is_refused_by_name():
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(4, 3)
-
-        def forward(self, x):
-            return Square.apply(self.fc(x))
-    model = Model()
-    rt.emulate(model, "fp16-amp")
-    with torch.no_grad():  # inference builds no graph: nothing runs outside the emulation
-        model(torch.randn(2, 4))
-    with pytest.raises(rt.UnsupportedError, match=r"custom autograd Function .*Square in the model's forward") as e:
-        model(torch.randn(2, 4))
-    short(str(e.value))
-    # rpsim's own Functions (GEMMs, roundings) and PyTorch's are not custom ones.
-    plain = nn.Sequential(nn.Linear(4, 3), nn.GELU(), nn.LayerNorm(3))
-    rt.emulate(plain, "fp16-amp")
-    plain(torch.randn(2, 4)).sum().backward()
-
-
 class Checkpointed(nn.Module):
     def __init__(self, **kw):
         super().__init__()
@@ -89,9 +56,9 @@ class Checkpointed(nn.Module):
 
 @pytest.mark.parametrize("kw", [{}, {"use_reentrant": False}], ids=["reentrant", "non_reentrant"])
 def test_activation_checkpointing_is_refused_by_name(kw):
-    # It recomputes its forward in the backward, after the emulation's mode has ended: the reentrant
-    # form was refused as a custom autograd Function, the non-reentrant one failed with an IndexError
-    # inside torch.utils.checkpoint's inner_pack during backward().
+    # It recomputes its forward in the backward, after the emulation's mode has ended (the reentrant
+    # form is a custom autograd Function whose backward is that recomputation; the non-reentrant one
+    # failed with an IndexError inside torch.utils.checkpoint's inner_pack during backward()).
     model = Checkpointed(**kw)
     rt.emulate(model, "fp16-amp")
     with torch.no_grad():  # inference recomputes nothing: it runs

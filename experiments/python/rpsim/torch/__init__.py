@@ -12,7 +12,7 @@ Needs PyTorch (Debian 12: `apt-get install python3-torch`, 1.13.1, CPU; the set-
   backends()                              {"cpu": ..., "cuda": {"built": ..., "available": ...}}
   policies(), policy(spec), ops()         the C++ policy table's names, one policy's row, the op table
   UnsupportedError                        (a ValueError) what emulate cannot carry: a
-                                          torch.conv_tbc, a custom autograd Function, a GPU model,
+                                          torch.conv_tbc, activation checkpointing, a GPU model,
                                           a double backward ... (nn.LSTM / GRU / RNN,
                                           nn.MultiheadAttention, einsum, tensordot ... run as the ops
                                           they are made of)

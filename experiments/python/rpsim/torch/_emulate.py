@@ -39,7 +39,8 @@ from ._marks import WIDE as _WIDE, format_of as _format_of, map_tensors as _map_
     name_of as _name, promote as _promote, run_widened, tensors as _tensors
 from ._quantize import quantize, round_tensor
 from ._shadow import Binary64Meets
-from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, check_functions, \
+from ._functions import tag_functions
+from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, \
     check_kahan_optimizer, check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
 from ._tables import KERNELS, LAYOUT, MODULE_OPS, RESULT_SAVING, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, \
     policies  # noqa: F401
@@ -67,7 +68,7 @@ class Emulation(NotPickled, TorchFunctionMode):
         self.autocast, self.autocast_whole = self.policy["autocast"]["format"], False
         self.base, self.accumulation = self.policy["data"], accumulation
         self.counts = {path: collections.Counter()
-                       for path in ("rpsim kernel", "binary32", "layout", "decomposed", "complex")}
+                       for path in ("rpsim kernel", "binary32", "layout", "decomposed", "complex", "function backward")}
         self.calls, self.step, self._configs = 0, 0, {}
         containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.Identity)
         self.unclassified = sorted({type(m).__name__ for m in model.modules() if not list(m.children())
@@ -148,11 +149,9 @@ class Emulation(NotPickled, TorchFunctionMode):
         # (GemmWatch: a GEMM inside an op refused; binary64: float32 tensors made here meet float64 widened)
         with self, self._watch, (Binary64Meets(self.draws) if self.base == "binary64" else contextlib.nullcontext()):
             out = self._forward(*args, **kwargs)
-        if not self._functions_checked and torch.is_grad_enabled():
-            # A custom autograd Function's forward ops run under the mode, its backward after it (in
-            # PyTorch's arithmetic): found on the first training forward's graph.
+        if torch.is_grad_enabled():  # a custom autograd Function's backward: under this mode too
             self._functions_checked = True
-            check_functions(list(_tensors(out)))
+            tag_functions(self, list(_tensors(out)))
         return out
 
     def _round_input(self, t):

@@ -1,7 +1,7 @@
 """What rpsim.torch.emulate cannot put on rpsim's arithmetic, refused by name instead of run in
 PyTorch's own arithmetic unnoticed: ops whose GEMMs are fused inside one PyTorch kernel
-(torch.conv_tbc), a custom autograd Function (its backward runs after the forward,
-outside the emulation), activation checkpointing (its recomputed forward, likewise), a model or
+(torch.conv_tbc), activation checkpointing (its forward is recomputed in the backward, after the
+emulation's mode has ended), a model or
 batch off the CPU (the C++ kernels read host memory), and a second derivative through rpsim's
 kernels (their backward is computed outside autograd). nn.LSTM, nn.GRU, nn.RNN, their cells,
 nn.MultiheadAttention, nn.Bilinear, einsum, tensordot, inner, kron and multi_dot are
@@ -34,11 +34,6 @@ class UnsupportedError(ValueError):
 # message suggests instead), and their modules: rows of the C++ table of torch names (_tables).
 _LISTS = "rpsim.torch.ops() lists the op table, an Emulation's summary() the path each op took"
 
-# rpsim.torch's own autograd Functions: their backward is rpsim's (the others' is not).
-OWN_MODULE = "rpsim."
-# PyTorch's own Functions that compute nothing: a module's full backward hook
-# (register_full_backward_hook) passes the gradients through it to the user's hook unchanged.
-IDENTITY_FUNCTIONS = frozenset({"torch.nn.modules._functions.BackwardHookFunction"})
 # torch.utils.checkpoint recomputes its forward during the backward, after emulate's mode has ended:
 # the recomputed ops would run in PyTorch's arithmetic (and the non-reentrant form's saved-tensor
 # count then differs from the forward's: PyTorch 1.13 failed with an IndexError in inner_pack).
@@ -102,27 +97,6 @@ def check_device(tensors, what):
             raise UnsupportedError(f"{what} {name} is on {t.device}: rpsim.torch emulates on the CPU (its C++ "
                                    f"kernels read host memory); move it with .cpu() (rpsim.torch.Telemetry and "
                                    f"capture_gemms watch a run on the GPU)")
-
-
-def check_functions(outputs):
-    """UnsupportedError naming the autograd Functions outside rpsim.torch in the graph behind `outputs`."""
-    seen, found, todo = set(), set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor)]
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        cls = getattr(node, "_forward_cls", None)
-        name = f"{cls.__module__}.{cls.__qualname__}" if cls is not None else ""
-        if cls is not None and cls.__module__ == "torch.utils.checkpoint":  # the reentrant form
-            refuse_checkpoint()
-        if cls is not None and not cls.__module__.startswith(OWN_MODULE) and name not in IDENTITY_FUNCTIONS:
-            found.add(name)
-        todo.extend(n for n, _ in node.next_functions)
-    if found:
-        raise UnsupportedError(f"rpsim.torch.emulate: custom autograd Function {', '.join(sorted(found))} in the "
-                               f"model's forward: its backward would run outside the emulation, in PyTorch's "
-                               f"arithmetic; write it with torch ops ({_LISTS})")
 
 
 def check_not_checkpointed():
