@@ -132,6 +132,42 @@ def test_conv2d_is_im2col_times_the_weight():
     assert torch.allclose(c1(s), F.conv1d(s, c1.weight, c1.bias, stride=2), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_padding_strings_are_atens_numbers(dims):
+    # padding='same' / 'valid' (nn.Conv2d(padding='same'), common in users' models) were refused:
+    # 'same' is d * (k - 1) per side pair, half each side, an odd total's extra entry by a zero pad of
+    # the input's high side first, as ATen's _convolution_mode; the bits are those of that padding.
+    model = "tc:h100:fp16:fp32"
+    from rpsim.torch._conv import conv3d  # (emulate's F.conv3d; rpsim.torch exports conv1d and conv2d)
+    conv, ref = {1: rt.conv1d, 2: rt.conv2d, 3: conv3d}[dims], getattr(F, f"conv{dims}d")
+    x = rand(2, 3, *(7, 6, 5)[:dims], seed=22)
+    for kernel, dilation in ((3, 1), (4, 1), (2, 3)):
+        w = rand(4, 3, *(kernel,) * dims, seed=23)
+        y = conv(x, w, None, padding="same", dilation=dilation, model=model)
+        assert y.shape == ref(x, w, padding="same", dilation=dilation).shape == (2, 4, *x.shape[2:])
+        total = dilation * (kernel - 1)
+        padded = F.pad(x, (0, total % 2) * dims)
+        assert torch.equal(y, conv(padded, w, None, padding=total // 2, dilation=dilation, model=model))
+        assert torch.allclose(y, ref(x, w, padding="same", dilation=dilation), rtol=1e-2, atol=1e-2)
+        assert torch.equal(conv(x, w, None, padding="valid", dilation=dilation, model=model),
+                           conv(x, w, None, dilation=dilation, model=model))
+    with pytest.raises(RuntimeError, match="Invalid padding string: 'full'"):
+        conv(x, w, padding="full", model=model)
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided convolutions"):
+        conv(x, w, padding="same", stride=2, model=model)
+
+
+def test_a_same_padded_conv_module_trains_under_emulate():
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 4, padding="same"), torch.nn.ReLU(),
+                              torch.nn.Flatten(),
+                              torch.nn.Linear(4 * 36, 3))
+    em = rt.emulate(net, "fp16-amp")
+    net(torch.rand(2, 3, 6, 6)).sum().backward()
+    assert "conv2d x1" in em.summary() and torch.isfinite(net[0].weight.grad).all()
+    assert net[0].weight.grad.abs().sum() > 0
+
+
 def test_col2im_reads_strided_float32_as_its_float64_copy():
     """The op core's col2im reads a float32 array at its own strides (rpsim.torch's gradient of F.unfold
     is a transposed view): the same sums as on its contiguous float64 copy, and F.fold's where every

@@ -56,12 +56,34 @@ def _prologue(x, weight, bias, model, config):
     return _config(model, config), (x.unsqueeze(0) if unbatched else x), unbatched
 
 
+def _numeric_padding(x, weight, padding, stride, dilation, of):
+    """(x, padding) with a padding string turned into numbers as ATen's _convolution_mode does (of: _one,
+    _pair or _triple): 'valid' is none; 'same' pads d * (k - 1) per spatial dimension, half of it on each
+    side, and an odd total's extra entry by a zero pad on the input's high side first (constant_pad_nd)."""
+    if not isinstance(padding, str):
+        return x, padding
+    if padding == "valid":
+        return x, 0
+    if padding != "same":
+        raise RuntimeError(f"Invalid padding string: '{padding}'")  # PyTorch's messages, its exception
+    if any(s != 1 for s in _seq(of(stride))):
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    total = [d * (k - 1) for d, k in zip(_seq(of(dilation)), weight.shape[2:])]
+    extra = [t - t // 2 * 2 for t in total]
+    if any(extra):
+        x = F.pad(x, [v for e in reversed(extra) for v in (0, e)])
+    return x, tuple(t // 2 for t in total)
+
+
+def _seq(v):
+    return v if isinstance(v, (tuple, list)) else (v,)
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
     """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
     transpose, one emulated GEMM per group with its slice of the bias in the GEMM's epilogue; the
     input gradient's col2im as _Unfold's backward."""
-    if isinstance(padding, str):
-        raise ValueError(f"conv2d: padding '{padding}': give the padding as numbers")
+    x, padding = _numeric_padding(x, weight, padding, stride, dilation, _pair)
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, _, h, w = x.shape
     oc, cg, kh, kw = weight.shape
@@ -107,8 +129,7 @@ def _in_channels(part, shape, first_channel):
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
     """F.conv1d as conv2d over a height of 1."""
-    if isinstance(padding, str):
-        raise ValueError(f"conv1d: padding '{padding}': give the padding as a number")
+    x, padding = _numeric_padding(x, weight, padding, stride, dilation, _one)
     unbatched = x.dim() == 2
     x4 = x.unsqueeze(-2) if not unbatched else x.unsqueeze(0).unsqueeze(-2)
     y = conv2d(x4, weight.unsqueeze(-2), bias, (1, _one(stride)), (0, _one(padding)), (1, _one(dilation)),
@@ -264,8 +285,7 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     """F.conv3d as ATen's CPU kernel (slow_conv3d) runs it: vol2col columns times the weight's
     transpose, one emulated GEMM per group with its slice of the bias in the epilogue; the input
     gradient's col2vol in binary64, rounded once (_Unfold3d)."""
-    if isinstance(padding, str):
-        raise ValueError(f"conv3d: padding '{padding}': give the padding as numbers")
+    x, padding = _numeric_padding(x, weight, padding, stride, dilation, _triple)
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n = x.shape[0]
     oc, cg, *kernel = weight.shape
