@@ -227,7 +227,8 @@ void bind_torch(py::module_& m) {
   m.def(
       "_torch_names", &torch_names_py,
       "PyTorch's names outside the op table (sim/train torch_names.cpp): name, class (lower_precision, fp32, "
-      "layout, refused, refused_module, decomposed, lower_precision_decomposed, aten_gemm), note.");
+      "layout, refused, refused_module, decomposed, lower_precision_decomposed, fp32_decomposed, aten_gemm), "
+      "note.");
   m.def("_torch_policies", &policies_py, "The named precision policies (sim/train policy.cpp).");
   m.def("_torch_policy", &policy_py, arg("policy"),
         "A policy name or policy object resolved as `rpsim train` resolves it, as meta.json writes it.");

@@ -57,7 +57,10 @@ const TorchName kNames[] = {
     {"binary_cross_entropy_with_logits", TC::fp32, ""},
     {"dist", TC::fp32, ""},
     {"pdist", TC::fp32, ""},
-    {"cdist", TC::fp32, ""},
+    // ATen's cdist: p = 2 past 25 rows (or compute_mode use_mm_for_euclid_dist)
+    // is _euclidean_dist (norms, one matmul, clamp, sqrt, its own backward),
+    // which a GPU runs inside autocast's fp32 cast, the matmul in binary32.
+    {"cdist", TC::fp32_decomposed, "_euclidean_dist's norms, matmul and sqrt, or _cdist_forward"},
     {"renorm", TC::fp32, ""},
     {"logsumexp", TC::fp32, ""},
     {"log_softmax", TC::fp32, ""},
@@ -216,6 +219,7 @@ const char* torch_class_name(TorchClass c) {
     case TorchClass::refused: return "refused";
     case TorchClass::refused_module: return "refused_module";
     case TorchClass::lower_precision_decomposed: return "lower_precision_decomposed";
+    case TorchClass::fp32_decomposed: return "fp32_decomposed";
     case TorchClass::aten_gemm: return "aten_gemm";
     case TorchClass::result_saving: return "result_saving";
     default: return "decomposed";

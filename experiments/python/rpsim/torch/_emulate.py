@@ -10,10 +10,11 @@ The policy rows and the op table's autocast classes come from the C++ tables (rp
                  arriving at it) rounded to its autocast class's format: the low format (lower-precision
                  list), binary32 (fp32 list), or its inputs' promoted format (neither), as autocast does;
   layout         views, copies and shape ops: no arithmetic, the format of the input kept;
-  decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot: run
-                 as the ops they are made of (_decompose), each on the paths above;
+  decomposed     nn.MultiheadAttention, nn.LSTM / GRU / RNN and their cells, einsum, tensordot, cdist:
+                 run as the ops they are made of (_decompose), each on the paths above;
   complex        an op with a complex result (torch.fft.rfft2): PyTorch's complex64/128 arithmetic, not
-                 rounded (rpsim's formats are real; a complex parameter or GEMM is refused).
+                 rounded (rpsim's formats are real; a complex parameter or GEMM is refused);
+  function backward  a custom autograd Function's backward, run under this mode (_functions).
 What none can carry raises UnsupportedError naming it (_unsupported); an in-place op keeps its
 rounding. A float16 or bfloat16 model runs where its dtype holds the policy's weights (model.half()
 under fp16-pure): its parameters are the storage, PyTorch's ops run on float32 copies of its values.
@@ -29,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from .. import _core
 from . import _blockscale, _layers, _ops
-from ._decompose import DECOMPOSED
+from ._decompose import DECOMPOSED, run_decomposed
 from ._flushes import VIEWS as _VIEWS, Flushes, LayerOutput, follow, upstream_flush
 from ._hooks import Hook, NotPickled
 from ._inplace import functional_in_place, in_place_rounded, round_result, rounded_output
@@ -42,8 +43,8 @@ from ._shadow import Binary64Meets
 from ._functions import tag_functions
 from ._unsupported import FUSED_GEMMS, GemmWatch, check_device, check_dtypes, check_emulate_args, \
     check_kahan_optimizer, check_modules, check_not_checkpointed, check_not_emulated, refuse_fused
-from ._tables import KERNELS, LAYOUT, MODULE_OPS, RESULT_SAVING, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, ops, \
-    policies  # noqa: F401
+from ._tables import KERNELS, LAYOUT, MODULE_OPS, RESULT_SAVING, ROW_OPS, TORCH_FP32, TORCH_LOWER_PRECISION, \
+    autocast_format, following, ops, policies  # noqa: F401
 
 
 class Emulation(NotPickled, TorchFunctionMode):
@@ -102,16 +103,19 @@ class Emulation(NotPickled, TorchFunctionMode):
         r = self.policy["ops"].get(op, "follow")
         return None if r == "follow" else r
 
-    def _op(self, op, high_precision=False):
-        """The op core's GEMM op of `op`'s rule (its accumulation replaced by emulate's), resolved once."""
-        return _core._GemmOp.of_policy(self.policy_spec, op, high_precision, self.accumulation)
+    def _op(self, op, high_precision=False, follow=False):
+        """The op core's GEMM op of `op`'s rule (its accumulation replaced by emulate's), resolved once;
+        follow: the rule made "follow", on its inputs' format (a GEMM inside an op autocast runs in fp32)."""
+        spec = self.policy_spec if not follow else following(self.policy_spec, op)
+        return _core._GemmOp.of_policy(spec, op, high_precision, self.accumulation)
 
     def gemm_config(self, op, input_format):
-        key = (op, input_format)
+        follow = self.autocast_whole == "binary32"  # inside cdist under autocast: the GEMM in binary32
+        key = (op, input_format, follow)
         if key not in self._configs:
             if self.accumulation is not None:  # as the config parser checks ops.OP.accumulation
                 _blockscale.check_accumulation(self.policy_spec, self.accumulation, [op])
-            g = self._op(op)
+            g = self._op(op, follow=follow)
             cfg = _ops.GemmConfig(g.model, seed=self.seed, op=g)
             cfg.a_format = input_format  # a rule that follows its inputs computes in their format
             self._configs[key] = cfg
@@ -172,29 +176,23 @@ class Emulation(NotPickled, TorchFunctionMode):
                          backward_format=fmt)
         return _mark(t, fmt)
 
-    def _autocast_inputs(self, args):
-        """args' float tensors in the autocast format, as autocast casts an op of its lower-precision
-        list's inputs (binary64 ones stay); the gradient reaches them in it (PReLU's weight)."""
-        keep = (self.autocast, "binary64")
-        return _map_tensors(lambda t: t if not t.is_floating_point() or _format_of(t, self.base) in keep
-                            else self._output(t, self.autocast), args)
+    def _autocast_inputs(self, args, kwargs, fmt):
+        """The float tensors of args and kwargs in `fmt` as autocast casts an op's inputs (binary64 ones stay): its
+        format (PReLU's weight gets its gradient in it), or binary32 for an fp32-list op run decomposed (an alias)."""
+        cast = lambda t: t if not t.is_floating_point() or _format_of(t, self.base) in (fmt, "binary64") \
+            else self._output(t.view_as(t) if fmt == "binary32" else t, fmt)  # noqa: E731
+        return _map_tensors(cast, args), {k: _map_tensors(cast, v) for k, v in kwargs.items()}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _name(func)
         if not self._functions_checked and torch.is_grad_enabled():
             check_not_checkpointed()
-        listed = self.autocast is not None and not self.autocast_whole and name in TORCH_LOWER_PRECISION
-        if listed:  # prelu, addr, einsum: autocast's cast of the inputs
-            args, kwargs = self._autocast_inputs(args), {k: self._autocast_inputs(v) for k, v in kwargs.items()}
-        if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention: their ops, each under this mode
-            self.counts["decomposed"][name] += 1
-            self.autocast_whole |= listed  # autocast runs its op whole: the inner ops (einsum's sums) not cast
-            try:
-                with self:
-                    return DECOMPOSED[name](*args, **kwargs)
-            finally:
-                self.autocast_whole &= not listed
+        listed = None if self.autocast is None or self.autocast_whole else autocast_format(name, self.autocast)
+        if listed:  # prelu, addr, einsum: autocast's cast of the inputs (cdist: to binary32)
+            args, kwargs = self._autocast_inputs(args, kwargs, listed)
+        if name in DECOMPOSED:  # an LSTM, nn.MultiheadAttention, cdist: their ops, each under this mode
+            return run_decomposed(self, name, args, kwargs, listed)
         if name in FUSED_GEMMS:
             refuse_fused(name)
         if name in KERNELS:

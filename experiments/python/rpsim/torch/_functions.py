@@ -7,7 +7,10 @@ Function's backward node class enters that emulation's mode around the user's ba
 a product) then take the paths they take in a forward (summary(): "function backward"). A node without the
 tag (the same Function in a model not emulated) runs as PyTorch runs it. torch.utils.checkpoint's Function
 stays refused: its backward recomputes the forward (_unsupported.refuse_checkpoint)."""
+import contextlib
 import weakref
+
+from torch._C import _get_function_stack_at, _len_torch_function_stack
 
 from ._unsupported import refuse_checkpoint
 
@@ -58,3 +61,26 @@ def _under_emulation(node_cls):
         with emulation:
             return apply(node, *grads)
     node_cls._rpsim_apply, node_cls.apply = apply, run
+
+
+def innermost_emulation():
+    """The emulation whose mode is the innermost one entered (a decomposed op's function runs under it)."""
+    for i in reversed(range(_len_torch_function_stack())):
+        mode = _get_function_stack_at(i)
+        if getattr(mode, "is_rpsim_emulation", False):
+            return mode
+    raise RuntimeError("rpsim.torch: no emulation's mode is active")
+
+
+@contextlib.contextmanager
+def inside(emulation, cast):
+    """Under `emulation`'s mode as inside an op autocast runs whole on inputs it cast to `cast` (None: no
+    cast; einsum's low format, cdist's binary32): its inner ops are not cast again, and in an fp32 one
+    its GEMMs compute in binary32 (Emulation.gemm_config)."""
+    before = emulation.autocast_whole
+    emulation.autocast_whole = cast or before
+    try:
+        with emulation:
+            yield
+    finally:
+        emulation.autocast_whole = before

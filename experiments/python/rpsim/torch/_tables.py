@@ -21,7 +21,7 @@ ROW_OPS = {f: o["name"] for o in _OPS for f in o["torch_functions"]}
 MODULE_OPS = {getattr(nn, m): o["name"] for o in _OPS for m in o["torch_modules"]}
 # torch.autocast's lists for the ops outside the op table; everything else follows its inputs.
 TORCH_LOWER_PRECISION = set(_names("lower_precision")) | set(_names("lower_precision_decomposed"))
-TORCH_FP32 = set(_names("fp32"))
+TORCH_FP32 = set(_names("fp32")) | set(_names("fp32_decomposed"))
 # No arithmetic: the output holds values of the input's format (the rows run as layout too).
 LAYOUT = set(_names("layout")) | {f for o in _OPS if o["torch_kernel"] == "layout" for f in o["torch_functions"]}
 # GEMMs fused into one PyTorch kernel: refused, with what to write instead; their module types.
@@ -29,11 +29,20 @@ FUSED_GEMMS = _names("refused")
 FUSED_MODULES = {getattr(nn, m): f for m, f in _names("refused_module").items()}
 # Fused modules run as the GEMMs and elementwise ops they are made of (_decompose), some on inputs
 # autocast casts first.
-DECOMPOSED_NAMES = {**_names("decomposed"), **_names("lower_precision_decomposed")}
+DECOMPOSED_NAMES = {**_names("decomposed"), **_names("lower_precision_decomposed"), **_names("fp32_decomposed")}
 # The dispatcher's ops that run a GEMM ("aten::mm"): an emulated forward reaches none (_unsupported).
 ATEN_GEMMS = set(_names("aten_gemm"))
 # In-place ops whose backward reads their own result: run as their out-of-place twin (_inplace).
 RESULT_SAVING = frozenset(_names("result_saving"))
+
+
+def autocast_format(name, autocast):
+    """The format autocast (its low format `autocast`) casts the inputs of torch function `name` to: its own
+    for the lower-precision list, binary32 for an fp32-list op run decomposed (cdist's matmul runs in
+    binary32 inside it), else None (no cast: an fp32-list op's output is rounded to binary32 instead)."""
+    if name in TORCH_LOWER_PRECISION:
+        return autocast
+    return "binary32" if name in TORCH_FP32 and name in DECOMPOSED_NAMES else None
 
 
 def ops():
@@ -51,6 +60,14 @@ def policy(spec):
     {field: value}, as rpsim train resolves it (weights, gradients, ops, fp8 ...); ValueError naming
     the field and the table's names for a bad one."""
     return _core._torch_policy(spec)
+
+
+def following(spec, op):
+    """Policy `spec` (a name or a policy object) with op `op`'s rule made "follow" (computing in its inputs'
+    format, the rule's accumulation kept): the policy objects' per-op override (policy_json.cpp "ops")."""
+    obj = {"name": spec} if isinstance(spec, str) else dict(spec)
+    obj["ops"] = {**obj.get("ops", {}), op: "follow"}
+    return obj
 
 
 def supported():

@@ -87,7 +87,8 @@ std::string op_list(bool (*keep)(const OpInfo&) = nullptr);
 // list follows its inputs), the ops with no arithmetic, the modules whose
 // fused GEMMs rpsim.torch refuses (with what to write instead), and the
 // modules it runs as the GEMMs and elementwise ops they are made of (and
-// those of autocast's lower-precision list it runs so, on inputs cast first);
+// those of autocast's lower-precision list it runs so, on inputs cast first,
+// and of its fp32 list on inputs in binary32, their inner ops uncast);
 // aten_gemm: the dispatcher's ops ("aten::mm") that run a GEMM, which no
 // emulated forward may reach (a torch function running one inside PyTorch's
 // own kernel is refused at its call, by the name the emulation saw);
@@ -101,6 +102,7 @@ enum class TorchClass {
   refused_module,
   decomposed,
   lower_precision_decomposed,
+  fp32_decomposed,
   aten_gemm,
   result_saving
 };
