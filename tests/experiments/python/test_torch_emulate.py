@@ -75,6 +75,30 @@ def test_bf16_pure_stores_parameters_in_bfloat16_with_the_policy_update_rounding
     assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
 
 
+def test_weights_written_after_emulate_are_stored_in_the_policy_format_before_the_next_forward():
+    # A checkpoint loaded after emulate() (and a WGAN's clamp_ after the step) left float32 weights
+    # that the forward ran on unrounded; they are rounded (nearest) at the next forward, as a GPU
+    # holding bfloat16 weights stores them. The forward then equals that of the rounded weights.
+    m = mlp()
+    checkpoint = {k: v.clone() for k, v in mlp(seed=1).state_dict().items()}
+    rt.emulate(m, "bf16-pure")
+    m.load_state_dict(checkpoint)
+    assert not all(is_format(p, "bf16") for p in m.parameters())
+    x = torch.randn(4, 12)
+    out = m(x)
+    assert all(is_format(p, "bf16") for p in m.parameters())
+    twin = mlp(seed=1)
+    with torch.no_grad():
+        for p in twin.parameters():
+            p.copy_(torch.from_numpy(rpsim.round(p.double().numpy(), "bf16")))
+    rt.emulate(twin, "bf16-pure")
+    assert torch.equal(out, twin(x))
+    with torch.no_grad():
+        m[0].weight.clamp_(-0.0101, 0.0101)
+    m(x)
+    assert is_format(m[0].weight, "bf16") and m[0].weight.abs().max() <= 0.0101
+
+
 def test_accumulation_override_and_functional_matmuls():
     class Attn(nn.Module):
         def forward(self, q, k):

@@ -147,6 +147,8 @@ class Emulation(NotPickled, TorchFunctionMode):
     # -- the forward pass ------------------------------------------------------------------------
     def _emulated_forward(self, *args, **kwargs):
         self.calls = 0
+        if [p._version for p in self.model.parameters()] != self._stored:  # a checkpoint loaded, a clamp_:
+            self._store_parameters()  # the weights in the policy's format again (nearest), as a GPU stores them
         # The input batch in the policy's data format (bf16-pure: bfloat16).
         args = _map_tensors(self._round_input, args)
         self._hook_gradients()  # (a parameter unfrozen since the last step gets its hook now)
@@ -327,6 +329,7 @@ class Emulation(NotPickled, TorchFunctionMode):
                     r = round_tensor(t, fmt, rounding, seed=self.seed, stream=(self.step << 16) ^ i)
                     p.copy_(r if t is p else r.t())
                 _mark(p, fmt)
+        self._stored = [p._version for p in self.model.parameters()]  # (a write since moves one)
 
     def _hook_gradients(self):
         """Each trainable parameter's gradient rounded to the policy's gradient format (a frozen one has
