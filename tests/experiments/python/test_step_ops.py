@@ -25,6 +25,24 @@ def test_unscale_writes_each_gradient_in_place_as_its_format_rounds(dtype):
     assert found is False and len(flushed) == 3
 
 
+@pytest.mark.parametrize("scale", [65536.0, 3.0, 2.0 ** -100, 1e30])
+def test_unscale_of_float32_to_binary32_is_the_rounded_binary64_product(scale):
+    # (float32's own multiply on that path: the same bits as the binary64 product rounded once, over
+    # subnormals, overflow, zeros of both signs, infinities and NaN; the counts likewise.)
+    rng = np.random.default_rng(1)
+    with np.errstate(over="ignore"):
+        g = (rng.standard_normal(20000) * np.exp2(rng.integers(-160, 130, 20000))).astype(np.float32)
+    g[:10] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38, 1.17e-38]
+    before = g.astype(np.float64)
+    inv = _core.round(np.array([1 / scale]), "binary32")[0]  # binary32(1 / scale)
+    (flushed,), found = _core._unscale([g], scale, ["binary32"])
+    want = _core.round(before * inv, "binary32")
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(g), nan)
+    assert np.array_equal(g[~nan].view(np.uint32), want[~nan].astype(np.float32).view(np.uint32))
+    assert flushed == np.count_nonzero((before != 0) & (want == 0)) and found is True
+
+
 def test_unscale_refuses_an_array_it_cannot_write_before_writing_any():
     grads = [g.astype(np.float32) for g in _grads()]
     before = [g.copy() for g in grads]
@@ -55,6 +73,25 @@ def test_the_gradient_norm_reads_float32_and_float64_alike():
     n32 = _core._grad_norm([g.astype(np.float32).astype(np.float64) for g in grads], "binary32")
     assert _core._grad_norm([g.astype(np.float32) for g in grads], "binary32") == n32
     assert n64 == pytest.approx(float(np.sqrt(sum((g ** 2).sum() for g in grads))), rel=1e-6)
+
+
+def test_the_gradient_norm_of_float32_in_binary32_is_the_sequential_chain():
+    # clip_grad_norm_'s norm as rpsim train sums it: each square rounded to binary32, each tensor's
+    # squares added in order in binary32 (past a chunk of 512), the tensors' sums likewise, the square
+    # root rounded; written here in NumPy's float32 scalars, one operation at a time.
+    rng = np.random.default_rng(2)
+    grads = [(rng.standard_normal(n) * np.exp2(rng.integers(-80, 20, n))).astype(np.float32)
+             for n in (1500, 7, 1)]
+    total = np.float32(0)
+    for g in grads:
+        s = np.float32(0)
+        for x in g:
+            s = np.float32(s + np.float32(np.float64(x) * np.float64(x)))
+        total = np.float32(total + s)
+    assert _core._grad_norm(grads, "binary32") == float(np.float32(np.sqrt(np.float64(total))))
+    with np.errstate(over="ignore"):
+        assert np.isinf(_core._grad_norm([np.array([3e38, 1.0], np.float32)], "binary32"))
+    assert np.isnan(_core._grad_norm([np.array([np.nan, 1.0], np.float32)], "binary32"))
 
 
 def test_the_counts_and_their_errors():
