@@ -60,7 +60,9 @@ def map_tensors(fn, obj):
 
 
 def name_of(func):
-    return getattr(func, "__name__", None) or str(func)
+    """The name the tables know func by: an overload called directly (torch.ops.aten.unsqueeze.default,
+    as torchvision's RAFT reaches it) by its op's name, "unsqueeze", not "unsqueeze.default"."""
+    return getattr(getattr(func, "overloadpacket", func), "__name__", None) or str(func)
 
 
 def run_widened(func, args, kwargs):
