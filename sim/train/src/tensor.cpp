@@ -256,7 +256,7 @@ namespace {
 // matmul with operand `t` given transposed: the native kernels read it in
 // place, every other path gets the transpose as a matrix (as before).
 Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
-                    RandomStream random, sim::native::Transposed t) {
+                    RandomStream random, sim::native::Transposed t, bool short_values = false) {
   using sim::native::Transposed;
   const Eigen::Index inner_a = t == Transposed::a ? a.rows() : a.cols();
   const Eigen::Index inner_b = t == Transposed::b ? b.cols() : b.rows();
@@ -265,7 +265,7 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
                                 std::to_string(inner_b) + ")");
   if (const Format* acc = sequential_rne(model)) {
     if (*acc == formats::binary32()) {
-      if (auto c = sim::native::matmul_binary32(a, b, t)) return std::move(*c);
+      if (auto c = sim::native::matmul_binary32(a, b, t, 0, short_values)) return std::move(*c);
     } else if (*acc == formats::binary64()) {
       return sim::native::matmul_binary64(a, b, t);
     }
@@ -294,19 +294,27 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
 
 // Each public entry counts its multiply-adds once (CountMultiplyAdds, the run
 // plan's test); matmul_given's own fallbacks do not count again.
-Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random,
+              bool short_values) {
   count_multiply_adds(a.rows(), a.cols(), b.cols());
-  return matmul_given(a, b, model, random, sim::native::Transposed::none);
+  return matmul_given(a, b, model, random, sim::native::Transposed::none, short_values);
 }
 
-Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random,
+                 bool short_values) {
   count_multiply_adds(a.cols(), a.rows(), b.cols());
-  return matmul_given(a, b, model, random, sim::native::Transposed::a);
+  return matmul_given(a, b, model, random, sim::native::Transposed::a, short_values);
 }
 
-Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random) {
+Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random,
+                 bool short_values) {
   count_multiply_adds(a.rows(), a.cols(), b.rows());
-  return matmul_given(a, b, model, random, sim::native::Transposed::b);
+  return matmul_given(a, b, model, random, sim::native::Transposed::b, short_values);
+}
+
+bool short_format(const Format& fmt) {
+  return !fmt.is_fixed_point() && fmt.precision() <= 12 && fmt.max_finite() < 0x1p63 &&
+         fmt.min_positive() >= 0x1p-62;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include "bit_matrices.hpp"
@@ -52,6 +53,14 @@ TEST_CASE("accumulation: native binary32 GEMM equals sequential:fp32:rne's dot p
       CHECK(same_bits(*native::matmul_binary32(at, b, native::Transposed::a), reference));
       CHECK(same_bits(*native::matmul_binary32(a, bt, native::Transposed::b), reference));
       CHECK(same_bits(*native::matmul_binary32(a, b, native::Transposed::none, 1), reference));
+      // Operands the caller vouches for (values of binary16, e4m3, e5m2: the
+      // trainer's casts): no scan, the same bits.
+      if (std::string(c.a_format) != "bfloat16" && std::string(c.a_format) != "binary32" &&
+          std::string(c.b_format) != "binary32") {
+        CHECK(same_bits(*native::matmul_binary32(a, b, native::Transposed::none, 0, true), reference));
+        CHECK(same_bits(*native::matmul_binary32(at, b, native::Transposed::a, 0, true), reference));
+        CHECK(same_bits(*native::matmul_binary32(a, bt, native::Transposed::b, 0, true), reference));
+      }
     }
   // Operands that are not binary32 values would be rounded by the float
   // kernel: the kernel declines them and sim::gemm takes the dot products,
@@ -125,6 +134,20 @@ TEST_CASE("accumulation: native binary32 GEMM's fused tiles keep the bits at the
       CHECK(same_bits_or_nan(*native::matmul_binary32(a, BitMatrix(b.transpose()), native::Transposed::b),
                              reference));
     }
+  // Operands vouched for (binary16 casts, not scanned: fused tiles) across
+  // binary16's range, with infinities and a NaN among them, which the scan
+  // sends to the unfused tiles: the same bits, NaN where they have one (an
+  // infinite product is exact either way).
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [m, k, n] : {std::tuple{7, 33, 5}, std::tuple{65, 300, 17}, std::tuple{300, 20, 9}}) {
+    BitMatrix a = random_matrix(format("binary16"), m, k, ++stream, -24, 15);
+    BitMatrix b = random_matrix(format("binary16"), k, n, ++stream, -24, 15);
+    a(0, 0) = inf;
+    a(m - 1, 1) = -inf;
+    b(2, n - 1) = std::numeric_limits<double>::quiet_NaN();
+    CHECK(same_bits_or_nan(*native::matmul_binary32(a, b, native::Transposed::none, 0, true),
+                           *native::matmul_binary32(a, b)));
+  }
 }
 
 TEST_CASE("accumulation: native binary64 GEMM (the FP64 shadow's) equals sequential:fp64:rne's dot products",

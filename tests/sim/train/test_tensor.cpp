@@ -172,3 +172,12 @@ TEST_CASE("train: count_flushed counts as the entry-by-entry comparison does, Na
     CHECK(flushed_mask(before, after).count() == expected);
   }
 }
+
+TEST_CASE("train: short_format holds the formats whose products are exact in binary32", "[train]") {
+  // At most 12 significant bits and magnitudes in [2^-62, 2^63): every
+  // product of two values is then a normal binary32 number or zero.
+  for (const char* name : {"binary16", "e4m3", "e5m2"}) CHECK(short_format(parse_format(name)));
+  // bfloat16's range, binary32's and e8m12's significands, fixed point.
+  for (const char* name : {"bfloat16", "binary32", "e8m12", "e8m11", "q16.14"})
+    CHECK_FALSE(short_format(parse_format(name)));
+}

@@ -124,7 +124,11 @@ Matrix GemmOp::plain_forward(const Matrix& a, Matrix* owned, const Matrix& b, co
     s.ac = f.compute ? rounded_from(*f.compute, a, *s.a_format)
                      : rounded(model.input_format(), a, RoundingMode::nearest_even);
   s.bc = f.compute ? rounded(*f.compute, b) : rounded(model.input_format(), b, RoundingMode::nearest_even);
-  if (!c) return matmul(s.ac, s.bc, model, keys.stream(0));
+  // (Both casts are values of it: where every product of two is exact, the
+  // native kernel needs no scan of them to take FMA.)
+  if (!c)
+    return matmul(s.ac, s.bc, model, keys.stream(0),
+                  short_format(f.compute ? *f.compute : model.input_format()));
   // C enters the accumulation where the model puts it (a Tensor Core chain
   // starts from it), in the model's output format, as rpsim.gemm(A, B, C).
   return sim::gemm(model, s.ac, s.bc, rounded(model.output_format(), *c, RoundingMode::nearest_even),
@@ -222,8 +226,11 @@ GemmGrads GemmOp::backward(const GemmSaved& s, const Matrix& dy, bool need_da, b
     // The casts saved by forward (autocast saves the low-precision copies).
     const sim::AccumulationModel model =
         unscaled_model(*(f.compute ? f.compute : &spec_.model.input_format()));
-    if (need_db) g.db = matmul_tn(s.ac, dy_used, model, keys.stream(1));
-    if (need_da) g.da = matmul_nt(dy_used, s.bc, model, keys.stream(2));
+    // (The saved casts and dY's are values of these: as forward's matmul.)
+    const bool short_values = short_format(f.compute ? *f.compute : model.input_format()) &&
+                              short_format(f.backward ? *f.backward : model.input_format());
+    if (need_db) g.db = matmul_tn(s.ac, dy_used, model, keys.stream(1), short_values);
+    if (need_da) g.da = matmul_nt(dy_used, s.bc, model, keys.stream(2), short_values);
   }
   // dA's raw copy (col2im's flush count) is made by rounding out of place
   // below when dA has an output rounding: a copy and an in-place rounding

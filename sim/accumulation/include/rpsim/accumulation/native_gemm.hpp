@@ -22,9 +22,12 @@ enum class Transposed { none, a, b };
 // fused) when every operand is a binary32 value. Nothing (std::nullopt) when
 // some operand is not one (NaN aside): the float kernel would round it.
 // Deterministic for any thread count (threads: at most that many; 0:
-// OpenMP's default).
+// OpenMP's default). short_values: the caller vouches that every operand is
+// a binary32 value with at most 12 significant bits in [2^-62, 2^63), a zero,
+// an infinity or a NaN (values of binary16 it rounded itself, short_format):
+// the operands are not scanned, and the products take FMA.
 std::optional<Matrix> matmul_binary32(const Matrix& a, const Matrix& b, Transposed t = Transposed::none,
-                                      int threads = 0);
+                                      int threads = 0, bool short_values = false);
 
 // The same in binary64 (every operand is one): bit-identical to sim::gemm
 // under sequential:binary64:rne, the FP64 shadow's GEMM.

@@ -119,8 +119,16 @@ class ScopedTensorRounding {
 // random.stream, so each matmul of a run draws its own bits (sim::gemm then
 // keys the output element and the term). With {0, 0} the model is used as
 // given: matmul(a, b, m) equals sim::gemm(m, a, b).
-Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
-              RandomStream random = {});
+// short_values: the caller rounded both operands to formats short_format
+// accepts, so the native binary32 path neither scans them nor falls back.
+Matrix matmul(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model, RandomStream random = {},
+              bool short_values = false);
+
+// Whether every value of `fmt` is a binary32 value whose products with
+// another such are exact in binary32 (at most 12 significant bits, zeros and
+// magnitudes in [2^-62, 2^63), infinities, NaN): binary16, e4m3, e5m2, not
+// bfloat16 (its range).
+bool short_format(const Format& fmt);
 
 // While one is alive, the multiply-adds of every matmul, matmul_tn and
 // matmul_nt call (rows x inner x columns) on any thread are added up: what a forward pass
@@ -139,9 +147,9 @@ class CountMultiplyAdds {
 // transposed operand in place (backward's x^T dy and dy w^T), the others are
 // given the transpose as a matrix.
 Matrix matmul_tn(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
-                 RandomStream random = {});
+                 RandomStream random = {}, bool short_values = false);
 Matrix matmul_nt(const Matrix& a, const Matrix& b, const sim::AccumulationModel& model,
-                 RandomStream random = {});
+                 RandomStream random = {}, bool short_values = false);
 
 // Entries nonzero in `before` and zero in `after` (same shape): what the
 // roundings that turned one into the other flushed to zero (NaN counts as
