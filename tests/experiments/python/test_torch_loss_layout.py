@@ -82,3 +82,37 @@ def test_a_loss_of_the_users_takes_a_model_output_that_is_no_tensor():
     with pytest.raises(TypeError, match=r"(?s)cross_entropy_loss.*your loss got the model's output Outputs as it "
                                         r"is, against y \(4,\); Trainer\(..., output=0\)"):
         t.step(x, y)
+
+
+class TimeMajor(nn.Module):
+    """nn.GRU's default layout: (T, N, F) in, CTC's log-probabilities (T, N, C) out."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.head = nn.GRU(8, 16), nn.Linear(16, 5)
+
+    def forward(self, x):
+        return F.log_softmax(self.head(self.rnn(x)[0]), -1)
+
+
+def test_a_time_major_model_with_its_own_loss_trains_and_evaluates():
+    # x (T, N, F) against CTC targets y (N, S) was refused as a batch of mismatched halves; a loss of
+    # yours reads the batch as your model lays it out. Accuracy there has no argmax layout: nan.
+    # Gradient accumulation splits along dimension 0, so it still refuses the pair, naming the fix.
+    ctc = nn.CTCLoss()
+
+    def loss(out, y):
+        return ctc(out, y, torch.full((out.shape[1],), out.shape[0]), torch.full((y.shape[0],), y.shape[1]))
+    torch.manual_seed(0)
+    x, y = torch.randn(10, 2, 8), torch.randint(1, 5, (2, 4))
+    model = TimeMajor()
+    trainer = rt.Trainer(model, "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.1), loss=loss, histogram_steps=())
+    losses = [trainer.step(x, y) for _ in range(3)]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    result = trainer.evaluate([(x, y)])
+    assert math.isfinite(result["test_loss_nats"]) and math.isnan(result["test_accuracy_percent"])
+    assert math.isfinite(result["shadow_test_loss_nats"])
+    accumulating = rt.Trainer(TimeMajor(), "fp16-amp", lambda p: torch.optim.SGD(p, lr=0.1), loss=loss,
+                              histogram_steps=(), gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match=r"x holds 10 samples .* but y 2 .*without gradient accumulation"):
+        accumulating.step(x, y)

@@ -192,7 +192,9 @@ class Trainer(TrainerCells, _micro.Accumulation):
 
     def step(self, x, y, epoch=0):
         """One optimizer step on batch (x, y); returns the emulated loss."""
-        check_batch(x, y)
+        # (A loss of yours reads the batch as your model lays it out (a time-major RNN's (T, N, F) with
+        # CTC targets (N, S)); micro-batches and rpsim's losses split and read it along dimension 0.)
+        check_batch(x, y, sizes=self._own_layout or self.accumulation_steps > 1)
         check_same_parameters(self.model, self._made_with)
         if written_since(self.model, self.shadow_model, self._versions):  # a checkpoint loaded: in the shadow
             self.emulation._store_parameters()  # too, and in the policy's weight format
@@ -279,7 +281,7 @@ class Trainer(TrainerCells, _micro.Accumulation):
             loss = hits = count = 0.0
             with _evaluating(model), torch.no_grad():
                 for x, y in batches:
-                    check_batch(x, y, "Trainer.evaluate")
+                    check_batch(x, y, "Trainer.evaluate", sizes=self._own_layout)
                     out = check_output(_call(model, x, dtype), "Trainer.evaluate", self.output, not self._own_layout)
                     n = y.shape[0] if y.is_floating_point() else y.numel()
                     loss, count = loss + float(loss_of(loss_fn, out, y, self._own_layout)) * n, count + n
@@ -287,7 +289,9 @@ class Trainer(TrainerCells, _micro.Accumulation):
                         hits = float("nan")
                         continue
                     flat, yy, class_dim = class_layout(out, y)
-                    hits += float((flat.argmax(class_dim) == yy).sum())
+                    pred = flat.argmax(class_dim)
+                    # (a layout of your loss's the accuracy cannot read: CTC's (T, N, C) against (N, S))
+                    hits = hits + float((pred == yy).sum()) if pred.shape == yy.shape else float("nan")
             return loss / count, 100.0 * hits / count
         rng = torch.get_rng_state()  # a dropout left on in eval draws the same masks in both (step's note)
         e = score(self.model, self.dtype)

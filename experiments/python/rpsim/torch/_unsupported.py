@@ -173,10 +173,11 @@ def check_trainer_args(model, optimizer, loss, scaler, histogram_steps, max_grad
                          "as rpsim train's optimizer.max_grad_norm; 0: no clipping)")
 
 
-def check_batch(x, y, who="Trainer.step"):
+def check_batch(x, y, who="Trainer.step", sizes=True):
     """TypeError naming a batch half that is not a tensor (x may be a tuple or list of the model's
     arguments or a dict of its keyword arguments, the first a tensor), ValueError for an empty batch
-    or halves of different sizes; UnsupportedError for one off the CPU."""
+    or (sizes: where Trainer reads the batch along the first dimension) halves of different sizes;
+    UnsupportedError for one off the CPU."""
     parts = list(x.items()) if isinstance(x, dict) else list(enumerate(x)) if isinstance(x, (tuple, list)) else None
     if parts is not None:
         if not parts or not isinstance(parts[0][1], torch.Tensor):
@@ -194,10 +195,11 @@ def check_batch(x, y, who="Trainer.step"):
             raise ValueError(f"{who}: {name} of shape {tuple(t.shape)} holds no sample; a batch is at least "
                              "one sample along its first dimension")
     per_token = y.dim() == 1 and x.dim() >= 2 and y.numel() == x.shape[0] * x.shape[1]  # (the CLI's gpt batches)
-    if x.shape[0] != y.shape[0] and not per_token:
+    if sizes and x.shape[0] != y.shape[0] and not per_token:
         raise ValueError(f"{who}: x holds {x.shape[0]} samples (shape {tuple(x.shape)}) but y {y.shape[0]} "
-                         f"(shape {tuple(y.shape)}); the first dimension is the batch (or y holds one target per "
-                         "token of x, flattened)")
+                         f"(shape {tuple(y.shape)}); the first dimension is the batch, as gradient accumulation and "
+                         "rpsim's own losses read it (or y holds one target per token of x, flattened; a time-major "
+                         "model trains with a loss= of yours, without gradient accumulation)")
 
 
 def _parts(out):
