@@ -2,9 +2,9 @@
 each as one fused kernel that the emulation would reach whole; in its place it runs the function
 here, under its mode, with the same arguments (the module's own parameters): run_decomposed."""
 from ._attention import multi_head_attention_forward
+from ._contract import addr, bilinear, chain_matmul, einsum, inner, kron, matrix_power, multi_dot, tensordot
 from ._distance import cdist
 from ._functions import inside
-from ._contract import addr, bilinear, chain_matmul, einsum, inner, kron, matrix_power, multi_dot, tensordot
 from ._grid import affine_grid
 from ._stats import corrcoef, cov
 from ._recurrent import RECURRENT

@@ -4,8 +4,9 @@ matmul the emulation would not see (GemmWatch refused it): the squared norms, on
 1] with [x2, 1, |x2|^2]^T, clamp_min(0) and sqrt, run here as those ops under the emulation's mode, with
 _euclidean_dist's own backward (derivatives.yaml: _euclidean_dist_backward's ratio, sums and two
 matmuls, not autograd through the forward's ops), also under the mode. Every other case is ATen's
-_cdist_forward, which holds no GEMM: the mode's binary32 path (PyTorch's arithmetic, the result rounded). cdist is on autocast's fp32 list: under autocast its inputs come in
-binary32 and its inner ops (the matmul) are not cast (_emulate's decomposed rows)."""
+_cdist_forward, which holds no GEMM: the mode's binary32 path (PyTorch's arithmetic, the result
+rounded). cdist is on autocast's fp32 list: under autocast its inputs come in binary32 and its inner
+ops are not cast, its matmul computing in binary32 (_functions.inside, Emulation.gemm_config)."""
 import torch
 
 from ._functions import innermost_emulation, inside
