@@ -186,3 +186,29 @@ TEST_CASE("recipe arith: TE's FP8 scale from amax (FLT_MAX, power of two, NaN am
   CHECK(te_fp8_scale(std::numeric_limits<float>::quiet_NaN(), 57344.0f, true).scale == 0.5f);
   CHECK(std::isnan(te_fp8_scale(std::numeric_limits<float>::quiet_NaN(), 57344.0f, false).scale));
 }
+
+TEST_CASE("recipe arith: fp8_nearest_value is the value of the c10 cast's code", "[formats][recipes]") {
+  // Every 97th binary32 bit pattern, and around every midpoint between two
+  // neighbouring E4M3 / E5M2 values (the tie and one ulp either side), both
+  // signs: the same bits as element_value(e4m3fn_from_f32(x)), NaN included.
+  const auto same = [](float x) {
+    const float a = fp8_nearest_value(x, false), b = element_value(ElementKind::e4m3, e4m3fn_from_f32(x));
+    const float c = fp8_nearest_value(x, true), d = element_value(ElementKind::e5m2, e5m2_from_f32(x));
+    return f32_bits(a) == f32_bits(b) && f32_bits(c) == f32_bits(d);
+  };
+  std::uint64_t wrong = 0;
+  for (std::uint64_t b = 0; b < (1ull << 32); b += 97) wrong += !same(f32_from_bits(std::uint32_t(b)));
+  for (const ElementKind k : {ElementKind::e4m3, ElementKind::e5m2})
+    for (int code = 0; code < 0x7f; ++code) {
+      const float lo = element_value(k, std::uint8_t(code)), hi = element_value(k, std::uint8_t(code + 1));
+      if (!is_finite(lo) || !is_finite(hi)) continue;
+      const float mid = mul_f32(add_f32(lo, hi), 0.5f);  // exact: both are short binary32 values
+      for (const float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f), lo, hi})
+        wrong += !same(x) + !same(-x);
+    }
+  for (const float x : {0.0f, -0.0f, 448.0f, 464.0f, 464.5f, 480.0f, 57344.0f, 61439.0f, 61440.0f,
+                        std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
+                        std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN()})
+    wrong += !same(x) + !same(-x);
+  CHECK(wrong == 0);
+}

@@ -4,9 +4,12 @@
 // and fp8.pow2_scales, the fp8-blockwise row (1x128 and 128x128 against the
 // te-fp8-block row, its GEMM through sim's gemm_blockwise), TE's Hadamard
 // transform.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "bit_matrices.hpp"
 #include "finite_differences.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/config/config.hpp"
@@ -143,4 +146,40 @@ TEST_CASE("train: TE's Hadamard transform is orthogonal and is TE's x_mat @ H / 
   const Matrix ours = t * col;
   for (int k = 0; k < 16; ++k) CHECK(ours(k, 0) == double(te[std::size_t(k)]));
   CHECK_THROWS_WITH(te_hadamard_transform(32), Catch::Contains("16 entries"));
+}
+
+TEST_CASE("train: MX with FP8 elements to nearest, by lines, is the element-by-element quantiser's bits",
+          "[train]") {
+  // block_quantize_recipe's path for MX scales and E4M3 / E5M2 elements against
+  // recipe::quantize_group_block entry by entry: values, scales and counts,
+  // under each scale rule, along both axes, with a short last block and
+  // entries of every kind (zeros of both signs, NaN, infinities, past the
+  // element range, binary32 subnormals, values that are no binary32).
+  Matrix x = wide_matrix(37, 75, 9);
+  const double specials[] = {0.0,  -0.0,   std::nan(""), HUGE_VAL,    -HUGE_VAL,
+                             1e30, -3e-39, 1e-45,        1.0 + 1e-12, 465.0};
+  for (Eigen::Index i = 0; i < 10; ++i) x(3 + i, 5 * i + 1) = specials[i];
+  x.row(20).setZero();  // a line whose blocks are all zero
+  for (const char* rule : {"floor", "rceil", "ceil", "even"})
+    for (const char* element : {"e4m3", "e5m2"})
+      for (const int axis : {0, 1}) {
+        INFO(rule << " " << element << " axis " << axis);
+        const PrecisionPolicy p =
+            pol(fmt::format(R"({{"name": "mxfp8", "fp8": {{"scale_rule": "{}"}}}})", rule).c_str());
+        const Format& f = rpsim::format(element);
+        Fp8Stats fast_stats, slow_stats;
+        Matrix fast_scales, slow_scales;
+        const Matrix fast = block_quantize_recipe(x, f, p.fp8, {axis}, &fast_stats, nullptr, &fast_scales);
+        Matrix slow;
+        {
+          ScopedElementwiseBlockQuantiser elementwise;
+          slow = block_quantize_recipe(x, f, p.fp8, {axis}, &slow_stats, nullptr, &slow_scales);
+        }
+        CHECK(rpsim::test::same_bits(fast, slow));
+        CHECK(rpsim::test::same_bits(fast_scales, slow_scales));
+        CHECK((fast_stats.saturated == slow_stats.saturated && fast_stats.flushed == slow_stats.flushed &&
+               fast_stats.entries == slow_stats.entries));
+        CHECK((fast_stats.scale_min == slow_stats.scale_min && fast_stats.scale_max == slow_stats.scale_max));
+        CHECK(std::isnan(fast_stats.amax) == std::isnan(slow_stats.amax));
+      }
 }

@@ -137,6 +137,29 @@ RPSIM_HD_INLINE std::uint8_t e5m2_from_f32(float x) {
   return sign | std::uint8_t(m > 0x7bu ? 0x7cu : m);
 }
 
+// The value of e4m3fn_from_f32(x)'s code (e5m2: e5m2_from_f32's), as
+// element_value decodes it, computed without the code for the trainer's MX
+// operands in bulk (block_operand.cpp): |x| scaled by a power of two to
+// [2^m, 2^(m+1)) (below the normals, to a multiple of the subnormal step),
+// rounded to an integer by adding and subtracting 1.5 * 2^23 in binary32
+// (nearest even, the default mode: the integer part is below 2^22), scaled
+// back exactly, the sign put back. NaN (x's sign, the canonical payload, as
+// element_value gives it) for NaN, and for E4M3FN infinities and results
+// past 448; E5M2 infinity past 57344. (tests: against the codes' values.)
+RPSIM_HD_INLINE float fp8_nearest_value(float x, bool e5m2) {
+  const int mbits = e5m2 ? 2 : 3, emin = e5m2 ? -14 : -6;
+  const float max = e5m2 ? 57344.0f : 448.0f;
+  const std::uint32_t bits = f32_bits(x), sign = bits & 0x80000000u, mag = bits & 0x7fffffffu;
+  const std::uint32_t past = e5m2 ? 0x7f800000u : 0x7fc00000u;  // what overflows to
+  if (mag >= 0x7f800000u) return f32_from_bits(sign | (mag == 0x7f800000u ? past : 0x7fc00000u));
+  int e = int(mag >> 23) - 127;
+  e = e < emin ? emin : e;
+  const float n =
+      add_f32(add_f32(mul_f32(f32_from_bits(mag), f32_pow2(mbits - e)), 12582912.0f), -12582912.0f);
+  const float r = mul_f32(n, f32_pow2(e - mbits));
+  return f32_from_bits(sign | (r > max ? past : f32_bits(r)));
+}
+
 // OCP MX's finite-only element formats (E3M2, E2M3, E2M1: sign above
 // ebits + mbits bits), nearest even with saturation, the sign kept (-0.0 has
 // the sign bit): torchao's _f32_to_floatx_unpacked for every finite and

@@ -61,6 +61,20 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
                              double* tensor_scale = nullptr, Matrix* scales = nullptr,
                              double* tensor_amax = nullptr);
 
+// For the current thread until the end of the scope, block_quantize_recipe
+// quantises every recipe element by element (recipe::quantize_group_block),
+// its MX / FP8 path by lines off: what the tests compare that path with.
+class ScopedElementwiseBlockQuantiser {
+ public:
+  ScopedElementwiseBlockQuantiser();
+  ~ScopedElementwiseBlockQuantiser();
+  ScopedElementwiseBlockQuantiser(const ScopedElementwiseBlockQuantiser&) = delete;
+  ScopedElementwiseBlockQuantiser& operator=(const ScopedElementwiseBlockQuantiser&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // TE's weight-gradient Hadamard transform as hadamard_rows takes it (n = 16):
 // T = (diag(s) H16)^T / 4 with TE's fixed sign vector s (reference_nvfp4.py
 // get_wgrad_sign_vector), so T applied to a column of 16 is TE's x_mat @ H / 4
