@@ -7,6 +7,8 @@ matmuls, not autograd through the forward's ops), also under the mode. Every oth
 _cdist_forward, which holds no GEMM: the mode's binary32 path (PyTorch's arithmetic, the result
 rounded). cdist is on autocast's fp32 list: under autocast its inputs come in binary32 and its inner
 ops are not cast, its matmul computing in binary32 (_functions.inside, Emulation.gemm_config)."""
+import math
+
 import torch
 
 from ._functions import innermost_emulation, inside
@@ -28,9 +30,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     r1, r2, c = x1.shape[-2], x2.shape[-2], x1.shape[-1]
     if c == 0:
         return torch.zeros(*batch, r1, r2, dtype=x1.dtype)
-    count = 1
-    for n in batch:
-        count *= n
+    count = math.prod(batch)
     if count != 1:  # cdist_impl: both expanded to the common batch, contiguous, as (count, rows, c)
         x1 = x1.expand(*batch, r1, c).contiguous().view(count, r1, c)
         x2 = x2.expand(*batch, r2, c).contiguous().view(count, r2, c)

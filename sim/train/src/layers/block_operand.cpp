@@ -161,11 +161,6 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
   if (scales) scales->resize(x.rows(), x.cols());
   Fp8Stats s;
   s.amax = tensor_amax;
-  const double elem_max = recipe::element_info(spec.element).max;
-  // Each code's value, decoded once a call instead of once an entry.
-  float value[256];
-  for (int code = 0; code < 256; ++code)
-    value[code] = recipe::element_value(spec.element, std::uint8_t(code));
   if (recipe.scaling == Fp8Scaling::mx && !layout.sr && !g.tiles && recipe::is_fp8(spec.element) &&
       g.block <= kMxBlock && !elementwise_only) {
     mx_fp8_nearest(x, transposed, spec, g, ts, out, scales, s);
@@ -173,6 +168,11 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
     if (stats) add_stats(*stats, s);
     return out;
   }
+  const double elem_max = recipe::element_info(spec.element).max;
+  // Each code's value, decoded once a call instead of once an entry.
+  float value[256];
+  for (int code = 0; code < 256; ++code)
+    value[code] = recipe::element_value(spec.element, std::uint8_t(code));
   for (std::size_t gi = 0; gi < recipe::group_rows(g); ++gi)
     for (std::size_t gj = 0; gj < recipe::group_cols(g); ++gj)
       for (std::size_t j = 0; j < recipe::group_blocks(g); ++j) {
