@@ -102,8 +102,13 @@ if [ $BUILT -eq 0 ] && [ -n "${PROFILE:-}" ]; then
   timeout $(($(left) - 10)) "$NCU" --clock-control none --kernel-name regex:tc_gemm_kernel --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section LaunchStats --section Occupancy --section SourceCounters \
+    --section InstructionStats --section SchedulerStats \
     "$PY" experiments/bench/gpu_profile_tc.py 1024 >"$OUT/profile.txt" 2>&1
   log "profile exit $?"
+  # The kernel's machine code for sm_90a (instructions per step: where a product's time goes).
+  obj=$B/sim/cuda/CMakeFiles/rpsim_cuda_backend.dir/src/backend_tc.cu.o
+  [ -f "$obj" ] && cuobjdump --dump-sass "$obj" 2>&1 | gzip >"$OUT/sass-tc.txt.gz"
+  log "sass exit $?"
 fi
 [ -n "$SWEEP" ] && wait $SWEEP && log "sweep exit $?"
 ls -la "$OUT" >>"$OUT/run.log"

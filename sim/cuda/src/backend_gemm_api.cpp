@@ -137,6 +137,7 @@ Launch run_schedule(const sim::KernelSchedule& s, const Call& x, bool scaled) {
   t.fold = sim::fold_desc_of(s);
   const auto plan = sim::schedule_plan(s, int(x.g.k));
   t.slices = plan.chunk_slice.empty() ? 1 : plan.chunk_slice.back() + 1;
+  t.positions = static_cast<int>(plan.order.size());
   t.plain = !scaled && s.is_plain_chain() && plan.chunks() == 1;
   t.c_first = s.c_placement == sim::CPlacement::accumulator;
   if (!t.plain && s.reduction == sim::Reduction::exact) unsupported(kFn, "reduction=exact");

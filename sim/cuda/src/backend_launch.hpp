@@ -91,6 +91,13 @@ struct TcGemmArgs {
   const int* chunk_slice = nullptr;
   const int* tile_step = nullptr;
   int chunks = 0, tiles = 0;
+  int positions = 0;  // order's length: the products one element's chain takes
+  // A's rows and B's columns converted and decoded once, in plan order
+  // (launch_tc_gemm's prepass): element (r, t) at r * positions + t.
+  const double* a_value = nullptr;
+  const int* a_exponent = nullptr;
+  const double* b_value = nullptr;
+  const int* b_exponent = nullptr;
   // The stored format converted to the instruction's input (kernel_schedule.hpp step 1).
   bool convert = false;
   FormatDesc input;
