@@ -212,3 +212,29 @@ TEST_CASE("recipe arith: fp8_nearest_value is the value of the c10 cast's code",
     wrong += !same(x) + !same(-x);
   CHECK(wrong == 0);
 }
+
+TEST_CASE("recipe arith: e2m1_ladder_value is the value of TE's ladder code", "[formats][recipes]") {
+  // Every 97th binary32 bit pattern, and around every midpoint between two
+  // neighbouring E2M1 values (the tie and one ulp either side), both signs,
+  // and the ladder's own signs and ends: the same bits as
+  // element_value(e2m1_te_ladder(x)).
+  const auto same = [](float x) {
+    return f32_bits(e2m1_ladder_value(x)) == f32_bits(element_value(ElementKind::e2m1, e2m1_te_ladder(x)));
+  };
+  std::uint64_t wrong = 0;
+  for (std::uint64_t b = 0; b < (1ull << 32); b += 97) wrong += !same(f32_from_bits(std::uint32_t(b)));
+  for (int code = 0; code < 7; ++code) {
+    const float lo = element_value(ElementKind::e2m1, std::uint8_t(code));
+    const float hi = element_value(ElementKind::e2m1, std::uint8_t(code + 1));
+    const float mid = mul_f32(add_f32(lo, hi), 0.5f);
+    for (const float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f), lo, hi})
+      wrong += !same(x) + !same(-x);
+  }
+  for (const float x : {0.0f, 0.25f, 5.0f, 6.0f, 6.5f, 7.0f, std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+                        std::numeric_limits<float>::quiet_NaN()})
+    wrong += !same(x) + !same(-x);
+  CHECK(wrong == 0);
+  CHECK(f32_bits(e2m1_ladder_value(-0.25f)) == 0x80000000u);  // [-0.25, 0): -0
+  CHECK(f32_bits(e2m1_ladder_value(-0.0f)) == 0u);            // -0.0 and NaN: +0
+}

@@ -196,5 +196,23 @@ RPSIM_HD_INLINE std::uint8_t e2m1_te_ladder(float x) {
   return std::uint8_t((x < 0.0f ? 8u : 0u) | m);
 }
 
+// The value of e2m1_te_ladder(x)'s code, as element_value decodes it,
+// computed without the code for the trainer's NVFP4 operands in bulk
+// (block_operand.cpp), as fp8_nearest_value does for FP8: |x| scaled into
+// [2, 4) (below 1, to a multiple of the 0.5 step), rounded to an integer by
+// the 1.5 * 2^23 add and subtract, scaled back, at most 6; the ladder's
+// signs: +0 for NaN, +0 and -0, -0 for [-0.25, 0). (tests: against the
+// codes' values.)
+RPSIM_HD_INLINE float e2m1_ladder_value(float x) {
+  if (is_nan(x) || x == 0.0f) return 0.0f;
+  const std::uint32_t mag = f32_bits(x) & 0x7fffffffu;
+  if (mag >= 0x40c00000u) return x < 0.0f ? -6.0f : 6.0f;  // 6 and past it, infinities
+  int e = int(mag >> 23) - 127;
+  e = e < 0 ? 0 : e;
+  const float n = add_f32(add_f32(mul_f32(f32_from_bits(mag), f32_pow2(1 - e)), 12582912.0f), -12582912.0f);
+  const float r = mul_f32(n, f32_pow2(e - 1));
+  return x < 0.0f ? -r : r;
+}
+
 RPSIM_HD_ABI_END
 }  // namespace rpsim::recipe

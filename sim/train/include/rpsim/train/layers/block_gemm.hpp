@@ -63,7 +63,8 @@ Matrix block_quantize_recipe(const Matrix& x, const Format& f, const Fp8Recipe& 
 
 // For the current thread until the end of the scope, block_quantize_recipe
 // quantises every recipe element by element (recipe::quantize_group_block),
-// its MX / FP8 path by lines off: what the tests compare that path with.
+// its paths by lines (MX with FP8 elements, NVFP4) off: what the tests
+// compare those paths with.
 class ScopedElementwiseBlockQuantiser {
  public:
   ScopedElementwiseBlockQuantiser();
