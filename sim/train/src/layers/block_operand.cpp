@@ -50,130 +50,124 @@ constexpr std::size_t kLineBlock = 64;
 thread_local bool elementwise_only = false;  // ScopedElementwiseBlockQuantiser
 
 // block_quantize_recipe's common cases, MX scales with FP8 elements and
-// NVFP4, rounded to nearest, by lines of blocks gathered as binary32 (here
-// the lines down x's columns, the rows of x^T): each
-// block's scale is recipe::block_scale's (quantize_group_block's), each
-// element's value `element(v, factor(scale))` (the value of its code, found
-// without the code; the factor once a block), the statistics the same. The
-// generic path spent most of a ResNet-18 mxfp8 or nvfp4 step in per-element
-// calls (encode, then decode by table). `decode` is NVFP4's 1 / ges (1 for
-// MX), which the statistics count in.
+// NVFP4, rounded to nearest, by blocks gathered as binary32: each block's
+// scale is recipe::block_scale's (quantize_group_block's), each element's
+// value `element(v, factor(scale))` (the value of its code, found without the
+// code; the factor once a block), the statistics the same. The generic path
+// spent most of a ResNet-18 mxfp8 or nvfp4 step in per-element calls
+// (encode, then decode by table). `decode` is NVFP4's 1 / ges (1 for MX),
+// which the statistics count in. The traversals below (lines, panels,
+// tiles) differ only in the order they visit the blocks.
 template <class Factor, class Element>
-void nearest_by_lines(const Matrix& x, const QuantSpec& spec, const recipe::OperandGroups& g,
-                      const recipe::Nvfp4TensorScale& ts, double decode, Factor factor, Element element,
-                      Matrix& out, Matrix* scales, Fp8Stats& s) {
-  const double max = recipe::element_info(spec.element).max;
-  double v[kLineBlock];
-  for (std::size_t row = 0; row < g.rows; ++row)
-    for (std::size_t c0 = 0; c0 < g.cols; c0 += g.block) {
-      const std::size_t n = std::min(g.block, g.cols - c0);
-      float amax = 0.0f;
-      for (std::size_t k = 0; k < n; ++k) {
-        v[k] = x(Eigen::Index(c0 + k), Eigen::Index(row));
-        amax = recipe::nan_max(amax, recipe::abs_f32(float(v[k])));
-      }
-      const recipe::BlockScale b = recipe::block_scale(spec, amax, ts);
-      const double scale = double(b.decode);
-      const float f = factor(b);
-      bool nonzero = false;
-      for (std::size_t k = 0; k < n; ++k) {
-        const double d = double(element(float(v[k]), f)) * scale;
-        s.saturated += std::isfinite(v[k]) && std::fabs(v[k]) > max * scale * decode;
-        s.flushed += v[k] != 0 && d == 0;
-        nonzero |= v[k] != 0;
-        const auto r = Eigen::Index(c0 + k), c = Eigen::Index(row);
-        if (scales) (*scales)(r, c) = scale;
-        out(r, c) = d;
-      }
-      if (nonzero && scale > 0 && std::isfinite(scale)) s.widen(1.0 / (scale * decode));
-    }
-}
+struct Nearest {
+  const QuantSpec& spec;
+  const recipe::Nvfp4TensorScale& ts;
+  double decode;
+  Factor factor;
+  Element element;
+  Matrix& out;
+  Matrix* scales;
+  Fp8Stats& s;
+  double max = recipe::element_info(spec.element).max;
 
-// nearest_by_lines for lines along the rows of x (column-major: a line's
-// entries are x.rows() apart), by panels of one block's columns: every row's
-// block amax down the panel's columns, then every row's elements, each
-// column read and written in order. Reading a line across columns had spent
-// three quarters of the line path's time in cache misses (perf, 512 x 4608
-// NVFP4 operand, 2026-11-30). The same entries, scales and statistics.
-template <class Factor, class Element>
-void nearest_by_panels(const Matrix& x, const QuantSpec& spec, const recipe::OperandGroups& g,
-                       const recipe::Nvfp4TensorScale& ts, double decode, Factor factor, Element element,
-                       Matrix& out, Matrix* scales, Fp8Stats& s) {
-  const double max = recipe::element_info(spec.element).max;
-  const Eigen::Index rows = Eigen::Index(g.rows);
-  std::vector<float> amax(g.rows), f(g.rows);
-  std::vector<double> scale(g.rows);
-  std::vector<char> nonzero(g.rows);
-  for (std::size_t c0 = 0; c0 < g.cols; c0 += g.block) {
-    const Eigen::Index n = Eigen::Index(std::min(g.block, g.cols - c0)), c = Eigen::Index(c0);
-    std::fill(amax.begin(), amax.end(), 0.0f);
-    std::fill(nonzero.begin(), nonzero.end(), 0);
-    for (Eigen::Index k = 0; k < n; ++k)
-      for (Eigen::Index r = 0; r < rows; ++r)
-        amax[std::size_t(r)] = recipe::nan_max(amax[std::size_t(r)], recipe::abs_f32(float(x(r, c + k))));
-    for (std::size_t r = 0; r < g.rows; ++r) {
-      const recipe::BlockScale b = recipe::block_scale(spec, amax[r], ts);
-      scale[r] = double(b.decode);
-      f[r] = factor(b);
-    }
-    for (Eigen::Index k = 0; k < n; ++k)
-      for (Eigen::Index r = 0; r < rows; ++r) {
-        const double v = x(r, c + k), sc = scale[std::size_t(r)];
-        const double d = double(element(float(v), f[std::size_t(r)])) * sc;
-        s.saturated += std::isfinite(v) && std::fabs(v) > max * sc * decode;
-        s.flushed += v != 0 && d == 0;
-        nonzero[std::size_t(r)] |= v != 0;
-        if (scales) (*scales)(r, c + k) = sc;
-        out(r, c + k) = d;
-      }
-    for (std::size_t r = 0; r < g.rows; ++r)
-      if (nonzero[r] && scale[r] > 0 && std::isfinite(scale[r])) s.widen(1.0 / (scale[r] * decode));
+  struct Block {
+    double scale;  // the elements' decoding scale
+    float f;       // factor(scale)
+  };
+  Block block(float amax) const {
+    const recipe::BlockScale b = recipe::block_scale(spec, amax, ts);
+    return {double(b.decode), factor(b)};
   }
-}
+  // Entry (r, c), x's value v, quantised in block b; whether it is nonzero.
+  bool put(double v, const Block& b, Eigen::Index r, Eigen::Index c) {
+    const double d = double(element(float(v), b.f)) * b.scale;
+    s.saturated += std::isfinite(v) && std::fabs(v) > max * b.scale * decode;
+    s.flushed += v != 0 && d == 0;
+    if (scales) (*scales)(r, c) = b.scale;
+    out(r, c) = d;
+    return v != 0;
+  }
+  // The scale range over blocks with a nonzero entry.
+  void widen(bool nonzero, const Block& b) {
+    if (nonzero && b.scale > 0 && std::isfinite(b.scale)) s.widen(1.0 / (b.scale * decode));
+  }
 
-// The same under block x block tiles (one scale a tile: NVFP4's weights),
-// tile by tile, each tile's columns in order.
-template <class Factor, class Element>
-void nearest_by_tiles(const Matrix& x, const QuantSpec& spec, const recipe::OperandGroups& g,
-                      const recipe::Nvfp4TensorScale& ts, double decode, Factor factor, Element element,
-                      Matrix& out, Matrix* scales, Fp8Stats& s) {
-  const double max = recipe::element_info(spec.element).max;
-  const auto b_ = Eigen::Index(g.block), rows = Eigen::Index(g.rows), cols = Eigen::Index(g.cols);
-  for (Eigen::Index r0 = 0; r0 < rows; r0 += b_)
-    for (Eigen::Index c0 = 0; c0 < cols; c0 += b_) {
-      const Eigen::Index h = std::min(b_, rows - r0), w = std::min(b_, cols - c0);
-      float amax = 0.0f;
-      for (Eigen::Index c = c0; c < c0 + w; ++c)
-        for (Eigen::Index r = r0; r < r0 + h; ++r)
-          amax = recipe::nan_max(amax, recipe::abs_f32(float(x(r, c))));
-      const recipe::BlockScale b = recipe::block_scale(spec, amax, ts);
-      const double scale = double(b.decode);
-      const float f = factor(b);
-      bool nonzero = false;
-      for (Eigen::Index c = c0; c < c0 + w; ++c)
-        for (Eigen::Index r = r0; r < r0 + h; ++r) {
-          const double v = x(r, c), d = double(element(float(v), f)) * scale;
-          s.saturated += std::isfinite(v) && std::fabs(v) > max * scale * decode;
-          s.flushed += v != 0 && d == 0;
-          nonzero |= v != 0;
-          if (scales) (*scales)(r, c) = scale;
-          out(r, c) = d;
+  // Lines down x's columns (the rows of x^T), each gathered first.
+  void lines(const Matrix& x, const recipe::OperandGroups& g) {
+    double v[kLineBlock];
+    for (std::size_t row = 0; row < g.rows; ++row)
+      for (std::size_t c0 = 0; c0 < g.cols; c0 += g.block) {
+        const std::size_t n = std::min(g.block, g.cols - c0);
+        float amax = 0.0f;
+        for (std::size_t k = 0; k < n; ++k) {
+          v[k] = x(Eigen::Index(c0 + k), Eigen::Index(row));
+          amax = recipe::nan_max(amax, recipe::abs_f32(float(v[k])));
         }
-      if (nonzero && scale > 0 && std::isfinite(scale)) s.widen(1.0 / (scale * decode));
+        const Block b = block(amax);
+        bool nonzero = false;
+        for (std::size_t k = 0; k < n; ++k) nonzero |= put(v[k], b, Eigen::Index(c0 + k), Eigen::Index(row));
+        widen(nonzero, b);
+      }
+  }
+
+  // Lines along x's rows (column-major: a line's entries are x.rows()
+  // apart), by panels of one block's columns: every row's block amax down
+  // the panel's columns, then every row's elements, each column read and
+  // written in order. Reading a line across columns had spent three quarters
+  // of the line path's time in cache misses (perf, 512 x 4608 NVFP4 operand,
+  // 2026-11-30).
+  void panels(const Matrix& x, const recipe::OperandGroups& g) {
+    const Eigen::Index rows = Eigen::Index(g.rows);
+    std::vector<float> amax(g.rows);
+    std::vector<Block> b(g.rows);
+    std::vector<char> nonzero(g.rows);
+    for (std::size_t c0 = 0; c0 < g.cols; c0 += g.block) {
+      const Eigen::Index n = Eigen::Index(std::min(g.block, g.cols - c0)), c = Eigen::Index(c0);
+      std::fill(amax.begin(), amax.end(), 0.0f);
+      std::fill(nonzero.begin(), nonzero.end(), 0);
+      for (Eigen::Index k = 0; k < n; ++k)
+        for (Eigen::Index r = 0; r < rows; ++r)
+          amax[std::size_t(r)] = recipe::nan_max(amax[std::size_t(r)], recipe::abs_f32(float(x(r, c + k))));
+      for (std::size_t r = 0; r < g.rows; ++r) b[r] = block(amax[r]);
+      for (Eigen::Index k = 0; k < n; ++k)
+        for (Eigen::Index r = 0; r < rows; ++r)
+          nonzero[std::size_t(r)] |= put(x(r, c + k), b[std::size_t(r)], r, c + k);
+      for (std::size_t r = 0; r < g.rows; ++r) widen(nonzero[r] != 0, b[r]);
     }
-}
+  }
+
+  // block x block tiles (one scale a tile: NVFP4's weights), tile by tile,
+  // each tile's columns in order.
+  void tiles(const Matrix& x, const recipe::OperandGroups& g) {
+    const auto t = Eigen::Index(g.block), rows = Eigen::Index(g.rows), cols = Eigen::Index(g.cols);
+    for (Eigen::Index r0 = 0; r0 < rows; r0 += t)
+      for (Eigen::Index c0 = 0; c0 < cols; c0 += t) {
+        const Eigen::Index r1 = std::min(r0 + t, rows), c1 = std::min(c0 + t, cols);
+        float amax = 0.0f;
+        for (Eigen::Index c = c0; c < c1; ++c)
+          for (Eigen::Index r = r0; r < r1; ++r)
+            amax = recipe::nan_max(amax, recipe::abs_f32(float(x(r, c))));
+        const Block b = block(amax);
+        bool nonzero = false;
+        for (Eigen::Index c = c0; c < c1; ++c)
+          for (Eigen::Index r = r0; r < r1; ++r) nonzero |= put(x(r, c), b, r, c);
+        widen(nonzero, b);
+      }
+  }
+};
 
 // Tiles, lines down the columns (transposed) or lines along the rows.
 template <class Factor, class Element>
 void nearest(const Matrix& x, bool transposed, const QuantSpec& spec, const recipe::OperandGroups& g,
              const recipe::Nvfp4TensorScale& ts, double decode, Factor factor, Element element, Matrix& out,
              Matrix* scales, Fp8Stats& s) {
+  Nearest<Factor, Element> q{spec, ts, decode, factor, element, out, scales, s};
   if (g.tiles)
-    nearest_by_tiles(x, spec, g, ts, decode, factor, element, out, scales, s);
+    q.tiles(x, g);
   else if (transposed)
-    nearest_by_lines(x, spec, g, ts, decode, factor, element, out, scales, s);
+    q.lines(x, g);
   else
-    nearest_by_panels(x, spec, g, ts, decode, factor, element, out, scales, s);
+    q.panels(x, g);
 }
 
 // The line (or tile) path's element, when there is one: MX's FP8 element
