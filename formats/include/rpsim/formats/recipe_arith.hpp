@@ -137,26 +137,34 @@ RPSIM_HD_INLINE std::uint8_t e5m2_from_f32(float x) {
   return sign | std::uint8_t(m > 0x7bu ? 0x7cu : m);
 }
 
+// A finite magnitude's bits `mag` to nearest even on a minifloat's grid of
+// mbits fraction bits and least normal exponent emin, as a binary32 value
+// (no overflow check): scaled by a power of two to [2^mbits, 2^(mbits+1))
+// (below the normals, to a multiple of the subnormal step), rounded to an
+// integer by adding and subtracting 1.5 * 2^23 in binary32 (nearest even, the
+// default mode: the integer part is below 2^22), scaled back exactly. Shared
+// by fp8_nearest_value and e2m1_ladder_value.
+RPSIM_HD_INLINE float nearest_magnitude(std::uint32_t mag, int mbits, int emin) {
+  int e = int(mag >> 23) - 127;
+  e = e < emin ? emin : e;
+  const float n =
+      add_f32(add_f32(mul_f32(f32_from_bits(mag), f32_pow2(mbits - e)), 12582912.0f), -12582912.0f);
+  return mul_f32(n, f32_pow2(e - mbits));
+}
+
 // The value of e4m3fn_from_f32(x)'s code (e5m2: e5m2_from_f32's), as
 // element_value decodes it, computed without the code for the trainer's MX
-// operands in bulk (block_operand.cpp): |x| scaled by a power of two to
-// [2^m, 2^(m+1)) (below the normals, to a multiple of the subnormal step),
-// rounded to an integer by adding and subtracting 1.5 * 2^23 in binary32
-// (nearest even, the default mode: the integer part is below 2^22), scaled
-// back exactly, the sign put back. NaN (x's sign, the canonical payload, as
-// element_value gives it) for NaN, and for E4M3FN infinities and results
-// past 448; E5M2 infinity past 57344. (tests: against the codes' values.)
+// operands in bulk (block_operand.cpp): |x| by nearest_magnitude, the sign
+// put back. NaN (x's sign, the canonical payload, as element_value gives it)
+// for NaN, and for E4M3FN infinities and results past 448; E5M2 infinity
+// past 57344. (tests: against the codes' values.)
 RPSIM_HD_INLINE float fp8_nearest_value(float x, bool e5m2) {
   const int mbits = e5m2 ? 2 : 3, emin = e5m2 ? -14 : -6;
   const float max = e5m2 ? 57344.0f : 448.0f;
   const std::uint32_t bits = f32_bits(x), sign = bits & 0x80000000u, mag = bits & 0x7fffffffu;
   const std::uint32_t past = e5m2 ? 0x7f800000u : 0x7fc00000u;  // what overflows to
   if (mag >= 0x7f800000u) return f32_from_bits(sign | (mag == 0x7f800000u ? past : 0x7fc00000u));
-  int e = int(mag >> 23) - 127;
-  e = e < emin ? emin : e;
-  const float n =
-      add_f32(add_f32(mul_f32(f32_from_bits(mag), f32_pow2(mbits - e)), 12582912.0f), -12582912.0f);
-  const float r = mul_f32(n, f32_pow2(e - mbits));
+  const float r = nearest_magnitude(mag, mbits, emin);
   return f32_from_bits(sign | (r > max ? past : f32_bits(r)));
 }
 
@@ -198,19 +206,16 @@ RPSIM_HD_INLINE std::uint8_t e2m1_te_ladder(float x) {
 
 // The value of e2m1_te_ladder(x)'s code, as element_value decodes it,
 // computed without the code for the trainer's NVFP4 operands in bulk
-// (block_operand.cpp), as fp8_nearest_value does for FP8: |x| scaled into
-// [2, 4) (below 1, to a multiple of the 0.5 step), rounded to an integer by
-// the 1.5 * 2^23 add and subtract, scaled back, at most 6; the ladder's
+// (block_operand.cpp), as fp8_nearest_value does for FP8: |x| by
+// nearest_magnitude (one fraction bit, least normal exponent 0), at most 6;
+// the ladder's
 // signs: +0 for NaN, +0 and -0, -0 for [-0.25, 0). (tests: against the
 // codes' values.)
 RPSIM_HD_INLINE float e2m1_ladder_value(float x) {
   if (is_nan(x) || x == 0.0f) return 0.0f;
   const std::uint32_t mag = f32_bits(x) & 0x7fffffffu;
   if (mag >= 0x40c00000u) return x < 0.0f ? -6.0f : 6.0f;  // 6 and past it, infinities
-  int e = int(mag >> 23) - 127;
-  e = e < 0 ? 0 : e;
-  const float n = add_f32(add_f32(mul_f32(f32_from_bits(mag), f32_pow2(1 - e)), 12582912.0f), -12582912.0f);
-  const float r = mul_f32(n, f32_pow2(e - 1));
+  const float r = nearest_magnitude(mag, 1, 0);
   return x < 0.0f ? -r : r;
 }
 
