@@ -95,6 +95,11 @@ KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp);
 template <class In, class Out>
 KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp);
 
+// binary16 and bfloat16 on AVX2 + F16C the same way, in 8 lanes
+// (array_narrow_avx2.cpp); nullptr where it does not apply.
+template <class In, class Out>
+KernelFn<In, Out> pick_narrow_avx2(const KernelParams& kp);
+
 // Stochastic rounding with intrinsics (array_sr_avx512.cpp); nullptr where
 // it does not apply.
 template <class In, class Out>

@@ -234,6 +234,9 @@ Plan<In, Out> make_plan(const Format& fmt, const ArrayOptions& o) {
       if (auto hardware = pick_hardware_avx512(plan.kp)) plan.kernel = hardware;
     }
   }
+  if (plan.kernel && resolve(o.isa) == ArrayIsa::avx2) {
+    if (auto narrow = pick_narrow_avx2<In, Out>(plan.kp)) plan.kernel = narrow;
+  }
   plan.threads = o.threads;
   plan.parallel_threshold = o.parallel_threshold;
   return plan;

@@ -5,7 +5,9 @@
 // paths could go wrong: one binary64 (or binary32) ulp either side of every
 // rounding boundary, where the round to odd must keep the sticky bit, and
 // binary32 subnormals and tiny values, where the discarded fraction runs past
-// 32 bits. On a CPU without AVX-512 the same checks run on the other kernels.
+// 32 bits. On a CPU without AVX-512 the same checks run on the other kernels;
+// the AVX2 + F16C binary16 and bfloat16 kernels are checked on every CPU with
+// AVX2.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -26,15 +28,20 @@ const char* const narrow_formats[] = {"binary16", "bfloat16", "e4m3", "e5m2", "e
 
 TEST_CASE("binary64 and binary32 inputs at every rounding boundary equal the scalar core (round to odd)",
           "[array]") {
-  INFO("kernel " << array_kernel_isa());
-  for (const char* name : narrow_formats) {
-    const Format fmt = parse_format(name);
-    const auto in = boundaries(fmt, fmt.bits > 8 ? 11 : 1);
-    const auto in_f = boundaries_binary32(in);
-    for (RoundingMode mode : all_modes) {
-      for (const ArrayOptions& o : rounding_variants(mode)) {
-        check_against_reference(fmt, in, o);
-        check_against_reference(fmt, in_f, o);
+  // best: AVX-512's kernels where the CPU has them; avx2: the AVX2 + F16C
+  // binary16 and bfloat16 ones (array_narrow_avx2.cpp) on every x86-64 CPU
+  // with AVX2.
+  for (ArrayIsa isa : {ArrayIsa::best, ArrayIsa::avx2}) {
+    for (const char* name : narrow_formats) {
+      const Format fmt = parse_format(name);
+      const auto in = boundaries(fmt, fmt.bits > 8 ? 11 : 1);
+      const auto in_f = boundaries_binary32(in);
+      for (RoundingMode mode : all_modes) {
+        for (ArrayOptions o : rounding_variants(mode)) {
+          o.isa = isa;
+          check_against_reference(fmt, in, o);
+          check_against_reference(fmt, in_f, o);
+        }
       }
     }
   }
