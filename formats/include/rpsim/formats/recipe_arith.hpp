@@ -56,7 +56,8 @@ RPSIM_HD_INLINE float nan_max(float a, float b) {
   return is_nan(a) || is_nan(b) ? f32_nan() : (b > a ? b : a);
 }
 RPSIM_HD_INLINE float nan_clamp(float x, float lo, float hi) {
-  return is_nan(x) ? x : (x < lo ? lo : (x > hi ? hi : x));
+  const float y = x < lo ? lo : (x > hi ? hi : x);  // (a select: block_operand.cpp's loops vectorise)
+  return is_nan(x) ? x : y;
 }
 
 // floor(log2 |a|) of a finite non-zero binary32 (subnormals included).
@@ -163,9 +164,11 @@ RPSIM_HD_INLINE float fp8_nearest_value(float x, bool e5m2) {
   const float max = e5m2 ? 57344.0f : 448.0f;
   const std::uint32_t bits = f32_bits(x), sign = bits & 0x80000000u, mag = bits & 0x7fffffffu;
   const std::uint32_t past = e5m2 ? 0x7f800000u : 0x7fc00000u;  // what overflows to
-  if (mag >= 0x7f800000u) return f32_from_bits(sign | (mag == 0x7f800000u ? past : 0x7fc00000u));
-  const float r = nearest_magnitude(mag, mbits, emin);
-  return f32_from_bits(sign | (r > max ? past : f32_bits(r)));
+  // Selects, not branches (block_operand.cpp's loops vectorise): infinity
+  // and NaN take the largest finite's path, then their own result.
+  const float r = nearest_magnitude(mag < 0x7f800000u ? mag : 0x7f7fffffu, mbits, emin);
+  const std::uint32_t special = mag == 0x7f800000u ? past : 0x7fc00000u;
+  return f32_from_bits(sign | (mag >= 0x7f800000u ? special : (r > max ? past : f32_bits(r))));
 }
 
 // OCP MX's finite-only element formats (E3M2, E2M3, E2M1: sign above
@@ -212,11 +215,12 @@ RPSIM_HD_INLINE std::uint8_t e2m1_te_ladder(float x) {
 // signs: +0 for NaN, +0 and -0, -0 for [-0.25, 0). (tests: against the
 // codes' values.)
 RPSIM_HD_INLINE float e2m1_ladder_value(float x) {
-  if (is_nan(x) || x == 0.0f) return 0.0f;
+  // Selects, not branches (block_operand.cpp's loops vectorise): 6 and past
+  // it, infinities included, as 6.
   const std::uint32_t mag = f32_bits(x) & 0x7fffffffu;
-  if (mag >= 0x40c00000u) return x < 0.0f ? -6.0f : 6.0f;  // 6 and past it, infinities
-  const float r = nearest_magnitude(mag, 1, 0);
-  return x < 0.0f ? -r : r;
+  const float r = nearest_magnitude(mag < 0x40c00000u ? mag : 0x40c00000u, 1, 0);
+  const float v = x < 0.0f ? -r : r;
+  return is_nan(x) || x == 0.0f ? 0.0f : v;
 }
 
 RPSIM_HD_ABI_END
