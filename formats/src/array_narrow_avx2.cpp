@@ -128,8 +128,14 @@ RPSIM_NARROW2_TARGET void narrow2_kernel(const KernelParams& kp, const In* in, O
 
 template <class In, class Out>
 KernelFn<In, Out> pick_narrow_avx2(const KernelParams& kp) {
+#if defined(__clang__)
+  // clang 14's __builtin_cpu_supports has no "f16c"; every AVX2 processor has F16C (Ivy Bridge and
+  // Piledriver came first).
+  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
   static const bool cpu =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#endif
   const Rounding& r = kp.rounding;
   if (!cpu || kp.identity || kp.hardware_binary32 || kp.fixed_point) return nullptr;
   if (kp.ftz || r.flush_subnormal_inputs || r.flush_subnormal_outputs) return nullptr;
