@@ -48,6 +48,12 @@ RPSIM_NARROW2_TARGET inline __m128i odd4(__m256d x) {
   return _mm_or_si128(bits, _mm_and_si128(inexact32, _mm_set1_epi32(1)));
 }
 
+// Eight binary32 values widened (exactly) into eight binary64 stores.
+RPSIM_NARROW2_TARGET inline void store8_as_binary64(__m256 f, double* out) {
+  _mm256_storeu_pd(out, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+  _mm256_storeu_pd(out + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+}
+
 // Eight binary32 bit patterns -> the format's results in Out; returns a
 // nonzero mask where an input is infinity or NaN.
 template <int Path, class Out>
@@ -62,9 +68,7 @@ RPSIM_NARROW2_TARGET inline int round8(__m256i x, Out* out) {
     } else if constexpr (std::is_same_v<Out, float>) {
       _mm256_storeu_ps(out, _mm256_cvtph_ps(h));
     } else if constexpr (std::is_same_v<Out, double>) {
-      const __m256 f = _mm256_cvtph_ps(h);
-      _mm256_storeu_pd(out, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
-      _mm256_storeu_pd(out + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+      store8_as_binary64(_mm256_cvtph_ps(h), out);
     } else {
       alignas(16) std::uint16_t tmp[8];
       _mm_store_si128(reinterpret_cast<__m128i*>(tmp), h);
@@ -83,9 +87,7 @@ RPSIM_NARROW2_TARGET inline int round8(__m256i x, Out* out) {
     if constexpr (std::is_same_v<Out, float>) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), x);
     } else if constexpr (std::is_same_v<Out, double>) {
-      const __m256 f = _mm256_castsi256_ps(x);
-      _mm256_storeu_pd(out, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
-      _mm256_storeu_pd(out + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+      store8_as_binary64(_mm256_castsi256_ps(x), out);
     } else {
       alignas(32) std::uint32_t tmp[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), _mm256_srli_epi32(x, 16));

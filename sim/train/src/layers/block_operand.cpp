@@ -106,7 +106,7 @@ struct Nearest {
     const recipe::BlockScale b = recipe::block_scale(spec, amax, ts);
     return {double(b.decode), factor(b)};
   }
-  void reserve(std::size_t n) {
+  void size_runs(std::size_t n) {
     v.resize(n);
     vf.resize(n);
     f.resize(n);
@@ -130,7 +130,7 @@ struct Nearest {
 
   // Lines down x's columns (the rows of x^T), a whole line at a time.
   void lines(const Matrix& x, const recipe::OperandGroups& g) {
-    reserve(g.cols);
+    size_runs(g.cols);
     std::vector<Block> b((g.cols + g.block - 1) / g.block);
     for (std::size_t row = 0; row < g.rows; ++row) {
       for (std::size_t c0 = 0, j = 0; c0 < g.cols; c0 += g.block, ++j) {
@@ -162,7 +162,7 @@ struct Nearest {
   // 2026-11-30).
   void panels(const Matrix& x, const recipe::OperandGroups& g) {
     const Eigen::Index rows = Eigen::Index(g.rows);
-    reserve(g.rows);
+    size_runs(g.rows);
     std::vector<float> amax(g.rows);
     std::vector<Block> b(g.rows);
     std::vector<char> nonzero(g.rows);
@@ -194,7 +194,7 @@ struct Nearest {
   // each tile's columns in order.
   void tiles(const Matrix& x, const recipe::OperandGroups& g) {
     const auto t = Eigen::Index(g.block), rows = Eigen::Index(g.rows), cols = Eigen::Index(g.cols);
-    reserve(std::size_t(t * t));
+    size_runs(std::size_t(t * t));
     for (Eigen::Index r0 = 0; r0 < rows; r0 += t)
       for (Eigen::Index c0 = 0; c0 < cols; c0 += t) {
         const Eigen::Index r1 = std::min(r0 + t, rows), c1 = std::min(c0 + t, cols);
