@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -163,15 +164,32 @@ class TorchLayer {
   std::unique_ptr<train::Layer> layer_;
 };
 
-// telemetry.cpp's weight_rel_distance_from_fp64 on two columns of a layer's
-// parameters: Eigen's norm, whose summation order its vectorisation picks,
-// so the same expression compiled the same way gives the same bits.
+// The entries of a sequence of float32/float64 arrays, each read in C order
+// (a transposed view's rows), one after another as one column: the layer's
+// parameters flattened in order, without the concatenated copy torch.cat made.
+train::Matrix column_of(py::handle pieces, const char* what) {
+  std::vector<py::array_t<double, py::array::c_style | py::array::forcecast>> arrays;
+  py::ssize_t n = 0;
+  for (py::handle piece : pieces) {
+    auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(piece);
+    if (!a) throw py::type_error(fmt::format("rel_distance: {}: a sequence of float arrays is needed", what));
+    n += a.size();
+    arrays.push_back(std::move(a));
+  }
+  train::Matrix column(n, 1);
+  double* out = column.data();
+  for (const auto& a : arrays) out = std::copy(a.data(), a.data() + a.size(), out);
+  return column;
+}
+
+// telemetry.cpp's weight_rel_distance_from_fp64 on a layer's parameters,
+// emulated and shadow, each a sequence of arrays: Eigen's norm of one column,
+// whose summation order its vectorisation picks, so the same expression
+// compiled the same way gives the same bits.
 double rel_distance_py(py::handle emulated, py::handle shadow) {
-  const auto e = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(emulated);
-  const auto s = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(shadow);
-  if (!e || !s || e.size() != s.size()) throw py::value_error("rel_distance: two float arrays of one size");
-  const train::Matrix we = Eigen::Map<const Eigen::VectorXd>(e.data(), e.size());
-  const train::Matrix ws = Eigen::Map<const Eigen::VectorXd>(s.data(), s.size());
+  const train::Matrix we = column_of(emulated, "emulated"), ws = column_of(shadow, "shadow");
+  if (we.size() != ws.size())
+    throw py::value_error(fmt::format("rel_distance: {} emulated entries, {} shadow", we.size(), ws.size()));
   const double denom = ws.norm();
   return denom > 0 ? (we - ws).norm() / denom : (we - ws).norm();
 }
@@ -212,7 +230,8 @@ void bind_torch_train(py::module_& m) {
   m.def("_torch_train_setup", &setup_py, arg("config"), arg("overrides"), arg("steps"),
         "A training config's initial parameters and first batches, as `rpsim train` draws them.");
   m.def("_torch_rel_distance", &rel_distance_py, arg("emulated"), arg("shadow"),
-        "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it.");
+        "|e - s| / |s| (|e - s| where |s| = 0) as steps.csv's weight_rel_distance_from_fp64 computes it, "
+        "e and s each a sequence of float arrays read in C order, one after another.");
   m.def("_torch_lr_schedule", &lr_schedule_py, arg("config"), arg("overrides"),
         "A config's learning rate per step, as `rpsim train` sets it: a callable (step, applied) -> lr.");
   m.def("_torch_softmax", &softmax_py, arg("scores"), arg("format"),

@@ -115,9 +115,9 @@ class TrainerCells:
             ps = _params(m)
             dist = ""
             if ln in shadow:
-                we = _flat([self._cli_order(p, p) for p in ps])
-                ws = _flat([self._cli_order(p, p) for p in _params(shadow[ln])])
-                dist = num(_core._torch_rel_distance(we.numpy(), ws.numpy()))
+                we = [_readable(self._cli_order(p, p).detach()).numpy() for p in ps]
+                ws = [_readable(self._cli_order(p, p).detach()).numpy() for p in _params(shadow[ln])]
+                dist = num(_core._torch_rel_distance(we, ws))
             stalled = entries = 0
             for p in ps:
                 if p.requires_grad:
