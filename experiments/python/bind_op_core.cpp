@@ -69,13 +69,16 @@ class PyGemmOp {
 
   // Per batch item: the saved state of each forward (one object per call).
   struct Saved {
-    std::vector<train::GemmSaved> items;
+    std::vector<train::GemmSaved> items;  // per group where groups > 1
+    int groups = 1;
   };
 
   py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
                     const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
-                    std::uint64_t stream, const py::object& layer, bool f32, bool fold_a) {
+                    std::uint64_t stream, const py::object& layer, bool f32, bool fold_a, int groups) {
     std::vector<sim::Matrix> a = matrices(a_in, "A", fold_a), b = matrices(b_in, "B");
+    if (groups != 1)
+      return forward_grouped(a, a_format, b, bias_in, keys_arg(seed, stream, layer), f32, groups);
     std::vector<sim::Matrix> c = c_in.is_none() ? std::vector<sim::Matrix>() : matrices(c_in, "C");
     if (!c.empty() && (c.size() != a.size() || c[0].rows() != a[0].rows() || c[0].cols() != b[0].cols()))
       throw py::value_error("C (batch, m, n) disagrees with A (batch, m, k) and B (batch, k, n)");
@@ -115,15 +118,20 @@ class PyGemmOp {
                     const py::object& b_grad, bool raw, bool masks, bool a_f32, bool b_f32, bool a_mask,
                     bool a_column_major) {
     std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
-    if (dy.size() != saved.items.size()) throw py::value_error("dY's batch differs from forward's");
+    if (dy.size() != (saved.groups > 1 ? 1 : saved.items.size()))
+      throw py::value_error("dY's batch differs from forward's");
     const Keys keys = keys_arg(seed, stream, layer);
     const Format* bg = optional_format(b_grad);
     std::vector<train::GemmGrads> g(dy.size());
     {
       py::gil_scoped_release release;
-      for (std::size_t i = 0; i < dy.size(); ++i)
-        g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg,
-                            raw || masks);
+      if (saved.groups > 1) {
+        g = {backward_grouped(saved, dy[0], need_a, need_b, need_bias, keys.item(0), bg, raw || masks)};
+      } else {
+        for (std::size_t i = 0; i < dy.size(); ++i)
+          g[i] = op_.backward(saved.items[i], dy[i], need_a, need_b, need_bias, keys.item(py::ssize_t(i)), bg,
+                              raw || masks);
+      }
     }
     return grads_dict(g, Wanted{need_a, need_b, need_bias, raw, masks, a_mask, a_f32, b_f32, a_column_major});
   }
@@ -139,9 +147,85 @@ class PyGemmOp {
   }
 
  private:
+  py::tuple forward_grouped(std::vector<sim::Matrix>& a, const std::string& a_format,
+                            std::vector<sim::Matrix>& b, const py::object& bias_in, const Keys& keys,
+                            bool f32, int groups);
+  train::GemmGrads backward_grouped(const Saved& saved, const sim::Matrix& dy, bool need_a, bool need_b,
+                                    bool need_bias, const train::GemmKeys& keys, const Format* bg, bool raw);
   static py::dict grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w);
   train::GemmOp op_;
 };
+
+// A grouped convolution's GEMMs in one call: A (m x groups * kg), B (kg x
+// groups * ng), group g's product A's columns [g kg, (g+1) kg) times B's
+// columns [g ng, (g+1) ng) with its slice of the bias, into those columns of
+// the output. Each group is the op's own 2-D call, in group order, with the
+// keys a lone call has (the per-group calls rpsim.torch made from Python, one
+// autograd node each: a depthwise layer's hundreds of them took seconds).
+py::tuple PyGemmOp::forward_grouped(std::vector<sim::Matrix>& a, const std::string& a_format,
+                                    std::vector<sim::Matrix>& b, const py::object& bias_in, const Keys& keys,
+                                    bool f32, int groups) {
+  if (groups < 1 || a.size() != 1 || b.size() != 1 || a[0].cols() % groups || b[0].cols() % groups ||
+      a[0].cols() / groups != b[0].rows())
+    throw py::value_error(
+        fmt::format("groups={}: A (1, m, groups * k) and B (1, k, groups * n) are needed, "
+                    "got A {}x{}x{} and B {}x{}x{}",
+                    groups, a.size(), a.empty() ? 0 : a[0].rows(), a.empty() ? 0 : a[0].cols(), b.size(),
+                    b.empty() ? 0 : b[0].rows(), b.empty() ? 0 : b[0].cols()));
+  const Format& af = format_arg(a_format);
+  const Eigen::Index kg = b[0].rows(), ng = b[0].cols() / groups;
+  sim::Matrix bias;
+  if (!bias_in.is_none()) bias = matrix_arg(bias_in, "bias");
+  if (bias.size() && bias.cols() != b[0].cols())
+    throw py::value_error(
+        fmt::format("groups={}: the bias has {} entries, B {} columns", groups, bias.cols(), b[0].cols()));
+  auto saved = std::make_shared<Saved>();
+  saved->items.resize(std::size_t(groups));
+  saved->groups = groups;
+  std::vector<sim::Matrix> out(1, sim::Matrix(a[0].rows(), b[0].cols()));
+  {
+    py::gil_scoped_release release;
+    for (int g = 0; g < groups; ++g) {
+      const sim::Matrix bg = bias.size() ? sim::Matrix(bias.middleCols(g * ng, ng)) : sim::Matrix();
+      out[0].middleCols(g * ng, ng) =
+          op_.forward(a[0].middleCols(g * kg, kg), af, b[0].middleCols(g * ng, ng),
+                      bias.size() ? &bg : nullptr, keys.item(0), saved->items[std::size_t(g)], nullptr);
+    }
+  }
+  return py::make_tuple(stacked_as(out, f32), py::cast(saved));
+}
+
+// Its backward: each group's, last group first (the order autograd ran the
+// per-group nodes in: the FP8 histories see the same sequence), the
+// gradients and their raw values joined in A's, B's and the bias's layouts.
+train::GemmGrads PyGemmOp::backward_grouped(const Saved& saved, const sim::Matrix& dy, bool need_a,
+                                            bool need_b, bool need_bias, const train::GemmKeys& keys,
+                                            const Format* bg, bool raw) {
+  const int groups = saved.groups;
+  const Eigen::Index ng = dy.cols() / groups;
+  std::vector<train::GemmGrads> parts(static_cast<std::size_t>(groups));
+  for (int g = groups - 1; g >= 0; --g)
+    parts[std::size_t(g)] = op_.backward(saved.items[std::size_t(g)], dy.middleCols(g * ng, ng), need_a,
+                                         need_b, need_bias, keys, bg, raw);
+  const auto join = [&](auto field) {
+    using M = std::decay_t<decltype(parts[0].*field)>;
+    const M& first = parts[0].*field;
+    if (first.size() == 0) return M();
+    M out(first.rows(), first.cols() * groups);
+    for (int g = 0; g < groups; ++g)
+      out.middleCols(g * first.cols(), first.cols()) = parts[std::size_t(g)].*field;
+    return out;
+  };
+  train::GemmGrads j;
+  j.da = join(&train::GemmGrads::da);
+  j.da_raw = join(&train::GemmGrads::da_raw);
+  j.db = join(&train::GemmGrads::db);
+  j.db_raw = join(&train::GemmGrads::db_raw);
+  j.dbias = join(&train::GemmGrads::dbias);
+  j.dbias_raw = join(&train::GemmGrads::dbias_raw);
+  j.dy_cast_flushed = join(&train::GemmGrads::dy_cast_flushed);
+  return j;
+}
 
 // The gradients, and with `masks` the entries each rounding flushed to zero
 // (nonzero before, zero after): dA's and dB's output roundings, the bias
@@ -245,10 +329,11 @@ void bind_op_core(py::module_& m) {
           "A GEMM op under an accumulation model, with optional casts and recipe.")
       .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
            arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
-           arg("float32") = false, arg("fold_a") = false,
+           arg("float32") = false, arg("fold_a") = false, arg("groups") = 1,
            "(epilogue(A B (+ C)) as float64 (batch, m, n) (float32=True: as float32), saved) for A (batch, "
            "m, k), B (batch, k, n), float32 or float64 arrays at any strides. fold_a: A (N, m, k) is one "
-           "(N * m, k) matrix (batch 1), read where it lies.")
+           "(N * m, k) matrix (batch 1), read where it lies. groups: a grouped convolution's GEMMs, A (1, m, "
+           "groups * k), B (1, k, groups * n), group g's columns of each, its slice of the bias.")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,

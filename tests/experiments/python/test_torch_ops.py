@@ -264,3 +264,60 @@ def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
     dx2, m2 = _core._col2im(np.ascontiguousarray(da_cols, dtype=np.float64), *args, x_format="binary32",
                             raw=np.ascontiguousarray(raw_view))
     assert np.array_equal(dx1, dx2) and np.array_equal(m1, m2) and m1.any()
+
+
+class PerGroup(torch.nn.Module):
+    """A grouped convolution as its module runs it (split=False), or written as its groups' own
+    convolutions (groups=1 each, concatenated): what the op core's grouped GEMM must equal bit for
+    bit. Both hold the conv as `conv`: the layer's name keys NVFP4's stochastic rounding."""
+
+    def __init__(self, conv, split):
+        super().__init__()
+        self.conv, self.split = conv, split
+
+    def forward(self, x):
+        if not self.split:
+            return self.conv(x)
+        c, g = self.conv, self.conv.groups
+        ci, co = c.in_channels // g, c.out_channels // g
+        return torch.cat([F.conv2d(x[:, i * ci:(i + 1) * ci], c.weight[i * co:(i + 1) * co],
+                                   None if c.bias is None else c.bias[i * co:(i + 1) * co], c.stride, c.padding,
+                                   c.dilation) for i in range(g)], 1)
+
+
+@pytest.mark.parametrize("policy", ["fp16-amp", "fp8-delayed", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("groups,out,bias", [(2, 6, True), (8, 8, False), (4, 12, True)],
+                         ids=["2_groups", "depthwise", "4_groups"])
+def test_a_grouped_conv2d_is_its_groups_convolutions_bit_for_bit(policy, groups, out, bias):
+    """One call of the op core's grouped GEMM (not one GEMM op per group from Python: a depthwise
+    layer's hundreds took seconds) gives each group's own convolution: the output, and the input,
+    weight and bias gradients."""
+    torch.manual_seed(7)
+    grouped, twin = (PerGroup(torch.nn.Conv2d(8, out, 3, padding=1, stride=2 if groups == 4 else 1, groups=groups,
+                                              bias=bias), split) for split in (False, True))
+    twin.conv.load_state_dict(grouped.conv.state_dict())
+    rt.emulate(grouped, policy)
+    rt.emulate(twin, policy)
+    x1 = torch.randn(2, 8, 9, 9, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    y1, y2 = grouped(x1), twin(x2)
+    assert torch.equal(y1, y2)
+    g = torch.randn(y1.shape)
+    y1.backward(g)
+    y2.backward(g)
+    c = grouped.conv
+    assert torch.equal(x1.grad, x2.grad) and torch.equal(c.weight.grad, twin.conv.weight.grad)
+    assert not bias or torch.equal(c.bias.grad, twin.conv.bias.grad)
+    assert not torch.equal(y1, F.conv2d(x1, c.weight, c.bias, c.stride, 1, 1, groups))
+
+
+def test_a_grouped_gemm_of_the_wrong_shapes_is_named():
+    from rpsim import _core
+    op = _core._GemmOp.of_policy("fp16-amp", "conv2d")
+    a, b = np.ones((1, 5, 12)), np.ones((1, 4, 6))
+    y, _ = op.forward(a, "binary32", b, groups=3)
+    assert y.shape == (1, 5, 6) and (y == 4).all()
+    with pytest.raises(ValueError, match=r"groups=5: A \(1, m, groups \* k\) and B \(1, k, groups \* n\)"):
+        op.forward(a, "binary32", b, groups=5)
+    with pytest.raises(ValueError, match="groups=3: the bias has 2 entries, B 6 columns"):
+        op.forward(a, "binary32", b, np.ones((1, 2)), groups=3)

@@ -80,9 +80,9 @@ def _seq(v):
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
-    """F.conv2d by im2col: F.unfold's patches (N * L, C/groups * kh * kw) times the weight's
-    transpose, one emulated GEMM per group with its slice of the bias in the GEMM's epilogue; the
-    input gradient's col2im as _Unfold's backward."""
+    """F.conv2d by im2col: F.unfold's patches (N * L, C * kh * kw) times the weight's transpose, each
+    group's columns times its output channels' (the op core's grouped GEMM: one call, each group's
+    slice of the bias in its epilogue); the input gradient's col2im as _Unfold's backward."""
     x, padding = _numeric_padding(x, weight, padding, stride, dilation, _pair)
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, _, h, w = x.shape
@@ -90,25 +90,18 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    outs = []
-    ocg = oc // groups
-    for g in range(groups):
-        xg = x[:, g * cg:(g + 1) * cg]
-        telemetry = None
-        if groups == 1 and cfg.on_col2im_flush is not None:
-            cfg = copy.copy(cfg)
-            cfg.raw_input_grad = []
-            telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
-        cols = _Unfold.apply(xg, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry)
-        a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
-        ws = weight[g * ocg:(g + 1) * ocg]
-        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
-        gcfg = _bias_telemetry(_telemetry(cfg, ws, lambda m, s=ws.shape: m[0].t().reshape(s),
-                                          lambda m, g=g: _conv_output_mask(m, (n, oc, oh, ow), g * ocg)), bg)
-        outs.append(_gemm(a, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg, fold=True)
-                    .reshape(n, oh * ow, ocg))
-    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
-    y = y.transpose(1, 2).reshape(n, oc, oh, ow)
+    telemetry = None
+    if groups == 1 and cfg.on_col2im_flush is not None:
+        cfg = copy.copy(cfg)
+        cfg.raw_input_grad = []
+        telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
+    cols = _Unfold.apply(x, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry)
+    a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
+    # The weight's transpose (C/groups * kh * kw, C_out): group g's columns are its output channels.
+    gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
+                                      lambda m: _conv_output_mask(m, (n, oc, oh, ow), 0)), bias)
+    y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
+    y = y.reshape(n, oh * ow, oc).transpose(1, 2).reshape(n, oc, oh, ow)
     return y.squeeze(0) if unbatched else y
 
 
