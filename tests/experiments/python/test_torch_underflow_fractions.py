@@ -130,3 +130,35 @@ def test_the_activation_fraction_is_of_the_gradient_at_the_layer_output():
     expect = float(flushed.sum()) / grads["h"].numel()
     got = fractions(t)[0]["0_activation_grad_underflow_fraction"]
     assert got == pytest.approx(expect, abs=0) and got > 0
+
+
+@pytest.mark.parametrize("groups", [1, 4], ids=["dense", "depthwise"])
+def test_a_convolutions_input_gradient_flushes_count_at_the_layer_before(groups):
+    """A convolution's input gradient (its GEMM's columns summed by col2im in binary64, rounded once to
+    binary16) flushes entries of the gradient at the previous layer's output, grouped or not (a
+    grouped convolution's were not counted when it ran one GEMM per group): counted independently
+    here from the binary16 output gradient and weight."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1, groups=groups),
+                          nn.Flatten(), nn.Linear(4 * 5 * 5, 3))
+    t = rt.Trainer(model, "fp16-amp", loss=tiny_loss(1e-5), scaler="none", quiet=True, shadow=False)
+    x, y = torch.randn(6, 2, 5, 5), torch.randint(0, 3, (6,))
+    grads = {}
+
+    def keep(m, a, out):
+        grads["h"] = out.detach()
+        out.register_hook(lambda g: grads.__setitem__("dy", g))
+    model[1].register_forward_hook(keep)
+    w = model[1].weight.detach().clone()
+    t.step(x, y)
+    # The input-gradient GEMM's columns (N, C * 3 * 3, L): binary16 dY times the binary16 weight, its
+    # exact products summed over the group's output channels, rounded to binary16 (the GEMM's output);
+    # col2im sums them in binary64 and rounds once; an entry is flushed where the same sum of the
+    # unrounded columns is not zero.
+    dy = grads["dy"].half().double().reshape(6, groups, 4 // groups, 25)
+    wg = w.half().double().reshape(groups, 4 // groups, -1)
+    raw = torch.einsum("gok,ngol->ngkl", wg, dy).reshape(6, -1, 25)
+    dx = F.fold(raw.half().double(), (5, 5), 3, padding=1).half()
+    flushed = (F.fold(raw, (5, 5), 3, padding=1) != 0) & (dx == 0)
+    got = fractions(t)[0]["0_activation_grad_underflow_fraction"]
+    assert got == pytest.approx(float(flushed.sum()) / flushed.numel(), abs=0) and got > 0

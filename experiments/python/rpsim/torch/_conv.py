@@ -91,7 +91,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     telemetry = None
-    if groups == 1 and cfg.on_col2im_flush is not None:
+    if cfg.on_col2im_flush is not None:
         cfg = copy.copy(cfg)
         cfg.raw_input_grad = []
         telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
