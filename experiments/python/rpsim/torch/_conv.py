@@ -1,6 +1,8 @@
-"""Emulated convolutions (1-D, 2-D, 3-D and their transposes). conv1d and conv2d: im2col patches (the op core's: a copy) times the weight on the op core's
-GEMM op (_ops), each group's slice of the bias in its epilogue, with the input gradient's col2im the
-op core's (rpsim train's order, rounded once to the input's format)."""
+"""Emulated convolutions (1-D, 2-D, 3-D and their transposes). conv1d, conv2d and conv3d: im2col
+(vol2col) patches (the op core's: a copy) times the weight on the op core's GEMM op (_ops), all
+groups in one call, each group's slice of the bias in its epilogue, with the input gradient's col2im
+the op core's (rpsim train's order, rounded once to the input's format). The transposed ones still
+run one GEMM per group."""
 import copy
 
 import torch
@@ -86,7 +88,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     x, padding = _numeric_padding(x, weight, padding, stride, dilation, _pair)
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, _, h, w = x.shape
-    oc, cg, kh, kw = weight.shape
+    oc, _, kh, kw = weight.shape
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
@@ -276,26 +278,21 @@ class _Fold3d(torch.autograd.Function):
 
 def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
     """F.conv3d as ATen's CPU kernel (slow_conv3d) runs it: vol2col columns times the weight's
-    transpose, one emulated GEMM per group with its slice of the bias in the epilogue; the input
-    gradient's col2vol in binary64, rounded once (_Unfold3d)."""
+    transpose, each group's columns times its output channels' (the op core's grouped GEMM, each
+    group's slice of the bias in its epilogue); the input gradient's col2vol in binary64, rounded
+    once (_Unfold3d)."""
     x, padding = _numeric_padding(x, weight, padding, stride, dilation, _triple)
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n = x.shape[0]
-    oc, cg, *kernel = weight.shape
+    oc, _, *kernel = weight.shape
     geometry = (tuple(kernel), _triple(dilation), _triple(padding), _triple(stride))
     sizes = [(i + 2 * p - d * (k - 1) - 1) // s + 1
              for i, k, d, p, s in zip(x.shape[2:], kernel, *geometry[1:])]
-    outs, ocg = [], oc // groups
-    for g in range(groups):
-        cols = _Unfold3d.apply(x[:, g * cg:(g + 1) * cg], geometry, cfg.x_format)
-        ws = weight[g * ocg:(g + 1) * ocg]
-        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
-        gcfg = _bias_telemetry(_telemetry(cfg, ws, lambda m, s=ws.shape: m[0].t().reshape(s),
-                                          lambda m, g=g: _conv_output_mask(m, (n, oc, *sizes), g * ocg)), bg)
-        outs.append(_gemm(cols, ws.reshape(ocg, -1).t().unsqueeze(0), gcfg, bias=bg, fold=True)
-                    .reshape(n, cols.shape[1], ocg))
-    y = torch.cat(outs, dim=-1) if groups > 1 else outs[0]
-    y = y.transpose(1, 2).reshape(n, oc, *sizes)
+    cols = _Unfold3d.apply(x, geometry, cfg.x_format)  # (N, L, C * kt * kh * kw), channel first
+    gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
+                                      lambda m: _conv_output_mask(m, (n, oc, *sizes), 0)), bias)
+    y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
+    y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes)
     return y.squeeze(0) if unbatched else y
 
 
