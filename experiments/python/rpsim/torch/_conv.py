@@ -1,8 +1,8 @@
 """Emulated convolutions (1-D, 2-D, 3-D and their transposes). conv1d, conv2d and conv3d: im2col
 (vol2col) patches (the op core's: a copy) times the weight on the op core's GEMM op (_ops), all
 groups in one call, each group's slice of the bias in its epilogue, with the input gradient's col2im
-the op core's (rpsim train's order, rounded once to the input's format). The transposed ones still
-run one GEMM per group."""
+the op core's (rpsim train's order, rounded once to the input's format). The transposed ones: the
+grouped GEMM's columns summed by col2im (_Fold) or col2vol (_Fold3d)."""
 import copy
 
 import torch
@@ -101,25 +101,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
     # The weight's transpose (C/groups * kh * kw, C_out): group g's columns are its output channels.
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
-                                      lambda m: _conv_output_mask(m, (n, oc, oh, ow), 0)), bias)
+                                      lambda m: _conv_output_mask(m, (n, oc, oh, ow))), bias)
     y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
     y = y.reshape(n, oh * ow, oc).transpose(1, 2).reshape(n, oc, oh, ow)
     return y.squeeze(0) if unbatched else y
 
 
-def _conv_output_mask(m, shape, first_channel):
-    """A group's GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W),
-    or (N, C, T, H, W)."""
+def _conv_output_mask(m, shape):
+    """The GEMM-output mask (1, N * L, channels) in the convolution's output layout (N, C, H, W), or
+    (N, C, T, H, W)."""
     n = shape[0]
-    return _in_channels(m.reshape(n, -1, m.shape[-1]).transpose(1, 2).reshape(n, -1, *shape[2:]), shape,
-                        first_channel)
-
-
-def _in_channels(part, shape, first_channel):
-    """A group's mask `part` placed at its channels of an all-False mask of the output's shape."""
-    full = torch.zeros(shape, dtype=torch.bool)
-    full[:, first_channel:first_channel + part.shape[1]] = part
-    return full
+    return m.reshape(n, -1, m.shape[-1]).transpose(1, 2).reshape(shape)
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, model=None, *, config=None):
@@ -161,12 +153,12 @@ class _Fold(torch.autograd.Function):
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                      model=None, *, config=None):
-    """F.conv_transpose2d as the input gradient of a conv2d (as CPU PyTorch and cuDNN run it): per
-    group one emulated GEMM, x's pixels (N * H * W, C_in/groups) times the weight (C_in/groups,
-    C_out/groups * kh * kw), its columns (in the GEMM's output format) summed into the output by the
-    op core's col2im in binary64, the bias added there, and the sum rounded once to the GEMM's output
-    format (an epilogue after the fold: _Fold). The bias gradient is autograd's sum of the output gradient,
-    rounded with the other parameter gradients."""
+    """F.conv_transpose2d as the input gradient of a conv2d (as CPU PyTorch and cuDNN run it): all
+    groups in one call of the op core's grouped GEMM, each group's x pixels (N * H * W, C_in/groups)
+    times its weight rows (C_in/groups, C_out/groups * kh * kw), the columns (in the GEMM's output
+    format) summed into the output by the op core's col2im in binary64, the bias added there, and the
+    sum rounded once to the GEMM's output format (an epilogue after the fold: _Fold). The bias
+    gradient is autograd's sum of the output gradient, rounded with the other parameter gradients."""
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
     n, cin, h, w = x.shape
     _, ocg, kh, kw = weight.shape
@@ -176,27 +168,22 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     cg = cin // groups
     op = getattr(cfg, "op", None)
     fmt = op.output_format(cfg.a_format or _dtype_format(x)) if op is not None else _dtype_format(x)
-    outs = []
-    for g in range(groups):
-        wg = weight[g * cg:(g + 1) * cg]
-        gcfg = _telemetry(cfg, wg, lambda m, s=wg.shape: m[0].reshape(s),
-                          lambda m, g=g: _folded_mask(m, (n, ocg * groups) + size, g * ocg, (kh, kw), dilation,
-                                                      padding, stride))
-        cols = _gemm(x[:, g * cg:(g + 1) * cg].flatten(2).transpose(1, 2), wg.reshape(cg, -1).unsqueeze(0),
-                     gcfg, fold=True).reshape(n, h * w, -1)
-        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
-        outs.append(_Fold.apply(cols.transpose(1, 2), bg, size, ocg, ((kh, kw), dilation, padding, stride), fmt))
-    y = torch.cat(outs, dim=1) if groups > 1 else outs[0]
+    # B (C_in/groups, C_out * kh * kw): group g's columns are its C_in/groups rows of the weight (a copy
+    # where groups > 1), so that its columns come out channel after channel, as col2im reads them.
+    b = weight.reshape(groups, cg, -1).transpose(0, 1).reshape(cg, -1)
+    gcfg = _telemetry(cfg, weight, lambda m: m[0].reshape(cg, groups, -1).transpose(0, 1).reshape(weight.shape),
+                      lambda m: _folded_mask(m, (n, ocg * groups) + size, (kh, kw), dilation, padding, stride))
+    cols = _gemm(x.flatten(2).transpose(1, 2), b.unsqueeze(0), gcfg, fold=True, groups=groups).reshape(n, h * w, -1)
+    y = _Fold.apply(cols.transpose(1, 2), bias, size, ocg * groups, ((kh, kw), dilation, padding, stride), fmt)
     return y.squeeze(0) if unbatched else y
 
 
-def _folded_mask(m, shape, first_channel, kernel, dilation, padding, stride):
-    """A group's column mask (1, N * L, channels * kh * kw) in the output's layout (N, C, H, W): an
-    output entry's gradient appears in each column it was summed from, all flushed or none."""
+def _folded_mask(m, shape, kernel, dilation, padding, stride):
+    """The column mask (1, N * L, channels * kh * kw) in the output's layout (N, C, H, W): an output
+    entry's gradient appears in each column it was summed from, all flushed or none."""
     n = shape[0]
     cols = m.reshape(n, -1, m.shape[-1]).transpose(1, 2).double()
-    part = F.fold(cols, shape[2:], kernel, dilation=dilation, padding=padding, stride=stride) > 0
-    return _in_channels(part, shape, first_channel)
+    return F.fold(cols, shape[2:], kernel, dilation=dilation, padding=padding, stride=stride) > 0
 
 
 def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
@@ -290,7 +277,7 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
              for i, k, d, p, s in zip(x.shape[2:], kernel, *geometry[1:])]
     cols = _Unfold3d.apply(x, geometry, cfg.x_format)  # (N, L, C * kt * kh * kw), channel first
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
-                                      lambda m: _conv_output_mask(m, (n, oc, *sizes), 0)), bias)
+                                      lambda m: _conv_output_mask(m, (n, oc, *sizes))), bias)
     y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
     y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes)
     return y.squeeze(0) if unbatched else y
@@ -303,8 +290,8 @@ def _triple(v):
 def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                      model=None, *, config=None):
     """F.conv_transpose3d as the input gradient of a conv3d (ATen's CPU slow_conv_transpose3d: a GEMM
-    and col2vol): per group one emulated GEMM, x's voxels (N * T * H * W, C_in/groups) times the weight
-    (C_in/groups, C_out/groups * kt * kh * kw), its columns (in the GEMM's output format) summed into
+    and col2vol): all groups in one call of the op core's grouped GEMM, each group's voxels (N * T * H *
+    W, C_in/groups) times its weight rows (C_in/groups, C_out/groups * kt * kh * kw), the columns (in the GEMM's output format) summed into
     the output by col2vol in binary64, the bias added there, the sum rounded once to the GEMM's
     output format (_Fold3d), as conv_transpose2d."""
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
@@ -315,16 +302,11 @@ def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                  for i, s, p, d, k, e in zip(spatial, stride, padding, dilation, kernel, extra))
     geometry, cg = (tuple(kernel), dilation, padding, stride), cin // groups
     fmt = cfg.op.output_format(cfg.a_format or _dtype_format(x)) if getattr(cfg, "op", None) else _dtype_format(x)
-    outs = []
-    for g in range(groups):
-        wg = weight[g * cg:(g + 1) * cg]
-        gcfg = _telemetry(cfg, wg, lambda m, s=wg.shape: m[0].reshape(s),
-                          lambda m, g=g: _in_channels(_col2vol(m.reshape(n, -1, m.shape[-1]).double(),
-                                                               (n, ocg) + size, tuple(spatial), geometry) > 0,
-                                                      (n, ocg * groups) + size, g * ocg))
-        cols = _gemm(x[:, g * cg:(g + 1) * cg].flatten(2).transpose(1, 2), wg.reshape(cg, -1).unsqueeze(0),
-                     gcfg, fold=True).reshape(n, -1, wg[0].numel())
-        bg = None if bias is None else bias[g * ocg:(g + 1) * ocg]
-        outs.append(_Fold3d.apply(cols, bg, (n, ocg) + size, tuple(spatial), geometry, fmt))
-    y = torch.cat(outs, dim=1) if groups > 1 else outs[0]
+    shape = (n, ocg * groups) + size
+    b = weight.reshape(groups, cg, -1).transpose(0, 1).reshape(cg, -1)  # as conv_transpose2d's
+    gcfg = _telemetry(cfg, weight, lambda m: m[0].reshape(cg, groups, -1).transpose(0, 1).reshape(weight.shape),
+                      lambda m: _col2vol(m.reshape(n, -1, m.shape[-1]).double(), shape, tuple(spatial),
+                                         geometry) > 0)
+    cols = _gemm(x.flatten(2).transpose(1, 2), b.unsqueeze(0), gcfg, fold=True, groups=groups)
+    y = _Fold3d.apply(cols.reshape(n, -1, b.shape[1]), bias, shape, tuple(spatial), geometry, fmt)
     return y.squeeze(0) if unbatched else y
