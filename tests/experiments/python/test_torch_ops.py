@@ -321,3 +321,26 @@ def test_a_grouped_gemm_of_the_wrong_shapes_is_named():
         op.forward(a, "binary32", b, groups=5)
     with pytest.raises(ValueError, match="groups=3: the bias has 2 entries, B 6 columns"):
         op.forward(a, "binary32", b, np.ones((1, 2)), groups=3)
+
+
+def test_a_convolutions_output_is_contiguous_and_a_batch_norm_after_it_thread_count_free():
+    """The emulated conv2d returns (N, C, H, W) contiguous, as PyTorch's does: its channels-last view
+    broke y.view(n, -1) and sent BatchNorm to ATen's channels-last kernel, whose sums depend on the
+    thread count (the same conv + BatchNorm gave other bits with 2 threads than with 1)."""
+    def run(threads):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            torch.manual_seed(0)
+            m = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, bias=False), torch.nn.BatchNorm2d(64))
+            rt.emulate(m, "fp16-pure")
+            x = torch.randn(4, 3, 32, 32)
+            y = m[0](x)
+            assert y.is_contiguous() and y.view(4, -1).shape == (4, 64 * 30 * 30)
+            out = m(x)
+            out.backward(torch.randn(out.shape))
+            return [out.detach()] + [p.grad for p in m.parameters()]
+        finally:
+            torch.set_num_threads(before)
+    one, two = run(1), run(2)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))

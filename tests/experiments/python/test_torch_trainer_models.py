@@ -380,3 +380,24 @@ def test_rel_distance_reads_a_layers_pieces_in_order():
         _core._torch_rel_distance([w.T], [sw.T, sb])
     with pytest.raises(TypeError, match="shadow: a sequence of float arrays"):
         _core._torch_rel_distance([w], [sw, "x"])
+
+
+class TutorialNet(nn.Module):
+    """PyTorch's CIFAR-10 tutorial CNN as it is written: x.view(-1, 16 * 5 * 5) after the pooled
+    convolutions (a channels-last view of the emulated conv's output made that view fail)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.pool, self.conv2 = nn.Conv2d(3, 6, 5), nn.MaxPool2d(2, 2), nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16 * 5 * 5, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = x.view(-1, 16 * 5 * 5)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def test_the_pytorch_tutorial_cnn_trains_as_written():
+    torch.manual_seed(6)
+    two_steps(TutorialNet(), torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)), "bf16-amp")

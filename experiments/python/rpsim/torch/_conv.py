@@ -103,7 +103,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
                                       lambda m: _conv_output_mask(m, (n, oc, oh, ow))), bias)
     y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
-    y = y.reshape(n, oh * ow, oc).transpose(1, 2).reshape(n, oc, oh, ow)
+    # Contiguous (N, C, H, W), as PyTorch's conv2d returns it: a channels-last view broke a user's
+    # y.view(n, -1) and sent BatchNorm to ATen's channels-last kernel, whose sums depend on the thread
+    # count (a ResNet-18 step gave other bits with 2 threads than with 1).
+    y = y.reshape(n, oh * ow, oc).transpose(1, 2).reshape(n, oc, oh, ow).contiguous()
     return y.squeeze(0) if unbatched else y
 
 
@@ -279,7 +282,7 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
                                       lambda m: _conv_output_mask(m, (n, oc, *sizes))), bias)
     y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
-    y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes)
+    y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes).contiguous()  # as conv2d's
     return y.squeeze(0) if unbatched else y
 
 
