@@ -362,26 +362,6 @@ def test_a_module_replaced_after_trainer_is_refused_by_name():
         t.step(torch.randn(4, 8), torch.tensor([0, 1, 4, 3]))
 
 
-def test_rel_distance_reads_a_layers_pieces_in_order():
-    """steps.csv's weight_rel_distance_from_fp64, the op core's: a layer's parameters as a sequence of
-    arrays, each read in C order (a transposed view's rows), give the bits of their concatenation, and
-    NumPy's |e - s| / |s| to rounding; different entry counts and a non-numeric piece are named errors."""
-    from rpsim import _core
-    rng = np.random.default_rng(3)
-    w, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal(5)
-    sw, sb = w.astype(np.float64) + 1e-3 * rng.standard_normal((5, 7)), b + 1e-3
-    e = np.concatenate([w.T.reshape(-1).astype(np.float64), b])
-    s = np.concatenate([sw.T.reshape(-1), sb])
-    pieces = _core._torch_rel_distance([w.T, b], [sw.T, sb])
-    assert pieces == _core._torch_rel_distance([e], [s])
-    assert pieces == pytest.approx(np.linalg.norm(e - s) / np.linalg.norm(s), rel=1e-12)
-    assert pieces > 0
-    with pytest.raises(ValueError, match="35 emulated entries, 40 shadow"):
-        _core._torch_rel_distance([w.T], [sw.T, sb])
-    with pytest.raises(TypeError, match="shadow: a sequence of float arrays"):
-        _core._torch_rel_distance([w], [sw, "x"])
-
-
 class TutorialNet(nn.Module):
     """PyTorch's CIFAR-10 tutorial CNN as it is written: x.view(-1, 16 * 5 * 5) after the pooled
     convolutions (a channels-last view of the emulated conv's output made that view fail)."""
