@@ -154,6 +154,16 @@ class _Fold(torch.autograd.Function):
         return dcols, grad.sum((0, 2, 3)) if ctx.bias else None, None, None, None, None
 
 
+def _rows_side_by_side(weight, groups):
+    """A transposed convolution's B (C_in/groups, C_out * k): group g's columns are its C_in/groups rows
+    of the weight (C_in, C_out/groups, ...) (a copy where groups > 1), so that the grouped GEMM's
+    columns come out channel after channel, as col2im reads them; and the map of a (1, C_in/groups,
+    C_out * k) mask back to the weight's shape."""
+    cg = weight.shape[0] // groups
+    b = weight.reshape(groups, cg, -1).transpose(0, 1).reshape(cg, -1)
+    return b, lambda m: m[0].reshape(cg, groups, -1).transpose(0, 1).reshape(weight.shape)
+
+
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                      model=None, *, config=None):
     """F.conv_transpose2d as the input gradient of a conv2d (as CPU PyTorch and cuDNN run it): all
@@ -163,18 +173,15 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     sum rounded once to the GEMM's output format (an epilogue after the fold: _Fold). The bias
     gradient is autograd's sum of the output gradient, rounded with the other parameter gradients."""
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
-    n, cin, h, w = x.shape
+    n, _, h, w = x.shape
     _, ocg, kh, kw = weight.shape
     stride, padding, dilation, extra = _pair(stride), _pair(padding), _pair(dilation), _pair(output_padding)
     size = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
                  for i, s, p, d, k, e in zip((h, w), stride, padding, dilation, (kh, kw), extra))
-    cg = cin // groups
     op = getattr(cfg, "op", None)
     fmt = op.output_format(cfg.a_format or _dtype_format(x)) if op is not None else _dtype_format(x)
-    # B (C_in/groups, C_out * kh * kw): group g's columns are its C_in/groups rows of the weight (a copy
-    # where groups > 1), so that its columns come out channel after channel, as col2im reads them.
-    b = weight.reshape(groups, cg, -1).transpose(0, 1).reshape(cg, -1)
-    gcfg = _telemetry(cfg, weight, lambda m: m[0].reshape(cg, groups, -1).transpose(0, 1).reshape(weight.shape),
+    b, to_weight = _rows_side_by_side(weight, groups)
+    gcfg = _telemetry(cfg, weight, to_weight,
                       lambda m: _folded_mask(m, (n, ocg * groups) + size, (kh, kw), dilation, padding, stride))
     cols = _gemm(x.flatten(2).transpose(1, 2), b.unsqueeze(0), gcfg, fold=True, groups=groups).reshape(n, h * w, -1)
     y = _Fold.apply(cols.transpose(1, 2), bias, size, ocg * groups, ((kh, kw), dilation, padding, stride), fmt)
@@ -298,16 +305,16 @@ def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     the output by col2vol in binary64, the bias added there, the sum rounded once to the GEMM's
     output format (_Fold3d), as conv_transpose2d."""
     cfg, x, unbatched = _prologue(x, weight, bias, model, config)
-    n, cin, *spatial = x.shape
+    n, _, *spatial = x.shape
     _, ocg, *kernel = weight.shape
     stride, padding, dilation, extra = _triple(stride), _triple(padding), _triple(dilation), _triple(output_padding)
     size = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
                  for i, s, p, d, k, e in zip(spatial, stride, padding, dilation, kernel, extra))
-    geometry, cg = (tuple(kernel), dilation, padding, stride), cin // groups
+    geometry = (tuple(kernel), dilation, padding, stride)
     fmt = cfg.op.output_format(cfg.a_format or _dtype_format(x)) if getattr(cfg, "op", None) else _dtype_format(x)
     shape = (n, ocg * groups) + size
-    b = weight.reshape(groups, cg, -1).transpose(0, 1).reshape(cg, -1)  # as conv_transpose2d's
-    gcfg = _telemetry(cfg, weight, lambda m: m[0].reshape(cg, groups, -1).transpose(0, 1).reshape(weight.shape),
+    b, to_weight = _rows_side_by_side(weight, groups)
+    gcfg = _telemetry(cfg, weight, to_weight,
                       lambda m: _col2vol(m.reshape(n, -1, m.shape[-1]).double(), shape, tuple(spatial),
                                          geometry) > 0)
     cols = _gemm(x.flatten(2).transpose(1, 2), b.unsqueeze(0), gcfg, fold=True, groups=groups)
