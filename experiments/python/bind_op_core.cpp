@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +36,15 @@ py::array_t<bool> stacked_mask(const std::vector<train::Mask>& ms) {
   for (py::ssize_t i = 0; i < batch; ++i)
     copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
                Eigen::Index(1), r, c);
+  return out;
+}
+
+// One mask (else stacked_mask) as (1, rows, cols) in column-major order.
+py::array_t<bool> column_major_mask(const std::vector<train::Mask>& ms) {
+  if (ms.size() != 1) return stacked_mask(ms);
+  const py::ssize_t r = ms[0].rows(), c = ms[0].cols();
+  py::array_t<bool> out({py::ssize_t(1), r, c}, {r * c, py::ssize_t(1), r});
+  std::copy_n(ms[0].data(), ms[0].size(), out.mutable_data());
   return out;
 }
 
@@ -112,12 +122,13 @@ class PyGemmOp {
     bool a_mask;          // dA's mask too (with masks)
     bool a_f32, b_f32;    // dA, dB as float32 (else float64)
     bool a_column_major;  // dA (1, m, k) as a view of column-major storage (a folded A)
+    bool b_column_major;  // dB in B's layout where B is column-major (a weight's transpose)
   };
 
   py::dict backward(const Saved& saved, const py::handle& dy_in, bool need_a, bool need_b, bool need_bias,
                     std::uint64_t seed, std::uint64_t stream, const py::object& layer,
                     const py::object& b_grad, bool raw, bool masks, bool a_f32, bool b_f32, bool a_mask,
-                    bool a_column_major) {
+                    bool a_column_major, bool b_column_major) {
     std::vector<sim::Matrix> dy = matrices(dy_in, "dY");
     if (dy.size() != (saved.groups > 1 ? 1 : saved.items.size()))
       throw py::value_error("dY's batch differs from forward's");
@@ -134,7 +145,8 @@ class PyGemmOp {
                               raw || masks);
       }
     }
-    return grads_dict(g, Wanted{need_a, need_b, need_bias, raw, masks, a_mask, a_f32, b_f32, a_column_major});
+    return grads_dict(g, Wanted{need_a, need_b, need_bias, raw, masks, a_mask, a_f32, b_f32, a_column_major,
+                                b_column_major});
   }
 
   py::dict fp8_stats() const {
@@ -267,10 +279,16 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w)
             : w.a_column_major ? py::object(column_major_as(std::move(da), w.a_f32))
                                : py::object(stacked_as(da, w.a_f32));
   d["da_raw"] = need_a && raw ? py::object(stacked_taken(std::move(da_raw))) : py::none();
-  d["db"] = need_b ? py::object(stacked_as(db, w.b_f32)) : py::none();
+  // dB in B's layout, as ATen's mm_mat2_backward: a weight's transpose takes
+  // it with no transposing copy here or in AccumulateGrad (the same values).
+  d["db"] = !need_b            ? py::none()
+            : w.b_column_major ? py::object(column_major_as(std::move(db), w.b_f32))
+                               : py::object(stacked_as(db, w.b_f32));
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
   d["da_flushed"] = mask_or_none(need_a && w.a_mask, da_flushed);
-  d["db_flushed"] = mask_or_none(need_b, db_flushed);
+  d["db_flushed"] = !(need_b && masks) ? py::object(py::none())
+                    : w.b_column_major ? py::object(column_major_mask(db_flushed))
+                                       : py::object(stacked_mask(db_flushed));
   d["dy_cast_flushed"] = mask_or_none(true, dy_cast);
   if (need_bias && masks) {
     py::array_t<bool> b(bias_flushed.size());
@@ -339,12 +357,13 @@ void bind_op_core(py::module_& m) {
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,
            arg("a_float32") = false, arg("b_float32") = false, arg("a_mask") = true,
-           arg("a_column_major") = false,
+           arg("a_column_major") = false, arg("b_column_major") = false,
            "{da, db, bias, da_raw (raw=True); with masks=True the masks of the entries flushed to zero: "
            "da_flushed (unless a_mask=False), db_flushed, bias_flushed, dy_cast_flushed} of the forward call "
            "that made `saved`; da and db as float64, or float32 where a_float32 / b_float32. "
            "a_column_major: da (1, m, k) as a view of column-major storage (a folded A: conv2d's col2im "
-           "reads it at its strides), not a C-contiguous copy.")
+           "reads it at its strides), not a C-contiguous copy. b_column_major: db (1, k, n) likewise, in the "
+           "layout of a column-major B (a weight's transpose).")
       // A deep copy of an emulated model copies its emulation: the op with its scaling state.
       .def("__copy__", [](const PyGemmOp& o) { return PyGemmOp(o); })
       .def(

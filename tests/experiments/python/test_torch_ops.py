@@ -266,6 +266,34 @@ def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
     assert np.array_equal(dx1, dx2) and np.array_equal(m1, m2) and m1.any()
 
 
+def test_gemm_op_hands_db_back_in_a_column_major_bs_layout():
+    """b_column_major (nn.Linear's weight.t()): dB and its flush mask come back in B's layout, the
+    values of the C-ordered result, float32 and float64 alike; an emulated Linear's weight gradient
+    then arrives contiguous, as plain PyTorch's does (nothing left for AccumulateGrad to copy)."""
+    from rpsim import _core
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(1, 6, 9, generator=g) * 1e-4).float().numpy()  # dB ~ 1e-8: fp16 flushes some
+    w = (torch.randn(4, 9, generator=g)).float()
+    dy = (torch.randn(1, 6, 4, generator=g) * 1e-4).float().numpy()
+    for f32 in (True, False):
+        out = []
+        for cm in (True, False):
+            op = _core._GemmOp.of_policy("fp16-pure", "linear")
+            _, saved = op.forward(a, "binary16", w.t().unsqueeze(0).numpy(), float32=f32)
+            out.append(op.backward(saved, dy, True, True, masks=True, b_float32=f32, b_column_major=cm))
+        (g1, g2) = out
+        assert g1["db"].dtype == (np.float32 if f32 else np.float64)
+        assert g1["db"][0].flags.f_contiguous and g2["db"][0].flags.c_contiguous
+        assert g1["db_flushed"][0].flags.f_contiguous and g1["db_flushed"].any()
+        for key in ("da", "db", "db_flushed", "dy_cast_flushed"):
+            assert np.array_equal(g1[key], g2[key]), key
+    lin, seen = torch.nn.Linear(9, 4), []
+    rt.emulate(lin, "fp16-amp")
+    lin.weight.register_hook(seen.append)  # the gradient as autograd hands it over, before AccumulateGrad
+    lin(torch.from_numpy(a[0])).sum().backward()
+    assert seen[0].is_contiguous()
+
+
 class PerGroup(torch.nn.Module):
     """A grouped convolution as its module runs it (split=False), or written as its groups' own
     convolutions (groups=1 each, concatenated): what the op core's grouped GEMM must equal bit for

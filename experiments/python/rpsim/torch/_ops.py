@@ -58,6 +58,7 @@ class _Gemm(torch.autograd.Function):
                                       None if c is None else _view(c), **_keys(cfg), float32=out == torch.float32,
                                       fold_a=fold, groups=groups)
         ctx.a_shape = a.shape if fold else None
+        ctx.b_column_major = _column_major(b)
         ctx.cfg, ctx.has_c = cfg, c is not None
         ctx.dtypes = (a.dtype, b.dtype, None if bias is None else bias.dtype)
         # The result in the caller's shape, made here: a view of the GEMM's (B, m, n) would lose the
@@ -77,7 +78,7 @@ class _Gemm(torch.autograd.Function):
                             raw=col2im, masks=masks, a_float32=ctx.dtypes[0] == torch.float32,
                             b_float32=ctx.dtypes[1] == torch.float32,
                             a_mask=getattr(cfg, "on_input_grad_flush", None) is not None,
-                            a_column_major=ctx.a_shape is not None)
+                            a_column_major=ctx.a_shape is not None, b_column_major=ctx.b_column_major)
         if masks:
             output_grad_flushed(cfg, torch.from_numpy(g["dy_cast_flushed"]))
         da = db = dbias = None
@@ -97,6 +98,12 @@ class _Gemm(torch.autograd.Function):
                 cfg.on_bias_grad_flush(torch.from_numpy(g["bias_flushed"]))
         dc = grad.reshape(ctx.shape) if ctx.has_c and need[3] else None
         return da, db, dbias, dc, None, None, None, None, None
+
+
+def _column_major(b):
+    """Whether B (1, k, n) lies column-major (nn.Linear's weight.t(), a convolution's weight rows): its
+    gradient then comes back in that layout."""
+    return b.shape[0] == 1 and b.stride(1) == 1 and b.stride(2) == b.shape[1] and b.shape[1] > 1
 
 
 def _unfolded(t, a_shape):
