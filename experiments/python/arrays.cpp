@@ -303,4 +303,24 @@ py::array column_major_as(std::vector<sim::Matrix>&& ms, bool f32) {
   return out;
 }
 
+py::array stacked_in(std::vector<sim::Matrix>&& ms, bool f32, bool column_major) {
+  return column_major ? column_major_as(std::move(ms), f32) : stacked_as(ms, f32);
+}
+
+py::array_t<bool> stacked_mask(const std::vector<Mask>& ms, bool column_major) {
+  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
+                    c = ms.empty() ? 0 : ms[0].cols();
+  if (column_major && batch == 1) {
+    py::array_t<bool> out({py::ssize_t(1), r, c}, {r * c, py::ssize_t(1), r});
+    std::copy_n(ms[0].data(), ms[0].size(), out.mutable_data());
+    return out;
+  }
+  py::array_t<bool> out({batch, r, c});
+  bool* dst = out.mutable_data();
+  for (py::ssize_t i = 0; i < batch; ++i)
+    copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
+               Eigen::Index(1), r, c);
+  return out;
+}
+
 }  // namespace rpsim::python

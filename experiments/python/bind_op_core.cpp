@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,26 +26,6 @@ namespace rpsim::python {
 namespace {
 
 namespace train = sim::train;
-
-py::array_t<bool> stacked_mask(const std::vector<train::Mask>& ms) {
-  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
-                    c = ms.empty() ? 0 : ms[0].cols();
-  py::array_t<bool> out({batch, r, c});
-  bool* dst = out.mutable_data();
-  for (py::ssize_t i = 0; i < batch; ++i)
-    copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
-               Eigen::Index(1), r, c);
-  return out;
-}
-
-// One mask (else stacked_mask) as (1, rows, cols) in column-major order.
-py::array_t<bool> column_major_mask(const std::vector<train::Mask>& ms) {
-  if (ms.size() != 1) return stacked_mask(ms);
-  const py::ssize_t r = ms[0].rows(), c = ms[0].cols();
-  py::array_t<bool> out({py::ssize_t(1), r, c}, {r * c, py::ssize_t(1), r});
-  std::copy_n(ms[0].data(), ms[0].size(), out.mutable_data());
-  return out;
-}
 
 // The keys of batch item i: (seed, stream + i) where seed or stream is set
 // (rpsim.gemm's draws per product), or rpsim train's keys of a layer.
@@ -86,10 +65,12 @@ class PyGemmOp {
 
   py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
                     const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
-                    std::uint64_t stream, const py::object& layer, bool f32, bool fold_a, int groups) {
+                    std::uint64_t stream, const py::object& layer, bool f32, bool fold_a, int groups,
+                    bool column_major) {
     std::vector<sim::Matrix> a = matrices(a_in, "A", fold_a), b = matrices(b_in, "B");
     if (groups != 1)
-      return forward_grouped(a, a_format, b, bias_in, keys_arg(seed, stream, layer), f32, groups);
+      return forward_grouped(a, a_format, b, bias_in, keys_arg(seed, stream, layer), f32, groups,
+                             column_major);
     std::vector<sim::Matrix> c = c_in.is_none() ? std::vector<sim::Matrix>() : matrices(c_in, "C");
     if (!c.empty() && (c.size() != a.size() || c[0].rows() != a[0].rows() || c[0].cols() != b[0].cols()))
       throw py::value_error("C (batch, m, n) disagrees with A (batch, m, k) and B (batch, k, n)");
@@ -112,7 +93,7 @@ class PyGemmOp {
         out[i] = op_.forward(std::move(a[i]), af, b[i], bias_in.is_none() ? nullptr : &bias,
                              keys.item(py::ssize_t(i)), saved->items[i], c.empty() ? nullptr : &c[i]);
     }
-    return py::make_tuple(stacked_as(out, f32), py::cast(saved));
+    return py::make_tuple(stacked_in(std::move(out), f32, column_major), py::cast(saved));
   }
 
   // What backward hands back, and how (the keyword arguments of backward).
@@ -162,7 +143,7 @@ class PyGemmOp {
  private:
   py::tuple forward_grouped(std::vector<sim::Matrix>& a, const std::string& a_format,
                             std::vector<sim::Matrix>& b, const py::object& bias_in, const Keys& keys,
-                            bool f32, int groups);
+                            bool f32, int groups, bool column_major);
   train::GemmGrads backward_grouped(const Saved& saved, const sim::Matrix& dy, bool need_a, bool need_b,
                                     bool need_bias, const train::GemmKeys& keys, const Format* bg, bool raw);
   static py::dict grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w);
@@ -177,7 +158,7 @@ class PyGemmOp {
 // autograd node each: a depthwise layer's hundreds of them took seconds).
 py::tuple PyGemmOp::forward_grouped(std::vector<sim::Matrix>& a, const std::string& a_format,
                                     std::vector<sim::Matrix>& b, const py::object& bias_in, const Keys& keys,
-                                    bool f32, int groups) {
+                                    bool f32, int groups, bool column_major) {
   if (groups < 1 || a.size() != 1 || b.size() != 1 || a[0].cols() % groups || b[0].cols() % groups ||
       a[0].cols() / groups != b[0].rows())
     throw py::value_error(
@@ -205,7 +186,7 @@ py::tuple PyGemmOp::forward_grouped(std::vector<sim::Matrix>& a, const std::stri
                       bias.size() ? &bg : nullptr, keys.item(0), saved->items[std::size_t(g)], nullptr);
     }
   }
-  return py::make_tuple(stacked_as(out, f32), py::cast(saved));
+  return py::make_tuple(stacked_in(std::move(out), f32, column_major), py::cast(saved));
 }
 
 // Its backward: each group's, last group first (the order autograd ran the
@@ -281,14 +262,10 @@ py::dict PyGemmOp::grads_dict(std::vector<train::GemmGrads>& g, const Wanted& w)
   d["da_raw"] = need_a && raw ? py::object(stacked_taken(std::move(da_raw))) : py::none();
   // dB in B's layout, as ATen's mm_mat2_backward: a weight's transpose takes
   // it with no transposing copy here or in AccumulateGrad (the same values).
-  d["db"] = !need_b            ? py::none()
-            : w.b_column_major ? py::object(column_major_as(std::move(db), w.b_f32))
-                               : py::object(stacked_as(db, w.b_f32));
+  d["db"] = need_b ? py::object(stacked_in(std::move(db), w.b_f32, w.b_column_major)) : py::none();
   d["bias"] = need_bias ? py::object(to_numpy(dbias)) : py::none();
   d["da_flushed"] = mask_or_none(need_a && w.a_mask, da_flushed);
-  d["db_flushed"] = !(need_b && masks) ? py::object(py::none())
-                    : w.b_column_major ? py::object(column_major_mask(db_flushed))
-                                       : py::object(stacked_mask(db_flushed));
+  d["db_flushed"] = need_b && masks ? py::object(stacked_mask(db_flushed, w.b_column_major)) : py::none();
   d["dy_cast_flushed"] = mask_or_none(true, dy_cast);
   if (need_bias && masks) {
     py::array_t<bool> b(bias_flushed.size());
@@ -348,11 +325,13 @@ void bind_op_core(py::module_& m) {
           "A GEMM op under an accumulation model, with optional casts and recipe.")
       .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
            arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
-           arg("float32") = false, arg("fold_a") = false, arg("groups") = 1,
+           arg("float32") = false, arg("fold_a") = false, arg("groups") = 1, arg("column_major") = false,
            "(epilogue(A B (+ C)) as float64 (batch, m, n) (float32=True: as float32), saved) for A (batch, "
            "m, k), B (batch, k, n), float32 or float64 arrays at any strides. fold_a: A (N, m, k) is one "
            "(N * m, k) matrix (batch 1), read where it lies. groups: a grouped convolution's GEMMs, A (1, m, "
-           "groups * k), B (1, k, groups * n), group g's columns of each, its slice of the bias.")
+           "groups * k), B (1, k, groups * n), group g's columns of each, its slice of the bias. "
+           "column_major: a batch of one comes back over column-major storage (no transposing copy: a "
+           "convolution's (N * L, C) result, which it permutes to (N, C, L) itself).")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,

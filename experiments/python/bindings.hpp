@@ -127,6 +127,13 @@ py::array stacked_taken(std::vector<sim::Matrix>&& ms);
 // column-major storage: float32 with f32 (a straight, not a transposing,
 // conversion), else the matrix's own storage (stacked_taken).
 py::array column_major_as(std::vector<sim::Matrix>&& ms, bool f32);
+// column_major_as where column_major, else stacked_as: a result in the
+// layout its caller reads (a column-major B's gradient, a convolution's).
+py::array stacked_in(std::vector<sim::Matrix>&& ms, bool f32, bool column_major);
+// Masks of one shape as a (batch, rows, cols) bool array, C-contiguous, or
+// (one mask, column_major) over column-major storage.
+using Mask = Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>;
+py::array_t<bool> stacked_mask(const std::vector<Mask>& ms, bool column_major = false);
 // A quantisation's statistics (amax, scale_min, scale_max, entries,
 // saturated, flushed) as a dict (bind_torch_train.cpp).
 py::dict fp8_stats_dict(const sim::train::Fp8Stats& s);

@@ -268,7 +268,7 @@ def test_gemm_op_folds_a_strided_batch_as_its_reshaped_copy():
 
 def test_gemm_op_hands_db_back_in_a_column_major_bs_layout():
     """b_column_major (nn.Linear's weight.t()): dB and its flush mask come back in B's layout, the
-    values of the C-ordered result, float32 and float64 alike; an emulated Linear's weight gradient
+    values of the C-ordered result, float32 and float64 alike (column_major: the forward's result); an emulated Linear's weight gradient
     then arrives contiguous, as plain PyTorch's does (nothing left for AccumulateGrad to copy)."""
     from rpsim import _core
     g = torch.Generator().manual_seed(5)
@@ -287,6 +287,10 @@ def test_gemm_op_hands_db_back_in_a_column_major_bs_layout():
         assert g1["db_flushed"][0].flags.f_contiguous and g1["db_flushed"].any()
         for key in ("da", "db", "db_flushed", "dy_cast_flushed"):
             assert np.array_equal(g1[key], g2[key]), key
+    op = _core._GemmOp.of_policy("fp16-pure", "conv2d")  # a forward result over column-major storage
+    d_cm, _ = op.forward(a, "binary16", w.t().unsqueeze(0).numpy(), float32=True, column_major=True)
+    d_c, _ = op.forward(a, "binary16", w.t().unsqueeze(0).numpy(), float32=True)
+    assert d_cm[0].flags.f_contiguous and d_c[0].flags.c_contiguous and np.array_equal(d_cm, d_c)
     lin, seen = torch.nn.Linear(9, 4), []
     rt.emulate(lin, "fp16-amp")
     lin.weight.register_hook(seen.append)  # the gradient as autograd hands it over, before AccumulateGrad

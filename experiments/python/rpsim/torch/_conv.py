@@ -102,7 +102,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     # The weight's transpose (C/groups * kh * kw, C_out): group g's columns are its output channels.
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
                                       lambda m: _conv_output_mask(m, (n, oc, oh, ow))), bias)
-    y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
+    # Column-major (N * L, C_out): its permute to (N, C, L) below is a copy of whole L-runs, not a
+    # transposing one (the same values).
+    y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups,
+              column_major=True)
     # Contiguous (N, C, H, W), as PyTorch's conv2d returns it: a channels-last view broke a user's
     # y.view(n, -1) and sent BatchNorm to ATen's channels-last kernel, whose sums depend on the thread
     # count (a ResNet-18 step gave other bits with 2 threads than with 1).
@@ -288,7 +291,8 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     cols = _Unfold3d.apply(x, geometry, cfg.x_format)  # (N, L, C * kt * kh * kw), channel first
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
                                       lambda m: _conv_output_mask(m, (n, oc, *sizes))), bias)
-    y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups)
+    y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups,
+              column_major=True)  # as conv2d's
     y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes).contiguous()  # as conv2d's
     return y.squeeze(0) if unbatched else y
 
