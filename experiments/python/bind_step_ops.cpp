@@ -138,6 +138,26 @@ std::int64_t count_zero_vs_py(const py::handle& emulated, const py::handle& refe
   });
 }
 
+std::int64_t count_stalled_py(const py::handle& grad, const py::handle& after, const py::handle& before) {
+  return read_values(grad, "grad", [&](auto g) {
+    const auto count = [&](auto a, auto b) {
+      if (g.size() != a.size() || a.size() != b.size())
+        throw py::value_error(
+            fmt::format("grad holds {} entries, after {}, before {}", g.size(), a.size(), b.size()));
+      return train::count_stalled(g, a, b);
+    };
+    // In place where both weights are C-contiguous arrays of one dtype (the Trainer's), else as binary64.
+    if (const auto a = carrier<const float>(after), b = carrier<const float>(before);
+        !a.empty() && !b.empty())
+      return count(a, b);
+    if (const auto a = carrier<const double>(after), b = carrier<const double>(before);
+        !a.empty() && !b.empty())
+      return count(a, b);
+    Values a(after, "after"), b(before, "before");
+    return count(std::span<const double>(a.span()), std::span<const double>(b.span()));
+  });
+}
+
 py::list scale_gradients_py(const py::list& grads, double coef, const std::vector<std::string>& formats) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   py::list flushed;
@@ -178,6 +198,9 @@ void bind_step_ops(py::module_& m) {
   m.def("_count_zero_vs", &count_zero_vs_py, arg("emulated"), arg("reference"),
         "The entries zero in `emulated` but nonzero and finite in `reference` (float32 or float64 arrays "
         "of one size, read in place): the telemetry's zero-vs-FP64 fractions.");
+  m.def("_count_stalled", &count_stalled_py, arg("grad"), arg("after"), arg("before"),
+        "The entries with a nonzero gradient whose weight an update left as it was (after == before; float32 "
+        "or float64 arrays of one size, read in place): the telemetry's update-stalled fractions.");
   m.def("_grad_norm", &grad_norm_py, arg("grads"), arg("format"),
         "clip_grad_norm_'s L2 norm of the gradients (flat, in rpsim train's element order) in `format`.");
   m.def(

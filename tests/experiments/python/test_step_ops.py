@@ -103,3 +103,11 @@ def test_the_counts_and_their_errors():
     assert _core._count_zero_vs(emu, ref) == 2 and _core._count_zero_vs(emu.astype(np.float32), ref) == 2
     with pytest.raises(ValueError, match="emulated holds 5 entries, reference 4"):
         _core._count_zero_vs(emu, ref[:4])
+    grad = np.array([0.0, 1.0, np.nan, -3.0, 2.0], dtype=np.float32)  # the Trainer's update-stalled count
+    before = np.array([1.0, 2.0, 3.0, 4.0, np.nan], dtype=np.float32)
+    after = np.array([1.0, 2.0, 3.0, 5.0, np.nan], dtype=np.float32)  # entries 1 and 2 stalled
+    assert _core._count_stalled(grad, after, before) == 2
+    assert _core._count_stalled(grad.astype(np.float64), after, before) == 2
+    assert _core._count_stalled(grad, after, before.astype(np.float64)) == 2
+    with pytest.raises(ValueError, match="grad holds 5 entries, after 4, before 4"):
+        _core._count_stalled(grad, after[:4], before[:4])

@@ -176,6 +176,39 @@ TEST_CASE("train: count_zero_vs counts zeros against nonzero finite references, 
                   std::invalid_argument);
 }
 
+TEST_CASE("train: count_stalled counts nonzero gradients whose weight stayed, on every carrier",
+          "[train][op-core]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const std::size_t n : {std::size_t(0), std::size_t(5), std::size_t(512), std::size_t(1301)}) {
+    std::vector<double> g(n), next(n), value(n);
+    std::int64_t want = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double grads[] = {0.0, -0.0, 1e-30, nan, -2.0};
+      g[i] = grads[i % 5];
+      value[i] = i % 11 == 0 ? nan : double(i % 7) * 0.25;
+      next[i] = i % 3 == 0 ? value[i] : value[i] + 1.0;  // a NaN weight never equals itself
+      want += g[i] != 0 && next[i] == value[i];
+    }
+    const std::vector<float> gf(g.begin(), g.end()), nf(next.begin(), next.end()),
+        vf(value.begin(), value.end());
+    INFO(n << " entries");
+    CHECK(want <= std::int64_t(n));
+    CHECK(count_stalled(std::span<const double>(g), std::span<const double>(next),
+                        std::span<const double>(value)) == want);
+    CHECK(count_stalled(std::span<const float>(gf), std::span<const float>(nf), std::span<const float>(vf)) ==
+          want);
+    CHECK(count_stalled(std::span<const float>(gf), std::span<const double>(next),
+                        std::span<const double>(value)) == want);
+    CHECK(count_stalled(std::span<const double>(g), std::span<const float>(nf), std::span<const float>(vf)) ==
+          want);
+    if (n > 100) CHECK(want > 0);  // the cases above do stall some
+  }
+  const std::vector<double> a(3), b(4);
+  CHECK_THROWS_AS(
+      count_stalled(std::span<const double>(a), std::span<const double>(a), std::span<const double>(b)),
+      std::invalid_argument);
+}
+
 TEST_CASE("train: the clipping factor and the clipped gradients", "[train][op-core]") {
   const Format& c = formats::binary32();
   const double coef = clip_coefficient(1.0, 10.0, c);

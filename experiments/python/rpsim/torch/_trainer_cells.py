@@ -122,8 +122,9 @@ class TrainerCells:
             for p in ps:
                 if p.requires_grad:
                     entries += p.numel()
-                    if not skipped and p.grad is not None:
-                        stalled += int(((p.grad != 0) & (p.detach() == before[k])).sum())
+                    if not skipped and p.grad is not None:  # the optimizer's own count (step_ops)
+                        stalled += _core._count_stalled(_readable(p.grad.detach()).numpy(),
+                                                        _readable(p.detach()).numpy(), _readable(before[k]).numpy())
                 k += 1
             out += [cell(c[0]), cell(c[1]), cell(c[2]), cell(c[3]), dist, cell(c[4]), cell(c[5]),
                     num(stalled / entries) if entries else ""]

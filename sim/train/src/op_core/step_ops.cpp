@@ -137,6 +137,27 @@ template std::int64_t count_zero_vs(std::span<const float>, std::span<const doub
 template std::int64_t count_zero_vs(std::span<const double>, std::span<const float>);
 template std::int64_t count_zero_vs(std::span<const float>, std::span<const float>);
 
+template <class G, class W>
+std::int64_t count_stalled(std::span<const G> grad, std::span<const W> next, std::span<const W> value) {
+  if (grad.size() != next.size() || next.size() != value.size())
+    throw std::invalid_argument("count_stalled: the gradient and the weights differ in size");
+  const auto stalled = [](auto g, auto n, auto w) { return (g != 0.0) & (n == w); };
+  std::int64_t count = 0;
+  double g[kChunk], n[kChunk], w[kChunk];
+  for (std::size_t i0 = 0; i0 < grad.size(); i0 += kChunk) {
+    const std::size_t len = std::min(kChunk, grad.size() - i0);
+    count += detail::count_where(Eigen::Index(len), stalled, widened(grad.data() + i0, len, g),
+                                 widened(next.data() + i0, len, n), widened(value.data() + i0, len, w));
+  }
+  return count;
+}
+
+template std::int64_t count_stalled(std::span<const double>, std::span<const double>,
+                                    std::span<const double>);
+template std::int64_t count_stalled(std::span<const float>, std::span<const float>, std::span<const float>);
+template std::int64_t count_stalled(std::span<const float>, std::span<const double>, std::span<const double>);
+template std::int64_t count_stalled(std::span<const double>, std::span<const float>, std::span<const float>);
+
 double unscale_factor(double scale) {
   return round_value(formats::binary32(), 1.0 / scale);
 }

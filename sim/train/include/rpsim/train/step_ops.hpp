@@ -45,6 +45,14 @@ std::int64_t count_nonfinite(std::span<const float> x);
 template <class E, class R>
 std::int64_t count_zero_vs(std::span<const E> emulated, std::span<const R> reference);
 
+// The entries with a nonzero gradient whose weight the update left as it was
+// (`next` == `value`: the telemetry's update-stalled fractions; a NaN
+// gradient counts as nonzero, a NaN weight as changed), on binary64 or
+// binary32 carriers (the gradient's and the weights' each); one size
+// (std::invalid_argument otherwise).
+template <class G, class W>
+std::int64_t count_stalled(std::span<const G> grad, std::span<const W> next, std::span<const W> value);
+
 // The format clip_grad_norm computes in: the optimizer's arithmetic, at
 // least binary32 (PyTorch's norm of half tensors runs in float).
 const Format& norm_format(const PrecisionPolicy& policy);
