@@ -206,8 +206,9 @@ sim::Matrix item(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index rs, Ei
 // A (batch, rows, cols) C-contiguous array of `ms` as T. float32 where the
 // caller's tensor is float32: the same nearest-even conversion as torch's
 // .to(float32), done in the transposing pass instead of a pass of its own.
-template <class T = double>
-py::array_t<T> stacked(const std::vector<sim::Matrix>& ms) {
+// M: the carrier (a binary64 Matrix, or a Mask stacked as bool).
+template <class T = double, class M = sim::Matrix>
+py::array_t<T> stacked(const std::vector<M>& ms) {
   const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
                     c = ms.empty() ? 0 : ms[0].cols();
   py::array_t<T> out({batch, r, c});
@@ -308,19 +309,13 @@ py::array stacked_in(std::vector<sim::Matrix>&& ms, bool f32, bool column_major)
 }
 
 py::array_t<bool> stacked_mask(const std::vector<Mask>& ms, bool column_major) {
-  const py::ssize_t batch = py::ssize_t(ms.size()), r = ms.empty() ? 0 : ms[0].rows(),
-                    c = ms.empty() ? 0 : ms[0].cols();
-  if (column_major && batch == 1) {
+  if (column_major && ms.size() == 1) {
+    const py::ssize_t r = ms[0].rows(), c = ms[0].cols();
     py::array_t<bool> out({py::ssize_t(1), r, c}, {r * c, py::ssize_t(1), r});
     std::copy_n(ms[0].data(), ms[0].size(), out.mutable_data());
     return out;
   }
-  py::array_t<bool> out({batch, r, c});
-  bool* dst = out.mutable_data();
-  for (py::ssize_t i = 0; i < batch; ++i)
-    copy_tiled(ms[std::size_t(i)].data(), Eigen::Index(1), Eigen::Index(r), dst + i * r * c, Eigen::Index(c),
-               Eigen::Index(1), r, c);
-  return out;
+  return stacked<bool>(ms);
 }
 
 }  // namespace rpsim::python
