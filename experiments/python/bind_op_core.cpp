@@ -130,6 +130,16 @@ class PyGemmOp {
                                 b_column_major});
   }
 
+  // GemmOp::entrywise_cast applied to x (bind_op_core's docstring).
+  py::object cast_input(const py::array& x, const std::string& a_format) const {
+    const Format* f = op_.entrywise_cast(format_arg(a_format));
+    const bool f32 = py::isinstance<py::array_t<float>>(x);
+    if (!f || !holds(f32 ? formats::binary32() : formats::binary64(), *f)) return py::none();
+    std::vector<sim::Matrix> m{matrix_of(x)};
+    train::round_in_place(*f, m[0]);
+    return py::make_tuple(stacked_as(m, f32), f->name);
+  }
+
   py::dict fp8_stats() const {
     py::dict d;
     for (const auto& [name, s] : op_.fp8_stats()) {
@@ -354,6 +364,11 @@ void bind_op_core(py::module_& m) {
             return o.op().output_format(format_arg(input)).name;
           },
           arg("input_format"), "The format of the op's results for inputs of `input_format`.")
+      .def("cast_input", &PyGemmOp::cast_input, arg("x"), arg("a_format"),
+           "(x's entries cast as forward casts an A of a_format, as (1, rows, cols) of x's dtype; the "
+           "format to give forward for an A copied from them) for a 2-D C-contiguous x, where that cast "
+           "rounds each entry on its own and x's dtype holds the result; else None. A convolution casts "
+           "its input before im2col: a k*k-th of the entries.")
       .def_property_readonly("model", [](const PyGemmOp& o) { return o.spec().model.spec(); })
       .def_property_readonly("scale_block",
                              [](const PyGemmOp& o) {

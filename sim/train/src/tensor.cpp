@@ -119,11 +119,15 @@ void round_in_place(const Format& fmt, Matrix& m) {
   round_in_place(fmt, m, s.mode, RandomStream{s.base.seed, mix64(s.base.stream) ^ mix64(~s.calls++)});
 }
 
+bool tensor_rounding_is_nearest() {
+  return tensor_rounding.mode == RoundingMode::nearest_even;
+}
+
 namespace {
 
 // rounded_from's rule: values of `held` rounded to fmt to nearest are unchanged.
 bool cast_changes_nothing(const Format& fmt, const Format& held) {
-  return tensor_rounding.mode == RoundingMode::nearest_even && holds(fmt, held);
+  return tensor_rounding_is_nearest() && holds(fmt, held);
 }
 
 }  // namespace

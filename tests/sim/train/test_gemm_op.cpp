@@ -139,3 +139,38 @@ TEST_CASE("train: GemmOp refuses a block-scaled instruction without a recipe, na
   CHECK_THROWS_WITH(op.forward(random_matrix(2, 32, 1), f32(), random_matrix(32, 2, 2), nullptr, {}, saved),
                     Catch::Contains("block-scaled operands") && Catch::Contains("tcgen05.mma"));
 }
+
+TEST_CASE("train: GemmOp's entrywise cast: A cast entry by entry first is the same forward and backward",
+          "[train][op-core]") {
+  // A convolution casts its input before im2col (a k*k-th of the entries)
+  // and gives the patches as values of the compute format: the GEMM then
+  // skips its cast, and nothing may change.
+  const PrecisionPolicy p = named_policy("fp16-amp");
+  GemmOp op(GemmSpec::of(p.rule("conv2d"), p));
+  const Format* fmt = op.entrywise_cast(f32());
+  REQUIRE(fmt == &f16());
+  const Matrix a = random_matrix(9, 27, 21), b = random_matrix(27, 4, 22), bias = random_matrix(1, 4, 23),
+               dy = random_matrix(9, 4, 24, 1e-3);
+  GemmSaved whole, early;
+  const Matrix y = op.forward(a, f32(), b, &bias, {}, whole);
+  CHECK(op.forward(rounded_by_hand(f16(), a), *fmt, b, &bias, {}, early) == y);
+  const GemmGrads g = op.backward(whole, dy, true, true, true, {}),
+                  h = op.backward(early, dy, true, true, true, {});
+  CHECK((g.da == h.da && g.db == h.db && g.dbias == h.dbias));
+
+  // None where the cast is no such rounding, or changes nothing: A already
+  // of the compute format; a rule following its inputs; FP8 scaling (a
+  // per-tensor scale first); a bare model; a stochastic tensor rounding
+  // (each entry's draw depends on its place).
+  CHECK(op.entrywise_cast(f16()) == nullptr);
+  GemmSpec follow = GemmSpec::of(p.rule("conv2d"), p);
+  follow.follow_inputs = true;
+  CHECK(GemmOp(follow).entrywise_cast(f32()) == nullptr);
+  const PrecisionPolicy fp8 = named_policy("fp8-current");
+  CHECK(GemmOp(GemmSpec::of(fp8.rule("linear"), fp8)).entrywise_cast(f32()) == nullptr);
+  GemmSpec bare;
+  bare.model = sim::AccumulationModel::parse("tc:h100:fp16:fp32");
+  CHECK(GemmOp(bare).entrywise_cast(f32()) == nullptr);
+  const ScopedTensorRounding sr(RoundingMode::stochastic, RandomStream{1, 2});
+  CHECK(op.entrywise_cast(f32()) == nullptr);
+}

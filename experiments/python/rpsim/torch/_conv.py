@@ -25,13 +25,15 @@ class _Unfold(torch.autograd.Function):
     the count to call with the flushed mask)."""
 
     @staticmethod
-    def forward(ctx, x, geometry, x_format, telemetry=None):
+    def forward(ctx, x, geometry, x_format, telemetry=None, cast=None):
         ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
         ctx.telemetry = telemetry
         kernel, dilation, padding, stride = geometry
         if x.dtype in (torch.float32, torch.float64) and x.device.type == "cpu":
             # The op core's im2col: F.unfold's copy, several times faster (8% of a ResNet-style step).
-            return torch.from_numpy(_core._im2col(x.detach().numpy(), kernel, dilation, padding, stride))
+            # cast: x's values as the GEMM casts A (_cast_input), patched instead of x's.
+            return torch.from_numpy(_core._im2col(x.detach().numpy() if cast is None else cast, kernel,
+                                                  dilation, padding, stride))
         return F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
 
     @staticmethod
@@ -48,7 +50,19 @@ class _Unfold(torch.autograd.Function):
                                     None if raw is None else raw.numpy())
         if flushed is not None:
             ctx.telemetry[1](torch.from_numpy(flushed), ctx.shape)
-        return torch.from_numpy(dx).to(ctx.dtype), None, None, None
+        return torch.from_numpy(dx).to(ctx.dtype), None, None, None, None
+
+
+def _cast_input(x, cfg):
+    """(x's values cast as the GEMM op casts its A, as a NumPy array of x's shape, or None; the format
+    of the patches' values). A rounding of each entry on its own commutes with im2col's copies, so x
+    is cast once instead of each of its k*k copies (perf: rounding the patches was 6% of a ResNet-style
+    fp16-amp step); the GEMM then skips its cast, and the bits are the same (test_torch_conv.py)."""
+    a_format = cfg.a_format or ("binary64" if x.dtype == torch.float64 else "binary32")
+    if x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu":
+        return None, a_format
+    cast = cfg.op.cast_input(x.detach().reshape(x.shape[0], -1).contiguous().numpy(), a_format)
+    return (None, a_format) if cast is None else (cast[0].reshape(x.shape), cast[1])
 
 
 def _prologue(x, weight, bias, model, config):
@@ -97,7 +111,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
         cfg = copy.copy(cfg)
         cfg.raw_input_grad = []
         telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
-    cols = _Unfold.apply(x, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry)
+    cast, a_format = _cast_input(x, cfg)
+    cols = _Unfold.apply(x, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry, cast)
     a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
     # The weight's transpose (C/groups * kh * kw, C_out): group g's columns are its output channels.
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
@@ -105,7 +120,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     # Column-major (N * L, C_out): its permute to (N, C, L) below is a copy of whole L-runs, not a
     # transposing one (the same values).
     y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups,
-              column_major=True)
+              column_major=True, a_format=a_format)
     # Contiguous (N, C, H, W), as PyTorch's conv2d returns it: a channels-last view broke a user's
     # y.view(n, -1) and sent BatchNorm to ATen's channels-last kernel, whose sums depend on the thread
     # count (a ResNet-18 step gave other bits with 2 threads than with 1).
@@ -244,16 +259,16 @@ class _Unfold3d(torch.autograd.Function):
     format (x_format; None: its dtype's), as conv2d's col2im."""
 
     @staticmethod
-    def forward(ctx, x, geometry, x_format):
+    def forward(ctx, x, geometry, x_format, cast=None):
         ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
-        cols, ctx.out = _vol2col(x, geometry)
+        cols, ctx.out = _vol2col(x if cast is None else torch.from_numpy(cast), geometry)  # as _Unfold's
         return cols
 
     @staticmethod
     def backward(ctx, grad):
         no_double_backward("conv3d's col2vol")
         dx = _col2vol(grad, ctx.shape, ctx.out, ctx.geometry)
-        return round_tensor(dx, ctx.x_format or _OWN_FORMAT[ctx.dtype]).to(ctx.dtype), None, None
+        return round_tensor(dx, ctx.x_format or _OWN_FORMAT[ctx.dtype]).to(ctx.dtype), None, None, None
 
 
 class _Fold3d(torch.autograd.Function):
@@ -288,11 +303,12 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     geometry = (tuple(kernel), _triple(dilation), _triple(padding), _triple(stride))
     sizes = [(i + 2 * p - d * (k - 1) - 1) // s + 1
              for i, k, d, p, s in zip(x.shape[2:], kernel, *geometry[1:])]
-    cols = _Unfold3d.apply(x, geometry, cfg.x_format)  # (N, L, C * kt * kh * kw), channel first
+    cast, a_format = _cast_input(x, cfg)
+    cols = _Unfold3d.apply(x, geometry, cfg.x_format, cast)  # (N, L, C * kt * kh * kw), channel first
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
                                       lambda m: _conv_output_mask(m, (n, oc, *sizes))), bias)
     y = _gemm(cols, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups,
-              column_major=True)  # as conv2d's
+              column_major=True, a_format=a_format)  # as conv2d's
     y = y.reshape(n, cols.shape[1], oc).transpose(1, 2).reshape(n, oc, *sizes).contiguous()  # as conv2d's
     return y.squeeze(0) if unbatched else y
 

@@ -111,13 +111,16 @@ def _unfolded(t, a_shape):
     return t if a_shape is None else t.reshape(a_shape)
 
 
-def _gemm(a, b, cfg, bias=None, c=None, shape=None, fold=False, groups=1, column_major=False):
+def _gemm(a, b, cfg, bias=None, c=None, shape=None, fold=False, groups=1, column_major=False, a_format=None):
     """_Gemm on A (B, m, k), B (B, k, n); the result in `shape` (default (B, m, n)). fold: A (N, m, k)
     is one (N * m, k) matrix against B (1, k, n), read where it lies (no reshape copy of a view).
     groups: a grouped convolution's GEMMs in one call, A (.., groups * k), B (1, k, groups * n), group
     g's columns of each (the op core's forward with groups). column_major: the (1, m, n) result over
-    column-major storage, for a caller that permutes it anyway (a convolution's (N * L, C) to (N, C, L))."""
-    return _Gemm.apply(a, b, bias, c, cfg, cfg.a_format or _dtype_format(a), shape, fold, groups, column_major)
+    column-major storage, for a caller that permutes it anyway (a convolution's (N * L, C) to (N, C, L)).
+    a_format: the format of A's values where the caller knows better (A made from an input the op's
+    cast_input rounded)."""
+    return _Gemm.apply(a, b, bias, c, cfg, a_format or cfg.a_format or _dtype_format(a), shape, fold, groups,
+                       column_major)
 
 
 def _dtype_format(t):

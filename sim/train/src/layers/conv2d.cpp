@@ -61,10 +61,15 @@ Tensor Conv2d::forward(const Tensor& x, const StepContext& ctx) {
   // im2col (the op core's): row b * positions + oy * out_w + ox, column
   // (ch * k + ky) * k + kx of the column-major matrix holds x(b, (ch * h + iy)
   // * w + ix), zero where that is padding; x's rows are images.
+  // x is cast as the GEMM casts its A first where that cast is entry by
+  // entry (GemmOp::entrywise_cast): a k*k-th of the roundings, the same bits.
+  const Format* cast = entrywise_cast(*x.format, ctx);
+  const Matrix xc = cast ? rounded(*cast, x.values) : Matrix();
   Matrix cols(batch * positions, Eigen::Index(c_) * k_ * k_);
-  train::im2col(x.values.data(), {1, batch, 0}, batch, geometry(), cols.data(), {positions, cols.rows(), 1});
+  train::im2col((cast ? xc : x.values).data(), {1, batch, 0}, batch, geometry(), cols.data(),
+                {positions, cols.rows(), 1});
   const Formats f = resolve(ctx.policy->rule("conv2d"), *x.format);
-  const Matrix out = core_forward(cols, *x.format, ctx);
+  const Matrix out = core_forward(cols, cast ? *cast : *x.format, ctx);
   return Tensor{to_image_layout(out, batch, positions, oc_), f.output};
 }
 

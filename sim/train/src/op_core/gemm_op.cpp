@@ -135,6 +135,13 @@ Matrix GemmOp::plain_forward(const Matrix& a, Matrix* owned, const Matrix& b, co
                    sim::GemmOptions{omp_get_max_threads()});
 }
 
+const Format* GemmOp::entrywise_cast(const Format& a_format) const {
+  if (spec_.per_tensor_fp8() || spec_.block_scaled() || spec_.follow_inputs) return nullptr;
+  const Formats f = formats(a_format);
+  if (!f.compute || !tensor_rounding_is_nearest() || holds(*f.compute, a_format)) return nullptr;
+  return f.compute;
+}
+
 Matrix GemmOp::per_tensor_forward(const Matrix& a, const Matrix& b, const Formats& f, const GemmKeys& keys,
                                   sim::GemmEpilogue& e, GemmSaved& s) {
   s.a_scale = fp8_scale(a, *f.compute, spec_.recipe, a_history_, &a_stats_);

@@ -108,6 +108,15 @@ class GemmOp {
   // tensor): the plain path keeps its cast in A's own storage.
   Matrix forward(Matrix&& a, const Format& a_format, const Matrix& b, const Matrix* bias,
                  const GemmKeys& keys, GemmSaved& saved, const Matrix* c = nullptr);
+  // The format forward's cast of A rounds to, where that cast rounds each
+  // entry on its own and may change some: the unscaled path of a rule with a
+  // compute format of its own, under nearest-even tensor rounding; else
+  // null. An A whose entries are copies of a smaller tensor's (im2col's
+  // patches: each input entry k*k times under a k x k kernel) may be made
+  // from that tensor cast first (rounded(*fmt, x)) and given as values of
+  // *fmt: forward then skips its cast (rounded_from), and the bits are the
+  // same, since a copy of a rounded entry is the rounded copy.
+  const Format* entrywise_cast(const Format& a_format) const;
   // The gradients of the operands of the forward call that filled `saved`,
   // from dY (m x n). b_grad_format: B and the bias are parameters whose
   // gradients are stored in this format (the policy's gradients; autocast's

@@ -57,6 +57,9 @@ Matrix rounded(const Format& fmt, const Matrix& m, RoundingMode mode, RandomStre
 // round to nearest even unless a scope says otherwise.
 void round_in_place(const Format& fmt, Matrix& m);
 Matrix rounded(const Format& fmt, const Matrix& m);
+// Whether the current thread's tensor rounding is to nearest even (no
+// scope, or a nearest one): each entry's cast then depends on it alone.
+bool tensor_rounding_is_nearest();
 // rounded(fmt, m) for a matrix whose entries are values of `held`: a copy
 // when fmt holds every value of `held` (formats' holds) and the tensor
 // rounding is to nearest -- the rounding would change no bit, and skipping

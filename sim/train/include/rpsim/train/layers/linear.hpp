@@ -27,6 +27,11 @@ class Linear : public Layer {
   // Shared by Linear and Conv2d (on im2col columns): the op core's GEMM op
   // on (x, weight, bias) under the rule of op_name_.
   Matrix core_forward(const Matrix& x, const Format& x_format, const StepContext& ctx);
+  // The op's GemmOp::entrywise_cast for inputs of x_format (Conv2d casts its
+  // input before im2col where it is one).
+  const Format* entrywise_cast(const Format& x_format, const StepContext& ctx) {
+    return op(ctx).entrywise_cast(x_format);
+  }
   // Fills the parameter gradients (and their grad_underflow); returns the
   // input gradient in the op's output format, and its value before that
   // rounding in *dx_before_rounding when given.
