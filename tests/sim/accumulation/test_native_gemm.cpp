@@ -173,6 +173,23 @@ TEST_CASE("accumulation: native binary64 GEMM (the FP64 shadow's) equals sequent
     }
 }
 
+// The packing buffers are kept between calls and never shrunk: a smaller
+// product after a larger one must not read what the larger one left in them
+// (NaNs here), in its short last block of A or panel of B.
+TEST_CASE("accumulation: native GEMMs read nothing a larger call left in their packing buffers",
+          "[accumulation]") {
+  for (const char* spec : {"sequential:fp32:rne", "sequential:fp64:rne"}) {
+    INFO(spec);
+    const AccumulationModel model = AccumulationModel::parse(spec);
+    const BitMatrix big = BitMatrix::Constant(41, 57, std::numeric_limits<double>::quiet_NaN());
+    CHECK(sim::gemm(model, big, big.transpose()).array().isNaN().all());
+    const BitMatrix a = random_matrix(formats::binary16(), 5, 3, 901, -3, 3),
+                    b = random_matrix(formats::binary16(), 3, 6, 902, -3, 3);
+    CHECK(same_bits_or_nan(sim::gemm(model, a, b), dot_product_gemm(model, a, b)));
+    CHECK_FALSE(sim::gemm(model, a, b).array().isNaN().any());
+  }
+}
+
 // The kernels start each chain at +0. A C of -0 entries does not: a chain of
 // -0 products stays -0 from it, and is +0 from the kernels' start.
 TEST_CASE("accumulation: sim::gemm takes the native kernels only from a C of +0", "[accumulation]") {
