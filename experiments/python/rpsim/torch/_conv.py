@@ -54,15 +54,16 @@ class _Unfold(torch.autograd.Function):
 
 
 def _cast_input(x, cfg):
-    """(x's values cast as the GEMM op casts its A, as a NumPy array of x's shape, or None; the format
-    of the patches' values). A rounding of each entry on its own commutes with im2col's copies, so x
-    is cast once instead of each of its k*k copies (perf: rounding the patches was 6% of a ResNet-style
-    fp16-amp step); the GEMM then skips its cast, and the bits are the same (test_torch_conv.py)."""
-    a_format = cfg.a_format or ("binary64" if x.dtype == torch.float64 else "binary32")
-    if x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu":
-        return None, a_format
-    cast = cfg.op.cast_input(x.detach().reshape(x.shape[0], -1).contiguous().numpy(), a_format)
-    return (None, a_format) if cast is None else (cast[0].reshape(x.shape), cast[1])
+    """(x's values cast as the GEMM op casts its A, as a NumPy array of x's shape, and the format of
+    those values), or (None, None): the GEMM casts the patches itself (_gemm's default format). A
+    rounding of each entry on its own commutes with im2col's copies, so x is cast once instead of
+    each of its k*k copies (perf: rounding the patches was 6% of a ResNet-style fp16-amp step); the
+    GEMM then skips its cast, and the bits are the same (test_torch_conv.py)."""
+    if x.dtype not in _OWN_FORMAT or x.device.type != "cpu":
+        return None, None
+    cast = cfg.op.cast_input(x.detach().reshape(x.shape[0], -1).contiguous().numpy(),
+                             cfg.a_format or _OWN_FORMAT[x.dtype])
+    return (None, None) if cast is None else (cast[0].reshape(x.shape), cast[1])
 
 
 def _prologue(x, weight, bias, model, config):
