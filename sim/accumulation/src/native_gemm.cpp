@@ -30,6 +30,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "native_pack.hpp"
+
 namespace rpsim::sim::native {
 namespace {
 
@@ -101,18 +103,6 @@ bool packable(const double* x, Eigen::Index n, bool& fusable, bool vouched) {
   }
 }
 
-// Where given(i, j) lies, without Eigen's index assertion: a stretch may
-// start at row 0 of a matrix with no rows (nothing is then read).
-inline const double* column_at(const Matrix& given, Eigen::Index i, Eigen::Index j) {
-  return given.data() + i + j * given.rows();
-}
-
-// dst[i * stride] = T(src[i]) for i < n (the values checked by packable).
-template <class T>
-inline void convert_run(const double* src, T* dst, Eigen::Index n, Eigen::Index stride) {
-  for (Eigen::Index i = 0; i < n; ++i) dst[i * stride] = T(src[i]);
-}
-
 // A packing buffer (matmul_native's, kept between calls) of at least n
 // entries, grown and never shrunk: resize() to a call's size zero-filled,
 // after a smaller call, all it had given up (a memset of most of a layer's
@@ -143,8 +133,7 @@ bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable, bool vouche
       const Eigen::Index rows = std::min(kRows, m - blk * kRows);
       if (!packable<T>(column_at(given, 0, blk * kRows), rows * k, fusable, vouched))
         return false;  // the block's columns of A^T
-      for (Eigen::Index r = 0; r < rows; ++r)
-        convert_run(column_at(given, 0, blk * kRows + r), dst + r, k, kRows);
+      convert_runs(given, blk * kRows, rows, dst, k, kRows);
     }
   } else {
     // A column-major A read kSpan columns at a time down their length, every
@@ -160,8 +149,13 @@ bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable, bool vouche
       for (Eigen::Index blk = 0; blk < blocks; ++blk) {
         T* dst = out.data() + blk * kRows * k;
         const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-        for (Eigen::Index p = p0; p < p1; ++p)
-          convert_run(column_at(given, blk * kRows, p), dst + p * kRows, rows, 1);
+        if (rows == kRows) {  // a fixed count: copied in vectors, not a loop of a count it reads
+          for (Eigen::Index p = p0; p < p1; ++p)
+            convert_run(column_at(given, blk * kRows, p), dst + p * kRows, kRows, 1);
+        } else {
+          for (Eigen::Index p = p0; p < p1; ++p)
+            convert_run(column_at(given, blk * kRows, p), dst + p * kRows, rows, 1);
+        }
       }
     }
   }
@@ -189,8 +183,7 @@ bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out, bool& 
     } else {
       if (!packable<T>(column_at(given, 0, pan * width), k * cols, fusable, vouched))
         return false;  // the panel's columns
-      for (Eigen::Index c = 0; c < cols; ++c)
-        convert_run(column_at(given, 0, pan * width + c), dst + c, k, width);
+      convert_runs(given, pan * width, cols, dst, k, width);
     }
   }
   return true;
