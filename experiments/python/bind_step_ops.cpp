@@ -76,30 +76,40 @@ std::span<T> carrier(const py::handle& x) {
   return {static_cast<T*>(const_cast<void*>(a.data())), std::size_t(a.size())};
 }
 
-py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std::string>& formats) {
+py::tuple unscale_py(const py::list& grads, double scale, const std::vector<std::string>& formats,
+                     bool masks) {
   if (formats.size() != grads.size()) throw py::value_error("one gradient format per gradient is needed");
   const double inv = train::unscale_factor(scale);
   // Every gradient that will be written is checked before any is (no half-unscaled list on an error).
   for (std::size_t i = 0; i < grads.size() && inv != 1.0; ++i)
     if (carrier<float>(grads[i]).empty() && carrier<double>(grads[i]).empty())
       Values(grads[i], fmt::format("gradient {}", i).c_str(), true);
-  py::list flushed;
+  py::list flushed, mask_list;
   bool found = false;
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Format& f = format_arg(formats[i]);
+    // The mask in the gradient's shape, its entries in C order (as the core reads them).
+    const py::array g = py::array::ensure(grads[i]);
+    py::array_t<bool> mask =
+        masks && g ? py::array_t<bool>(std::vector<py::ssize_t>(g.shape(), g.shape() + g.ndim()))
+                   : py::array_t<bool>();
+    const std::span<bool> m =
+        masks ? std::span<bool>(mask.mutable_data(), std::size_t(mask.size())) : std::span<bool>();
     train::Unscaled u;
     if (const auto f32 = carrier<float>(grads[i]); !f32.empty()) {
-      u = train::unscale(f32, inv, f);
+      u = train::unscale(f32, inv, f, m);
     } else if (const auto f64 = carrier<double>(grads[i]); !f64.empty()) {
-      u = train::unscale(f64, inv, f);
+      u = train::unscale(f64, inv, f, m);
     } else {  // empty, or read-only with nothing to write: a binary64 copy
       Values v(grads[i], "gradient", inv != 1.0);
-      u = train::unscale(v.span(), inv, f);
+      u = train::unscale(v.span(), inv, f, m);
       if (inv != 1.0) v.store();
     }
     flushed.append(u.flushed);
+    if (masks) mask_list.append(mask);
     found = found || u.nonfinite;
   }
+  if (masks) return py::make_tuple(flushed, found, mask_list);
   return py::make_tuple(flushed, found);
 }
 
@@ -189,9 +199,10 @@ py::list accumulate_gradients_py(const py::list& sums, const py::list& grads,
 
 void bind_step_ops(py::module_& m) {
   using py::arg;
-  m.def("_unscale", &unscale_py, arg("grads"), arg("scale"), arg("formats"),
+  m.def("_unscale", &unscale_py, arg("grads"), arg("scale"), arg("formats"), arg("masks") = false,
         "Each gradient (a float32/float64 array, in place) times binary32(1 / scale), rounded to its "
-        "format: (entries flushed per gradient, whether any result is inf or NaN).");
+        "format: (entries flushed per gradient, whether any result is inf or NaN), and with masks=True "
+        "a third item: per gradient a bool array of its shape, True where a nonzero entry was flushed.");
   m.def("_count_nonfinite", &count_nonfinite_py, arg("x"),
         "The entries of a float32 or float64 array that are inf or NaN, read in place (the telemetry's "
         "nonfinite fractions).");

@@ -43,6 +43,26 @@ def test_unscale_of_float32_to_binary32_is_the_rounded_binary64_product(scale):
     assert flushed == np.count_nonzero((before != 0) & (want == 0)) and found is True
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unscale_masks_are_the_nonzero_entries_it_flushed_in_each_gradients_shape(dtype):
+    # (rpsim.torch.Trainer's underflow columns: the masks replace a compare of every gradient before
+    # and after in torch. Each path: binary32 by float's multiply, narrower formats in chunks, scale 1.)
+    rng = np.random.default_rng(2)
+    grads = [(rng.standard_normal(s) * np.exp2(rng.integers(-40, 5, s))).astype(dtype)
+             for s in [(30, 50), (1300,), (2, 3, 4)]]
+    grads[0][0, :5] = [0.0, -0.0, np.nan, np.inf, 1e-30]
+    before = [g.copy() for g in grads]
+    flushed, found, masks = _core._unscale(grads, 65536.0, ["binary32", "binary16", "bfloat16"], masks=True)
+    assert found is True  # the inf
+    for g, b, m, n in zip(grads, before, masks, flushed):
+        assert m.dtype == np.bool_ and m.shape == g.shape
+        assert np.array_equal(m, (b != 0) & (g == 0)) and m.sum() == n
+    assert flushed[1] > 0  # a binary16 gradient the unscale flushed: the case the masks are for
+    _, _, (ones,) = _core._unscale([np.ones((2, 2), dtype)], 1.0, ["binary16"], masks=True)
+    assert ones.shape == (2, 2) and not ones.any()
+    assert len(_core._unscale([np.ones(2, dtype)], 2.0, ["binary16"])) == 2  # no masks unless asked for
+
+
 def test_unscale_refuses_an_array_it_cannot_write_before_writing_any():
     grads = [g.astype(np.float32) for g in _grads()]
     before = [g.copy() for g in grads]

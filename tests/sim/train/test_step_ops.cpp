@@ -1,8 +1,10 @@
 // The op core's step arithmetic (unscale, gradient norm, clipping) against
 // the operations written out with the scalar core's rounding.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -33,6 +35,41 @@ TEST_CASE("train: unscale multiplies by binary32(1/scale), rounds to the gradien
   CHECK_FALSE(u.nonfinite);
   std::vector<double> bad = {1.0, std::numeric_limits<double>::infinity()};
   CHECK(unscale(bad, 1.0, formats::binary32()).nonfinite);
+}
+
+// The Trainer's underflow masks: flushed[i] is whether entry i was nonzero
+// and its product rounded to zero, on each path (binary64 carrier rounded
+// to binary16 in chunks, binary32 carrier by float's multiply, a factor of 1).
+TEST_CASE("train: unscale's flushed mask marks exactly the nonzero entries it rounded to zero",
+          "[train][op-core]") {
+  const std::size_t n = 1300;  // two full chunks of 512 and a short one
+  std::vector<double> g(n);
+  for (std::size_t i = 0; i < n; ++i)  // magnitudes 2^-160..2^9, zeros, both signs
+    g[i] = i % 5 == 0 ? 0.0 : std::ldexp(1.0 + double(i % 7) / 8, int(i * 29 % 170) - 160) * (i % 2 ? -1 : 1);
+  const double inv = unscale_factor(65536.0);
+  const auto check = [&](const auto& before, const auto& after, const std::vector<char>& mask,
+                         std::int64_t flushed) {
+    std::int64_t marked = 0, zeroed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(bool(mask[i]) == (before[i] != 0 && after[i] == 0));
+      marked += mask[i];
+      zeroed += before[i] != 0 && after[i] == 0;
+    }
+    CHECK(marked == flushed);
+    CHECK(zeroed > 0);  // the case the mask is for occurs
+  };
+  std::vector<double> h = g;
+  bool m64[n], m32[n], m1[n];
+  const Unscaled u64 = unscale(h, inv, formats::binary16(), std::span<bool>(m64, n));
+  check(g, h, std::vector<char>(m64, m64 + n), u64.flushed);
+  std::vector<float> f(g.begin(), g.end()), f0 = f;
+  const Unscaled u32 = unscale(std::span<float>(f), inv, formats::binary32(), std::span<bool>(m32, n));
+  check(f0, f, std::vector<char>(m32, m32 + n), u32.flushed);
+  std::fill(m1, m1 + n, true);
+  h = g;
+  CHECK(unscale(h, 1.0, formats::binary16(), std::span<bool>(m1, n)).flushed == 0);
+  CHECK(std::none_of(m1, m1 + n, [](bool b) { return b; }));
+  CHECK_THROWS_AS(unscale(h, inv, formats::binary16(), std::span<bool>(m1, n - 1)), std::invalid_argument);
 }
 
 TEST_CASE("train: unscale gives each element's scalar rounding across its chunks, and sees a NaN anywhere",

@@ -102,15 +102,17 @@ class GradScaler:
         params = list(_grads(optimizer))
         with torch.no_grad():
             grads = [_grad_values(p) for p in params]
-            nonzero = [g != 0 for g in grads] if self.count_flushed else None
             views = [_writable(g) for g in grads]
             formats = [getattr(p, "_rpsim_grad_format", None) or _dtype_format(p.grad) for p in params]
-            _, found = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats)
+            # With count_flushed, the op core's masks of the entries the unscale flushed (rpsim.torch.Trainer's
+            # underflow columns), in each gradient's shape.
+            _, found, *masks = _core._unscale([v.numpy() for v, _ in views], self.get_scale(), formats,
+                                              masks=self.count_flushed)
             for i, ((v, back), g) in enumerate(zip(views, grads)):
                 if back:
                     g.copy_(v)
-                if nonzero is not None:  # gradients the unscale flushed (rpsim.torch.Trainer's underflow columns)
-                    self.flushed[id(params[i])] = nonzero[i] & (g == 0)
+                if masks:
+                    self.flushed[id(params[i])] = torch.from_numpy(masks[0][i])
         self._unscaled[id(optimizer)] = found
 
     def found_inf(self):

@@ -41,7 +41,7 @@ std::int64_t nonfinite_count(const double* x, std::size_t n) {
 // compares: a scalar loop that counted, checked and stored in one pass was
 // 70% of unscale's time.
 template <class T>
-Unscaled multiply(std::span<T> g, double factor, const Format& f) {
+Unscaled multiply(std::span<T> g, double factor, const Format& f, std::span<bool> mask) {
   const ValueRounding& r = nearest_rounding(f);
   Unscaled u;
   std::int64_t nonfinite = 0;
@@ -58,6 +58,8 @@ Unscaled multiply(std::span<T> g, double factor, const Format& f) {
         Eigen::Index(n), [](auto a, auto b) { return (a != 0) & (b == 0); }, before, x);
     nonfinite += nonfinite_count(x, n);
     for (std::size_t i = 0; i < n; ++i) p[i] = T(x[i]);
+    if (!mask.empty())
+      for (std::size_t i = 0; i < n; ++i) mask[i0 + i] = (before[i] != 0) & (x[i] == 0);
   }
   u.nonfinite = nonfinite > 0;
   return u;
@@ -69,9 +71,14 @@ Unscaled multiply(std::span<T> g, double factor, const Format& f) {
 // (IEEE 754 clause 4.3: the same rounding of the same exact product, gradual
 // underflow and overflow alike). One pass, no binary64 buffer (unscale was
 // 3.6% of an MLP step).
-Unscaled multiply_binary32(std::span<float> g, float factor) {
+// The mask, where asked for, in a loop of its own: the one above vectorises
+// (a store to bool in it did not).
+Unscaled multiply_binary32(std::span<float> g, float factor, std::span<bool> mask) {
   std::int64_t flushed = 0, nonfinite = 0;
   float* p = g.data();
+  const auto flushing = [factor](float before) { return (before != 0.0f) & (before * factor == 0.0f); };
+  if (!mask.empty())
+    for (std::size_t i = 0; i < g.size(); ++i) mask[i] = flushing(p[i]);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const float before = p[i], x = before * factor;
     flushed += (before != 0.0f) & (x == 0.0f);
@@ -82,11 +89,14 @@ Unscaled multiply_binary32(std::span<float> g, float factor) {
 }
 
 template <class T>
-Unscaled unscale_carrier(std::span<T> g, double inv, const Format& gradients) {
+Unscaled unscale_carrier(std::span<T> g, double inv, const Format& gradients, std::span<bool> mask) {
+  if (!mask.empty() && mask.size() != g.size())
+    throw std::invalid_argument("unscale: the flushed mask's size differs from the gradient's");
   if constexpr (std::is_same_v<T, float>)
     if (inv != 1.0 && gradients == formats::binary32() && double(float(inv)) == inv)
-      return multiply_binary32(g, float(inv));
-  if (inv != 1.0) return multiply(g, inv, gradients);
+      return multiply_binary32(g, float(inv), mask);
+  if (inv != 1.0) return multiply(g, inv, gradients, mask);
+  std::fill(mask.begin(), mask.end(), false);  // a factor of 1 flushes nothing
   Unscaled u;
   u.nonfinite = count_nonfinite(std::span<const T>(g)) > 0;
   return u;
@@ -162,12 +172,12 @@ double unscale_factor(double scale) {
   return round_value(formats::binary32(), 1.0 / scale);
 }
 
-Unscaled unscale(std::span<double> g, double inv, const Format& gradients) {
-  return unscale_carrier(g, inv, gradients);
+Unscaled unscale(std::span<double> g, double inv, const Format& gradients, std::span<bool> flushed) {
+  return unscale_carrier(g, inv, gradients, flushed);
 }
 
-Unscaled unscale(std::span<float> g, double inv, const Format& gradients) {
-  return unscale_carrier(g, inv, gradients);
+Unscaled unscale(std::span<float> g, double inv, const Format& gradients, std::span<bool> flushed) {
+  return unscale_carrier(g, inv, gradients, flushed);
 }
 
 const Format& norm_format(const PrecisionPolicy& policy) {
@@ -232,7 +242,7 @@ double clip_coefficient(double max_norm, double norm, const Format& c) {
 }
 
 std::int64_t scale_gradient(std::span<double> g, double coef, const Format& gradients) {
-  return multiply(g, coef, gradients).flushed;
+  return multiply(g, coef, gradients, {}).flushed;
 }
 
 std::int64_t accumulate_gradient(std::span<double> sum, std::span<const double> g, const Format& f,

@@ -26,11 +26,14 @@ struct Unscaled {
 // g = round(g * inv) to the gradients' format, in place: the product of two
 // binary32 values is exact in binary64, so this is float32's own multiply
 // for binary32 gradients, and one rounding to a narrower stored format.
-Unscaled unscale(std::span<double> g, double inv, const Format& gradients);
+// flushed (where not empty, g's size): flushed[i] = whether entry i was
+// nonzero and its product rounded to zero (the Trainer's underflow masks,
+// without a compare of every gradient before and after in torch).
+Unscaled unscale(std::span<double> g, double inv, const Format& gradients, std::span<bool> flushed = {});
 // The same on a binary32 carrier (a float32 tensor's gradient, read where it
 // lies): each entry widened, unscaled and rounded as above, stored back as
 // binary32 (exact for a gradients' format within binary32).
-Unscaled unscale(std::span<float> g, double inv, const Format& gradients);
+Unscaled unscale(std::span<float> g, double inv, const Format& gradients, std::span<bool> flushed = {});
 
 // The entries of x that are inf or NaN (the telemetry's nonfinite
 // fractions), on a binary64 or a binary32 carrier.
