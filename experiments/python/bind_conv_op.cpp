@@ -69,8 +69,10 @@ py::array im2col_of(const py::array_t<T, py::array::c_style>& x, const train::Co
   return cols;
 }
 
-py::array im2col_py(const py::array& x, std::pair<int, int> kernel, std::pair<int, int> dilation,
-                    std::pair<int, int> padding, std::pair<int, int> stride) {
+// x's geometry, checked to leave an output position.
+train::ConvGeometry checked_geometry(const py::array& x, std::pair<int, int> kernel,
+                                     std::pair<int, int> dilation, std::pair<int, int> padding,
+                                     std::pair<int, int> stride) {
   if (x.ndim() != 4) throw py::value_error("x: a 4-D (N, C, H, W) array is needed");
   const train::ConvGeometry g =
       geometry_of(x.shape(1), {x.shape(2), x.shape(3)}, kernel, dilation, padding, stride);
@@ -81,6 +83,12 @@ py::array im2col_py(const py::array& x, std::pair<int, int> kernel, std::pair<in
                     "{}x{} image leave no output position",
                     g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.pad_h,
                     g.pad_w, g.height, g.width));
+  return g;
+}
+
+py::array im2col_py(const py::array& x, std::pair<int, int> kernel, std::pair<int, int> dilation,
+                    std::pair<int, int> padding, std::pair<int, int> stride) {
+  const train::ConvGeometry g = checked_geometry(x, kernel, dilation, padding, stride);
   if (py::isinstance<py::array_t<float>>(x))
     return im2col_of(py::array_t<float, py::array::c_style>::ensure(x), g);
   if (py::isinstance<py::array_t<double>>(x))
@@ -88,6 +96,33 @@ py::array im2col_py(const py::array& x, std::pair<int, int> kernel, std::pair<in
   throw py::type_error(
       fmt::format("x: dtype {} (float32 or float64 is needed)", py::str(x.dtype()).cast<std::string>()));
 }
+
+}  // namespace
+
+std::vector<sim::Matrix> folded_patches(const py::handle& spec) {
+  const auto [x_in, kernel, dilation, padding, stride] =
+      spec.cast<std::tuple<py::array, std::pair<int, int>, std::pair<int, int>, std::pair<int, int>,
+                           std::pair<int, int>>>();
+  const train::ConvGeometry g = checked_geometry(x_in, kernel, dilation, padding, stride);
+  const Eigen::Index n = x_in.shape(0), l = g.positions(), pixels = g.channels * g.height * g.width;
+  std::vector<sim::Matrix> out(1);
+  out[0].resize(n * l, g.patch());
+  // cols(b, patch entry, position) at b * L + position + entry * (N * L): column-major, folded.
+  const train::Strides cs{l, n * l, 1};
+  if (py::isinstance<py::array_t<float>>(x_in)) {
+    const auto x = py::array_t<float, py::array::c_style>::ensure(x_in);
+    train::im2col(x.data(), {pixels, 1, 0}, n, g, out[0].data(), cs);
+  } else if (py::isinstance<py::array_t<double>>(x_in)) {
+    const auto x = py::array_t<double, py::array::c_style>::ensure(x_in);
+    train::im2col(x.data(), {pixels, 1, 0}, n, g, out[0].data(), cs);
+  } else {
+    throw py::type_error(fmt::format("patches: x's dtype {} (float32 or float64 is needed)",
+                                     py::str(x_in.dtype()).cast<std::string>()));
+  }
+  return out;
+}
+
+namespace {
 
 // col2im of (N, C*kh*kw, L) columns into (N, C, H, W), rounded to x_format
 // (nearest even) where given; with raw (the columns before the GEMM's

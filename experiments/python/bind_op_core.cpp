@@ -66,8 +66,9 @@ class PyGemmOp {
   py::tuple forward(const py::handle& a_in, const std::string& a_format, const py::handle& b_in,
                     const py::object& bias_in, const py::object& c_in, std::uint64_t seed,
                     std::uint64_t stream, const py::object& layer, bool f32, bool fold_a, int groups,
-                    bool column_major) {
-    std::vector<sim::Matrix> a = matrices(a_in, "A", fold_a), b = matrices(b_in, "B");
+                    bool column_major, const py::object& patches) {
+    std::vector<sim::Matrix> a = patches.is_none() ? matrices(a_in, "A", fold_a) : folded_patches(patches);
+    std::vector<sim::Matrix> b = matrices(b_in, "B");
     if (groups != 1)
       return forward_grouped(a, a_format, b, bias_in, keys_arg(seed, stream, layer), f32, groups,
                              column_major);
@@ -336,12 +337,14 @@ void bind_op_core(py::module_& m) {
       .def("forward", &PyGemmOp::forward, arg("A"), arg("a_format"), arg("B"), arg("bias") = py::none(),
            arg("C") = py::none(), arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("float32") = false, arg("fold_a") = false, arg("groups") = 1, arg("column_major") = false,
+           arg("patches") = py::none(),
            "(epilogue(A B (+ C)) as float64 (batch, m, n) (float32=True: as float32), saved) for A (batch, "
            "m, k), B (batch, k, n), float32 or float64 arrays at any strides. fold_a: A (N, m, k) is one "
            "(N * m, k) matrix (batch 1), read where it lies. groups: a grouped convolution's GEMMs, A (1, m, "
            "groups * k), B (1, k, groups * n), group g's columns of each, its slice of the bias. "
            "column_major: a batch of one comes back over column-major storage (no transposing copy: a "
-           "convolution's (N * L, C) result, which it permutes to (N, C, L) itself).")
+           "convolution's (N * L, C) result, which it permutes to (N, C, L) itself). patches: (x, kernel, "
+           "dilation, padding, stride): A is x's im2col, folded, made in place of A's values (conv2d).")
       .def("backward", &PyGemmOp::backward, arg("saved"), arg("dY"), arg("need_a"), arg("need_b"),
            arg("need_bias") = false, arg("seed") = 0, arg("stream") = 0, arg("layer") = py::none(),
            arg("b_grad_format") = py::none(), arg("raw") = false, arg("masks") = false,

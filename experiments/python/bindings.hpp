@@ -111,6 +111,12 @@ inline void copy_tiled(const From* src, Eigen::Index srs, Eigen::Index scs, To* 
 // the batch as one matrix of batch * rows rows (torch's reshape(1, -1, cols)
 // of a view that reshape would copy: conv2d's transposed im2col patches).
 std::vector<sim::Matrix> matrices(const py::handle& x, const char* what, bool fold = false);
+// A convolution's folded A made from its input without the (N, C*kh*kw, L)
+// patches array: spec = (x, kernel, dilation, padding, stride), x a
+// float32/float64 (N, C, H, W) array; one (N * L) x (C*kh*kw) matrix whose
+// row n * L + l is patch l of image n (what matrices(patches^T, fold) reads),
+// im2col'd straight into the carrier (bind_conv_op.cpp).
+std::vector<sim::Matrix> folded_patches(const py::handle& spec);
 // A 2-D C-contiguous float32 or float64 array (float_array's result) as the
 // core's binary64 column-major carrier, in one tiled pass (the float64 copy
 // and Eigen's transposing assignment were two).

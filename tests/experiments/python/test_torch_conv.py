@@ -69,3 +69,56 @@ def test_cast_input_rounds_as_the_gemm_op_and_declines_otherwise():
     assert values[0, 0].tolist() == [1.0, float("inf"), 0.0, float(torch.tensor(-0.1).half())]
     assert op.cast_input(x.numpy(), "binary16") is None  # already values of fp16: nothing to round
     assert _core._GemmOp.of_policy("fp8-current", "conv2d").cast_input(x.numpy(), "binary32") is None
+
+
+def _run_patches(policy, patches, dtype, monkeypatch):
+    torch.manual_seed(4)
+    net = _Net().to(dtype)
+    rt.emulate(net, policy)
+    used = []
+
+    def spy(x, cast, geometry):
+        p = patches(x, cast, geometry)
+        used.append(p is not None)
+        return p
+    monkeypatch.setattr(_conv, "_patches", spy)
+    x = (torch.randn(2, 3, 8, 8, dtype=dtype) * 3).requires_grad_()
+    loss = net(x)
+    loss.backward()
+    return loss.detach(), x.grad, [p.grad for p in net.parameters()], used
+
+
+@pytest.mark.parametrize("policy,dtype", [("fp16-amp", torch.float32), ("bf16-pure", torch.float32),
+                                          ("fp8-current", torch.float32), ("mxfp8", torch.float32),
+                                          ("fp64", torch.float64)])
+def test_conv2d_made_by_the_op_from_its_input_gives_the_bits_of_the_torch_columns(policy, dtype, monkeypatch):
+    # (_patches: the GEMM op im2cols conv1d/conv2d's A, dense and grouped, straight into its binary64
+    # carrier instead of reading float32 columns made in torch, under early casts, FP8 and MX scaling,
+    # and the FP64 shadow's float64.)
+    loss, dx, grads, used = _run_patches(policy, _conv._patches, dtype, monkeypatch)
+    assert used and all(used)
+    loss2, dx2, grads2, used2 = _run_patches(policy, lambda x, cast, geometry: None, dtype, monkeypatch)
+    assert not any(used2)
+    assert torch.equal(loss, loss2) and _same(dx, dx2) and any(g is not None for g in grads)
+    assert all(_same(a, b) for a, b in zip(grads, grads2))
+
+
+def _same(a, b):
+    """Both None (bf16-pure's input, which takes no gradient), or the same values."""
+    return a is None and b is None or (a is not None and b is not None and torch.equal(a, b))
+
+
+def test_the_ops_patches_are_im2col_folded_and_a_bad_input_is_named():
+    np = pytest.importorskip("numpy")
+    from rpsim import _core
+    op = _core._GemmOp.of_policy("fp16-amp", "conv2d")
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 6)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((1, 3 * 2 * 3, 4))
+    geometry = ((2, 3), (1, 2), (1, 0), (2, 1))
+    cols = _core._im2col(x, *geometry)  # (N, C*kh*kw, L)
+    want, _ = op.forward(cols.transpose(0, 2, 1), "binary32", b, fold_a=True)
+    got, _ = op.forward(np.zeros((2, cols.shape[2], cols.shape[1]), np.float32), "binary32", b, fold_a=True,
+                        patches=(x,) + geometry)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    with pytest.raises(TypeError, match="patches: x's dtype int32"):
+        op.forward(cols.transpose(0, 2, 1), "binary32", b, fold_a=True, patches=(x.astype(np.int32),) + geometry)

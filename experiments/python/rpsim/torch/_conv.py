@@ -25,10 +25,17 @@ class _Unfold(torch.autograd.Function):
     the count to call with the flushed mask)."""
 
     @staticmethod
-    def forward(ctx, x, geometry, x_format, telemetry=None, cast=None):
+    def forward(ctx, x, geometry, x_format, telemetry=None, cast=None, patches=None):
         ctx.geometry, ctx.x_format, ctx.shape, ctx.dtype = geometry, x_format, x.shape, x.dtype
         ctx.telemetry = telemetry
         kernel, dilation, padding, stride = geometry
+        if patches is not None:
+            # The GEMM op makes A from `patches` itself (_patches): the columns are only autograd's node
+            # for col2im, a zero-strided stand-in of their shape that holds no memory.
+            n, c, h, w = x.shape
+            out = [(s + 2 * p - d * (k - 1) - 1) // st + 1
+                   for s, k, d, p, st in zip((h, w), kernel, dilation, padding, stride)]
+            return x.new_zeros(()).expand(n, c * kernel[0] * kernel[1], out[0] * out[1])
         if x.dtype in (torch.float32, torch.float64) and x.device.type == "cpu":
             # The op core's im2col: F.unfold's copy, several times faster (8% of a ResNet-style step).
             # cast: x's values as the GEMM casts A (_cast_input), patched instead of x's.
@@ -50,7 +57,17 @@ class _Unfold(torch.autograd.Function):
                                     None if raw is None else raw.numpy())
         if flushed is not None:
             ctx.telemetry[1](torch.from_numpy(flushed), ctx.shape)
-        return torch.from_numpy(dx).to(ctx.dtype), None, None, None, None
+        return torch.from_numpy(dx).to(ctx.dtype), None, None, None, None, None
+
+
+def _patches(x, cast, geometry):
+    """(x's values, or their cast, as a C-contiguous NumPy array, kernel, dilation, padding, stride): the
+    GEMM op's `patches`, from which it im2cols its folded A straight into its binary64 carrier (the
+    float32 columns and their widening copy were two passes over the largest operand of a
+    convolution), or None where the columns go through torch (not a CPU float32/float64 input)."""
+    if cast is None and (x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu"):
+        return None
+    return (x.detach().contiguous().numpy() if cast is None else cast,) + tuple(geometry)
 
 
 def _cast_input(x, cfg):
@@ -113,7 +130,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
         cfg.raw_input_grad = []
         telemetry = (cfg.raw_input_grad, cfg.on_col2im_flush)
     cast, a_format = _cast_input(x, cfg)
-    cols = _Unfold.apply(x, ((kh, kw), dilation, padding, stride), cfg.x_format, telemetry, cast)
+    geometry = ((kh, kw), dilation, padding, stride)
+    patches = _patches(x, cast, geometry)
+    cols = _Unfold.apply(x, geometry, cfg.x_format, telemetry, cast, patches)
     a = cols.transpose(1, 2)  # (N, L, C * kh * kw), folded into one matrix by the GEMM op
     # The weight's transpose (C/groups * kh * kw, C_out): group g's columns are its output channels.
     gcfg = _bias_telemetry(_telemetry(cfg, weight, lambda m, s=weight.shape: m[0].t().reshape(s),
@@ -121,7 +140,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, mode
     # Column-major (N * L, C_out): its permute to (N, C, L) below is a copy of whole L-runs, not a
     # transposing one (the same values).
     y = _gemm(a, weight.reshape(oc, -1).t().unsqueeze(0), gcfg, bias=bias, fold=True, groups=groups,
-              column_major=True, a_format=a_format)
+              column_major=True, a_format=a_format, patches=patches)
     # Contiguous (N, C, H, W), as PyTorch's conv2d returns it: a channels-last view broke a user's
     # y.view(n, -1) and sent BatchNorm to ATen's channels-last kernel, whose sums depend on the thread
     # count (a ResNet-18 step gave other bits with 2 threads than with 1).

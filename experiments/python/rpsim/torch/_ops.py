@@ -52,11 +52,11 @@ class _Gemm(torch.autograd.Function):
     inputs computes in it)."""
 
     @staticmethod
-    def forward(ctx, a, b, bias, c, cfg, a_format, shape, fold, groups, column_major):
+    def forward(ctx, a, b, bias, c, cfg, a_format, shape, fold, groups, column_major, patches):
         out = _out_dtype(a, b)
         d, ctx.saved = cfg.op.forward(_view(a), a_format, _view(b), None if bias is None else _np(bias.reshape(1, -1)),
                                       None if c is None else _view(c), **_keys(cfg), float32=out == torch.float32,
-                                      fold_a=fold, groups=groups, column_major=column_major)
+                                      fold_a=fold, groups=groups, column_major=column_major, patches=patches)
         ctx.a_shape = a.shape if fold else None
         ctx.b_column_major = _column_major(b)
         ctx.cfg, ctx.has_c = cfg, c is not None
@@ -97,7 +97,7 @@ class _Gemm(torch.autograd.Function):
             if masks and getattr(cfg, "on_bias_grad_flush", None) is not None:
                 cfg.on_bias_grad_flush(torch.from_numpy(g["bias_flushed"]))
         dc = grad.reshape(ctx.shape) if ctx.has_c and need[3] else None
-        return da, db, dbias, dc, None, None, None, None, None, None
+        return da, db, dbias, dc, None, None, None, None, None, None, None
 
 
 def _column_major(b):
@@ -111,16 +111,18 @@ def _unfolded(t, a_shape):
     return t if a_shape is None else t.reshape(a_shape)
 
 
-def _gemm(a, b, cfg, bias=None, c=None, shape=None, fold=False, groups=1, column_major=False, a_format=None):
+def _gemm(a, b, cfg, bias=None, c=None, shape=None, fold=False, groups=1, column_major=False, a_format=None,
+          patches=None):
     """_Gemm on A (B, m, k), B (B, k, n); the result in `shape` (default (B, m, n)). fold: A (N, m, k)
     is one (N * m, k) matrix against B (1, k, n), read where it lies (no reshape copy of a view).
     groups: a grouped convolution's GEMMs in one call, A (.., groups * k), B (1, k, groups * n), group
     g's columns of each (the op core's forward with groups). column_major: the (1, m, n) result over
     column-major storage, for a caller that permutes it anyway (a convolution's (N * L, C) to (N, C, L)).
     a_format: the format of A's values where the caller knows better (A made from an input the op's
-    cast_input rounded)."""
+    cast_input rounded). patches: A is the folded im2col of this (x, kernel, dilation, padding, stride),
+    which the op makes itself (conv2d's _patches; A is then a stand-in of its shape)."""
     return _Gemm.apply(a, b, bias, c, cfg, a_format or cfg.a_format or _dtype_format(a), shape, fold, groups,
-                       column_major)
+                       column_major, patches)
 
 
 def _dtype_format(t):

@@ -55,34 +55,34 @@ void col2im_of(const T* cols, Strides cs, Eigen::Index batch, const ConvGeometry
 // Each column's stretch of one output row at a time: the positions whose
 // input column is inside the image copied (a unit-stride loop in rpsim.torch's
 // layouts), the rest zero.
-template <class T>
-void im2col_of(const T* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, T* cols, Strides cs) {
+template <class T, class Out>
+void im2col_of(const T* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, Out* cols, Strides cs) {
   const Eigen::Index ow = g.out_w(), oh = g.out_h();
   for (Eigen::Index b = 0; b < batch; ++b)
     for (Eigen::Index c = 0; c < g.channels; ++c)
       for (int ky = 0; ky < g.kernel_h; ++ky)
         for (int kx = 0; kx < g.kernel_w; ++kx) {
           const Eigen::Index col = (c * g.kernel_h + ky) * g.kernel_w + kx;
-          T* dst = cols + b * cs.s0 + col * cs.s1;
+          Out* dst = cols + b * cs.s0 + col * cs.s1;
           const Eigen::Index x0 = kx * g.dilation_w - g.pad_w;
           Eigen::Index ox_lo = 0, ox_hi = ow;
           while (ox_lo < ow && ox_lo * g.stride_w + x0 < 0) ++ox_lo;
           while (ox_hi > ox_lo && (ox_hi - 1) * g.stride_w + x0 >= g.width) --ox_hi;
           for (Eigen::Index oy = 0; oy < oh; ++oy) {
-            T* row = dst + oy * ow * cs.s2;
+            Out* row = dst + oy * ow * cs.s2;
             const Eigen::Index iy = oy * g.stride_h - g.pad_h + ky * g.dilation_h;
             if (iy < 0 || iy >= g.height) {
-              for (Eigen::Index ox = 0; ox < ow; ++ox) row[ox * cs.s2] = T(0);
+              for (Eigen::Index ox = 0; ox < ow; ++ox) row[ox * cs.s2] = Out(0);
               continue;
             }
             const T* in = x + b * xs.s0 + (c * g.height + iy) * g.width * xs.s1;
-            for (Eigen::Index ox = 0; ox < ox_lo; ++ox) row[ox * cs.s2] = T(0);
+            for (Eigen::Index ox = 0; ox < ox_lo; ++ox) row[ox * cs.s2] = Out(0);
             if (cs.s2 == 1 && xs.s1 == 1 && g.stride_w == 1)
               std::copy(in + ox_lo + x0, in + ox_hi + x0, row + ox_lo);
             else
               for (Eigen::Index ox = ox_lo; ox < ox_hi; ++ox)
-                row[ox * cs.s2] = in[(ox * g.stride_w + x0) * xs.s1];
-            for (Eigen::Index ox = ox_hi; ox < ow; ++ox) row[ox * cs.s2] = T(0);
+                row[ox * cs.s2] = Out(in[(ox * g.stride_w + x0) * xs.s1]);
+            for (Eigen::Index ox = ox_hi; ox < ow; ++ox) row[ox * cs.s2] = Out(0);
           }
         }
 }
@@ -95,6 +95,10 @@ void im2col(const float* x, Strides xs, Eigen::Index batch, const ConvGeometry& 
 
 void im2col(const double* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, double* cols,
             Strides cs) {
+  im2col_of(x, xs, batch, g, cols, cs);
+}
+
+void im2col(const float* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, double* cols, Strides cs) {
   im2col_of(x, xs, batch, g, cols, cs);
 }
 

@@ -47,5 +47,9 @@ void col2im(const float* cols, Strides cs, Eigen::Index batch, const ConvGeometr
 // ResNet-style step; binary64 in rpsim train).
 void im2col(const float* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, float* cols, Strides cs);
 void im2col(const double* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, double* cols, Strides cs);
+// float32 entries widened (exactly) into a binary64 cols: the GEMM op's
+// carrier, written in place of a float32 copy it would widen again
+// (rpsim.torch's conv2d, bind_conv_op.cpp's folded_patches).
+void im2col(const float* x, Strides xs, Eigen::Index batch, const ConvGeometry& g, double* cols, Strides cs);
 
 }  // namespace rpsim::sim::train
