@@ -149,13 +149,8 @@ bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable, bool vouche
       for (Eigen::Index blk = 0; blk < blocks; ++blk) {
         T* dst = out.data() + blk * kRows * k;
         const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-        if (rows == kRows) {  // a fixed count: copied in vectors, not a loop of a count it reads
-          for (Eigen::Index p = p0; p < p1; ++p)
-            convert_run(column_at(given, blk * kRows, p), dst + p * kRows, kRows, 1);
-        } else {
-          for (Eigen::Index p = p0; p < p1; ++p)
-            convert_run(column_at(given, blk * kRows, p), dst + p * kRows, rows, 1);
-        }
+        for (Eigen::Index p = p0; p < p1; ++p)
+          convert_run(column_at(given, blk * kRows, p), dst + p * kRows, rows, 1);
       }
     }
   }
