@@ -52,11 +52,11 @@ RPSIM_NARROW_TARGET inline void round_to_odd_binary32(const double* in, std::uin
   const __m256i one = _mm256_set1_epi32(1);
   for (std::size_t i = 0; i < n; i += 8) {
     const __mmask8 live = n - i >= 8 ? __mmask8(0xFF) : __mmask8((1u << (n - i)) - 1);
-    const __m512d x = _mm512_maskz_loadu_pd(live, in + i);
+    const __m512d x = io::load_pd(live, in + i);
     const __m256 t = _mm512_maskz_cvt_roundpd_ps(live, x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_maskz_cvtps_pd(live, t), x, _CMP_NEQ_OQ);
     const __m256i bits = _mm256_castps_si256(t);
-    _mm256_mask_storeu_epi32(out + i, live, _mm256_mask_or_epi32(bits, inexact, bits, one));
+    io::store_epi32_256(out + i, live, _mm256_mask_or_epi32(bits, inexact, bits, one));
   }
 }
 
@@ -167,18 +167,17 @@ RPSIM_NARROW_TARGET inline std::uint32_t binary16_round(const std::uint32_t* __r
   __mmask16 special = 0;
   for (std::size_t i = 0; i < n; i += 16) {
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512i x = _mm512_maskz_loadu_epi32(live, b32 + i);
+    const __m512i x = io::load_epi32(live, b32 + i);
     special |= _mm512_mask_cmpeq_epi32_mask(live, _mm512_and_si512(x, exponent), exponent);
     const __m256i h = _mm512_maskz_cvtps_ph(live, _mm512_castsi512_ps(x), Immediate | _MM_FROUND_NO_EXC);
     if constexpr (std::is_same_v<Out, std::uint16_t>) {
-      _mm256_mask_storeu_epi16(out + i, live, h);
+      io::store_epi16_256(out + i, live, h);
     } else if constexpr (std::is_same_v<Out, float>) {
-      _mm512_mask_storeu_ps(out + i, live, _mm512_maskz_cvtph_ps(live, h));
+      io::store_ps(out + i, live, _mm512_maskz_cvtph_ps(live, h));
     } else if constexpr (std::is_same_v<Out, double>) {
       const __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_maskz_extracti32x4_epi32(0xFF, h, 1);
-      _mm512_mask_storeu_pd(out + i, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm256_cvtph_ps(lo)));
-      _mm512_mask_storeu_pd(out + i + 8, __mmask8(live >> 8),
-                            _mm512_maskz_cvtps_pd(0xFF, _mm256_cvtph_ps(hi)));
+      io::store_pd(out + i, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm256_cvtph_ps(lo)));
+      io::store_pd(out + i + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, _mm256_cvtph_ps(hi)));
     } else {
       alignas(32) std::uint16_t tmp[16];
       _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
@@ -203,7 +202,7 @@ RPSIM_NARROW_TARGET inline std::uint32_t bfloat16_round(const std::uint32_t* __r
   __mmask16 special = 0;
   for (std::size_t i = 0; i < n; i += 16) {
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    __m512i x = _mm512_maskz_loadu_epi32(live, b32 + i);
+    __m512i x = io::load_epi32(live, b32 + i);
     special |= _mm512_mask_cmpeq_epi32_mask(live, _mm512_and_si512(x, exponent), exponent);
     if constexpr (Kind == kind_rne) {
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
@@ -211,14 +210,14 @@ RPSIM_NARROW_TARGET inline std::uint32_t bfloat16_round(const std::uint32_t* __r
     }
     x = _mm512_and_si512(x, high);
     if constexpr (std::is_same_v<Out, float>) {
-      _mm512_mask_storeu_epi32(out + i, live, x);
+      io::store_epi32(out + i, live, x);
     } else if constexpr (std::is_same_v<Out, double>) {
       const __m512 f = _mm512_castsi512_ps(x);
-      _mm512_mask_storeu_pd(out + i, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm512_castps512_ps256(f)));
+      io::store_pd(out + i, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm512_castps512_ps256(f)));
       const __m256 upper = _mm256_castsi256_ps(_mm512_maskz_extracti32x8_epi32(0xFF, x, 1));
-      _mm512_mask_storeu_pd(out + i + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, upper));
+      io::store_pd(out + i + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, upper));
     } else if constexpr (std::is_same_v<Out, std::uint16_t>) {
-      _mm512_mask_cvtepi32_storeu_epi16(out + i, live, _mm512_srli_epi32(x, 16));
+      io::store_epi32_as_epi16(out + i, live, _mm512_srli_epi32(x, 16));
     } else {
       alignas(64) std::uint32_t tmp[16];
       _mm512_store_si512(tmp, _mm512_srli_epi32(x, 16));
@@ -236,7 +235,7 @@ RPSIM_NARROW_TARGET inline std::uint32_t child16_round(const Child16& c, const s
   __mmask16 special = 0;
   for (std::size_t i = 0; i < n; i += 16) {
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    special |= child16_round16<Kind>(c, live, _mm512_maskz_loadu_epi32(live, b32 + i), out + i);
+    special |= child16_round16<Kind>(c, live, io::load_epi32(live, b32 + i), out + i);
   }
   return special;
 }

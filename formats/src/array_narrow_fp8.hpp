@@ -16,6 +16,7 @@
 
 #include <cmath>
 
+#include "array_avx512_io.hpp"
 #include "array_kernel.hpp"
 
 namespace rpsim::array_detail {
@@ -81,12 +82,12 @@ RPSIM_NARROW_TARGET inline __mmask16 child16_round16(const Child16& c, __mmask16
     v = _mm512_mask_blend_epi32(over, v, by_sign(negative, c.over_f));
     v = _mm512_mask_blend_epi32(zero, v, by_sign(negative, c.zero_f));
     if constexpr (std::is_same_v<Out, float>) {
-      _mm512_mask_storeu_epi32(out, live, v);
+      io::store_epi32(out, live, v);
     } else {
       const __m512 vf = _mm512_castsi512_ps(v);
-      _mm512_mask_storeu_pd(out, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm512_castps512_ps256(vf)));
+      io::store_pd(out, __mmask8(live), _mm512_maskz_cvtps_pd(0xFF, _mm512_castps512_ps256(vf)));
       const __m256 upper = _mm256_castsi256_ps(_mm512_maskz_extracti32x8_epi32(0xFF, v, 1));
-      _mm512_mask_storeu_pd(out + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, upper));
+      io::store_pd(out + 8, __mmask8(live >> 8), _mm512_maskz_cvtps_pd(0xFF, upper));
     }
   } else {
     __m512i res = _mm512_or_si512(
@@ -94,11 +95,11 @@ RPSIM_NARROW_TARGET inline __mmask16 child16_round16(const Child16& c, __mmask16
     res = _mm512_mask_blend_epi32(over, res, by_sign(negative, c.over_bits));
     res = _mm512_mask_blend_epi32(zero, res, by_sign(negative, c.zero_bits));
     if constexpr (std::is_same_v<Out, std::uint8_t>) {
-      _mm512_mask_cvtepi32_storeu_epi8(out, live, res);
+      io::store_epi32_as_epi8(out, live, res);
     } else if constexpr (std::is_same_v<Out, std::uint16_t>) {
-      _mm512_mask_cvtepi32_storeu_epi16(out, live, res);
+      io::store_epi32_as_epi16(out, live, res);
     } else if constexpr (std::is_same_v<Out, std::uint32_t>) {
-      _mm512_mask_storeu_epi32(out, live, res);
+      io::store_epi32(out, live, res);
     } else {
       alignas(64) std::uint32_t tmp[16];
       _mm512_store_si512(tmp, res);

@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "array_avx512_io.hpp"
 #include "array_dispatch.hpp"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
@@ -38,18 +39,18 @@ RPSIM_SR_TARGET inline V splat(std::uint64_t x) {
 template <class Out>
 RPSIM_SR_TARGET inline void store(Out* out, __mmask8 live, V bits) {
   if constexpr (std::is_same_v<Out, double>) {
-    _mm512_mask_storeu_epi64(out, live, bits);
+    io::store_epi64(out, live, bits);
   } else if constexpr (std::is_same_v<Out, float>) {
     // The value is a binary32 value: exact (make_plan checks FTZ is off).
-    _mm256_mask_storeu_ps(out, live, _mm512_maskz_cvtpd_ps(live, _mm512_castsi512_pd(bits)));
+    io::store_ps256(out, live, _mm512_maskz_cvtpd_ps(live, _mm512_castsi512_pd(bits)));
   } else if constexpr (std::is_same_v<Out, std::uint64_t>) {
-    _mm512_mask_storeu_epi64(out, live, bits);
+    io::store_epi64(out, live, bits);
   } else if constexpr (std::is_same_v<Out, std::uint32_t>) {
-    _mm512_mask_cvtepi64_storeu_epi32(out, live, bits);
+    io::store_epi64_as_epi32(out, live, bits);
   } else if constexpr (std::is_same_v<Out, std::uint16_t>) {
-    _mm512_mask_cvtepi64_storeu_epi16(out, live, bits);
+    io::store_epi64_as_epi16(out, live, bits);
   } else {
-    _mm512_mask_cvtepi64_storeu_epi8(out, live, bits);
+    io::store_epi64_as_epi8(out, live, bits);
   }
 }
 
@@ -82,9 +83,9 @@ RPSIM_SR_TARGET void sr_kernel(const KernelParams& kp, const In* in, Out* out, s
     const __mmask8 live = n - i >= 8 ? __mmask8(0xFF) : __mmask8((1u << (n - i)) - 1);
     V x;
     if constexpr (std::is_same_v<In, double>)
-      x = _mm512_maskz_loadu_epi64(live, in + i);
+      x = io::load_epi64(live, in + i);
     else  // exact, binary32 subnormals included (make_plan checks DAZ is off)
-      x = _mm512_castpd_si512(_mm512_maskz_cvtps_pd(live, _mm256_maskz_loadu_ps(live, in + i)));
+      x = _mm512_castpd_si512(_mm512_maskz_cvtps_pd(live, io::load_ps256(live, in + i)));
     const V sign = _mm512_srli_epi64(x, 63);
     const V field = _mm512_and_si512(_mm512_srli_epi64(x, 52), field_mask);
     special |= _mm512_mask_cmpeq_epi64_mask(live, field, field_mask);
