@@ -22,7 +22,11 @@ option(RPSIM_UNITY_BUILD "Unity-build the rpsim libraries (CI's sanitizer and fu
 # each have their own fail(). The array kernels are compiled alone anyway in
 # rpsim_formats (their own flags, formats/CMakeLists.txt); so in the fuzz
 # tree's copy too (their per-ISA helpers share names).
-set(RPSIM_UNITY_ALONE ${PROJECT_SOURCE_DIR}/sim/io/src/npz.cpp)
+# kernel_simt_avx512.cpp instantiates kernel_simt_orders.hpp inside its
+# AVX-512 target region, which a batch that included the header first would
+# skip (#pragma once).
+set(RPSIM_UNITY_ALONE ${PROJECT_SOURCE_DIR}/sim/io/src/npz.cpp
+                      ${PROJECT_SOURCE_DIR}/sim/accumulation/src/kernel_simt_avx512.cpp)
 foreach(kernel array_round array_round_avx2 array_round_avx512 array_narrow_avx512 array_sr_avx512)
   list(APPEND RPSIM_UNITY_ALONE ${PROJECT_SOURCE_DIR}/formats/src/${kernel}.cpp)
 endforeach()

@@ -153,3 +153,35 @@ TEST_CASE("kernel simt: C joins in the epilogue, the fields are checked", "[kern
   CHECK_THROWS_WITH(AccumulationModel::parse(kBase + "simt=gemmsn:simt_threads=0"),
                     Catch::Contains("simt_threads must be in 1..1024"));
 }
+
+TEST_CASE("kernel simt: a block of outputs at once gives each output the one-output bits", "[kernel]") {
+  // 37 rows (two whole blocks of 16 and a tail) by 7 columns (a whole block of
+  // 4 and a tail), fp16 values over many binades: every row of the GEMM
+  // against the same row alone (a 1 x K GEMM, the one-output path), for
+  // every order, with C and split slices.
+  const int m = 37, n = 7, k = 700;
+  Matrix a(m, k), b(k, n), c(m, n);
+  for (int i = 0; i < m; ++i) {
+    const auto row = spread(k, 100 + std::uint64_t(i));
+    for (int j = 0; j < k; ++j) a(i, j) = row[std::size_t(j)];
+  }
+  for (int j = 0; j < n; ++j) {
+    const auto col = spread(k, 200 + std::uint64_t(j));
+    for (int i = 0; i < k; ++i) b(i, j) = col[std::size_t(i)];
+    for (int i = 0; i < m; ++i) c(i, j) = 0.25 * (i - j);
+  }
+  for (const char* order : {"simt=gemmsn:simt_threads=4:simt_sub=128", "simt=gemmsn",
+                            "simt=gemv:simt_threads=32:simt_vector=4:simt_combine=butterfly",
+                            "simt=gemv_slices:simt_threads=32:simt_sub=16",
+                            "simt=dot:split_k=3:simt_vector=2", "simt=gemmsn:split_k=3"}) {
+    INFO(order);
+    const auto model = AccumulationModel::parse(kBase + order);
+    const Matrix d = rpsim::sim::gemm(model, a, b, c);
+    int same = 0;
+    for (int i = 0; i < m; ++i) {
+      const Matrix one = rpsim::sim::gemm(model, a.row(i), b, c.row(i));
+      for (int j = 0; j < n; ++j) same += d(i, j) == one(0, j);
+    }
+    CHECK(same == m * n);
+  }
+}
