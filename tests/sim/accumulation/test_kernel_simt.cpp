@@ -156,14 +156,16 @@ TEST_CASE("kernel simt: C joins in the epilogue, the fields are checked", "[kern
 
 TEST_CASE("kernel simt: a block of outputs at once gives each output the one-output bits", "[kernel]") {
   // 37 rows (two whole blocks of 16 and a tail) by 7 columns (a whole block of
-  // 4 and a tail), fp16 values over many binades: every row of the GEMM
+  // 4 and a tail), fp16 values over many binades (A's second half binary32
+  // values, whose products round in the FFMA): every row of the GEMM
   // against the same row alone (a 1 x K GEMM, the one-output path), for
   // every order, with C and split slices.
   const int m = 37, n = 7, k = 700;
   Matrix a(m, k), b(k, n), c(m, n);
   for (int i = 0; i < m; ++i) {
     const auto row = spread(k, 100 + std::uint64_t(i));
-    for (int j = 0; j < k; ++j) a(i, j) = row[std::size_t(j)];
+    for (int j = 0; j < k; ++j)
+      a(i, j) = i < m / 2 ? double(row[std::size_t(j)]) : double(row[std::size_t(j)] * (1.0f + 0x1.234p-19f));
   }
   for (int j = 0; j < n; ++j) {
     const auto col = spread(k, 200 + std::uint64_t(j));
