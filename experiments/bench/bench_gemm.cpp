@@ -1,7 +1,8 @@
 // Throughput of the Tensor Core model GEMM (512x512x512, fp16 inputs, H100
 // preset, one thread) against Eigen's native float GEMM of the same size (one
 // thread), in one process. The ratio is printed by wall and by CPU time, with
-// the kernel the model ran (avx512 or portable, gemm_kernel.hpp).
+// the kernel the model ran (avx512 or portable, gemm_kernel.hpp); and the
+// CUDA-core gemmSN order's AVX-512 blocks against its portable path.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
@@ -74,7 +75,45 @@ void BM_tensor_core_h100_gemm_portable(benchmark::State& state) {
   rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::best);
 }
 
-// Reports the measured times of the two benchmarks above and their ratio.
+// cuBLAS's CUDA-core gemmSN order (one binary32 FFMA chain an output) at a
+// thin convolution shape (8192 x 144 x 16: a 16-channel 3x3 layer's im2col
+// GEMM), on the AVX-512 blocks of outputs and on the portable one-output
+// path (one fmaf call a product), one thread; same bits.
+struct ThinInputs {
+  Matrix a, b, c;
+  ThinInputs() {
+    std::mt19937_64 rng(12);
+    std::normal_distribution<double> nd(0, 1);
+    a.resize(8192, 144);
+    b.resize(144, 16);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = nd(rng);
+    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = nd(rng);
+    a = rpsim::sim::round_to_format(a, rpsim::formats::binary16());
+    b = rpsim::sim::round_to_format(b, rpsim::formats::binary16());
+    c = Matrix::Zero(8192, 16);
+  }
+};
+
+double g_simt_cpu = 0, g_simt_portable_cpu = 0;
+
+void BM_simt_gemmsn(benchmark::State& state) {
+  static const ThinInputs in;
+  const auto model = rpsim::sim::AccumulationModel::parse("kernel:h100:fp16:fp32:simt=gemmsn");
+  for (auto _ : state) {
+    Matrix d = rpsim::sim::gemm(model, in.a, in.b, in.c, rpsim::sim::GemmOptions{1});
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * 8192 * 144 * 16, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_simt_gemmsn_portable(benchmark::State& state) {
+  rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::portable);
+  BM_simt_gemmsn(state);
+  rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::best);
+}
+
+// Reports the measured times of the benchmarks above and their ratios.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -85,6 +124,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (r.benchmark_name().find("native_float") != std::string::npos) {
         g_native_seconds = per_iter;
         g_native_cpu = cpu;
+      }
+      if (r.benchmark_name().find("simt") != std::string::npos) {
+        (r.benchmark_name().find("portable") != std::string::npos ? g_simt_portable_cpu : g_simt_cpu) = cpu;
+        continue;
       }
       if (r.benchmark_name().find("portable") != std::string::npos) {
         g_portable_cpu = cpu;
@@ -102,6 +145,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 BENCHMARK(BM_native_float_gemm)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_tensor_core_h100_gemm)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_tensor_core_h100_gemm_portable)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_simt_gemmsn)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_simt_gemmsn_portable)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
@@ -116,6 +161,9 @@ int main(int argc, char** argv) {
   if (g_portable_cpu > 0 && g_model_cpu > 0)
     std::printf("portable chain: 1/%.1f of native by CPU time; the %s kernel is %.1fx the portable one\n",
                 g_portable_cpu / g_native_cpu, rpsim::sim::gemm_kernel_isa(), g_portable_cpu / g_model_cpu);
+  if (g_simt_cpu > 0 && g_simt_portable_cpu > 0)
+    std::printf("CUDA-core gemmSN at 8192x144x16: the %s path is %.1fx the portable one by CPU time\n",
+                rpsim::sim::gemm_kernel_isa(), g_simt_portable_cpu / g_simt_cpu);
   benchmark::Shutdown();
   return 0;
 }

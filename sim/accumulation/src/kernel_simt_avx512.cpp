@@ -4,14 +4,15 @@
 // order the scalar path takes them, so the bits are the scalar path's
 // (tests/sim/accumulation/test_kernel_simt.cpp compares the two). One chain
 // is a run of dependent FMAs; four columns keep four of them in flight.
-// Before: one std::fma call a product (the library is built for baseline
-// x86-64, so fmaf is a call), which made these kernels the largest item of an
-// emulated fp16-amp ResNet-style step (rpsim.torch, issue #38).
+// The scalar path makes one fmaf call a product (the library is built for
+// baseline x86-64): bench_gemm's BM_simt_* rows give the ratio.
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "kernel_simt.hpp"
+#include "rpsim/accumulation/gemm_kernel.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -103,11 +104,9 @@ std::size_t scratch_floats(const KernelSchedule& s) {
 
 bool usable(const KernelSchedule& s) {
 #if RPSIM_SIMT_X86
-  static const bool cpu = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  }();
-  return cpu && simt_scratch(s) <= kMaxScratch;
+  // gemm_kernel.hpp's switch: "avx512" where the CPU has AVX-512 (F, DQ, VL)
+  // and FMA and no test or benchmark asked for the portable kernels.
+  return std::string_view(gemm_kernel_isa()) == "avx512" && simt_scratch(s) <= kMaxScratch;
 #else
   (void)s;
   return false;

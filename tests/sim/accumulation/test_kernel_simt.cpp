@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/gemm_kernel.hpp"
 #include "rpsim/accumulation/kernel_schedule.hpp"
 
 using rpsim::sim::AccumulationModel;
@@ -157,9 +159,12 @@ TEST_CASE("kernel simt: C joins in the epilogue, the fields are checked", "[kern
 TEST_CASE("kernel simt: a block of outputs at once gives each output the one-output bits", "[kernel]") {
   // 37 rows (two whole blocks of 16 and a tail) by 7 columns (a whole block of
   // 4 and a tail), fp16 values over many binades (A's second half binary32
-  // values, whose products round in the FFMA): every row of the GEMM
-  // against the same row alone (a 1 x K GEMM, the one-output path), for
-  // every order, with C and split slices.
+  // values, whose products round in the FFMA), for every order, with C and
+  // split slices: the AVX-512 blocks against the portable one-output path,
+  // and each row against that row alone (a 1 x K GEMM: one output at a time
+  // whatever the CPU).
+  if (std::string(rpsim::sim::gemm_kernel_isa()) != "avx512")
+    WARN("this CPU has no AVX-512 kernel: both sides below run the portable path");
   const int m = 37, n = 7, k = 700;
   Matrix a(m, k), b(k, n), c(m, n);
   for (int i = 0; i < m; ++i) {
@@ -179,11 +184,18 @@ TEST_CASE("kernel simt: a block of outputs at once gives each output the one-out
     INFO(order);
     const auto model = AccumulationModel::parse(kBase + order);
     const Matrix d = rpsim::sim::gemm(model, a, b, c);
-    int same = 0;
+    rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::portable);
+    const Matrix portable = rpsim::sim::gemm(model, a, b, c);
+    rpsim::sim::set_gemm_isa(rpsim::ArrayIsa::best);
+    int same = 0, alone = 0;
     for (int i = 0; i < m; ++i) {
       const Matrix one = rpsim::sim::gemm(model, a.row(i), b, c.row(i));
-      for (int j = 0; j < n; ++j) same += d(i, j) == one(0, j);
+      for (int j = 0; j < n; ++j) {
+        same += d(i, j) == portable(i, j);
+        alone += d(i, j) == one(0, j);
+      }
     }
     CHECK(same == m * n);
+    CHECK(alone == m * n);
   }
 }

@@ -1,8 +1,10 @@
-// Which kernel runs the block-FMA Tensor Core GEMM (gemm(), gemm_fold_group):
-// the widest the CPU runs (AVX-512: eight output columns per vector, chosen
-// at run time) or the portable scalar chain. Both give the same bits
-// (tests/sim/accumulation/test_gemm_kernel.cpp); the switch is process-wide,
-// for tests and benchmarks that compare the two.
+// Which kernel runs the block-FMA Tensor Core GEMM (gemm(), gemm_fold_group)
+// and cuBLAS's CUDA-core orders (kernel_schedule.hpp SimtOrder): the widest
+// the CPU runs (AVX-512: eight output columns per vector, or 16 x 4 outputs
+// for the CUDA-core orders, chosen at run time) or the portable scalar chain.
+// Both give the same bits (tests/sim/accumulation/test_gemm_kernel.cpp,
+// test_kernel_simt.cpp); the switch is process-wide, for tests and
+// benchmarks that compare the two.
 #pragma once
 
 #include <functional>
