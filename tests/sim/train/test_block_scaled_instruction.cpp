@@ -58,6 +58,24 @@ TEST_CASE("train: a block-scaled GEMM on the instruction equals scale-around-GEM
   CHECK(on_tc == x * w);
 }
 
+TEST_CASE("train: block operands without their scales where the GEMM does not read them", "[train]") {
+  const Matrix x = random_matrix(6, 80, 5, 2.0), w = random_matrix(80, 3, 6, 0.5);
+  const Fp8Recipe r = named_policy("mxfp8").fp8;
+  const auto plain = AccumulationModel::parse("sequential:fp32:rne"), on_tc = AccumulationModel::parse(kMx8);
+  CHECK_FALSE(block_scales_read(r, plain));
+  CHECK(block_scales_read(r, on_tc));
+  CHECK(block_scales_read(named_policy("fp8-blockwise").fp8, plain));
+  const BlockOperand a = block_operand(x, formats::e4m3(), r, {1}),
+                     b = block_operand(w, formats::e4m3(), r, {0});
+  const BlockOperand a0 = block_operand(x, formats::e4m3(), r, {1}, nullptr, nullptr, false),
+                     b0 = block_operand(w, formats::e4m3(), r, {0}, nullptr, nullptr, false);
+  CHECK(a0.scales.size() == 0);
+  CHECK(a0.values == a.values);  // the same quantisation
+  CHECK(block_matmul(a0, b0, plain, {}) == block_matmul(a, b, plain, {}));
+  // An instruction that reads them says so rather than reading nothing.
+  CHECK_THROWS_WITH(block_matmul(a0, b0, on_tc, {}), Catch::Contains("without its scales"));
+}
+
 TEST_CASE("train: a block-scaled GEMM on the instruction takes formats' MX elements and scales as SFA/SFB",
           "[train]") {
   const Matrix x = random_matrix(4, 64, 3, 2.0), w = random_matrix(64, 3, 4, 0.5);

@@ -16,9 +16,11 @@
 namespace rpsim::sim::train {
 
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
-                           const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale) {
+                           const BlockLayout& layout, Fp8Stats* stats, double* tensor_scale,
+                           bool with_scales) {
   BlockOperand o;
-  o.values = block_quantize_recipe(x, f, recipe, layout, stats, tensor_scale, &o.scales, &o.tensor_amax);
+  o.values = block_quantize_recipe(x, f, recipe, layout, stats, tensor_scale,
+                                   with_scales ? &o.scales : nullptr, &o.tensor_amax);
   o.format = &f;
   o.blockwise = recipe.scaling == Fp8Scaling::blockwise;
   o.tiles = layout.tiles;
@@ -29,6 +31,10 @@ BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& re
 const TensorCoreModel* block_instruction(const AccumulationModel& model) {
   const TensorCoreModel* tc = model.bare_instruction();
   return tc && tc->scale_block > 0 ? tc : nullptr;
+}
+
+bool block_scales_read(const Fp8Recipe& recipe, const AccumulationModel& model) {
+  return recipe.scaling == Fp8Scaling::blockwise || block_instruction(model) != nullptr;
 }
 
 TensorCoreModel instruction_for(const TensorCoreModel& m, const Format& a, const Format& b, bool scaled) {
@@ -48,10 +54,18 @@ const char* scale_name(const Format& f) {
   return f.exp_bits == 8 && f.man_bits == 0 ? "ue8m0" : "ue4m3";
 }
 
+// An operand made without its scales (block_operand's with_scales) where a
+// GEMM needs them: a caller's mistake, not an input's.
+void check_scales(const BlockOperand& o) {
+  if (o.scales.rows() != o.values.rows() || o.scales.cols() != o.values.cols())
+    throw std::logic_error("block_matmul: a block operand made without its scales (block_scales_read)");
+}
+
 // The elements of `o` (values over their block scales; a zero scale, an
 // all-zero NVFP4 block, holds zeros) with K padded to `k`: along columns
 // for A (`k_cols`), along rows for B.
 Matrix elements(const BlockOperand& o, Eigen::Index k, bool k_cols) {
+  check_scales(o);
   Matrix e = k_cols ? Matrix::Zero(o.values.rows(), k) : Matrix::Zero(k, o.values.cols());
   for (Eigen::Index i = 0; i < o.values.rows(); ++i)
     for (Eigen::Index j = 0; j < o.values.cols(); ++j) {
@@ -64,6 +78,7 @@ Matrix elements(const BlockOperand& o, Eigen::Index k, bool k_cols) {
 // One scale per block along K: the block's first entry's (every entry of a
 // 1D block, or of a 2D tile's column, shares it).
 Matrix block_scales(const BlockOperand& o, int block, Eigen::Index blocks, bool k_cols) {
+  check_scales(o);
   Matrix s = k_cols ? Matrix(o.scales.rows(), blocks) : Matrix(blocks, o.scales.cols());
   for (Eigen::Index i = 0; i < s.rows(); ++i)
     for (Eigen::Index j = 0; j < s.cols(); ++j)

@@ -32,8 +32,9 @@ void dequantize_by(Matrix& acc, double alpha, const Format& accumulation) {
 Matrix GemmOp::block_forward(const Matrix& a, const Matrix& b, const Formats& f, const GemmKeys& keys,
                              sim::GemmEpilogue& e) {
   const Fp8Recipe& r = spec_.recipe;
-  const BlockOperand qa = block_operand(a, *f.compute, r, {1}, &a_stats_);
-  const BlockOperand qb = block_operand(b, *f.compute, r, {0, r.weight_2d}, &b_stats_);
+  const bool keep = block_scales_read(r, spec_.model);
+  const BlockOperand qa = block_operand(a, *f.compute, r, {1}, &a_stats_, nullptr, keep);
+  const BlockOperand qb = block_operand(b, *f.compute, r, {0, r.weight_2d}, &b_stats_, nullptr, keep);
   e.alpha = block_alpha(r, qa, qb);
   return block_matmul(qa, qb, spec_.model, keys.stream(0));
 }
@@ -42,6 +43,7 @@ Matrix GemmOp::block_forward(const Matrix& a, const Matrix& b, const Formats& f,
 void GemmOp::block_backward(const GemmSaved& s, const Matrix& dy, const Formats& f, bool need_da,
                             const GemmKeys& keys, GemmGrads& g) {
   const Fp8Recipe& r = spec_.recipe;
+  const bool keep = block_scales_read(r, spec_.model);
   // Stochastic rounding of dY keyed by layer, step and GEMM.
   const RandomStream sr_db = keys.stream(3), sr_da = keys.stream(4);
   // The weight-gradient GEMM's inputs, rotated along K (tokens) by the
@@ -53,16 +55,17 @@ void GemmOp::block_backward(const GemmSaved& s, const Matrix& dy, const Formats&
                        : hadamard_transform(r.hadamard, keys.hadamard_seed);
   const Matrix dy_b = r.hadamard ? hadamard_rows(dy, t) : dy;
   const Matrix at_b = r.hadamard ? Matrix(hadamard_rows(s.a, t).transpose()) : Matrix(s.a.transpose());
-  const BlockOperand dy_cols =
-      block_operand(dy_b, *f.backward, r, {0, false, r.gradient_sr ? &sr_db : nullptr}, &dy_stats_);
-  const BlockOperand at_q = block_operand(at_b, *f.compute, r, {1}, &a_stats_);
+  const BlockOperand dy_cols = block_operand(
+      dy_b, *f.backward, r, {0, false, r.gradient_sr ? &sr_db : nullptr}, &dy_stats_, nullptr, keep);
+  const BlockOperand at_q = block_operand(at_b, *f.compute, r, {1}, &a_stats_, nullptr, keep);
   g.db = block_matmul(at_q, dy_cols, spec_.model, keys.stream(1));
   dequantize_by(g.db, block_alpha(r, at_q, dy_cols), *f.accumulation);
   g.dy_cast_flushed = flushed_mask(dy_b, dy_cols.values);
   if (!need_da) return;
-  const BlockOperand dy_rows =
-      block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_da : nullptr}, &dy_stats_);
-  const BlockOperand bt_q = block_operand(s.b.transpose(), *f.compute, r, {0, r.weight_2d}, &b_stats_);
+  const BlockOperand dy_rows = block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_da : nullptr},
+                                             &dy_stats_, nullptr, keep);
+  const BlockOperand bt_q =
+      block_operand(s.b.transpose(), *f.compute, r, {0, r.weight_2d}, &b_stats_, nullptr, keep);
   g.da = block_matmul(dy_rows, bt_q, spec_.model, keys.stream(2));
   dequantize_by(g.da, block_alpha(r, dy_rows, bt_q), *f.accumulation);
   // Under the RHT the dB operand is rotated: only dA's cast is in dY's layout.

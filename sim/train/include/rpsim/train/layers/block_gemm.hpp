@@ -30,9 +30,16 @@ struct BlockOperand {
   // which the GEMM's alpha reads (gemm_epilogue.hpp nvfp4_alpha).
   double tensor_amax = 0;
 };
+// `with_scales`: keep each entry's block scale (block_matmul reads them only
+// where block_scales_read says; a per-entry binary64 matrix written for
+// nothing was a tenth of an NVFP4 operand's quantisation).
 BlockOperand block_operand(const Matrix& x, const Format& f, const Fp8Recipe& recipe,
                            const BlockLayout& layout, Fp8Stats* stats = nullptr,
-                           double* tensor_scale = nullptr);
+                           double* tensor_scale = nullptr, bool with_scales = true);
+// Whether block_matmul under `model` reads its operands' scales: FP8 block
+// scaling (the blockwise GEMM folds them per k tile) or a block-scaled
+// instruction (sfa, sfb). Otherwise it multiplies the values as they are.
+bool block_scales_read(const Fp8Recipe& recipe, const AccumulationModel& model);
 
 // The formats recipe (recipe.hpp) a block-scaled policy's recipe runs on
 // one group of `block` entries: torchao-mx with fp8.scale_rule (floor: the
