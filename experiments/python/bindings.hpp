@@ -13,6 +13,7 @@
 
 #include "rpsim/accumulation/accumulation.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/tiled_copy.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
 
@@ -83,27 +84,8 @@ sim::GemmScales scales_arg(const py::object& sfa, const py::object& sfb, const p
                            const py::object& scale_b);
 // A matrix as a new C-contiguous float64 array.
 py::array to_numpy(const sim::Matrix& m);
-// dst(i, j) = To(src(i, j)) for a rows x cols matrix at element strides
-// (srs, scs) and (drs, dcs), in square tiles of kSide, each down its
-// columns: a transposing copy (row-major torch data to the core's
-// column-major carrier, and back) stays within a few cache lines a tile,
-// where Eigen's transposing cast strides through a whole side (about 6% of
-// an MLP step). In a microbenchmark of the GEMM op's shapes it is 1.2x to
-// 7.4x faster (8192x144 float32 to binary64: 1.35 -> 0.72 ms; back: 3.3 ->
-// 0.69 ms); in a whole step that is within the noise.
-template <class From, class To>
-inline void copy_tiled(const From* src, Eigen::Index srs, Eigen::Index scs, To* dst, Eigen::Index drs,
-                       Eigen::Index dcs, Eigen::Index rows, Eigen::Index cols) {
-  constexpr Eigen::Index kSide = 16;
-  for (Eigen::Index j0 = 0; j0 < cols; j0 += kSide) {
-    const Eigen::Index j1 = std::min(cols, j0 + kSide);
-    for (Eigen::Index i0 = 0; i0 < rows; i0 += kSide) {
-      const Eigen::Index i1 = std::min(rows, i0 + kSide);
-      for (Eigen::Index j = j0; j < j1; ++j)
-        for (Eigen::Index i = i0; i < i1; ++i) dst[i * drs + j * dcs] = To(src[i * srs + j * scs]);
-    }
-  }
-}
+// copy_tiled: rpsim/accumulation/tiled_copy.hpp.
+using sim::copy_tiled;
 
 // The matrices of a (batch, rows, cols) float32 or float64 array, read where
 // it lies at its strides (a view of a tensor needs no contiguous copy), as

@@ -16,6 +16,7 @@
 #include "parallel_work.hpp"
 #include "rpsim/accumulation/gemm.hpp"
 #include "rpsim/accumulation/native_gemm.hpp"
+#include "rpsim/accumulation/tiled_copy.hpp"
 #include "rpsim/formats/array.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/train/tensor.hpp"
@@ -274,8 +275,8 @@ Matrix matmul_given(const Matrix& a, const Matrix& b, const sim::AccumulationMod
       return sim::native::matmul_binary64(a, b, t);
     }
   }
-  if (t == Transposed::a) return matmul_given(Matrix(a.transpose()), b, model, random, Transposed::none);
-  if (t == Transposed::b) return matmul_given(a, Matrix(b.transpose()), model, random, Transposed::none);
+  if (t == Transposed::a) return matmul_given(sim::transposed(a), b, model, random, Transposed::none);
+  if (t == Transposed::b) return matmul_given(a, sim::transposed(b), model, random, Transposed::none);
   if (const Format* acc = sequential_rne(model))
     if (*acc != formats::binary32() && *acc != formats::binary64() && grid_accumulator(*acc) &&
         all_binary32(a) && all_binary32(b))

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common.hpp"
+#include "rpsim/accumulation/tiled_copy.hpp"
 
 namespace rpsim::sim::train {
 using namespace detail;
@@ -108,8 +109,7 @@ void CausalSelfAttention::forward_head(const Matrix& x, Eigen::Index r, int h, c
   const Eigen::Index d = head_dim_, row0 = r * t_;
   s.q = rounded(*fs.compute, x.block(row0, h * d, t_, d));
   s.k = rounded(*fs.compute, x.block(row0, width_ + h * d, t_, d));
-  Matrix att =
-      product(s.q, Matrix(s.k.transpose()), mm, *fs.output, head_stream(name(), ctx, r, h, heads_, 0));
+  Matrix att = product(s.q, sim::transposed(s.k), mm, *fs.output, head_stream(name(), ctx, r, h, heads_, 0));
   scale_in_place(att, 1.0 / std::sqrt(double(d)), *fs.output);
   // Softmax over each row, the future masked to -inf, its max subtracted.
   const Formats fp = resolve(pol.rule("softmax"), *fs.output);
@@ -152,9 +152,9 @@ void CausalSelfAttention::backward_head(const Matrix& dy, Eigen::Index r, int h,
   const Formats fv = resolve(mm, promote(*probs_format_, *x_format_));
   const Matrix g = rounded(*fv.backward, dy.block(row0, h * d, t_, d));
   Matrix dv_raw,
-      dp = product(g, Matrix(s.v.transpose()), mm, *fv.output, head_stream(name(), ctx, r, h, heads_, 2));
-  Matrix dv = product(Matrix(s.pc.transpose()), g, mm, *fv.output, head_stream(name(), ctx, r, h, heads_, 3),
-                      &dv_raw);
+      dp = product(g, sim::transposed(s.v), mm, *fv.output, head_stream(name(), ctx, r, h, heads_, 2));
+  Matrix dv =
+      product(sim::transposed(s.pc), g, mm, *fv.output, head_stream(name(), ctx, r, h, heads_, 3), &dv_raw);
   round_in_place(*probs_format_, dp);
   // Softmax backward in its compute format: ds = p * (dp - sum(dp * p)).
   const Formats fp = resolve(pol.rule("softmax"), *scores_format_);
@@ -167,8 +167,8 @@ void CausalSelfAttention::backward_head(const Matrix& dy, Eigen::Index r, int h,
   const Matrix gs = rounded(*fs.backward, ds);
   Matrix dq_raw, dk_raw;
   const Matrix dq = product(gs, s.k, mm, *fs.output, head_stream(name(), ctx, r, h, heads_, 4), &dq_raw);
-  const Matrix dk = product(Matrix(gs.transpose()), s.q, mm, *fs.output,
-                            head_stream(name(), ctx, r, h, heads_, 5), &dk_raw);
+  const Matrix dk =
+      product(sim::transposed(gs), s.q, mm, *fs.output, head_stream(name(), ctx, r, h, heads_, 5), &dk_raw);
   dx.block(row0, h * d, t_, d) = dq;
   dx.block(row0, width_ + h * d, t_, d) = dk;
   dx.block(row0, 2 * width_ + h * d, t_, d) = dv;

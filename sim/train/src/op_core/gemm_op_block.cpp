@@ -3,6 +3,7 @@
 // operands rotated by the recipe's random Hadamard transform, dY rounded
 // stochastically where the recipe asks (gemm_op.hpp).
 #include "../layers/common.hpp"
+#include "rpsim/accumulation/tiled_copy.hpp"
 #include "rpsim/train/gemm_op.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/layers/fp8.hpp"
@@ -54,7 +55,7 @@ void GemmOp::block_backward(const GemmSaved& s, const Matrix& dy, const Formats&
                        ? te_hadamard_transform(r.hadamard)
                        : hadamard_transform(r.hadamard, keys.hadamard_seed);
   const Matrix dy_b = r.hadamard ? hadamard_rows(dy, t) : dy;
-  const Matrix at_b = r.hadamard ? Matrix(hadamard_rows(s.a, t).transpose()) : Matrix(s.a.transpose());
+  const Matrix at_b = r.hadamard ? sim::transposed(hadamard_rows(s.a, t)) : sim::transposed(s.a);
   const BlockOperand dy_cols = block_operand(
       dy_b, *f.backward, r, {0, false, r.gradient_sr ? &sr_db : nullptr}, &dy_stats_, nullptr, keep);
   const BlockOperand at_q = block_operand(at_b, *f.compute, r, {1}, &a_stats_, nullptr, keep);
@@ -65,7 +66,7 @@ void GemmOp::block_backward(const GemmSaved& s, const Matrix& dy, const Formats&
   const BlockOperand dy_rows = block_operand(dy, *f.backward, r, {1, false, r.gradient_sr ? &sr_da : nullptr},
                                              &dy_stats_, nullptr, keep);
   const BlockOperand bt_q =
-      block_operand(s.b.transpose(), *f.compute, r, {0, r.weight_2d}, &b_stats_, nullptr, keep);
+      block_operand(sim::transposed(s.b), *f.compute, r, {0, r.weight_2d}, &b_stats_, nullptr, keep);
   g.da = block_matmul(dy_rows, bt_q, spec_.model, keys.stream(2));
   dequantize_by(g.da, block_alpha(r, dy_rows, bt_q), *f.accumulation);
   // Under the RHT the dB operand is rotated: only dA's cast is in dY's layout.
