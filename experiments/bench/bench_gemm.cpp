@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 
@@ -18,26 +19,28 @@ namespace {
 using rpsim::sim::Matrix;
 constexpr Eigen::Index kSize = 512;
 
+// fp16 values (normal, rounded) for an m x k by k x n GEMM, C zero; the
+// binary32 copies for the native baseline.
 struct Inputs {
   Matrix a, b, c;
   Eigen::MatrixXf af, bf;
-  Inputs() {
-    std::mt19937_64 rng(11);
+  Inputs(Eigen::Index m, Eigen::Index k, Eigen::Index n, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
     std::normal_distribution<double> nd(0, 1);
-    a.resize(kSize, kSize);
-    b.resize(kSize, kSize);
+    a.resize(m, k);
+    b.resize(k, n);
     for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = nd(rng);
     for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = nd(rng);
     a = rpsim::sim::round_to_format(a, rpsim::formats::binary16());
     b = rpsim::sim::round_to_format(b, rpsim::formats::binary16());
-    c = Matrix::Zero(kSize, kSize);
+    c = Matrix::Zero(m, n);
     af = a.cast<float>();
     bf = b.cast<float>();
   }
 };
 
 const Inputs& inputs() {
-  static const Inputs in;
+  static const Inputs in(kSize, kSize, kSize, 11);
   return in;
 }
 
@@ -79,25 +82,10 @@ void BM_tensor_core_h100_gemm_portable(benchmark::State& state) {
 // thin convolution shape (8192 x 144 x 16: a 16-channel 3x3 layer's im2col
 // GEMM), on the AVX-512 blocks of outputs and on the portable one-output
 // path (one fmaf call a product), one thread; same bits.
-struct ThinInputs {
-  Matrix a, b, c;
-  ThinInputs() {
-    std::mt19937_64 rng(12);
-    std::normal_distribution<double> nd(0, 1);
-    a.resize(8192, 144);
-    b.resize(144, 16);
-    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = nd(rng);
-    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = nd(rng);
-    a = rpsim::sim::round_to_format(a, rpsim::formats::binary16());
-    b = rpsim::sim::round_to_format(b, rpsim::formats::binary16());
-    c = Matrix::Zero(8192, 16);
-  }
-};
-
 double g_simt_cpu = 0, g_simt_portable_cpu = 0;
 
 void BM_simt_gemmsn(benchmark::State& state) {
-  static const ThinInputs in;
+  static const Inputs in(8192, 144, 16, 12);
   const auto model = rpsim::sim::AccumulationModel::parse("kernel:h100:fp16:fp32:simt=gemmsn");
   for (auto _ : state) {
     Matrix d = rpsim::sim::gemm(model, in.a, in.b, in.c, rpsim::sim::GemmOptions{1});

@@ -40,7 +40,7 @@ void block(const KernelSchedule& s, std::span<const KChunk> chunks, const float*
 }  // namespace simt_avx512
 
 // D = A*B + C under a schedule with a simt order: each slice (chunks) by
-// simt_chunk, the slices merged and C, scales and the output conversion
+// the order (kernel_simt_orders.hpp), the slices merged and C, scales and the output conversion
 // applied as for Tensor Core schedules (kernel_fold.hpp). A and B as stored:
 // a CUDA core multiplies the stored values (fp16, bf16, binary32) as they are.
 Matrix gemm_simt(const KernelSchedule& s, const Matrix& a, const Matrix& b, const Matrix& c, int threads,

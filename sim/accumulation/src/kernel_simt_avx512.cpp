@@ -8,6 +8,7 @@
 // baseline x86-64): bench_gemm's BM_simt_* rows give the ratio.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <string_view>
 
@@ -19,18 +20,6 @@
 #define RPSIM_SIMT_X86 1
 #include <immintrin.h>
 #endif
-
-namespace rpsim::sim::simt_avx512 {
-
-namespace {
-
-// Scratch beyond this many accumulators (a dot kernel of thousands of
-// blocks) takes the scalar path rather than megabytes a thread.
-constexpr long kMaxScratch = 4096;
-
-}  // namespace
-
-}  // namespace rpsim::sim::simt_avx512
 
 #if RPSIM_SIMT_X86
 // Everything below is compiled for AVX-512F + FMA, and only reached once
@@ -98,6 +87,14 @@ void block(const KernelSchedule& s, std::span<const KChunk> chunks, const float*
 
 namespace rpsim::sim::simt_avx512 {
 
+namespace {
+
+// Scratch beyond this many accumulators (a dot kernel of thousands of
+// blocks) takes the scalar path rather than megabytes a thread.
+constexpr long kMaxScratch = 4096;
+
+}  // namespace
+
 std::size_t scratch_floats(const KernelSchedule& s) {
   return static_cast<std::size_t>(simt_scratch(s) + 1) * kRows * kCols;
 }
@@ -115,7 +112,9 @@ bool usable(const KernelSchedule& s) {
 
 #if !RPSIM_SIMT_X86
 void block(const KernelSchedule&, std::span<const KChunk>, const float*, long, const float*, long, float*,
-           float*) {}
+           float*) {
+  std::abort();  // usable() is false: never called
+}
 #endif
 
 }  // namespace rpsim::sim::simt_avx512
