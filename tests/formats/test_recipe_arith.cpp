@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
+#include "rpsim/formats/recipe_block.hpp"
+#include "rpsim/formats/scalar_core.hpp"
 
 using namespace rpsim;
 using namespace rpsim::recipe;
@@ -211,6 +214,64 @@ TEST_CASE("recipe arith: fp8_nearest_value is the value of the c10 cast's code",
                         std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN()})
     wrong += !same(x) + !same(-x);
   CHECK(wrong == 0);
+}
+
+TEST_CASE("recipe arith: e2m1_stochastic_value is the value of stochastic_element's code",
+          "[formats][recipes]") {
+  // Every 251st binary32 bit pattern in [-6, 6] (both signs, subnormals, zeros),
+  // each E2M1 value and its binary32 neighbours, with draws at random and on
+  // either side of the threshold where the rounding turns (2^k minus the
+  // truncated fraction), for draw widths 32 (the default), 8, 1 and 59: the
+  // same bits as element_value(stochastic_element(e2m1, ..., a)).
+  const FormatDesc e2m1 = rpsim::format("e2m1");
+  Rounding rounding;
+  rounding.mode = RoundingMode::stochastic;
+  std::uint64_t wrong = 0, checked = 0, up = 0;
+  for (const int k : {32, 8, 1, 59}) {
+    rounding.stochastic_bits = k;
+    auto r = rounding_desc(rounding);
+    const std::uint64_t one = std::uint64_t(1) << k;
+    const auto check = [&](float a, std::uint64_t random) {
+      r.random_bits = random;
+      const float want = element_value(ElementKind::e2m1, stochastic_element(ElementKind::e2m1, e2m1, r, a));
+      const float got = e2m1_stochastic_value(a, random, k);
+      wrong += f32_bits(got) != f32_bits(want);
+      up += std::fabs(got) > std::fabs(a);
+      ++checked;
+    };
+    std::uint64_t state = 0x9e3779b97f4a7c15ull * std::uint64_t(k);
+    const auto one_point = [&](float a) {
+      state = mix64(state + 1);
+      check(a, state);  // a draw at random (its high bits above k too)
+      // The threshold: the fraction of the step below a, truncated to k bits.
+      const double m = std::fabs(double(a)), step = m < 2 ? 0.5 : (m < 4 ? 1.0 : 2.0);
+      const auto frac = std::uint64_t((m - std::floor(m / step) * step) / step * double(one));
+      if (frac != 0) {
+        check(a, one - frac);      // reaches 2^k: up
+        check(a, one - frac - 1);  // one short: down
+      }
+    };
+    const std::uint32_t six = 0x40c00000u;  // 6.0f
+    for (std::uint32_t b = 0; b <= six; b += 251) {
+      one_point(f32_from_bits(b));
+      one_point(f32_from_bits(b | 0x80000000u));
+    }
+    for (int code = 0; code < 8; ++code) {
+      const float v = element_value(ElementKind::e2m1, std::uint8_t(code));
+      for (const float x : {v, std::nextafter(v, 0.0f), std::nextafter(v, 6.0f)})
+        if (std::fabs(x) <= 6.0f) {
+          one_point(x);
+          one_point(-x);
+        }
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(checked > 4 * 2 * (0x40c00000u / 251));
+  CHECK(up > checked / 8);  // the draws round up often, not never (most patterns are tiny: down)
+  CHECK(f32_bits(e2m1_stochastic_value(-0.0f, 0, 32)) == 0x80000000u);
+  CHECK(e2m1_stochastic_value(0.25f, (1ull << 31), 32) == 0.5f);      // half a step, a draw of 1/2: up
+  CHECK(e2m1_stochastic_value(0.25f, (1ull << 31) - 1, 32) == 0.0f);  // one short: down
+  CHECK(e2m1_stochastic_value(-5.0f, (1ull << 31) | (7ull << 40), 32) == -6.0f);  // high bits ignored
 }
 
 TEST_CASE("recipe arith: e2m1_ladder_value is the value of TE's ladder code", "[formats][recipes]") {

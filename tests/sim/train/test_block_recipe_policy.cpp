@@ -42,6 +42,43 @@ PrecisionPolicy pol(const char* text) {
   return policy_from_json(nlohmann::json::parse(text), "policy");
 }
 
+// wide_matrix with `specials` in a diagonal stripe and row 20 all zero (a
+// line whose blocks are all zero).
+Matrix with_specials(std::uint64_t stream, const double (&specials)[10]) {
+  Matrix x = wide_matrix(37, 75, stream);
+  for (Eigen::Index i = 0; i < 10; ++i) x(3 + i, 5 * i + 1) = specials[i];
+  x.row(20).setZero();
+  return x;
+}
+
+// block_quantize_recipe's line path (block_lines.cpp) on x against
+// recipe::quantize_group_block entry by entry (ScopedElementwiseBlockQuantiser):
+// values, scales, tensor scale, counts, scale range and amax, to the bit (a
+// scale range is NaN where no block has a finite scale). The line path's values
+// and statistics.
+std::pair<Matrix, Fp8Stats> as_elementwise(const Matrix& x, const Format& f, const Fp8Recipe& r,
+                                           const BlockLayout& layout) {
+  Fp8Stats fast_stats, slow_stats;
+  Matrix fast_scales, slow_scales;
+  double fast_ts = 0, slow_ts = 0;
+  const Matrix fast = block_quantize_recipe(x, f, r, layout, &fast_stats, &fast_ts, &fast_scales);
+  Matrix slow;
+  {
+    ScopedElementwiseBlockQuantiser elementwise;
+    slow = block_quantize_recipe(x, f, r, layout, &slow_stats, &slow_ts, &slow_scales);
+  }
+  const auto bits = [](double v) { return std::bit_cast<std::uint64_t>(v); };
+  CHECK(rpsim::test::same_bits(fast, slow));
+  CHECK(rpsim::test::same_bits(fast_scales, slow_scales));
+  CHECK(bits(fast_ts) == bits(slow_ts));
+  CHECK((fast_stats.saturated == slow_stats.saturated && fast_stats.flushed == slow_stats.flushed &&
+         fast_stats.entries == slow_stats.entries));
+  CHECK(bits(fast_stats.scale_min) == bits(slow_stats.scale_min));
+  CHECK(bits(fast_stats.scale_max) == bits(slow_stats.scale_max));
+  CHECK((std::isnan(fast_stats.amax) ? std::isnan(slow_stats.amax) : fast_stats.amax == slow_stats.amax));
+  return {fast, fast_stats};
+}
+
 }  // namespace
 
 TEST_CASE("train: fp8.scale_rule, fp8.nvfp4_formula and fp8.pow2_scales in a policy object", "[train]") {
@@ -156,32 +193,50 @@ TEST_CASE("train: MX with FP8 elements to nearest, by lines, is the element-by-e
   // under each scale rule, along both axes, with a short last block and
   // entries of every kind (zeros of both signs, NaN, infinities, past the
   // element range, binary32 subnormals, values that are no binary32).
-  Matrix x = wide_matrix(37, 75, 9);
-  const double specials[] = {0.0,  -0.0,   std::nan(""), HUGE_VAL,    -HUGE_VAL,
-                             1e30, -3e-39, 1e-45,        1.0 + 1e-12, 465.0};
-  for (Eigen::Index i = 0; i < 10; ++i) x(3 + i, 5 * i + 1) = specials[i];
-  x.row(20).setZero();  // a line whose blocks are all zero
+  const Matrix x = with_specials(
+      9, {0.0, -0.0, std::nan(""), HUGE_VAL, -HUGE_VAL, 1e30, -3e-39, 1e-45, 1.0 + 1e-12, 465.0});
   for (const char* rule : {"floor", "rceil", "ceil", "even"})
     for (const char* element : {"e4m3", "e5m2"})
       for (const int axis : {0, 1}) {
         INFO(rule << " " << element << " axis " << axis);
         const PrecisionPolicy p =
             pol(fmt::format(R"({{"name": "mxfp8", "fp8": {{"scale_rule": "{}"}}}})", rule).c_str());
-        const Format& f = rpsim::format(element);
-        Fp8Stats fast_stats, slow_stats;
-        Matrix fast_scales, slow_scales;
-        const Matrix fast = block_quantize_recipe(x, f, p.fp8, {axis}, &fast_stats, nullptr, &fast_scales);
-        Matrix slow;
-        {
-          ScopedElementwiseBlockQuantiser elementwise;
-          slow = block_quantize_recipe(x, f, p.fp8, {axis}, &slow_stats, nullptr, &slow_scales);
+        as_elementwise(x, rpsim::format(element), p.fp8, {axis});
+      }
+}
+
+TEST_CASE("train: stochastic rounding by lines is the element-by-element quantiser's bits", "[train]") {
+  // block_quantize_recipe's line and tile paths with stochastic rounding (NVFP4's
+  // gradients; MX with FP8 elements) against recipe::quantize_group_block entry
+  // by entry: the same draw for each entry (group and counter), so the same
+  // values, scales and counts, along both axes and in 16 x 16 tiles, with a
+  // short last block, a short last tile and entries of every kind.
+  Matrix x = with_specials(13, {0.0, -0.0, HUGE_VAL, -HUGE_VAL, 1e30, -3e-39, 1e-45, 1.0 + 1e-12, -0.2, 6.5});
+  Matrix with_nan = x;
+  with_nan(7, 7) = std::nan("");
+  const RandomStream key{0x5eedull, 77};
+  struct Case {
+    const char* policy;
+    const char* element;
+  };
+  for (const Case c : {Case{R"({"name": "nvfp4"})", "e2m1"}, Case{R"({"name": "mxfp8"})", "e4m3"},
+                       Case{R"({"name": "mxfp8", "fp8": {"scale_rule": "rceil"}})", "e5m2"}})
+    for (const Matrix* m : {&x, &with_nan})
+      for (const BlockLayout layout :
+           {BlockLayout{0, false, &key}, BlockLayout{1, false, &key}, BlockLayout{1, true, &key}}) {
+        const bool nv = std::string(c.element) == "e2m1";
+        if (layout.tiles && !nv) continue;  // (tiles: NVFP4's weights only)
+        INFO(c.policy << " " << c.element << " axis " << layout.axis << (layout.tiles ? " tiles" : "")
+                      << (m == &with_nan ? " with a NaN" : ""));
+        const PrecisionPolicy p = pol(c.policy);
+        const Format& f = rpsim::format(c.element);
+        const Matrix fast = as_elementwise(*m, f, p.fp8, layout).first;
+        // The draws matter: the same operand to nearest differs somewhere.
+        if (m == &x) {
+          const Matrix rn =
+              block_quantize_recipe(*m, f, p.fp8, BlockLayout{layout.axis, layout.tiles}, nullptr);
+          CHECK_FALSE(rpsim::test::same_bits(fast, rn));
         }
-        CHECK(rpsim::test::same_bits(fast, slow));
-        CHECK(rpsim::test::same_bits(fast_scales, slow_scales));
-        CHECK((fast_stats.saturated == slow_stats.saturated && fast_stats.flushed == slow_stats.flushed &&
-               fast_stats.entries == slow_stats.entries));
-        CHECK((fast_stats.scale_min == slow_stats.scale_min && fast_stats.scale_max == slow_stats.scale_max));
-        CHECK(std::isnan(fast_stats.amax) == std::isnan(slow_stats.amax));
       }
 }
 
@@ -192,10 +247,7 @@ TEST_CASE("train: NVFP4 to nearest, by lines, is the element-by-element quantise
   // 16 x 16 tiles (the weights'), with
   // a short last block and entries of every kind; and a tensor with a NaN
   // (every scale NaN).
-  Matrix x = wide_matrix(37, 75, 11);
-  const double specials[] = {0.0, -0.0, HUGE_VAL, -HUGE_VAL, 1e30, -3e-39, 1e-45, 1.0 + 1e-12, -0.2, 6.5};
-  for (Eigen::Index i = 0; i < 10; ++i) x(3 + i, 5 * i + 1) = specials[i];
-  x.row(20).setZero();
+  Matrix x = with_specials(11, {0.0, -0.0, HUGE_VAL, -HUGE_VAL, 1e30, -3e-39, 1e-45, 1.0 + 1e-12, -0.2, 6.5});
   Matrix with_nan = x;
   with_nan(7, 7) = std::nan("");
   for (const Matrix* m : {&x, &with_nan})
@@ -205,26 +257,7 @@ TEST_CASE("train: NVFP4 to nearest, by lines, is the element-by-element quantise
                      << (m == &with_nan ? " with a NaN" : ""));
         const PrecisionPolicy p =
             pol(fmt::format(R"({{"name": "nvfp4", "fp8": {{"nvfp4_formula": "{}"}}}})", formula).c_str());
-        const Format& f = rpsim::format("e2m1");
-        Fp8Stats fast_stats, slow_stats;
-        Matrix fast_scales, slow_scales;
-        double fast_ts = 0, slow_ts = 0;
-        const Matrix fast = block_quantize_recipe(*m, f, p.fp8, layout, &fast_stats, &fast_ts, &fast_scales);
-        Matrix slow;
-        {
-          ScopedElementwiseBlockQuantiser elementwise;
-          slow = block_quantize_recipe(*m, f, p.fp8, layout, &slow_stats, &slow_ts, &slow_scales);
-        }
-        CHECK(rpsim::test::same_bits(fast, slow));
-        CHECK(rpsim::test::same_bits(fast_scales, slow_scales));
-        CHECK(std::bit_cast<std::uint64_t>(fast_ts) == std::bit_cast<std::uint64_t>(slow_ts));
-        CHECK((fast_stats.saturated == slow_stats.saturated && fast_stats.flushed == slow_stats.flushed &&
-               fast_stats.entries == slow_stats.entries));
-        // (NaN when no block has a finite scale: the tensor with a NaN)
-        CHECK(std::bit_cast<std::uint64_t>(fast_stats.scale_min) ==
-              std::bit_cast<std::uint64_t>(slow_stats.scale_min));
-        CHECK(std::bit_cast<std::uint64_t>(fast_stats.scale_max) ==
-              std::bit_cast<std::uint64_t>(slow_stats.scale_max));
+        const auto [fast, fast_stats] = as_elementwise(*m, rpsim::format("e2m1"), p.fp8, layout);
         if (m == &x) CHECK(fast_stats.saturated + fast_stats.flushed > 0);  // the counts are exercised
         if (m == &with_nan) CHECK(std::isnan(fast(0, 0)));                  // NaN scales throughout
       }
