@@ -134,15 +134,21 @@ struct Nearest {
   std::vector<double> v = {};                  // a run's entries
   std::vector<float> vf = {}, f = {}, e = {};  // as binary32, their blocks' factors, their element values
   std::vector<std::uint64_t> bits = {};        // (sr) their draws
+  double* out_data = out.data();               // out's entries (column-major, out.rows() a column)
+  double* scale_data = scales ? scales->data() : nullptr;
 
   struct Block {
     double scale;  // the elements' decoding scale
     float f;       // factor(scale)
+    double limit;  // |x| past it saturates: max * scale * decode
   };
   Block block(float amax) const {
     const recipe::BlockScale b = recipe::block_scale(spec, amax, ts);
-    return {double(b.decode), factor(b)};
+    return {double(b.decode), factor(b), max * double(b.decode) * decode};
   }
+  struct Counts {
+    std::int64_t saturated = 0, flushed = 0;
+  };
   void size_runs(std::size_t n) {
     v.resize(n);
     vf.resize(n);
@@ -157,15 +163,22 @@ struct Nearest {
   void draw(std::size_t i, std::uint64_t group_key, std::size_t k) {
     if (sr) bits[i] = hd::mix64(group_key ^ std::uint64_t(k));
   }
-  // Entry i of the run (x's value v[i], its element value e[i]), stored at
-  // (r, c) in block b; whether it is nonzero.
-  bool put(std::size_t i, const Block& b, Eigen::Index r, Eigen::Index c) {
+  // Entry i of the run (x's value v[i], its element value e[i]) in block b,
+  // stored at out's entry `at` (and its scale at scales', when kept), counted
+  // in n; whether it is nonzero. The counts are the caller's locals, added to
+  // s once a run (count): kept in s, whose int64 fields may alias out's
+  // dimensions, they and out's data pointer were reloaded at every entry.
+  bool put(std::size_t i, const Block& b, Eigen::Index at, Counts& n) {
     const double x = v[i], d = double(e[i]) * b.scale;
-    s.saturated += std::isfinite(x) && std::fabs(x) > max * b.scale * decode;
-    s.flushed += x != 0 && d == 0;
-    if (scales) (*scales)(r, c) = b.scale;
-    out(r, c) = d;
+    n.saturated += std::isfinite(x) && std::fabs(x) > b.limit;
+    n.flushed += x != 0 && d == 0;
+    if (scale_data) scale_data[at] = b.scale;
+    out_data[at] = d;
     return x != 0;
+  }
+  void count(const Counts& n) {
+    s.saturated += n.saturated;
+    s.flushed += n.flushed;
   }
   void values(std::size_t n) {
     if (!sr) return element_values_best(element, vf.data(), f.data(), e.data(), n);
@@ -209,12 +222,15 @@ struct Nearest {
         std::fill(f.begin() + std::ptrdiff_t(c0), f.begin() + std::ptrdiff_t(c0 + n), b[j].f);
       }
       values(g.cols);
+      const Eigen::Index column = Eigen::Index(row) * out.rows();  // the line is out's column `row`
+      Counts n;
       for (std::size_t c0 = 0, j = 0; c0 < g.cols; c0 += g.block, ++j) {
         bool nonzero = false;
         for (std::size_t k = c0; k < std::min(c0 + g.block, g.cols); ++k)
-          nonzero |= put(k, b[j], Eigen::Index(k), Eigen::Index(row));
+          nonzero |= put(k, b[j], column + Eigen::Index(k), n);
         widen(nonzero, b[j]);
       }
+      count(n);
     }
   }
 
@@ -251,8 +267,11 @@ struct Nearest {
         if (sr)
           for (std::size_t r = 0; r < g.rows; ++r) draw(r, group[r], std::size_t(c + k));
         values(g.rows);
+        const Eigen::Index column = (c + k) * out.rows();
+        Counts counts;
         for (Eigen::Index r = 0; r < rows; ++r)
-          nonzero[std::size_t(r)] |= put(std::size_t(r), b[std::size_t(r)], r, c + k);
+          nonzero[std::size_t(r)] |= put(std::size_t(r), b[std::size_t(r)], column + r, counts);
+        count(counts);
       }
       for (std::size_t r = 0; r < g.rows; ++r) widen(nonzero[r] != 0, b[r]);
     }
@@ -281,9 +300,11 @@ struct Nearest {
         std::fill(f.begin(), f.begin() + std::ptrdiff_t(i), b.f);
         values(i);
         bool nonzero = false;
+        Counts counts;
         i = 0;
         for (Eigen::Index c = c0; c < c1; ++c)
-          for (Eigen::Index r = r0; r < r1; ++r) nonzero |= put(i++, b, r, c);
+          for (Eigen::Index r = r0; r < r1; ++r) nonzero |= put(i++, b, c * out.rows() + r, counts);
+        count(counts);
         widen(nonzero, b);
       }
   }
