@@ -1,12 +1,10 @@
-// The native GEMMs, register-blocked: micro-tiles of 4 rows by two vectors
-// of columns of C held in vector registers over the whole K loop, so each
-// c(i, j) still sees its K terms in index order, one product and one
-// addition each in the element type (every library is built with
-// -ffp-contract=off, so acc + a*b never fuses, whatever the target). The
-// vector width (SSE2, AVX2 or AVX-512, chosen once at load time) changes
-// how many c(i, j) advance at once, never the operations on one, so the
-// result is the same bits on every x86-64. Packing converts the operands to
-// the element type and checks that the conversion loses nothing.
+// The native GEMMs, register-blocked: micro-tiles of 8 rows (AVX-512; 4
+// with 16 vector registers) by two vectors of columns of C held in vector registers over the whole K loop, so
+// each c(i, j) still sees its K terms in index order, one product and one addition each in the element type
+// (every library is built with -ffp-contract=off, so acc + a*b never fuses, whatever the target). The vector
+// width (SSE2, AVX2 or AVX-512, chosen once at load time) changes how many c(i, j) advance at once, never the
+// operations on one, so the result is the same bits on every x86-64. Packing converts the operands to the
+// element type and checks that the conversion loses nothing.
 //
 // Fused tiles: where every product of two operands is exact in binary32,
 // fma(a, b, acc) = round(a * b + acc) = round(round(a * b) + acc), so the
@@ -35,7 +33,14 @@
 namespace rpsim::sim::native {
 namespace {
 
-constexpr Eigen::Index kRows = 4;                // rows of a micro-tile
+// Rows of a micro-tile: 8 in AVX-512's 32 registers (16 accumulators), 4
+// in AVX2's and SSE2's 16. Eight rows against four, AVX-512, one thread:
+// the short-K products a ResNet-style step is made of went 1.5-1.8x faster
+// (binary32, 8192x16x144 1.8-2.1 -> 1.4-1.5 ms, 2048x32x288 0.85 -> 0.47-0.56
+// ms; binary64 8192x27x16 0.33 -> 0.19 ms), each tile writing whole cache
+// lines of a column of C and loading each panel row for twice the rows; no
+// shape measured was slower (2026-12-02).
+constexpr Eigen::Index kWideRows = 8, kNarrowRows = 4;
 constexpr Eigen::Index kParallelWork = 1 << 18;  // m * n * k from which all_tiles uses the threads
 
 // Whether every x[i] is a binary32 value (a NaN counts as one: it converts
@@ -112,32 +117,32 @@ void grow(std::vector<T>& out, Eigen::Index n) {
   if (out.size() < std::size_t(n)) out.resize(std::size_t(n));
 }
 
-// A in blocks of kRows rows, each stored p-major: block[p * kRows + r] =
-// a(i0 + r, p); rows past the end are zero. With kTransposed the matrix
+// A in blocks of `height` rows (the kernel's tile rows), each stored
+// p-major: block[p * height + r] = a(i0 + r, p); rows past the end are zero. With kTransposed the matrix
 // given is A^T (backward's x^T and w^T, read in place instead of copied out
 // first: that copy was half of Linear::core_backward's own time). False,
 // packing stopped, when an entry is not a value of T.
 template <class T, bool kTransposed>
-bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable, bool vouched) {
+bool pack_a(const Matrix& given, Eigen::Index height, std::vector<T>& out, bool& fusable, bool vouched) {
   const Eigen::Index m = kTransposed ? given.cols() : given.rows(),
                      k = kTransposed ? given.rows() : given.cols();
-  const Eigen::Index blocks = (m + kRows - 1) / kRows;
-  grow(out, blocks * kRows * k);
+  const Eigen::Index blocks = (m + height - 1) / height;
+  grow(out, blocks * height * k);
   // Only the last block can be short: its missing rows are zero.
-  if (m % kRows) std::fill_n(out.data() + (blocks - 1) * kRows * k, kRows * k, T(0));
+  if (m % height) std::fill_n(out.data() + (blocks - 1) * height * k, height * k, T(0));
   if constexpr (kTransposed) {
     // Row i of A is column i of A^T, contiguous: each of a block's rows is
-    // one run into every kRows-th slot.
+    // one run into every height-th slot.
     for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-      T* dst = out.data() + blk * kRows * k;
-      const Eigen::Index rows = std::min(kRows, m - blk * kRows);
-      if (!packable<T>(column_at(given, 0, blk * kRows), rows * k, fusable, vouched))
+      T* dst = out.data() + blk * height * k;
+      const Eigen::Index rows = std::min(height, m - blk * height);
+      if (!packable<T>(column_at(given, 0, blk * height), rows * k, fusable, vouched))
         return false;  // the block's columns of A^T
-      convert_runs(given, blk * kRows, rows, dst, k, kRows);
+      convert_runs(given, blk * height, rows, dst, k, height);
     }
   } else {
     // A column-major A read kSpan columns at a time down their length, every
-    // block taking its kRows x kSpan square: a few streams through memory. A
+    // block taking its height x kSpan square: a few streams through memory. A
     // block's whole row of K, one column each, was k streams at once with a
     // stride of m doubles: packing an im2col operand (8192 x 144) took 3.5x
     // the tiles' own time.
@@ -147,10 +152,10 @@ bool pack_a(const Matrix& given, std::vector<T>& out, bool& fusable, bool vouche
       if (!packable<T>(column_at(given, 0, p0), m * (p1 - p0), fusable, vouched))
         return false;  // the span's columns
       for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-        T* dst = out.data() + blk * kRows * k;
-        const Eigen::Index rows = std::min(kRows, m - blk * kRows);
+        T* dst = out.data() + blk * height * k;
+        const Eigen::Index rows = std::min(height, m - blk * height);
         for (Eigen::Index p = p0; p < p1; ++p)
-          convert_run(column_at(given, blk * kRows, p), dst + p * kRows, rows, 1);
+          convert_run(column_at(given, blk * height, p), dst + p * height, rows, 1);
       }
     }
   }
@@ -187,7 +192,7 @@ bool pack_b(const Matrix& given, Eigen::Index width, std::vector<T>& out, bool& 
 // One micro-tile of kRows x 2 vectors of kBytes: tile[r * width + c] = sum
 // over p in order of a(r, p) * b(p, c), width = 2 * kBytes / sizeof(T).
 // (No function takes or returns a vector: that would change the ABI by target.)
-template <class T, int kBytes>
+template <class T, int kBytes, Eigen::Index kRows>
 [[gnu::always_inline]] inline void micro_tile(const T* a, const T* b, Eigen::Index k, T* tile) {
   typedef T Vec __attribute__((vector_size(kBytes)));
   constexpr Eigen::Index lanes = kBytes / sizeof(T), width = 2 * lanes;
@@ -210,22 +215,22 @@ template <class T, int kBytes>
 
 template <class T>
 __attribute__((target("avx512f"))) void tile_avx512(const T* a, const T* b, Eigen::Index k, T* tile) {
-  micro_tile<T, 64>(a, b, k, tile);
+  micro_tile<T, 64, kWideRows>(a, b, k, tile);
 }
 template <class T>
 __attribute__((target("avx2"))) void tile_avx2(const T* a, const T* b, Eigen::Index k, T* tile) {
-  micro_tile<T, 32>(a, b, k, tile);
+  micro_tile<T, 32, kNarrowRows>(a, b, k, tile);
 }
 template <class T>
 void tile_sse2(const T* a, const T* b, Eigen::Index k, T* tile) {
-  micro_tile<T, 16>(a, b, k, tile);
+  micro_tile<T, 16, kNarrowRows>(a, b, k, tile);
 }
 
 // micro_tile's binary32 tile with one FMA per term (fused tiles, above: the
 // same bits where every product is exact), in the target's intrinsics. A
 // macro, not a template: no function may take or return a vector (micro_tile's
 // note), and the intrinsics only inline into a function of their target.
-#define RPSIM_FUSED_TILE(name, isa, V, lanes, zero, load, broadcast, fma, store)                        \
+#define RPSIM_FUSED_TILE(name, isa, V, lanes, kRows, zero, load, broadcast, fma, store)                 \
   __attribute__((target(isa))) void name(const float* a, const float* b, Eigen::Index k, float* tile) { \
     constexpr Eigen::Index width = 2 * (lanes);                                                         \
     V acc[kRows][2];                                                                                    \
@@ -243,18 +248,18 @@ void tile_sse2(const T* a, const T* b, Eigen::Index k, T* tile) {
       store(tile + r * width + (lanes), acc[r][1]);                                                     \
     }                                                                                                   \
   }
-RPSIM_FUSED_TILE(fused_avx512, "avx512f", __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
-                 _mm512_fmadd_ps, _mm512_storeu_ps)
-RPSIM_FUSED_TILE(fused_avx2, "avx2,fma", __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
-                 _mm256_fmadd_ps, _mm256_storeu_ps)
+RPSIM_FUSED_TILE(fused_avx512, "avx512f", __m512, 16, kWideRows, _mm512_setzero_ps, _mm512_loadu_ps,
+                 _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps)
+RPSIM_FUSED_TILE(fused_avx2, "avx2,fma", __m256, 8, kNarrowRows, _mm256_setzero_ps, _mm256_loadu_ps,
+                 _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps)
 #undef RPSIM_FUSED_TILE
 
-// The widest kernel this CPU runs, its panel width, and (binary32 on a CPU
-// with FMA) its fused tiles at the same width.
+// The widest kernel this CPU runs, its tile rows (A's block height), its
+// panel width, and (binary32 on a CPU with FMA) its fused tiles of the same shape.
 template <class T>
 struct Kernel {
   void (*tile)(const T*, const T*, Eigen::Index, T*);
-  Eigen::Index width;
+  Eigen::Index rows, width;
   void (*fused)(const T*, const T*, Eigen::Index, T*) = nullptr;
 };
 
@@ -264,15 +269,15 @@ Kernel<T> kernel() {
   constexpr bool binary32 = std::is_same_v<T, float>;
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
-    if constexpr (binary32) return {&tile_avx512<T>, 8 * per_16_bytes, &fused_avx512};
-    return {&tile_avx512<T>, 8 * per_16_bytes};
+    if constexpr (binary32) return {&tile_avx512<T>, kWideRows, 8 * per_16_bytes, &fused_avx512};
+    return {&tile_avx512<T>, kWideRows, 8 * per_16_bytes};
   }
   if (__builtin_cpu_supports("avx2")) {
     if constexpr (binary32)
-      if (__builtin_cpu_supports("fma")) return {&tile_avx2<T>, 4 * per_16_bytes, &fused_avx2};
-    return {&tile_avx2<T>, 4 * per_16_bytes};
+      if (__builtin_cpu_supports("fma")) return {&tile_avx2<T>, kNarrowRows, 4 * per_16_bytes, &fused_avx2};
+    return {&tile_avx2<T>, kNarrowRows, 4 * per_16_bytes};
   }
-  return {&tile_sse2<T>, 2 * per_16_bytes};
+  return {&tile_sse2<T>, kNarrowRows, 2 * per_16_bytes};
 }
 
 // Every tile, panel by panel (a panel of B stays in cache while the blocks
@@ -283,9 +288,9 @@ template <class T, bool kSwapped>
 void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vector<T>& bp, Eigen::Index k,
                Matrix& c, int threads, bool fused) {
   const Eigen::Index m = kSwapped ? c.cols() : c.rows(), n = kSwapped ? c.rows() : c.cols(),
-                     width = kern.width;
+                     width = kern.width, height = kern.rows;
   const auto tile_of = fused && kern.fused ? kern.fused : kern.tile;
-  const Eigen::Index blocks = (m + kRows - 1) / kRows, panels = (n + width - 1) / width;
+  const Eigen::Index blocks = (m + height - 1) / height, panels = (n + width - 1) / width;
   // Small products (attention's per-head ones) on one thread: starting the
   // team cost more than the product (a small GPT's run took 13% longer in
   // wall time and twice the CPU with 2 threads). The result is the same.
@@ -294,24 +299,24 @@ void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vecto
     num_threads(threads > 0 ? threads : omp_get_max_threads())
   for (Eigen::Index pan = 0; pan < panels; ++pan)
     for (Eigen::Index blk = 0; blk < blocks; ++blk) {
-      alignas(64) T tile[kRows * 128 / sizeof(T)];
-      tile_of(ap.data() + blk * kRows * k, bp.data() + pan * width * k, k, tile);
-      const Eigen::Index rows = std::min(kRows, m - blk * kRows), cols = std::min(width, n - pan * width);
+      alignas(64) T tile[kWideRows * 128 / sizeof(T)];
+      tile_of(ap.data() + blk * height * k, bp.data() + pan * width * k, k, tile);
+      const Eigen::Index rows = std::min(height, m - blk * height), cols = std::min(width, n - pan * width);
       if constexpr (kSwapped) {
         for (Eigen::Index r = 0; r < rows; ++r) {
-          double* out = &c(pan * width, blk * kRows + r);
+          double* out = &c(pan * width, blk * height + r);
           for (Eigen::Index col = 0; col < cols; ++col) out[col] = double(tile[r * width + col]);
         }
       } else {
         for (Eigen::Index col = 0; col < cols; ++col)
           for (Eigen::Index r = 0; r < rows; ++r)
-            c(blk * kRows + r, pan * width + col) = double(tile[r * width + col]);
+            c(blk * height + r, pan * width + col) = double(tile[r * width + col]);
       }
     }
 }
 
 // Whether C = A B (m x n, depth k) goes faster as C^T = B^T A^T. Tiles are
-// kRows x width: a short side pads a tile out (conv2d's 16 output channels
+// rows x width: a short side pads a tile out (conv2d's 16 output channels
 // filled half of each 32-wide AVX-512 panel), and the tiles of C^T are
 // written to C a contiguous stretch at a time where C's are written across
 // its columns (which dominates at a short K: conv2d's input gradient, K = 16).
@@ -322,11 +327,12 @@ void all_tiles(const Kernel<T>& kern, const std::vector<T>& ap, const std::vecto
 // 10-20% longer). Either way each
 // c(i, j) is the same sum in the same order of the same products (a * b =
 // b * a), so the bits are the same.
-inline bool swap_roles(Eigen::Index m, Eigen::Index n, Eigen::Index k, Eigen::Index width) {
+inline bool swap_roles(Eigen::Index m, Eigen::Index n, Eigen::Index k, Eigen::Index rows,
+                       Eigen::Index width) {
   const auto up = [](Eigen::Index x, Eigen::Index to) { return double((x + to - 1) / to * to); };
   const double mn = double(m) * double(n);
-  const double as_given = up(m, kRows) * up(n, width) * double(k) + 3 * mn;
-  const double swapped = up(n, kRows) * up(m, width) * double(k) + mn;
+  const double as_given = up(m, rows) * up(n, width) * double(k) + 3 * mn;
+  const double swapped = up(n, rows) * up(m, width) * double(k) + mn;
   return swapped < 0.8 * as_given;
 }
 
@@ -340,16 +346,17 @@ std::optional<Matrix> matmul_native(const Matrix& a, const Matrix& b, int thread
                      k = kTa ? a.rows() : a.cols();
   bool fused = true;  // cleared by the packings at a value whose products may round
   if constexpr (!kTa) {
-    if (swap_roles(m, n, k, kern.width)) {
+    if (swap_roles(m, n, k, kern.rows, kern.width)) {
       // B^T in blocks (given B: its transpose), A^T (given A: its transpose) in panels.
-      if (!pack_a<T, !kTb>(b, ap, fused, vouched) || !pack_b<T, true>(a, kern.width, bp, fused, vouched))
+      if (!pack_a<T, !kTb>(b, kern.rows, ap, fused, vouched) ||
+          !pack_b<T, true>(a, kern.width, bp, fused, vouched))
         return std::nullopt;
       Matrix c(m, n);
       all_tiles<T, true>(kern, ap, bp, k, c, threads, fused);
       return c;
     }
   }
-  if (!pack_a<T, kTa>(a, ap, fused, vouched) || !pack_b<T, kTb>(b, kern.width, bp, fused, vouched))
+  if (!pack_a<T, kTa>(a, kern.rows, ap, fused, vouched) || !pack_b<T, kTb>(b, kern.width, bp, fused, vouched))
     return std::nullopt;
   Matrix c(m, n);
   all_tiles<T, false>(kern, ap, bp, k, c, threads, fused);
