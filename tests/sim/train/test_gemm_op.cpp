@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "bit_matrices.hpp"
 #include "finite_differences.hpp"
 #include "rpsim/accumulation/gemm.hpp"
+#include "rpsim/accumulation/gemm_epilogue.hpp"
 #include "rpsim/formats/rounding.hpp"
 #include "rpsim/train/gemm_op.hpp"
+#include "rpsim/train/layers/block_gemm.hpp"
+#include "rpsim/train/layers/fp8.hpp"
 #include "rpsim/train/policy.hpp"
 
 using namespace rpsim;
@@ -173,4 +177,48 @@ TEST_CASE("train: GemmOp's entrywise cast: A cast entry by entry first is the sa
   CHECK(GemmOp(bare).entrywise_cast(f32()) == nullptr);
   const ScopedTensorRounding sr(RoundingMode::stochastic, RandomStream{1, 2});
   CHECK(op.entrywise_cast(f32()) == nullptr);
+}
+
+TEST_CASE("train: GemmOp's block-scaled weight gradient is A^T's row blocks times dY's column blocks",
+          "[train][op-core]") {
+  // The weight gradient of a block-scaled GEMM by its definition: A (rotated
+  // by the recipe's Hadamard transform where it has one) transposed, its rows
+  // quantised; dY's columns quantised (stochastically where the recipe says,
+  // on GEMM 3's key); their GEMM on the rule's model (GEMM 1's key), times
+  // NVFP4's alpha in the accumulation format, in the rule's output format.
+  const Matrix a = random_matrix(48, 40, 21), b = random_matrix(40, 24, 22), dy = random_matrix(48, 24, 23);
+  for (const char* name : {"mxfp8", "nvfp4"}) {
+    INFO(name);
+    const PrecisionPolicy p = named_policy(name);
+    const OpRule& rule = p.rule("linear");
+    const Fp8Recipe& rec = p.fp8;
+    GemmOp op(GemmSpec::of(rule, p));
+    GemmKeys keys;
+    keys.base = {5, 700};
+    keys.keyed = true;
+    keys.hadamard_seed = 9;
+    GemmSaved saved;
+    op.forward(a, f32(), b, nullptr, keys, saved);
+    const GemmGrads g = op.backward(saved, dy, false, true, false, keys);
+
+    const Matrix t = !rec.hadamard ? Matrix()
+                     : rec.hadamard_signs == Fp8Recipe::HadamardSigns::te
+                         ? te_hadamard_transform(rec.hadamard)
+                         : hadamard_transform(rec.hadamard, 9);
+    const RandomStream sr = keys.stream(3);
+    const BlockOperand dy_cols =
+        block_operand(rec.hadamard ? hadamard_rows(dy, t) : dy, *rule.backward_compute, rec,
+                      {0, false, rec.gradient_sr ? &sr : nullptr}, nullptr);
+    const BlockOperand at = block_operand(Matrix((rec.hadamard ? hadamard_rows(a, t) : a).transpose()),
+                                          *rule.compute, rec, {1}, nullptr);
+    Matrix want = block_matmul(at, dy_cols, rule.accumulation, keys.stream(1));
+    if (rec.scaling == Fp8Scaling::nvfp4) {
+      want *= sim::nvfp4_alpha(at.tensor_amax, dy_cols.tensor_amax);
+      for (Eigen::Index i = 0; i < want.size(); ++i)
+        want.data()[i] = r(rule.accumulation.output_format(), want.data()[i]);
+    }
+    if (rule.output) want = rounded_by_hand(*rule.output, want);
+    CHECK(rpsim::test::same_bits(g.db, want));
+    CHECK(rec.hadamard == (std::string(name) == "nvfp4" ? 16 : 0));  // both paths of the rotation
+  }
 }
