@@ -81,8 +81,8 @@ inline float stochastic_argument(bool nvfp4, float v, float factor) {
 // NVFP4's stochastically rounded elements of a run (Nearest::values): entry
 // i's value e2m1_stochastic_value(argument, bits[i], k). Whether an argument
 // was NaN (those entries are the caller's). The AVX-512 loop converts between
-// binary64 and 64-bit integers in vectors (AVX-512DQ); ResNet-18's nvfp4
-// gradients took 28 ns an entry in the scalar loop's branches.
+// binary64 and 64-bit integers in vectors (AVX-512DQ); a first version
+// with divisions and branches took 28 ns an entry on ResNet-18's gradients.
 inline bool e2m1_stochastic_values(const float* __restrict v, const float* __restrict f,
                                    const std::uint64_t* __restrict bits, float* __restrict e, std::size_t n,
                                    int k) {
@@ -120,7 +120,8 @@ bool e2m1_stochastic_values_best(const float* v, const float* f, const std::uint
 // element_values call, then stores them.
 // Rounded stochastically (`sr`: the gradients of NVFP4's recipe), each
 // entry's value is instead the generic path's: stochastic_element's code,
-// decoded by `code_value`, with the draw quantize_group_block gives entry k
+// decoded by `code_value` (E2M1's found without the code by
+// e2m1_stochastic_value, the same value), with the draw quantize_group_block gives entry k
 // of group g (recipe_block.hpp: counter_random(seed, mix64(stream ^
 // mix64(g)), k)), k counted row by row in the group as there. The generic
 // path read each line across the columns and called two closures an entry:
