@@ -55,11 +55,16 @@ RPSIM_HD_INLINE std::uint8_t block_element(const QuantSpec& spec, const BlockSca
 
 // What an element rounded stochastically is rounded from: x scaled as the
 // nearest path scales it (MX by the E8M0 reciprocal, FP8 and NVFP4 by the
-// encode scale; NVFP4 clamped to +-6 as its ladder is).
+// encode scale; NVFP4 clamped to +-6 as its ladder is). The factor form is
+// for callers that hold each block's factor instead of its BlockScale (the
+// trainer's line path, block_lines.cpp).
+RPSIM_HD_INLINE float stochastic_argument(ScaleFamily family, float factor, float x) {
+  const float y = mul_f32(x, factor);
+  return family == ScaleFamily::nvfp4 ? nan_clamp(y, -6.0f, 6.0f) : y;
+}
 RPSIM_HD_INLINE float stochastic_argument(const QuantSpec& spec, const BlockScale& b, float x) {
-  if (spec.family == ScaleFamily::mx) return mul_f32(x, e8m0_reciprocal(b.code));
-  if (spec.family == ScaleFamily::fp8) return mul_f32(x, b.encode);
-  return nan_clamp(mul_f32(x, b.encode), -6.0f, 6.0f);
+  return stochastic_argument(spec.family, spec.family == ScaleFamily::mx ? e8m0_reciprocal(b.code) : b.encode,
+                             x);
 }
 
 // v rounded stochastically into element format `f` (k's descriptor) with

@@ -71,13 +71,6 @@ __attribute__((target("avx2"))) std::uint32_t max_magnitude_avx2(const double* x
   return max_magnitude(x, n);
 }
 
-// recipe::stochastic_argument's, with the block's factor (NVFP4's encode,
-// MX's 1 / scale) in place of its BlockScale.
-inline float stochastic_argument(bool nvfp4, float v, float factor) {
-  const float y = recipe::mul_f32(v, factor);
-  return nvfp4 ? recipe::nan_clamp(y, -6.0f, 6.0f) : y;
-}
-
 // NVFP4's stochastically rounded elements of a run (Nearest::values): entry
 // i's value e2m1_stochastic_value(argument, bits[i], k). Whether an argument
 // was NaN (those entries are the caller's). The AVX-512 loop converts between
@@ -88,7 +81,7 @@ inline bool e2m1_stochastic_values(const float* __restrict v, const float* __res
                                    int k) {
   int nan = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const float a = stochastic_argument(true, v[i], f[i]);
+    const float a = recipe::stochastic_argument(ScaleFamily::nvfp4, f[i], v[i]);
     e[i] = recipe::e2m1_stochastic_value(a, bits[i], k);
     nan |= int(recipe::is_nan(a));
   }
@@ -191,15 +184,15 @@ struct Nearest {
   void values(std::size_t n) {
     if (!sr) return element_values_best(element, vf.data(), f.data(), e.data(), n);
     auto r = sr->rounding;
-    const bool nv = spec.family == ScaleFamily::nvfp4;
     // E2M1 by its own function (its value is stochastic_element's code's), in
     // a loop that vectorises; then a NaN, FP8 elements or an unusual draw
     // width by stochastic_element.
     const int k = r.stochastic_bits;
-    const bool e2m1 = nv && spec.element == recipe::ElementKind::e2m1 && k >= 1 && k <= 59;
+    const bool e2m1 =
+        spec.family == ScaleFamily::nvfp4 && spec.element == recipe::ElementKind::e2m1 && k >= 1 && k <= 59;
     if (e2m1 && !e2m1_stochastic_values_best(vf.data(), f.data(), bits.data(), e.data(), n, k)) return;
     for (std::size_t i = 0; i < n; ++i) {
-      const float a = stochastic_argument(nv, vf[i], f[i]);
+      const float a = recipe::stochastic_argument(spec.family, f[i], vf[i]);
       if (e2m1 && !recipe::is_nan(a)) continue;
       r.random_bits = bits[i];
       e[i] = code_value[recipe::stochastic_element(spec.element, sr->element, r, a)];
