@@ -7,8 +7,22 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 namespace rpsim::sim {
+
+namespace detail {
+// dst[a * ld + b] = src[b * ls + a] converted, for a < na, b < nb: a
+// transposing copy between the source's contiguous side and the
+// destination's, in AVX2 registers (tiled_copy.cpp). False, nothing copied,
+// on a CPU without AVX2.
+bool transposed_copy(const double* src, Eigen::Index ls, float* dst, Eigen::Index ld, Eigen::Index na,
+                     Eigen::Index nb);
+bool transposed_copy(const float* src, Eigen::Index ls, double* dst, Eigen::Index ld, Eigen::Index na,
+                     Eigen::Index nb);
+bool transposed_copy(const double* src, Eigen::Index ls, double* dst, Eigen::Index ld, Eigen::Index na,
+                     Eigen::Index nb);
+}  // namespace detail
 
 // dst(i, j) = To(src(i, j)) for a rows x cols matrix at element strides
 // (srs, scs) and (drs, dcs), in square tiles of kSide, each down its
@@ -18,6 +32,19 @@ namespace rpsim::sim {
 template <class From, class To>
 inline void copy_tiled(const From* src, Eigen::Index srs, Eigen::Index scs, To* dst, Eigen::Index drs,
                        Eigen::Index dcs, Eigen::Index rows, Eigen::Index cols) {
+  // A transpose (one side contiguous down the columns, the other along the
+  // rows) from binary32 or binary64 to binary64, or binary64 to binary32, in
+  // registers.
+  if constexpr (std::is_same_v<To, double> || (std::is_same_v<To, float> && std::is_same_v<From, double>)) {
+    if constexpr (std::is_same_v<From, double> || std::is_same_v<From, float>) {
+      if (srs == 1 && dcs == 1 && rows > 1 && cols > 1 &&
+          detail::transposed_copy(src, scs, dst, drs, rows, cols))
+        return;
+      if (scs == 1 && drs == 1 && rows > 1 && cols > 1 &&
+          detail::transposed_copy(src, srs, dst, dcs, cols, rows))
+        return;
+    }
+  }
   constexpr Eigen::Index kSide = 16;
   for (Eigen::Index j0 = 0; j0 < cols; j0 += kSide) {
     const Eigen::Index j1 = std::min(cols, j0 + kSide);
