@@ -192,7 +192,8 @@ TEST_CASE("train: count_nonfinite counts inf and NaN on either carrier, across i
 TEST_CASE("train: count_zero_vs counts zeros against nonzero finite references, on every carrier pair",
           "[train][op-core]") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  for (const std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(512), std::size_t(1100)}) {
+  for (const std::size_t n :
+       {std::size_t(0), std::size_t(3), std::size_t(512), std::size_t(1100), std::size_t(9001)}) {
     std::vector<double> e(n), r(n);
     std::int64_t want = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -216,7 +217,8 @@ TEST_CASE("train: count_zero_vs counts zeros against nonzero finite references, 
 TEST_CASE("train: count_stalled counts nonzero gradients whose weight stayed, on every carrier",
           "[train][op-core]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const std::size_t n : {std::size_t(0), std::size_t(5), std::size_t(512), std::size_t(1301)}) {
+  for (const std::size_t n :
+       {std::size_t(0), std::size_t(5), std::size_t(512), std::size_t(1301), std::size_t(9001)}) {
     std::vector<double> g(n), next(n), value(n);
     std::int64_t want = 0;
     for (std::size_t i = 0; i < n; ++i) {

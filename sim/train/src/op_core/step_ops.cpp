@@ -127,11 +127,34 @@ std::int64_t count_nonfinite(std::span<const float> x) {
   return nonfinite_entries(x);
 }
 
+// The entries where pred(x[i], y[i], ...) holds, with a binary32 carrier
+// compared as it is (widening is exact, so every comparison has the same
+// outcome): a 32-bit count per stretch, which GCC vectorises, where the
+// widening into binary64 chunks for count_where took 4-5x as long (count_stalled
+// of an MLP's binary32 weights 237 -> 49 us; count_zero_vs of binary32
+// against binary64 200 -> 103 us; 2026-12-02, Zen 5).
+template <class Pred, class... T>
+std::int64_t count_direct(std::size_t size, Pred pred, const T*... x) {
+  constexpr std::size_t kStretch = 4096;
+  std::int64_t count = 0;
+  for (std::size_t i0 = 0; i0 < size; i0 += kStretch) {
+    const std::size_t i1 = std::min(size, i0 + kStretch);
+    std::int32_t c = 0;
+    for (std::size_t i = i0; i < i1; ++i) c += pred(x[i]...);
+    count += c;
+  }
+  return count;
+}
+
 template <class E, class R>
 std::int64_t count_zero_vs(std::span<const E> emulated, std::span<const R> reference) {
   if (emulated.size() != reference.size())
     throw std::invalid_argument("count_zero_vs: the emulated and reference arrays differ in size");
   const auto zero_vs = [](auto e, auto r) { return (e == 0.0) & (r != 0.0) & (r - r == 0.0); };
+  if constexpr (!std::is_same_v<E, double> || !std::is_same_v<R, double>)
+    return count_direct(
+        emulated.size(), [](E e, R r) { return int(e == E(0)) & int(r != R(0)) & int(r - r == R(0)); },
+        emulated.data(), reference.data());
   std::int64_t n = 0;
   double e[kChunk], r[kChunk];
   for (std::size_t i0 = 0; i0 < emulated.size(); i0 += kChunk) {
@@ -152,6 +175,10 @@ std::int64_t count_stalled(std::span<const G> grad, std::span<const W> next, std
   if (grad.size() != next.size() || next.size() != value.size())
     throw std::invalid_argument("count_stalled: the gradient and the weights differ in size");
   const auto stalled = [](auto g, auto n, auto w) { return (g != 0.0) & (n == w); };
+  if constexpr (!std::is_same_v<G, double> || !std::is_same_v<W, double>)
+    return count_direct(
+        grad.size(), [](G g, W n, W w) { return int(g != G(0)) & int(n == w); }, grad.data(), next.data(),
+        value.data());
   std::int64_t count = 0;
   double g[kChunk], n[kChunk], w[kChunk];
   for (std::size_t i0 = 0; i0 < grad.size(); i0 += kChunk) {
