@@ -153,15 +153,17 @@ TEST_CASE("train: matmul_tn and matmul_nt equal matmul of the transposed operand
   CHECK_THROWS_AS(matmul_nt(Matrix(3, 4), Matrix(2, 3), fp32), std::invalid_argument);
 }
 
-TEST_CASE("train: count_flushed counts as the entry-by-entry comparison does, NaN and infinities included",
-          "[train]") {
-  // Odd sizes exercise the two-entry vector loop's tail.
+TEST_CASE(
+    "train: count_flushed and flushed_mask are the entry-by-entry comparison, NaN and infinities included",
+    "[train]") {
+  // Sizes 3, 6, 21 and 192 leave count_where's two-entry and flushed_mask's
+  // four-entry vector loops tails; the values meet in every pair.
   for (const Eigen::Index rows : {1, 2, 7, 64}) {
     Matrix before(rows, 3), after(rows, 3);
     const double values[] = {0.0, -0.0, 1e-30, -2.0, INFINITY, -INFINITY, NAN};
     for (Eigen::Index i = 0; i < before.size(); ++i) {
       before.data()[i] = values[std::size_t(i) % 7];
-      after.data()[i] = values[std::size_t(i * 3 + 1) % 7];
+      after.data()[i] = values[std::size_t(i / 7 + 3 * i + 2) % 7];  // every pair within 49 entries
     }
     std::int64_t expected = 0;
     for (Eigen::Index i = 0; i < before.size(); ++i)
@@ -169,7 +171,12 @@ TEST_CASE("train: count_flushed counts as the entry-by-entry comparison does, Na
     INFO(rows << " rows");
     CHECK(expected > 0);
     CHECK(count_flushed(before, after) == expected);
-    CHECK(flushed_mask(before, after).count() == expected);
+    const Mask mask = flushed_mask(before, after);
+    CHECK(mask.count() == expected);
+    std::int64_t differ = 0;  // entry by entry, the vector loop's 4-entry tail included
+    for (Eigen::Index i = 0; i < before.size(); ++i)
+      differ += mask.data()[i] != (before.data()[i] != 0.0 && after.data()[i] == 0.0);
+    CHECK(differ == 0);
   }
 }
 

@@ -32,10 +32,16 @@ bool block_sums(const Matrix& dy, Eigen::Index j0, Eigen::Index cols, double* ou
   const Eigen::Index rows = dy.rows();
   const double* col[kBlock];
   for (Eigen::Index c = 0; c < cols; ++c) col[c] = dy.col(j0 + c).data();
+  // Whether every term is a binary32 value (a NaN is not: the generic sum
+  // takes it), an OR over each column that vectorises: a loop that returned
+  // at the first one that is not was scalar, 60% of the bias sum and 12% of
+  // a GPT-style 256x64x256 GEMM op's backward.
   if constexpr (std::is_same_v<T, float>)
-    for (Eigen::Index c = 0; c < cols; ++c)
-      for (Eigen::Index i = 0; i < rows; ++i)
-        if (double(float(col[c][i])) != col[c][i]) return false;
+    for (Eigen::Index c = 0; c < cols; ++c) {
+      int inexact = 0;
+      for (Eigen::Index i = 0; i < rows; ++i) inexact |= int(double(float(col[c][i])) != col[c][i]);
+      if (inexact) return false;
+    }
   for (Eigen::Index c = 0; c < cols; ++c) acc[c] = T(col[c][0]);
   for (Eigen::Index i = 1; i < rows; ++i)
     for (Eigen::Index c = 0; c < kBlock; ++c)
