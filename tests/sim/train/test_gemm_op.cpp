@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <string>
 
 #include "bit_matrices.hpp"
 #include "finite_differences.hpp"
@@ -115,6 +116,42 @@ TEST_CASE("train: GemmOp per-tensor FP8 current scaling: scales, quantisation, d
   REQUIRE(op.fp8_stats().size() == 3);
   CHECK(op.fp8_stats()[0].second->scale_min == sx);
   CHECK(op.fp8_stats()[0].second->amax == x.cwiseAbs().maxCoeff());
+}
+
+TEST_CASE(
+    "train: GemmOp's bias gradient is each column's sum in order, NaN, infinities and wide terms included",
+    "[train][op-core]") {
+  // 37 rows (the binary32 check's 4-wide steps and a tail) by 11 columns
+  // (a block of 8 and one of 3): column 2 holds a NaN, column 9 an infinity.
+  // Under fp16-amp the sum reads dY cast to fp16; under per-tensor FP8 the
+  // unquantised dY, whose terms are not binary32 values (the generic sum).
+  for (const char* policy : {"fp16-amp", "fp8-current"}) {
+    const PrecisionPolicy p = named_policy(policy);
+    const OpRule& rule = p.rule("linear");
+    GemmOp op(GemmSpec::of(rule, p));
+    const Matrix x = rounded_by_hand(f32(), random_matrix(37, 6, 31)),
+                 w = rounded_by_hand(f32(), random_matrix(6, 11, 32));
+    const Matrix bias = random_matrix(1, 11, 33);
+    GemmSaved saved;
+    op.forward(x, f32(), w, &bias, {}, saved);
+    Matrix dy = random_matrix(37, 11, 34, 1e-2);
+    dy(17, 2) = std::nan("");
+    dy(30, 9) = -INFINITY;
+    const bool fp8 = std::string(policy) == "fp8-current";
+    const Matrix terms = fp8 ? dy : rounded_by_hand(f16(), dy);
+    const Format& sum_format = fp8 ? rule.accumulation.output_format() : f32();
+    const GemmGrads g = op.backward(saved, dy, true, true, true, {});
+    for (Eigen::Index j = 0; j < 11; ++j) {
+      double s = terms(0, j);
+      for (Eigen::Index i = 1; i < 37; ++i) s = r(sum_format, s + terms(i, j));
+      const double want = r(*rule.output, s);
+      INFO(policy << ", column " << j);
+      CHECK(std::isnan(g.dbias(0, j)) == std::isnan(want));
+      if (!std::isnan(want)) CHECK(g.dbias(0, j) == want);
+    }
+    CHECK(std::isnan(g.dbias(0, 2)));
+    CHECK(g.dbias(0, 9) == -INFINITY);
+  }
 }
 
 TEST_CASE("train: GemmOp backs every forward call with its own saved state", "[train][op-core]") {
