@@ -42,7 +42,7 @@ TEST_CASE("train: unscale multiplies by binary32(1/scale), rounds to the gradien
 // to binary16 in chunks, binary32 carrier by float's multiply, a factor of 1).
 TEST_CASE("train: unscale's flushed mask marks exactly the nonzero entries it rounded to zero",
           "[train][op-core]") {
-  const std::size_t n = 1300;  // two full chunks of 512 and a short one
+  const std::size_t n = 9001;  // chunks of 512 and stretches of 4096, each with a short last one
   std::vector<double> g(n);
   for (std::size_t i = 0; i < n; ++i)  // magnitudes 2^-160..2^9, zeros, both signs
     g[i] = i % 5 == 0 ? 0.0 : std::ldexp(1.0 + double(i % 7) / 8, int(i * 29 % 170) - 160) * (i % 2 ? -1 : 1);

@@ -79,11 +79,20 @@ Unscaled multiply_binary32(std::span<float> g, float factor, std::span<bool> mas
   const auto flushing = [factor](float before) { return (before != 0.0f) & (before * factor == 0.0f); };
   if (!mask.empty())
     for (std::size_t i = 0; i < g.size(); ++i) mask[i] = flushing(p[i]);
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const float before = p[i], x = before * factor;
-    flushed += (before != 0.0f) & (x == 0.0f);
-    nonfinite += (x - x) != 0.0f;  // inf - inf and NaN are NaN
-    p[i] = x;
+  // 32-bit counts per stretch, lanes as wide as the floats' (64-bit ones
+  // unpacked every compare: 0.65 ns an entry).
+  constexpr std::size_t kStretch = 4096;
+  for (std::size_t i0 = 0; i0 < g.size(); i0 += kStretch) {
+    const std::size_t i1 = std::min(g.size(), i0 + kStretch);
+    std::int32_t f = 0, nf = 0;
+    for (std::size_t i = i0; i < i1; ++i) {
+      const float before = p[i], x = before * factor;
+      f += int(before != 0.0f) & int(x == 0.0f);
+      nf += int((x - x) != 0.0f);  // inf - inf and NaN are NaN
+      p[i] = x;
+    }
+    flushed += f;
+    nonfinite += nf;
   }
   return Unscaled{flushed, nonfinite > 0};
 }
