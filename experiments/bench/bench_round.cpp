@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "rpsim/formats/array.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 #include "rpsim/formats/format.hpp"
 #include "rpsim/formats/rounding.hpp"
 
@@ -145,8 +146,8 @@ void bm_scalar_core(benchmark::State& state, const Format* fmt, Distribution d, 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define RPSIM_HW_ATTR __attribute__((target("avx512f,avx512vl,avx512bf16,f16c")))
 bool cpu_has_hw() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("f16c");
+  const CpuFeatures& c = cpu_features();
+  return c.avx512f && c.avx512vl && c.avx512bf16 && c.f16c;
 }
 
 // binary32 -> binary16, round to nearest even (vcvtps2ph imm 0 | SAE).

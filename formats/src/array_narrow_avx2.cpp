@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "array_dispatch.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 #define RPSIM_NARROW2_TARGET __attribute__((target("avx2,fma,f16c")))
 
@@ -130,14 +131,8 @@ RPSIM_NARROW2_TARGET void narrow2_kernel(const KernelParams& kp, const In* in, O
 
 template <class In, class Out>
 KernelFn<In, Out> pick_narrow_avx2(const KernelParams& kp) {
-#if defined(__clang__)
-  // clang 14's __builtin_cpu_supports has no "f16c"; every AVX2 processor has F16C (Ivy Bridge and
-  // Piledriver came first).
-  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  static const bool cpu =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
-#endif
+  const CpuFeatures& c = cpu_features();
+  const bool cpu = c.avx2 && c.f16c && c.fma;
   const Rounding& r = kp.rounding;
   if (!cpu || kp.identity || kp.hardware_binary32 || kp.fixed_point) return nullptr;
   if (kp.ftz || r.flush_subnormal_inputs || r.flush_subnormal_outputs) return nullptr;

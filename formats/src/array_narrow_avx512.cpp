@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "array_dispatch.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
 // -Wmaybe-uninitialized reports once inlined (a known false positive).
@@ -293,9 +294,8 @@ bool values_fit_binary32(const KernelParams& kp) {
 
 template <class In, class Out>
 KernelFn<In, Out> pick_narrow_avx512(const KernelParams& kp) {
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
+  const CpuFeatures& c = cpu_features();
+  const bool cpu = c.avx512f && c.avx512bw && c.avx512dq && c.avx512vl && c.bmi2 && c.fma;
   const Rounding& r = kp.rounding;
   if (!cpu || kp.identity || kp.hardware_binary32 || kp.fixed_point) return nullptr;
   if (kp.ftz || r.flush_subnormal_inputs) return nullptr;

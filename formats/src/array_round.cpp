@@ -16,6 +16,7 @@
 
 #include "array_dispatch.hpp"
 #include "rpsim/formats/array.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 namespace rpsim {
 namespace array_detail {
@@ -132,21 +133,13 @@ KernelParams make_params(const Format& fmt, const ArrayOptions& o, bool binary32
 }
 
 bool cpu_has_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
+  const CpuFeatures& c = cpu_features();
+  return c.avx512f && c.avx512bw && c.avx512dq && c.avx512vl && c.bmi2 && c.fma;
 }
 
 bool cpu_has_avx2() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
+  const CpuFeatures& c = cpu_features();
+  return c.avx2 && c.bmi2 && c.fma;
 }
 
 ArrayIsa resolve(ArrayIsa requested) {

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "array_dispatch.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 // GCC widens the auto-vectorised kernel to 512 bits only when asked; clang
 // rejects the whole target attribute if it sees this option, so it gets none.
@@ -108,14 +109,9 @@ bool hardware_conversion_applies(const KernelParams& kp) {
 }  // namespace
 
 KernelFn<float, std::uint16_t> pick_hardware_avx512(const KernelParams& kp) {
-#if defined(__clang__)
-  // clang 14's __builtin_cpu_supports has no "f16c"; every AVX-512F processor has F16C.
-  static const bool f16c = __builtin_cpu_supports("avx512f") &&
-#else
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx512f") &&
-#endif
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-  static const bool bf16 = f16c && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq");
+  const CpuFeatures& c = cpu_features();
+  const bool f16c = c.f16c && c.avx512f && c.avx512vl && c.avx512bw;
+  const bool bf16 = f16c && c.avx512bf16 && c.avx512dq;
   const Rounding& r = kp.rounding;
   if (!hardware_conversion_applies(kp)) return nullptr;
   if (f16c && matches<Binary16Format>(kp) && !r.flush_subnormal_outputs) {

@@ -15,6 +15,7 @@
 
 #include "array_avx512_io.hpp"
 #include "array_dispatch.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
 // -Wmaybe-uninitialized reports once inlined (a known false positive).
@@ -134,8 +135,8 @@ RPSIM_SR_TARGET void sr_kernel(const KernelParams& kp, const In* in, Out* out, s
 
 template <class In, class Out>
 KernelFn<In, Out> pick_sr_avx512(const KernelParams& kp) {
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const CpuFeatures& c = cpu_features();
+  const bool cpu = c.avx512f && c.avx512bw && c.avx512dq && c.avx512vl;
   const Rounding& r = kp.rounding;
   if (!cpu || kp.mode != RoundingMode::stochastic || kp.identity || kp.fixed_point) return nullptr;
   if (kp.ftz || r.flush_subnormal_inputs) return nullptr;

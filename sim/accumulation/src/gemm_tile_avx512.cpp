@@ -17,6 +17,7 @@
 
 #include "gemm_tile.hpp"
 #include "rpsim/accumulation/gemm_kernel.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
 // -W(maybe-)uninitialized reports once inlined (a known false positive).
@@ -212,8 +213,8 @@ RPSIM_TILE_TARGET void chain_avx512(const Finisher& fin, const ChainPlan& plan, 
 
 bool cpu_has_avx512() {
 #if RPSIM_TILE_X86
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+  const CpuFeatures& c = cpu_features();
+  return c.avx512f && c.avx512dq && c.avx512vl && c.fma;
 #else
   return false;
 #endif

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "native_pack.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 namespace rpsim::sim::native {
 namespace {
@@ -43,19 +44,16 @@ namespace {
 constexpr Eigen::Index kWideRows = 8, kNarrowRows = 4;
 constexpr Eigen::Index kParallelWork = 1 << 18;  // m * n * k from which all_tiles uses the threads
 
-// Whether every x[i] is a binary32 value (a NaN counts as one: it converts
-// as a NaN). A loop of its own over each stretch before it is packed, in the
-// widest vectors this CPU has: the double -> float -> double round trip does
-// not vectorise in SSE2, and a check per element inside the packing loops
-// kept them scalar (the transposed ones were 5-6% of a ResNet-style step).
-// Bit 0 of the result: some value is not one. Bit 1: some value is not
-// short (fusable, above: nonzero with more than 12 significant bits or
-// outside [2^-62, 2^63); a NaN or an infinity is not short).
-enum : int { kNotBinary32 = 1, kNotShort = 2 };
+// scan_binary32 (native_gemm.hpp): a loop of its own over each stretch
+// before it is packed, in the widest vectors this CPU has: the double ->
+// float -> double round trip does not vectorise in SSE2, and a check per
+// element inside the packing loops kept them scalar (the transposed ones
+// were 5-6% of a ResNet-style step). Short: fusable, above.
 [[gnu::always_inline]] inline int all_binary32(const double* x, Eigen::Index n) {
-  int bad = 0, wide = 0;
+  int bad = 0, wide = 0, nan = 0;
   for (Eigen::Index i = 0; i < n; ++i) {
     const float f = float(x[i]);
+    nan |= x[i] != x[i];
     bad |= (double(f) != x[i]) & (x[i] == x[i]);
     std::uint32_t u;
     std::memcpy(&u, &f, sizeof u);
@@ -64,7 +62,7 @@ enum : int { kNotBinary32 = 1, kNotShort = 2 };
     // fraction bits are zero for 12 significant bits or fewer.
     wide |= (magnitude != 0) & (((u & 0xfffu) != 0) | (((magnitude >> 23) - 65u) > 124u));
   }
-  return bad | (wide << 1);
+  return bad * kNotBinary32 | wide * kNotShort | nan * kNaN;
 }
 __attribute__((target("avx512f"))) int all_binary32_avx512(const double* x, Eigen::Index n) {
   return all_binary32(x, n);
@@ -76,15 +74,18 @@ int all_binary32_sse2(const double* x, Eigen::Index n) {
   return all_binary32(x, n);
 }
 
-int binary32_values(const double* x, Eigen::Index n) {
+}  // namespace
+
+int scan_binary32(const double* x, Eigen::Index n) {
   static const auto check = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return &all_binary32_avx512;
-    if (__builtin_cpu_supports("avx2")) return &all_binary32_avx2;
+    if (cpu_features().avx512f) return &all_binary32_avx512;
+    if (cpu_features().avx2) return &all_binary32_avx2;
     return &all_binary32_sse2;
   }();
   return check(x, n);
 }
+
+namespace {
 
 // Whether the n values from x can be packed in T without rounding (binary64:
 // always); `fusable` is cleared when one of them is not short. The packings
@@ -102,7 +103,7 @@ bool packable(const double* x, Eigen::Index n, bool& fusable, bool vouched) {
     return true;
   } else {
     if (vouched) return true;
-    const int found = binary32_values(x, n);
+    const int found = scan_binary32(x, n);
     if (found & kNotShort) fusable = false;
     return !(found & kNotBinary32);
   }
@@ -267,14 +268,14 @@ template <class T>
 Kernel<T> kernel() {
   constexpr Eigen::Index per_16_bytes = 16 / sizeof(T);
   constexpr bool binary32 = std::is_same_v<T, float>;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx512f) {
     if constexpr (binary32) return {&tile_avx512<T>, kWideRows, 8 * per_16_bytes, &fused_avx512};
     return {&tile_avx512<T>, kWideRows, 8 * per_16_bytes};
   }
-  if (__builtin_cpu_supports("avx2")) {
+  if (cpu.avx2) {
     if constexpr (binary32)
-      if (__builtin_cpu_supports("fma")) return {&tile_avx2<T>, kNarrowRows, 4 * per_16_bytes, &fused_avx2};
+      if (cpu.fma) return {&tile_avx2<T>, kNarrowRows, 4 * per_16_bytes, &fused_avx2};
     return {&tile_avx2<T>, kNarrowRows, 4 * per_16_bytes};
   }
   return {&tile_sse2<T>, kNarrowRows, 2 * per_16_bytes};

@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 
 #include "rpsim/accumulation/native_gemm.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 
 namespace rpsim::sim::native {
 namespace {
@@ -60,10 +61,7 @@ __attribute__((target("avx2"))) void interleave4_avx2(const double* const* src, 
 // The widest of the two this CPU runs, chosen once.
 template <class T>
 void interleave4(const double* const* src, T* dst, Eigen::Index k, Eigen::Index stride) {
-  static const auto run = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? &interleave4_avx2<T> : &interleave4_portable<T>;
-  }();
+  static const auto run = cpu_features().avx2 ? &interleave4_avx2<T> : &interleave4_portable<T>;
   run(src, dst, k, stride);
 }
 

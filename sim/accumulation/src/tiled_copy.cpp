@@ -12,6 +12,8 @@
 
 #include <numeric>
 
+#include "rpsim/formats/cpu_features.hpp"
+
 namespace rpsim::sim::detail {
 namespace {
 
@@ -119,11 +121,8 @@ __attribute__((target("avx2"))) void transpose_pd(const double* src, Index ls, d
   edges(src, ls, dst, ld, ma, na, 0, nb);
 }
 
-// (At the first call: a namespace-scope initialiser may run before the
-// CPU model __builtin_cpu_supports reads is filled in.)
 bool avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
+  return cpu_features().avx2;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "count_where.hpp"
+#include "rpsim/formats/cpu_features.hpp"
 #include "rpsim/train/tensor.hpp"
 
 namespace rpsim::sim::train {
@@ -60,8 +61,8 @@ Mask flushed_mask(const Matrix& before, const Matrix& after) {
     throw std::invalid_argument("flushed_mask: shapes differ");
   if (nothing_flushed) return Mask::Constant(before.rows(), before.cols(), false);
   Mask out(before.rows(), before.cols());
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  (avx2 ? flushed_avx2 : flushed_scalar)(before.data(), after.data(), out.data(), before.size());
+  (cpu_features().avx2 ? flushed_avx2 : flushed_scalar)(before.data(), after.data(), out.data(),
+                                                        before.size());
   return out;
 }
 

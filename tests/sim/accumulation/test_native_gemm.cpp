@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "bit_matrices.hpp"
 #include "rpsim/accumulation/gemm.hpp"
@@ -211,4 +212,33 @@ TEST_CASE("accumulation: sim::gemm takes the native kernels only from a C of +0"
     const BitMatrix c = random_matrix(formats::binary32(), 2, 2, 300, -3, 3);
     CHECK(same_bits(sim::gemm(model, a, b, c), dot_product_gemm(model, a, b, c)));
   }
+}
+
+// scan_binary32 against its definition applied to one value at a time (the
+// float round trip, the 12-bit and exponent-range rule, isnan), each special
+// value at every position of runs of 1 to 19 (the vector loops' tails).
+TEST_CASE("accumulation: scan_binary32 finds each kind of value wherever it lies", "[accumulation]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const double specials[] = {nan,    -inf, 0.1, 1.0 + 0x1p-12, 0x1p-63,
+                             0x1p63, -0.0, 3.0, 0x1p-62,       1.0 + 0x1p-11};
+  auto expected = [](double v) {
+    const float f = float(v);
+    const bool binary32 = std::isnan(v) || double(f) == v;
+    int m = 0;
+    const bool in_range = std::fabs(v) >= 0x1p-62 && std::fabs(v) < 0x1p63;
+    const bool short12 = binary32 && std::isfinite(v) && double(float(v)) == v &&
+                         std::ldexp(std::frexp(v, &m), 12) == std::trunc(std::ldexp(std::frexp(v, &m), 12));
+    return (binary32 ? 0 : native::kNotBinary32) | (v == 0 || (short12 && in_range) ? 0 : native::kNotShort) |
+           (std::isnan(v) ? native::kNaN : 0);
+  };
+  for (int n = 1; n <= 19; ++n)
+    for (int at = 0; at < n; ++at)
+      for (double s : specials) {
+        std::vector<double> x(std::size_t(n), 1.5);
+        x[std::size_t(at)] = s;
+        INFO("n " << n << " at " << at << " value " << s);
+        CHECK(native::scan_binary32(x.data(), n) == expected(s));
+      }
+  const std::vector<double> plain(7, -2.25);
+  CHECK(native::scan_binary32(plain.data(), 7) == 0);
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "rpsim/formats/cpu_features.hpp"
 #include "rpsim/formats/random.hpp"
 #include "rpsim/formats/recipe.hpp"
 
@@ -40,10 +41,9 @@ __attribute__((target("avx512f"))) void element_values_avx512(const Element& ele
 }
 template <class Element>
 void element_values_best(const Element& element, const float* v, const float* f, float* e, std::size_t n) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
-  if (avx512)
+  if (cpu_features().avx512f)
     element_values_avx512(element, v, f, e, n);
-  else if (avx2)
+  else if (cpu_features().avx2)
     element_values_avx2(element, v, f, e, n);
   else
     element_values(element, v, f, e, n);
@@ -95,9 +95,9 @@ __attribute__((target("avx512f,avx512dq"))) bool e2m1_stochastic_values_avx512(c
 }
 bool e2m1_stochastic_values_best(const float* v, const float* f, const std::uint64_t* bits, float* e,
                                  std::size_t n, int k) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return avx512 ? e2m1_stochastic_values_avx512(v, f, bits, e, n, k)
-                : e2m1_stochastic_values(v, f, bits, e, n, k);
+  return cpu_features().avx512f && cpu_features().avx512dq
+             ? e2m1_stochastic_values_avx512(v, f, bits, e, n, k)
+             : e2m1_stochastic_values(v, f, bits, e, n, k);
 }
 
 // block_quantize_recipe's common cases, MX scales with FP8 elements and
@@ -329,9 +329,8 @@ void nearest(const Matrix& x, bool transposed, const QuantSpec& spec, const reci
 
 // The whole tensor's amax (NVFP4's per-tensor scale, the statistics').
 float tensor_amax_of(const Matrix& x) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
   const auto n = std::size_t(x.size());
-  return amax_of(avx2 ? max_magnitude_avx2(x.data(), n) : max_magnitude(x.data(), n));
+  return amax_of(cpu_features().avx2 ? max_magnitude_avx2(x.data(), n) : max_magnitude(x.data(), n));
 }
 
 // The line (or tile) path's element, when there is one: MX's FP8 element

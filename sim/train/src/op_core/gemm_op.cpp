@@ -3,7 +3,6 @@
 // block scaling (the block-scaled paths: gemm_op_block.cpp).
 #include "rpsim/train/gemm_op.hpp"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "../layers/common.hpp"
+#include "rpsim/accumulation/native_gemm.hpp"
 #include "rpsim/train/layers/block_gemm.hpp"
 #include "rpsim/train/layers/fp8.hpp"
 
@@ -22,28 +22,11 @@ using namespace detail;
 namespace {
 
 // Whether every x[i] is a binary32 value; a NaN is not (the generic sum
-// takes it). In AVX2 four at a time: the scalar loop, which GCC does not
-// vectorise (a conversion may trap), was 60% of the bias sum and 12% of a
-// GPT-style 256x64x256 GEMM op's backward.
-bool binary32_scalar(const double* x, Eigen::Index n) {
-  for (Eigen::Index i = 0; i < n; ++i)
-    if (double(float(x[i])) != x[i]) return false;
-  return true;
-}
-
-__attribute__((target("avx2"))) bool binary32_avx2(const double* x, Eigen::Index n) {
-  __m256d inexact = _mm256_setzero_pd();
-  Eigen::Index i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m256d v = _mm256_loadu_pd(x + i);
-    inexact = _mm256_or_pd(inexact, _mm256_cmp_pd(_mm256_cvtps_pd(_mm256_cvtpd_ps(v)), v, _CMP_NEQ_UQ));
-  }
-  return _mm256_movemask_pd(inexact) == 0 && binary32_scalar(x + i, n - i);
-}
-
+// takes it). The native GEMM's vector scan: the scalar loop, which GCC does
+// not vectorise (a conversion may trap), was 60% of the bias sum and 12% of
+// a GPT-style 256x64x256 GEMM op's backward.
 bool binary32_terms(const double* x, Eigen::Index n) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2 ? binary32_avx2(x, n) : binary32_scalar(x, n);
+  return (sim::native::scan_binary32(x, n) & (sim::native::kNotBinary32 | sim::native::kNaN)) == 0;
 }
 
 // sequential_sum(fmt, column j) for every column of `dy` (the bias

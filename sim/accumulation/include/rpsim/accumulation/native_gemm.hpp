@@ -29,6 +29,14 @@ enum class Transposed { none, a, b };
 std::optional<Matrix> matmul_binary32(const Matrix& a, const Matrix& b, Transposed t = Transposed::none,
                                       int threads = 0, bool short_values = false);
 
+// What a scan of the n values from x finds, as bits: kNotBinary32, some
+// value is not a binary32 value (a NaN counts as one: it converts as a
+// NaN); kNotShort, some value is not short (nonzero with more than 12
+// significant bits or outside [2^-62, 2^63); a NaN or an infinity is not
+// short); kNaN, some value is a NaN. In the widest vectors this CPU has.
+enum : int { kNotBinary32 = 1, kNotShort = 2, kNaN = 4 };
+int scan_binary32(const double* x, Eigen::Index n);
+
 // The same in binary64 (every operand is one): bit-identical to sim::gemm
 // under sequential:binary64:rne, the FP64 shadow's GEMM.
 Matrix matmul_binary64(const Matrix& a, const Matrix& b, Transposed t = Transposed::none, int threads = 0);
