@@ -139,9 +139,8 @@ void bm_scalar_core(benchmark::State& state, const Format* fmt, Distribution d, 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's avx512fintrin.h starts _mm512_cvtps_ph / _mm512_cvtpd_ps from
-// _mm256_undefined_*(), which -Wmaybe-uninitialized reports (a known false
-// positive); silenced for these baselines only.
+// GCC 12's avx512fintrin.h starts _mm512_cvtps_ph / _mm512_cvtpd_ps from _mm256_undefined_*(),
+// which -Wmaybe-uninitialized reports (a known false positive); silenced for these baselines only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define RPSIM_HW_ATTR __attribute__((target("avx512f,avx512vl,avx512bf16,f16c")))
