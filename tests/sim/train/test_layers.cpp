@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "finite_differences.hpp"
 #include "rpsim/formats/random.hpp"
@@ -201,4 +203,54 @@ TEST_CASE("train: underflow is counted where a gradient is rounded to its format
   CHECK(back.underflow_count() < dx.underflow_count());
   CHECK(count_flushed(Matrix::Constant(1, 3, 1e-30), Matrix::Zero(1, 3)) == 3);
   CHECK(count_flushed(Matrix::Zero(1, 3), Matrix::Zero(1, 3)) == 0);
+}
+
+// LayerNorm's forward in a binary32 compute format (the rows' chains side by
+// side in float vectors, layer_norm.cpp) against its definition written out
+// one operation at a time, each rounded to binary32 by the exact core; rows
+// of every scale, subnormal ones; and with a row whose sum overflows (its
+// NaNs and infinities: the generic walk's, for the whole tensor).
+TEST_CASE("train: LayerNorm in binary32 equals its definition rounded one operation at a time", "[train]") {
+  const Format& f32 = formats::binary32();
+  auto r32 = [&](double v) { return to_double(f32, round_double(f32, v, RoundingMode::nearest_even)); };
+  const PrecisionPolicy fp32 = named_policy("fp32");
+  const StepContext ctx{&fp32, 0, 0};
+  const Eigen::Index rows = 37, n = 19;
+  Matrix plain = random_matrix(rows, n, 41, 3.0);
+  for (Eigen::Index i = 0; i < rows; ++i)
+    plain.row(i) *= std::ldexp(1.0, int(i % 9) * 9 - 40);  // 2^-40 .. 2^32
+  plain.row(5) *= 0x1p-100;                                // binary32 subnormals after the cast
+  Matrix overflowing = plain;
+  overflowing.row(7).setConstant(3e38);  // the sum overflows
+  overflowing(7, 3) = -3e38;
+  for (const auto& [x, eps] : {std::pair{plain, 1e-5}, std::pair{plain, 0.0}, std::pair{overflowing, 1e-5}}) {
+    LayerNorm ln("ln", n, eps);
+    ln.gamma.value = random_matrix(1, n, 42, 2.0);
+    ln.beta.value = random_matrix(1, n, 43);
+    const Matrix y = ln.forward(Tensor{x, &formats::binary64()}, ctx).values;
+    REQUIRE(y.rows() == rows);
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      std::vector<double> xi(static_cast<std::size_t>(n)), d(static_cast<std::size_t>(n));
+      for (Eigen::Index j = 0; j < n; ++j) xi[std::size_t(j)] = r32(x(i, j));
+      double sum = xi[0];
+      for (Eigen::Index j = 1; j < n; ++j) sum = r32(sum + xi[std::size_t(j)]);
+      const double mean = r32(sum / double(n));
+      double sq = 0;
+      for (Eigen::Index j = 0; j < n; ++j) {
+        d[std::size_t(j)] = r32(xi[std::size_t(j)] - mean);
+        const double s = r32(d[std::size_t(j)] * d[std::size_t(j)]);
+        sq = j == 0 ? s : r32(sq + s);
+      }
+      const double rstd = r32(1.0 / std::sqrt(r32(r32(sq / double(n)) + eps)));
+      for (Eigen::Index j = 0; j < n; ++j) {
+        const double xh = r32(d[std::size_t(j)] * rstd);
+        const double want = r32(r32(xh * r32(ln.gamma.value(0, j))) + r32(ln.beta.value(0, j)));
+        INFO("eps " << eps << " row " << i << " column " << j << ": " << y(i, j) << " against " << want);
+        if (std::isnan(want))
+          CHECK(std::isnan(y(i, j)));
+        else
+          CHECK(std::bit_cast<std::uint64_t>(y(i, j)) == std::bit_cast<std::uint64_t>(want));
+      }
+    }
+  }
 }
