@@ -168,10 +168,11 @@ TEST_CASE("train: unscale on a binary32 carrier is the binary64 one's, stored ba
   }
 }
 
+// (Chunks of 512 for binary64; binary32's 32-bit counts run in stretches of 4096.)
 TEST_CASE("train: count_nonfinite counts inf and NaN on either carrier, across its chunks",
           "[train][op-core]") {
-  for (const std::size_t n :
-       {std::size_t(0), std::size_t(1), std::size_t(512), std::size_t(513), std::size_t(1200)}) {
+  for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(512), std::size_t(513),
+                              std::size_t(1200), std::size_t(4096), std::size_t(9001)}) {
     std::vector<double> d(n);
     std::int64_t want = 0;
     for (std::size_t i = 0; i < n; ++i) {
