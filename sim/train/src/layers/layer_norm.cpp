@@ -1,4 +1,6 @@
 // Layer normalisation with every intermediate in the compute format.
+#include <xmmintrin.h>
+
 #include <cmath>
 #include <vector>
 
@@ -56,11 +58,15 @@ void gain_and_bias_grads(const Format& c, const ValueRounding& rc, const Matrix&
 // (53 >= 2 * 24 + 2, Figueroa 1995); var + eps and the reciprocal square
 // root stay in binary64 per row, as there. False (nothing kept) where an
 // entry is not finite in or out: the generic walk then gives the NaNs and
-// infinities their payloads and signs.
+// infinities their payloads and signs; and where the hardware would not
+// round as binary32's nearest even (MXCSR: another mode, FTZ or DAZ, as
+// torch.set_flush_denormal(True) sets) or n is not a binary32 value.
 bool normalise_binary32(const Matrix& xc, const Matrix& g, const Matrix& b, double eps, Matrix& xhat,
                         Eigen::VectorXd& rstd, Matrix& y) {
   const Eigen::Index rows = xc.rows(), n = xc.cols();
-  if (n == 0 || !xc.allFinite()) return false;
+  constexpr unsigned kModeFtzDaz = 0x6000 | 0x8000 | 0x0040;
+  if (n == 0 || n > (Eigen::Index(1) << 24) || (_mm_getcsr() & kModeFtzDaz) != 0 || !xc.allFinite())
+    return false;
   const Eigen::MatrixXf x = xc.cast<float>();  // exact: values of binary32
   Eigen::ArrayXf acc = x.col(0).array();
   for (Eigen::Index j = 1; j < n; ++j) acc += x.col(j).array();
